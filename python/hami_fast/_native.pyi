@@ -1,0 +1,62 @@
+"""Typed surface of the Rust engine (``rust/hami-py``). Bytes in, bytes out; the GIL is released."""
+
+from typing import final
+
+__version__: str
+
+class EngineError(ValueError):
+    """Bad input: the message names the object and the field."""
+
+@final
+class Cluster:
+    """Nodes, pods and quotas kept in Rust; per-device usage maintained incrementally.
+
+    ``config`` is JSON: any subset of
+    ``{"resource_count_name", "resource_memory_name", "resource_memory_percentage_name",
+    "resource_core_name", "resource_priority_name", "default_memory", "default_cores",
+    "default_gpu_num", "memory_factor", "node_scheduler_policy", "gpu_scheduler_policy",
+    "scheduler_name", "force_overwrite_default_scheduler", "gpu_core_policy",
+    "runtime_class_name", "overwrite_env"}``.
+    """
+
+    def __init__(self, config: bytes | None = None) -> None: ...
+    def apply(self, obj: bytes) -> None:
+        """Add or update a Node, Pod or ResourceQuota, or every item of a ``List`` (JSON bytes)."""
+    def delete(self, obj: bytes) -> None:
+        """Remove a Node, Pod or ResourceQuota (JSON bytes of the object or its tombstone)."""
+    def apply_watch_event(self, line: bytes) -> str:
+        """Apply one watch line ``{"type": ..., "object": ...}``; returns the event type."""
+    def filter(self, args: bytes, now: int, record: bool = True) -> tuple[bytes, bytes | None]:
+        """ExtenderArgs -> (ExtenderFilterResult bytes, decision JSON or None).
+
+        The decision is ``{"pod": {"namespace","name","uid"}, "node": str, "annotations": {..},
+        "patch": <merge patch bytes as str>, "scores": {..}, "failed": {..}}``. With ``record`` the
+        reservation is kept under the pod UID until :meth:`release` or the pod leaves.
+        """
+    def release(self, pod_uid: str) -> bool:
+        """Drop the reservation of a pod (for example after a failed annotation patch)."""
+    def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
+        """Apply the webhook defaults to ``pod``, then report where it would go over all nodes."""
+    def admit(self, review: bytes) -> bytes:
+        """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
+    def usage(self) -> bytes:
+        """Per-node, per-device usage as JSON (for metrics, the REST API and tests)."""
+    def node_count(self) -> int: ...
+    def pod_count(self) -> int: ...
+
+def decode_node_register(value: str) -> bytes:
+    """``hami.io/node-nvidia-register`` (JSON or legacy colon form) -> JSON list of devices."""
+
+def encode_node_register(devices: bytes) -> str:
+    """JSON list of devices -> annotation value, in the device plugin's key order and omitempty rules."""
+
+def decode_pod_devices(value: str) -> bytes:
+    """``hami.io/vgpu-devices-allocated`` -> JSON ``[[{"uuid","type","usedmem","usedcores"}, ...], ...]``."""
+
+def encode_pod_devices(containers: bytes) -> str:
+    """Inverse of :func:`decode_pod_devices`."""
+
+def parse_node_lock(value: str) -> tuple[str, str, str]:
+    """``hami.io/mutex.lock`` -> (timestamp, namespace, name); legacy bare timestamp gives empty owner."""
+
+def format_node_lock(timestamp: str, namespace: str, name: str) -> str: ...

@@ -1,0 +1,103 @@
+//! Per-container device lists: `UUID,NVIDIA,mem,cores:` per device, `;` per container slot.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerDevice {
+    pub uuid: String,
+    #[serde(rename = "type")]
+    pub device_type: String,
+    pub usedmem: i32,
+    pub usedcores: i32,
+}
+
+/// One entry per container slot (init containers first), each the devices of that container.
+pub type PodDevices = Vec<Vec<ContainerDevice>>;
+
+pub fn encode_pod_devices(slots: &[Vec<ContainerDevice>]) -> String {
+    let mut out = String::new();
+    for slot in slots {
+        for d in slot {
+            let _ = write!(out, "{},{},{},{}:", d.uuid, d.device_type, d.usedmem, d.usedcores);
+        }
+        out.push(';');
+    }
+    out
+}
+
+/// Decodes a device list. Empty slots are kept so slot *i* still maps to container *i*;
+/// the empty element after the final `;` is dropped.
+pub fn decode_pod_devices(value: &str) -> Result<PodDevices, String> {
+    let mut parts: Vec<&str> = value.split(';').collect();
+    if parts.last() == Some(&"") {
+        parts.pop();
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(slot, entry)| decode_slot(entry).map_err(|e| format!("container slot {slot}: {e}")))
+        .collect()
+}
+
+fn decode_slot(entry: &str) -> Result<Vec<ContainerDevice>, String> {
+    entry
+        .split(':')
+        .filter(|seg| seg.contains(','))
+        .map(|seg| {
+            let f: Vec<&str> = seg.split(',').collect();
+            if f.len() < 4 {
+                return Err(format!("device {seg:?} needs 4 comma fields UUID,TYPE,MEM,CORES"));
+            }
+            let int = |i: usize, name: &str| {
+                f[i].trim().parse::<i32>().map_err(|_| format!("device {seg:?}: {name} {:?} is not an int32", f[i]))
+            };
+            Ok(ContainerDevice {
+                uuid: f[0].to_owned(),
+                device_type: f[1].to_owned(),
+                usedmem: int(2, "memory")?,
+                usedcores: int(3, "cores")?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(uuid: &str, mem: i32, cores: i32) -> ContainerDevice {
+        ContainerDevice { uuid: uuid.into(), device_type: "NVIDIA".into(), usedmem: mem, usedcores: cores }
+    }
+
+    #[test]
+    fn spec_examples_roundtrip() {
+        for text in [
+            "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,NVIDIA,3000,30:;",
+            "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,NVIDIA,3000,0:;GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,NVIDIA,5000,0:;",
+            "GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec,NVIDIA,16384,30:GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,NVIDIA,16384,30:;",
+            "GPU-init1,NVIDIA,500,10:;GPU-main1,NVIDIA,2000,50:;",
+            ";;GPU-main1,NVIDIA,2000,50:;",
+            ";",
+        ] {
+            let decoded = decode_pod_devices(text).unwrap();
+            assert_eq!(encode_pod_devices(&decoded), text, "{text}");
+        }
+    }
+
+    #[test]
+    fn positional_slots_are_kept() {
+        let d = decode_pod_devices(";;GPU-main1,NVIDIA,2000,50:;").unwrap();
+        assert_eq!(d, vec![vec![], vec![], vec![dev("GPU-main1", 2000, 50)]]);
+        let d = decode_pod_devices("GPU-a,NVIDIA,1,2:GPU-b,NVIDIA,3,4:;").unwrap();
+        assert_eq!(d, vec![vec![dev("GPU-a", 1, 2), dev("GPU-b", 3, 4)]]);
+    }
+
+    #[test]
+    fn malformed_lists_are_errors() {
+        assert!(decode_pod_devices("GPU-a,NVIDIA,1:;").unwrap_err().contains("4 comma fields"));
+        assert!(decode_pod_devices("GPU-a,NVIDIA,x,1:;").unwrap_err().contains("memory"));
+        assert!(decode_pod_devices("GPU-a,NVIDIA,1,99999999999:;").unwrap_err().contains("cores"));
+        assert!(decode_pod_devices("a;GPU-a,NVIDIA,1,2,extra:;").is_ok());
+    }
+}

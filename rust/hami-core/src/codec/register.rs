@@ -1,0 +1,199 @@
+//! `hami.io/node-nvidia-register` (JSON, legacy colon form as fallback) and `hami.io/node-nvidia-score`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+fn is_zero_i32(v: &i32) -> bool {
+    *v == 0
+}
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MigPlacement {
+    #[serde(default)]
+    pub start: u32,
+    #[serde(default)]
+    pub size: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MigProfile {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, rename = "memoryMB")]
+    pub memory_mb: i64,
+    #[serde(default)]
+    pub core: i32,
+    #[serde(default)]
+    pub slice_count: i32,
+    #[serde(default)]
+    pub placements: Vec<MigPlacement>,
+}
+
+/// One physical GPU as the device plugin registers it. Field order and omitempty follow the plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub index: u32,
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub count: i32,
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub devmem: i32,
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub devcore: i32,
+    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    pub device_type: String,
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub numa: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::k8s::nullable")]
+    pub mig_profiles: Vec<MigProfile>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub health: bool,
+}
+
+/// Decodes the register annotation: JSON first, then the legacy `UUID,count,mem,core,type,numa,health[,index,mode]:` form.
+pub fn decode_node_register(value: &str) -> Result<Vec<Device>, String> {
+    let trimmed = value.trim();
+    let devices = if trimmed.starts_with('[') {
+        serde_json::from_str::<Vec<Device>>(trimmed).map_err(|e| format!("invalid JSON: {e}"))?
+    } else {
+        decode_legacy_register(trimmed)
+            .map_err(|e| format!("neither a JSON array nor the legacy colon form: {e}"))?
+    };
+    if devices.is_empty() {
+        return Err("no gpu found on node".into());
+    }
+    Ok(devices)
+}
+
+fn decode_legacy_register(value: &str) -> Result<Vec<Device>, String> {
+    if !value.contains(':') {
+        return Err("no ':' separated device found".into());
+    }
+    value
+        .split(':')
+        .filter(|s| !s.is_empty())
+        .enumerate()
+        .map(|(i, s)| decode_legacy_device(s).map_err(|e| format!("device {i} ({s:?}): {e}")))
+        .collect()
+}
+
+fn decode_legacy_device(segment: &str) -> Result<Device, String> {
+    let f: Vec<&str> = segment.split(',').collect();
+    if f.len() != 7 && f.len() != 9 {
+        return Err(format!("expected 7 or 9 comma fields, found {}", f.len()));
+    }
+    let int = |i: usize, name: &str| -> Result<i32, String> {
+        f[i].trim().parse::<i32>().map_err(|_| format!("field {name}={:?} is not an integer", f[i]))
+    };
+    let health = f[6].trim().parse::<bool>().map_err(|_| format!("field health={:?} is not a bool", f[6]))?;
+    let (index, mode) = if f.len() == 9 {
+        let index = f[7].trim().parse::<u32>().map_err(|_| format!("field index={:?} is not a non-negative integer", f[7]))?;
+        (index, f[8].to_owned())
+    } else {
+        (0, "hami-core".to_owned())
+    };
+    Ok(Device {
+        id: f[0].to_owned(),
+        index,
+        count: int(1, "count")?,
+        devmem: int(2, "devmem")?,
+        devcore: int(3, "devcore")?,
+        device_type: f[4].to_owned(),
+        numa: int(5, "numa")?,
+        mode,
+        mig_profiles: Vec::new(),
+        health,
+    })
+}
+
+/// Encodes devices as the NVIDIA device plugin writes them (JSON, plugin key order, omitempty).
+pub fn encode_node_register(devices: &[Device]) -> String {
+    serde_json::to_string(devices).unwrap_or_else(|_| "[]".into())
+}
+
+#[derive(Debug, Deserialize)]
+struct PairScoreEntry {
+    #[serde(default)]
+    uuid: String,
+    #[serde(default, deserialize_with = "crate::k8s::nullable")]
+    score: BTreeMap<String, i64>,
+}
+
+/// `hami.io/node-nvidia-score`: `[{"uuid": .., "score": {peer: int}}]` -> uuid -> peer -> score.
+pub fn decode_pair_scores(value: &str) -> Result<BTreeMap<String, BTreeMap<String, i64>>, String> {
+    let entries: Vec<PairScoreEntry> = serde_json::from_str(value).map_err(|e| format!("invalid JSON: {e}"))?;
+    Ok(entries.into_iter().map(|e| (e.uuid, e.score)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE_A: &str = r#"[{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core","health":true},{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core","health":true}]"#;
+
+    #[test]
+    fn json_roundtrip_is_byte_exact() {
+        let devices = decode_node_register(EXAMPLE_A).unwrap();
+        assert_eq!(devices.len(), 2);
+        assert_eq!(devices[0].index, 0);
+        assert_eq!(devices[1].index, 1);
+        assert!(devices[1].health);
+        assert_eq!(encode_node_register(&devices), EXAMPLE_A);
+    }
+
+    #[test]
+    fn absent_health_means_unhealthy_and_unknown_keys_are_ignored() {
+        let d = decode_node_register(r#"[{"id":"GPU-7a1c","index":3,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA A100-SXM4-40GB","numa":1,"mode":"hami-core","instanceCount":4}]"#).unwrap();
+        assert!(!d[0].health);
+        assert_eq!(d[0].numa, 1);
+    }
+
+    #[test]
+    fn mig_example_decodes() {
+        let d = decode_node_register(r#"[{"id":"GPU-0","count":7,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"mig","migProfiles":[{"name":"1g.5gb","memoryMB":5120,"core":14,"sliceCount":1,"placements":[{"start":6,"size":1}]}]}]"#).unwrap();
+        assert_eq!(d[0].mig_profiles[0].memory_mb, 5120);
+        assert_eq!(d[0].mig_profiles[0].placements[0].start, 6);
+        let again = decode_node_register(&encode_node_register(&d)).unwrap();
+        assert_eq!(again, d);
+    }
+
+    #[test]
+    fn legacy_forms() {
+        let d = decode_node_register("GPU-a,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:GPU-b,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:").unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[1].mode, "hami-core");
+        let d = decode_node_register("GPU-c,10,7680,100,NVIDIA-Tesla P4,0,true,1,hami-core:").unwrap();
+        assert_eq!(d[0].index, 1);
+        assert_eq!(d[0].devmem, 7680);
+    }
+
+    #[test]
+    fn malformed_inputs_name_the_problem() {
+        assert!(decode_node_register("[]").unwrap_err().contains("no gpu found"));
+        assert!(decode_node_register("[{").unwrap_err().contains("invalid JSON"));
+        assert!(decode_node_register("GPU-a,10,abc,100,T,0,true:").unwrap_err().contains("devmem"));
+        assert!(decode_node_register("GPU-a,10,1,100:").unwrap_err().contains("7 or 9"));
+        assert!(decode_node_register("garbage").is_err());
+        assert!(decode_node_register("GPU-a,10,1,100,T,0,yes:").unwrap_err().contains("health"));
+        assert!(decode_node_register("GPU-a,10,1,100,T,0,true,-1,hami-core:").unwrap_err().contains("index"));
+    }
+
+    #[test]
+    fn pair_scores() {
+        let s = decode_pair_scores(r#"[{"uuid":"GPU-0","score":{"GPU-1":100}},{"uuid":"GPU-1","score":{"GPU-0":100}}]"#).unwrap();
+        assert_eq!(s["GPU-0"]["GPU-1"], 100);
+        assert!(decode_pair_scores("{").is_err());
+    }
+}

@@ -1,0 +1,60 @@
+//! Engine configuration: resource names and defaults as in HAMi's device config and flags.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub resource_count_name: String,
+    pub resource_memory_name: String,
+    pub resource_memory_percentage_name: String,
+    pub resource_core_name: String,
+    pub resource_priority_name: String,
+    pub default_memory: i64,
+    pub default_cores: i64,
+    pub default_gpu_num: i64,
+    pub memory_factor: i64,
+    pub node_scheduler_policy: String,
+    pub gpu_scheduler_policy: String,
+    pub scheduler_name: String,
+    pub force_overwrite_default_scheduler: bool,
+    pub gpu_core_policy: String,
+    pub runtime_class_name: String,
+    pub overwrite_env: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            resource_count_name: "nvidia.com/gpu".into(),
+            resource_memory_name: "nvidia.com/gpumem".into(),
+            resource_memory_percentage_name: "nvidia.com/gpumem-percentage".into(),
+            resource_core_name: "nvidia.com/gpucores".into(),
+            resource_priority_name: "nvidia.com/priority".into(),
+            default_memory: 0,
+            default_cores: 0,
+            default_gpu_num: 1,
+            memory_factor: 1,
+            node_scheduler_policy: "binpack".into(),
+            gpu_scheduler_policy: "spread".into(),
+            scheduler_name: "hami-scheduler".into(),
+            force_overwrite_default_scheduler: true,
+            gpu_core_policy: "default".into(),
+            runtime_class_name: String::new(),
+            overwrite_env: false,
+        }
+    }
+}
+
+impl Config {
+    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self::default());
+        }
+        let config: Self = serde_json::from_slice(bytes).map_err(|e| format!("engine config: {e}"))?;
+        if config.memory_factor < 0 {
+            return Err("engine config: memory_factor must be >= 0".into());
+        }
+        Ok(config)
+    }
+}

@@ -1,0 +1,312 @@
+//! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reason keys and reason strings.
+
+use crate::codec::{ContainerDevice, GpuPolicy, PodDevices, PodHints, VENDOR_NVIDIA};
+use crate::model::{collapse, DeviceUsage, GpuNode};
+use crate::policy::{device_order, device_score, node_score};
+use crate::request::{ContainerRequest, PodRequest};
+use std::collections::BTreeMap;
+
+pub const CARD_NOT_HEALTH: &str = "CardNotHealth";
+pub const CARD_CORDONED: &str = "CardCordoned";
+pub const CARD_TYPE_MISMATCH: &str = "CardTypeMismatch";
+pub const NUMA_NOT_FIT: &str = "NumaNotFit";
+pub const CARD_UUID_MISMATCH: &str = "CardUuidMismatch";
+pub const CARD_TIME_SLICING_EXHAUSTED: &str = "CardTimeSlicingExhausted";
+pub const EXCLUSIVE_CONFLICT: &str = "ExclusiveDeviceAllocateConflict";
+pub const QUOTA_NOT_FIT: &str = "ResourceQuotaNotFit";
+pub const CARD_INSUFFICIENT_MEMORY: &str = "CardInsufficientMemory";
+pub const CARD_INSUFFICIENT_CORE: &str = "CardInsufficientCore";
+pub const CARD_COMPUTE_UNITS_EXHAUSTED: &str = "CardComputeUnitsExhausted";
+pub const ALLOCATED_CARDS_INSUFFICIENT: &str = "AllocatedCardsInsufficientRequest";
+pub const NODE_INSUFFICIENT_DEVICE: &str = "NodeInsufficientDevice";
+pub const NODE_UNREGISTERED: &str = "node unregistered";
+
+/// Namespace quota on vGPU memory and cores (limits already scaled by the memory factor).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuotaState {
+    pub limit_mem: Option<i64>,
+    pub limit_cores: Option<i64>,
+    pub used_mem: i64,
+    pub used_cores: i64,
+}
+
+/// What is being placed and under which rules.
+pub struct PodContext<'a> {
+    pub request: &'a PodRequest,
+    pub hints: &'a PodHints,
+    pub gpu_policy: &'a GpuPolicy,
+    pub quota: Option<QuotaState>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeFit {
+    pub score: f64,
+    pub slots: PodDevices,
+}
+
+/// `"<count>/<total> <Reason>"` entries sorted as strings and joined with `", "`.
+pub fn gen_reason(reasons: &BTreeMap<&'static str, usize>, total: usize) -> String {
+    let mut parts: Vec<String> = reasons.iter().map(|(k, n)| format!("{n}/{total} {k}")).collect();
+    parts.sort();
+    parts.join(", ")
+}
+
+/// Places every container of the pod on `node`, or says why not.
+pub fn fit_pod(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, String> {
+    let base = &node.usage;
+    let score = node_score(&node.devices, base);
+    let request = ctx.request;
+    let mut slots: PodDevices = vec![Vec::new(); request.slots.len()];
+    for slot in 0..request.init_count {
+        if let Some(r) = &request.slots[slot] {
+            let mut scratch = base.clone();
+            slots[slot] = fit_container(node, &mut scratch, r, ctx, &slots, slot)?;
+        }
+    }
+    let mut app = base.clone();
+    for slot in request.init_count..request.slots.len() {
+        if let Some(r) = &request.slots[slot] {
+            slots[slot] = fit_container(node, &mut app, r, ctx, &slots, slot)?;
+        }
+    }
+    Ok(NodeFit { score, slots })
+}
+
+fn fit_container(
+    node: &GpuNode,
+    usage: &mut [DeviceUsage],
+    r: &ContainerRequest,
+    ctx: &PodContext,
+    earlier: &PodDevices,
+    slot: usize,
+) -> Result<Vec<ContainerDevice>, String> {
+    let scores: Vec<f64> =
+        node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
+    let order = device_order(node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
+    let typed: Vec<usize> = order.into_iter().filter(|&i| node.type_upper[i].contains(VENDOR_NVIDIA)).collect();
+    if r.nums > typed.len() as i64 {
+        return Err(NODE_INSUFFICIENT_DEVICE.to_owned());
+    }
+    let picked = pick_devices(node, usage, &typed, r, ctx, earlier, slot)?;
+    let mut out = Vec::with_capacity(picked.len());
+    for p in picked {
+        let u = &mut usage[p.index];
+        u.used += 1;
+        u.usedmem += p.mem;
+        u.usedcores += p.cores;
+        out.push(ContainerDevice {
+            uuid: node.devices[p.index].id.clone(),
+            device_type: VENDOR_NVIDIA.to_owned(),
+            usedmem: p.mem as i32,
+            usedcores: p.cores as i32,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pick {
+    index: usize,
+    mem: i64,
+    cores: i64,
+}
+
+/// HAMi's NVIDIA Fit: walk the ordered devices from the end; the first failing check is the reason.
+fn pick_devices(
+    node: &GpuNode,
+    usage: &[DeviceUsage],
+    typed: &[usize],
+    r: &ContainerRequest,
+    ctx: &PodContext,
+    earlier: &PodDevices,
+    slot: usize,
+) -> Result<Vec<Pick>, String> {
+    let hints = ctx.hints;
+    let (topology, mutex) = (ctx.gpu_policy.topology, ctx.gpu_policy.mutex);
+    let origin = r.nums as usize;
+    let mut need = origin;
+    let mut prev_numa: Option<i32> = None;
+    let mut picked: Vec<Pick> = Vec::new();
+    let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for &i in typed.iter().rev() {
+        let d = &node.devices[i];
+        let u = &usage[i];
+        if !d.health {
+            bump(&mut reasons, CARD_NOT_HEALTH, 1);
+            continue;
+        }
+        if node.cordoned[i] {
+            bump(&mut reasons, CARD_CORDONED, 1);
+            continue;
+        }
+        if !hints.type_allowed(&node.type_upper[i]) || !hints.mode_allowed(&d.mode) || d.mode == "mig" {
+            bump(&mut reasons, CARD_TYPE_MISMATCH, 1);
+            continue;
+        }
+        if hints.numa_bind && prev_numa != Some(d.numa) {
+            if need != origin {
+                bump(&mut reasons, NUMA_NOT_FIT, picked.len());
+            }
+            need = origin;
+            picked.clear();
+            prev_numa = Some(d.numa);
+        }
+        if !hints.uuid_allowed(&d.id) {
+            bump(&mut reasons, CARD_UUID_MISMATCH, 1);
+            continue;
+        }
+        if i64::from(d.count) <= u.used {
+            bump(&mut reasons, CARD_TIME_SLICING_EXHAUSTED, 1);
+            continue;
+        }
+        if mutex && u.used > 0 {
+            bump(&mut reasons, EXCLUSIVE_CONFLICT, 1);
+            continue;
+        }
+        let cores = r.clamped_cores();
+        let mem = r.resolved_memory(i64::from(d.devmem));
+        if let Some(q) = &ctx.quota {
+            if exceeds_quota(q, node, earlier, slot, &picked, Pick { index: i, mem, cores }, ctx.request.init_count) {
+                bump(&mut reasons, QUOTA_NOT_FIT, 1);
+                continue;
+            }
+        }
+        let (total_mem, total_core) = (i64::from(d.devmem), i64::from(d.devcore));
+        if total_mem - u.usedmem < mem {
+            bump(&mut reasons, CARD_INSUFFICIENT_MEMORY, 1);
+            continue;
+        }
+        if total_core - u.usedcores < cores {
+            bump(&mut reasons, CARD_INSUFFICIENT_CORE, 1);
+            continue;
+        }
+        if total_core == 100 && cores == 100 && u.used > 0 {
+            bump(&mut reasons, EXCLUSIVE_CONFLICT, 1);
+            continue;
+        }
+        if total_core != 0 && u.usedcores == total_core && cores == 0 {
+            bump(&mut reasons, CARD_COMPUTE_UNITS_EXHAUSTED, 1);
+            continue;
+        }
+        if need > 0 {
+            picked.push(Pick { index: i, mem, cores });
+            if !topology {
+                need -= 1;
+            }
+        }
+        if need == 0 && !topology {
+            return Ok(picked);
+        }
+    }
+    if topology && picked.len() >= origin {
+        return Ok(choose_by_topology(node, picked, origin));
+    }
+    if !picked.is_empty() {
+        bump(&mut reasons, ALLOCATED_CARDS_INSUFFICIENT, picked.len());
+    }
+    Err(gen_reason(&reasons, typed.len()))
+}
+
+fn bump(reasons: &mut BTreeMap<&'static str, usize>, reason: &'static str, by: usize) {
+    *reasons.entry(reason).or_default() += by;
+}
+
+/// Quota check (§13.3): earlier containers + picked so far + the candidate, collapsed.
+fn exceeds_quota(q: &QuotaState, node: &GpuNode, earlier: &PodDevices, slot: usize, picked: &[Pick], candidate: Pick, init_count: usize) -> bool {
+    let as_device = |p: &Pick| ContainerDevice {
+        uuid: node.devices[p.index].id.clone(),
+        device_type: VENDOR_NVIDIA.to_owned(),
+        usedmem: p.mem as i32,
+        usedcores: p.cores as i32,
+    };
+    let mut slots = earlier.clone();
+    slots[slot] = picked.iter().chain(std::iter::once(&candidate)).map(as_device).collect();
+    let footprint = collapse(&slots, init_count, false);
+    let mem: i64 = footprint.iter().map(|c| c.mem).sum();
+    let cores: i64 = footprint.iter().map(|c| c.cores).sum();
+    q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
+}
+
+/// Topology-aware choice among all eligible cards (§9.4 end).
+fn choose_by_topology(node: &GpuNode, candidates: Vec<Pick>, origin: usize) -> Vec<Pick> {
+    if candidates.len() == origin {
+        return candidates;
+    }
+    let pair = |a: &Pick, b: &Pick| node.pair[a.index][b.index];
+    if origin == 1 {
+        let connectivity = |c: &Pick| candidates.iter().filter(|o| o.index != c.index).map(|o| pair(c, o)).sum::<i64>();
+        let best = candidates.iter().min_by_key(|c| connectivity(c)).copied();
+        return best.into_iter().collect();
+    }
+    let mut best: Option<(i64, Vec<usize>)> = None;
+    for combo in Combinations::new(candidates.len(), origin) {
+        let total: i64 = combo
+            .iter()
+            .enumerate()
+            .flat_map(|(x, &a)| combo[x + 1..].iter().map(move |&b| (a, b)))
+            .map(|(a, b)| pair(&candidates[a], &candidates[b]))
+            .sum();
+        if best.as_ref().is_none_or(|(s, _)| total > *s) {
+            best = Some((total, combo));
+        }
+    }
+    best.map(|(_, c)| c.into_iter().map(|i| candidates[i]).collect()).unwrap_or_default()
+}
+
+/// k-combinations of 0..n in lexicographic order.
+struct Combinations {
+    n: usize,
+    current: Option<Vec<usize>>,
+}
+
+impl Combinations {
+    fn new(n: usize, k: usize) -> Self {
+        Self { n, current: (k <= n).then(|| (0..k).collect()) }
+    }
+}
+
+impl Iterator for Combinations {
+    type Item = Vec<usize>;
+    fn next(&mut self) -> Option<Vec<usize>> {
+        let out = self.current.clone()?;
+        let k = out.len();
+        let mut next = out.clone();
+        let mut i = k;
+        loop {
+            if i == 0 {
+                self.current = None;
+                break;
+            }
+            i -= 1;
+            if next[i] < self.n - k + i {
+                next[i] += 1;
+                for j in i + 1..k {
+                    next[j] = next[j - 1] + 1;
+                }
+                self.current = Some(next);
+                break;
+            }
+        }
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_format() {
+        let mut r = BTreeMap::new();
+        r.insert(CARD_TIME_SLICING_EXHAUSTED, 3);
+        r.insert(CARD_INSUFFICIENT_MEMORY, 1);
+        assert_eq!(gen_reason(&r, 4), "1/4 CardInsufficientMemory, 3/4 CardTimeSlicingExhausted");
+    }
+
+    #[test]
+    fn combinations_are_lexicographic() {
+        let all: Vec<Vec<usize>> = Combinations::new(4, 2).collect();
+        assert_eq!(all, vec![vec![0, 1], vec![0, 2], vec![0, 3], vec![1, 2], vec![1, 3], vec![2, 3]]);
+        assert_eq!(Combinations::new(2, 3).count(), 0);
+    }
+}

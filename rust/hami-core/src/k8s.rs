@@ -1,0 +1,206 @@
+//! The parts of Kubernetes objects the engine reads. Unknown fields are skipped; `null` reads as empty.
+
+use crate::quantity::Quantity;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+
+pub type StringMap = BTreeMap<String, String>;
+pub type ResourceList = BTreeMap<String, Quantity>;
+
+/// `null` and absence both read as the type's default.
+pub fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub namespace: String,
+    #[serde(deserialize_with = "nullable")]
+    pub uid: String,
+    #[serde(deserialize_with = "nullable")]
+    pub resource_version: String,
+    #[serde(deserialize_with = "nullable")]
+    pub annotations: StringMap,
+    #[serde(deserialize_with = "nullable")]
+    pub labels: StringMap,
+    pub deletion_timestamp: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Resources {
+    pub limits: Option<ResourceList>,
+    pub requests: Option<ResourceList>,
+}
+
+impl Resources {
+    /// Limits first, then requests, as HAMi reads every vGPU resource.
+    pub fn get(&self, name: &str) -> Option<&Quantity> {
+        self.limits
+            .as_ref()
+            .and_then(|l| l.get(name))
+            .or_else(|| self.requests.as_ref().and_then(|r| r.get(name)))
+    }
+
+    pub fn limit(&self, name: &str) -> Option<&Quantity> {
+        self.limits.as_ref().and_then(|l| l.get(name))
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SecurityContext {
+    pub privileged: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Container {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    pub resources: Option<Resources>,
+    pub security_context: Option<SecurityContext>,
+    pub env: Option<Vec<serde_json::Value>>,
+}
+
+impl Container {
+    pub fn resources(&self) -> &Resources {
+        static EMPTY: Resources = Resources { limits: None, requests: None };
+        self.resources.as_ref().unwrap_or(&EMPTY)
+    }
+
+    pub fn privileged(&self) -> bool {
+        self.security_context.as_ref().and_then(|s| s.privileged).unwrap_or(false)
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(deserialize_with = "nullable")]
+    pub containers: Vec<Container>,
+    #[serde(deserialize_with = "nullable")]
+    pub init_containers: Vec<Container>,
+    #[serde(deserialize_with = "nullable")]
+    pub scheduler_name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub node_name: String,
+    pub runtime_class_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Terminated {
+    pub exit_code: i32,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ContainerState {
+    pub terminated: Option<Terminated>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ContainerStatus {
+    pub state: Option<ContainerState>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodStatus {
+    #[serde(deserialize_with = "nullable")]
+    pub phase: String,
+    #[serde(deserialize_with = "nullable")]
+    pub init_container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Pod {
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nullable")]
+    pub spec: PodSpec,
+    #[serde(deserialize_with = "nullable")]
+    pub status: PodStatus,
+}
+
+impl Pod {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.metadata.namespace, self.metadata.name)
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status.phase.as_str(), "Succeeded" | "Failed")
+    }
+
+    /// Every init container has terminated with exit code 0 (and there is at least one).
+    pub fn init_containers_succeeded(&self) -> bool {
+        !self.spec.init_containers.is_empty()
+            && self.status.init_container_statuses.len() >= self.spec.init_containers.len()
+            && self.status.init_container_statuses.iter().all(|s| {
+                matches!(s.state.as_ref().and_then(|st| st.terminated.as_ref()), Some(t) if t.exit_code == 0)
+            })
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeStatus {
+    #[serde(deserialize_with = "nullable")]
+    pub allocatable: ResourceList,
+    #[serde(deserialize_with = "nullable")]
+    pub capacity: ResourceList,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Node {
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nullable")]
+    pub status: NodeStatus,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct QuotaSpec {
+    #[serde(deserialize_with = "nullable")]
+    pub hard: ResourceList,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ResourceQuota {
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nullable")]
+    pub spec: QuotaSpec,
+}
+
+/// Top-level view used to dispatch on `kind` without parsing the body twice.
+#[derive(Debug, Deserialize)]
+pub struct AnyObject<'a> {
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(borrow, default)]
+    pub items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WatchEvent<'a> {
+    #[serde(rename = "type")]
+    pub event_type: String,
+    #[serde(borrow)]
+    pub object: &'a RawValue,
+}

@@ -1,0 +1,161 @@
+//! Compact engine model: registered GPUs per node, per-device usage, collapsed per-pod usage.
+
+use crate::codec::{self, ContainerDevice, Device};
+use crate::k8s::Node;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceUsage {
+    pub used: i64,
+    pub usedmem: i64,
+    pub usedcores: i64,
+}
+
+/// A pod's footprint on one GPU after HAMi's collapse (init peak vs app sums).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collapsed {
+    pub uuid: String,
+    pub mem: i64,
+    pub cores: i64,
+    pub slots: i64,
+}
+
+/// Collapses per-container device lists into one footprint per GPU (spec §4.3).
+pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released: bool) -> Vec<Collapsed> {
+    #[derive(Default)]
+    struct Acc {
+        init: Option<(i64, i64)>,
+        app: (i64, i64, i64),
+    }
+    let mut order: Vec<String> = Vec::new();
+    let mut acc: BTreeMap<&str, Acc> = BTreeMap::new();
+    for (slot, devices) in slots.iter().enumerate() {
+        for d in devices {
+            let entry = acc.entry(d.uuid.as_str()).or_insert_with(|| {
+                order.push(d.uuid.clone());
+                Acc::default()
+            });
+            let (mem, cores) = (i64::from(d.usedmem), i64::from(d.usedcores));
+            if slot < init_count {
+                let (m, c) = entry.init.unwrap_or((0, 0));
+                entry.init = Some((m.max(mem), c.max(cores)));
+            } else {
+                entry.app = (entry.app.0 + mem, entry.app.1 + cores, entry.app.2 + 1);
+            }
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|uuid| {
+            let a = &acc[uuid.as_str()];
+            let (app_mem, app_cores, app_slots) = a.app;
+            if init_released {
+                return (app_slots > 0).then(|| Collapsed { uuid: uuid.clone(), mem: app_mem, cores: app_cores, slots: app_slots });
+            }
+            let (init_mem, init_cores) = a.init.unwrap_or((0, 0));
+            let init_slots = i64::from(a.init.is_some());
+            Some(Collapsed {
+                mem: init_mem.max(app_mem),
+                cores: init_cores.max(app_cores),
+                slots: init_slots.max(app_slots).max(1),
+                uuid,
+            })
+        })
+        .collect()
+}
+
+/// A node as the engine sees it: its registered GPUs (or why it is unusable) and their usage.
+#[derive(Debug, Clone, Default)]
+pub struct GpuNode {
+    pub name: String,
+    pub devices: Vec<Device>,
+    pub type_upper: Vec<String>,
+    pub cordoned: Vec<bool>,
+    /// `pair[i][j]`: topology score from device i to device j (0 when unknown).
+    pub pair: Vec<Vec<i64>>,
+    pub usage: Vec<DeviceUsage>,
+    pub register_error: Option<String>,
+    pub register_raw: Option<String>,
+}
+
+impl GpuNode {
+    pub fn from_node(node: &Node) -> Self {
+        let ann = &node.metadata.annotations;
+        let mut out = Self { name: node.metadata.name.clone(), ..Self::default() };
+        out.register_raw = ann.get(codec::REGISTER_KEY).cloned();
+        let decoded = match ann.get(codec::REGISTER_KEY) {
+            None => Err("annotation hami.io/node-nvidia-register not found".to_owned()),
+            Some(v) => codec::decode_node_register(v).map_err(|e| format!("annotation {}: {e}", codec::REGISTER_KEY)),
+        };
+        let pair_scores = match ann.get(codec::PAIR_SCORE_KEY) {
+            None => Ok(BTreeMap::new()),
+            Some(v) => codec::decode_pair_scores(v).map_err(|e| format!("annotation {}: {e}", codec::PAIR_SCORE_KEY)),
+        };
+        match (decoded, pair_scores) {
+            (Ok(devices), Ok(pairs)) => out.set_devices(devices, &pairs, ann.get(codec::DEVICE_CORDON_KEY)),
+            (Err(e), _) | (_, Err(e)) => out.register_error = Some(e),
+        }
+        out
+    }
+
+    fn set_devices(&mut self, devices: Vec<Device>, pairs: &BTreeMap<String, BTreeMap<String, i64>>, cordon: Option<&String>) {
+        let cordoned_ids = cordon.map(|c| codec::split_list(c)).unwrap_or_default();
+        self.type_upper = devices.iter().map(|d| d.device_type.to_uppercase()).collect();
+        self.cordoned = devices.iter().map(|d| cordoned_ids.contains(&d.id)).collect();
+        self.pair = devices
+            .iter()
+            .map(|a| {
+                let row = pairs.get(&a.id);
+                devices.iter().map(|b| row.and_then(|r| r.get(&b.id)).copied().unwrap_or(0)).collect()
+            })
+            .collect();
+        self.usage = vec![DeviceUsage::default(); devices.len()];
+        self.devices = devices;
+    }
+
+    pub fn is_registered(&self) -> bool {
+        self.register_error.is_none()
+    }
+
+    pub fn device_index(&self, uuid: &str) -> Option<usize> {
+        self.devices.iter().position(|d| d.id == uuid)
+    }
+
+    /// Adds (`sign = 1`) or removes (`sign = -1`) a pod's footprint; unknown UUIDs are skipped.
+    pub fn account(&mut self, footprint: &[Collapsed], sign: i64) {
+        for entry in footprint {
+            if let Some(i) = self.device_index(&entry.uuid) {
+                let u = &mut self.usage[i];
+                u.used += sign * entry.slots.max(1);
+                u.usedmem += sign * entry.mem;
+                u.usedcores += sign * entry.cores;
+            }
+        }
+    }
+
+    /// Same devices, same order, same topology: usage carries over unchanged.
+    pub fn same_inventory(&self, other: &Self) -> bool {
+        self.devices == other.devices && self.register_error == other.register_error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(uuid: &str, mem: i32, cores: i32) -> ContainerDevice {
+        ContainerDevice { uuid: uuid.into(), device_type: "NVIDIA".into(), usedmem: mem, usedcores: cores }
+    }
+
+    #[test]
+    fn collapse_init_peak_and_app_sums() {
+        let slots = vec![vec![d("A", 500, 10)], vec![d("A", 900, 5)], vec![d("A", 300, 20), d("B", 100, 0)], vec![d("A", 400, 30)]];
+        let c = collapse(&slots, 2, false);
+        assert_eq!(c[0], Collapsed { uuid: "A".into(), mem: 900, cores: 50, slots: 2 });
+        assert_eq!(c[1], Collapsed { uuid: "B".into(), mem: 100, cores: 0, slots: 1 });
+        let released = collapse(&slots, 2, true);
+        assert_eq!(released[0], Collapsed { uuid: "A".into(), mem: 700, cores: 50, slots: 2 });
+        let only_init = collapse(&[vec![d("X", 1, 1)], vec![]], 1, true);
+        assert!(only_init.is_empty());
+    }
+}

@@ -1,0 +1,108 @@
+//! Scores and orderings: device score (§10.1), device order per GPU policy (§10.2), node score (§10.3).
+
+use crate::codec::hints::SortKey;
+use crate::codec::{Device, GpuPolicy, ScoringWeights, VENDOR_NVIDIA};
+use crate::model::{DeviceUsage, GpuNode};
+use crate::request::{ContainerRequest, PERCENT_UNSET};
+use std::cmp::Ordering;
+
+pub const WEIGHT: f64 = 10.0;
+
+fn ratio(part: i64, whole: i64) -> f64 {
+    part as f64 / whole as f64
+}
+
+/// Device utilisation score. The request only counts when the device type is exactly `NVIDIA`
+/// (HAMi compares the model string with the vendor word; real models never match).
+pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &ScoringWeights) -> f64 {
+    let (count, core, mem) = (i64::from(d.count), i64::from(d.devcore), i64::from(d.devmem));
+    if count == 0 || core == 0 || mem == 0 {
+        return 0.0;
+    }
+    let (slots, cores, memory) = if d.device_type == VENDOR_NVIDIA {
+        let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET { mem * r.mem_percentage / 100 } else { r.memreq };
+        (1, r.coresreq, m)
+    } else {
+        (0, 0, 0)
+    };
+    WEIGHT
+        * (w.slot as f64 * ratio(slots + u.used, count)
+            + w.core as f64 * ratio(cores + u.usedcores, core)
+            + w.memory as f64 * ratio(memory + u.usedmem, mem))
+}
+
+/// Node utilisation over all its devices, before the pod is placed.
+pub fn node_score(devices: &[Device], usage: &[DeviceUsage]) -> f64 {
+    let (mut count, mut core, mut mem) = (0i64, 0i64, 0i64);
+    let (mut used, mut ucore, mut umem) = (0i64, 0i64, 0i64);
+    for (d, u) in devices.iter().zip(usage) {
+        count += i64::from(d.count);
+        core += i64::from(d.devcore);
+        mem += i64::from(d.devmem);
+        used += u.used;
+        ucore += u.usedcores;
+        umem += u.usedmem;
+    }
+    if count == 0 || core == 0 || mem == 0 {
+        return 0.0;
+    }
+    WEIGHT * (ratio(used, count) + ratio(ucore, core) + ratio(umem, mem))
+}
+
+fn by_key(key: SortKey, a: (f64, i32), b: (f64, i32)) -> Ordering {
+    match key {
+        SortKey::ScoreAscending => a.0.total_cmp(&b.0),
+        SortKey::ScoreDescending => b.0.total_cmp(&a.0),
+        SortKey::NumaAscending => a.1.cmp(&b.1),
+    }
+}
+
+/// Device indexes in policy order; Fit tries them from the end. Final tiebreak: register order.
+pub fn device_order(node: &GpuNode, usage: &[DeviceUsage], scores: &[f64], policy: &GpuPolicy, numa_bind: bool) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..node.devices.len()).collect();
+    let key = |i: usize| (scores[i], node.devices[i].numa);
+    let keys: Vec<SortKey> = if let Some(chain) = policy.chain_keys(numa_bind) {
+        chain
+    } else if policy.text == "mutex" {
+        order.sort_by(|&a, &b| usage[b].used.cmp(&usage[a].used).then(key(a).1.cmp(&key(b).1)).then(a.cmp(&b)));
+        return order;
+    } else if numa_bind {
+        if policy.text == "binpack" {
+            order.sort_by(|&a, &b| key(b).1.cmp(&key(a).1).then(key(a).0.total_cmp(&key(b).0)).then(a.cmp(&b)));
+            return order;
+        }
+        vec![SortKey::NumaAscending, SortKey::ScoreDescending]
+    } else if policy.text == "binpack" {
+        vec![SortKey::ScoreAscending, SortKey::NumaAscending]
+    } else {
+        vec![SortKey::ScoreDescending, SortKey::NumaAscending]
+    };
+    order.sort_by(|&a, &b| keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))).then(a.cmp(&b)));
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(t: &str, count: i32, mem: i32) -> Device {
+        Device { id: "x".into(), count, devmem: mem, devcore: 100, device_type: t.into(), health: true, ..Default::default() }
+    }
+
+    #[test]
+    fn device_score_examples() {
+        let u = DeviceUsage { used: 2, usedmem: 4000, usedcores: 30 };
+        let r = ContainerRequest { nums: 1, memreq: 2000, mem_percentage: PERCENT_UNSET, coresreq: 20 };
+        let w = ScoringWeights::default();
+        assert!((device_score(&dev("NVIDIA-Tesla T4", 10, 16000), &u, &r, &w) - 7.5).abs() < 1e-9);
+        assert!((device_score(&dev("NVIDIA", 10, 16000), &u, &r, &w) - 11.75).abs() < 1e-9);
+        assert_eq!(device_score(&dev("NVIDIA", 0, 16000), &u, &r, &w), 0.0);
+    }
+
+    #[test]
+    fn node_score_example() {
+        let devices = vec![dev("T", 10, 16000), dev("T", 10, 16000)];
+        let usage = vec![DeviceUsage { used: 2, usedmem: 5000, usedcores: 20 }, DeviceUsage { used: 1, usedmem: 3000, usedcores: 30 }];
+        assert!((node_score(&devices, &usage) - 6.5).abs() < 1e-9);
+    }
+}

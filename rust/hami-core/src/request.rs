@@ -1,0 +1,154 @@
+//! Per-container vGPU requests derived from a Pod (HAMi `GenerateResourceRequests`).
+
+use crate::config::Config;
+use crate::k8s::{Container, Pod};
+
+/// Sentinel for "no memory percentage given".
+pub const PERCENT_UNSET: i64 = 101;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerRequest {
+    pub nums: i64,
+    pub memreq: i64,
+    pub mem_percentage: i64,
+    pub coresreq: i64,
+}
+
+impl ContainerRequest {
+    /// Memory in MiB on a card with `total_mem` MiB.
+    pub fn resolved_memory(&self, total_mem: i64) -> i64 {
+        if self.memreq > 0 {
+            self.memreq
+        } else if self.mem_percentage != PERCENT_UNSET {
+            total_mem * self.mem_percentage / 100
+        } else {
+            0
+        }
+    }
+
+    pub fn clamped_cores(&self) -> i64 {
+        self.coresreq.min(100)
+    }
+}
+
+/// One slot per container, init containers first; `None` for containers that request no vGPU.
+#[derive(Debug, Clone, Default)]
+pub struct PodRequest {
+    pub slots: Vec<Option<ContainerRequest>>,
+    pub init_count: usize,
+}
+
+impl PodRequest {
+    pub fn from_pod(pod: &Pod, config: &Config) -> Self {
+        let slots = pod
+            .spec
+            .init_containers
+            .iter()
+            .chain(pod.spec.containers.iter())
+            .map(|c| container_request(c, config))
+            .collect();
+        Self { slots, init_count: pod.spec.init_containers.len() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.iter().all(Option::is_none)
+    }
+
+    pub fn is_init(&self, slot: usize) -> bool {
+        slot < self.init_count
+    }
+}
+
+pub fn container_request(container: &Container, config: &Config) -> Option<ContainerRequest> {
+    let res = container.resources();
+    let nums = res.get(&config.resource_count_name)?.as_int()?;
+    if nums <= 0 {
+        return None;
+    }
+    let factor = config.memory_factor.max(1);
+    let mut memreq = match res.get(&config.resource_memory_name) {
+        None => 0,
+        Some(q) => {
+            let m = q.as_int()?;
+            if m < 0 || m > i64::from(i32::MAX) / factor {
+                return None;
+            }
+            m
+        }
+    };
+    if config.memory_factor > 1 {
+        memreq *= config.memory_factor;
+    }
+    let mut mem_percentage = PERCENT_UNSET;
+    if let Some(p) = res.get(&config.resource_memory_percentage_name).and_then(|q| q.as_int()) {
+        if p > 100 {
+            mem_percentage = 100;
+        } else if p > 0 {
+            mem_percentage = p;
+        }
+    }
+    if mem_percentage == PERCENT_UNSET && memreq == 0 {
+        if config.default_memory != 0 {
+            memreq = config.default_memory;
+        } else {
+            mem_percentage = 100;
+        }
+    }
+    let coresreq = match res.get(&config.resource_core_name) {
+        Some(q) => q.as_int()?,
+        None => config.default_cores,
+    };
+    Some(ContainerRequest { nums, memreq, mem_percentage, coresreq })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_with_limits(limits: &str) -> Pod {
+        let json = format!(r#"{{"spec":{{"containers":[{{"name":"c","resources":{{"limits":{limits}}}}}]}}}}"#);
+        serde_json::from_str(&json).unwrap()
+    }
+
+    fn req(limits: &str) -> Option<ContainerRequest> {
+        PodRequest::from_pod(&pod_with_limits(limits), &Config::default()).slots[0]
+    }
+
+    #[test]
+    fn spec_table() {
+        let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpucores":"100"}"#).unwrap();
+        assert_eq!((r.nums, r.resolved_memory(32768), r.coresreq), (1, 32768, 100));
+        let r = req(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"3k","nvidia.com/gpucores":30}"#).unwrap();
+        assert_eq!((r.nums, r.resolved_memory(32768), r.coresreq), (1, 3000, 30));
+        let r = req(r#"{"nvidia.com/gpu":"2","nvidia.com/gpumem-percentage":"50","nvidia.com/gpucores":"30"}"#).unwrap();
+        assert_eq!((r.nums, r.resolved_memory(32768), r.coresreq), (2, 16384, 30));
+        let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpumem-percentage":"40"}"#).unwrap();
+        assert_eq!((r.resolved_memory(32768), r.coresreq), (13107, 0));
+    }
+
+    #[test]
+    fn dropped_and_clamped() {
+        assert!(req(r#"{"nvidia.com/gpumem":"3000"}"#).is_none());
+        assert!(req(r#"{"nvidia.com/gpu":"0"}"#).is_none());
+        assert!(req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpumem":"-1"}"#).is_none());
+        assert!(req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpumem":"1.5"}"#).is_none());
+        let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpumem-percentage":"250"}"#).unwrap();
+        assert_eq!(r.mem_percentage, 100);
+        let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpumem-percentage":"0"}"#).unwrap();
+        assert_eq!(r.mem_percentage, 100);
+        let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpucores":"150"}"#).unwrap();
+        assert_eq!(r.clamped_cores(), 100);
+    }
+
+    #[test]
+    fn requests_used_when_no_limits() {
+        let pod: Pod = serde_json::from_str(
+            r#"{"spec":{"initContainers":[{"name":"i"}],"containers":[{"name":"c","resources":{"requests":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"100"}}}]}}"#,
+        )
+        .unwrap();
+        let r = PodRequest::from_pod(&pod, &Config::default());
+        assert_eq!(r.init_count, 1);
+        assert!(r.slots[0].is_none());
+        assert_eq!(r.slots[1].unwrap().memreq, 100);
+    }
+}

@@ -1,0 +1,137 @@
+//! `hami_fast._native`: a thin PyO3 layer over hami-core. Bytes in, bytes out, GIL released.
+
+use hami_core::codec;
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
+
+create_exception!(hami_fast._native, EngineError, PyValueError, "Bad input: the message names the object and the field.");
+
+fn engine_error(message: String) -> PyErr {
+    EngineError::new_err(message)
+}
+
+/// Runs engine code without the GIL; a panic becomes an EngineError instead of crossing the FFI boundary.
+fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send) -> PyResult<T> {
+    py.detach(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err("internal error in hami-core (panic); input rejected".into())))
+        .map_err(engine_error)
+}
+
+#[pyclass(frozen, module = "hami_fast._native")]
+struct Cluster {
+    inner: Mutex<hami_core::Cluster>,
+}
+
+impl Cluster {
+    fn lock(&self) -> MutexGuard<'_, hami_core::Cluster> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[pymethods]
+impl Cluster {
+    #[new]
+    #[pyo3(signature = (config=None))]
+    fn new(config: Option<&[u8]>) -> PyResult<Self> {
+        let config = hami_core::Config::from_json(config.unwrap_or(b"")).map_err(engine_error)?;
+        Ok(Self { inner: Mutex::new(hami_core::Cluster::new(config)) })
+    }
+
+    fn apply(&self, py: Python<'_>, obj: &[u8]) -> PyResult<()> {
+        run(py, || self.lock().apply(obj).map(|_| ()))
+    }
+
+    fn delete(&self, py: Python<'_>, obj: &[u8]) -> PyResult<()> {
+        run(py, || self.lock().delete(obj))
+    }
+
+    fn apply_watch_event(&self, py: Python<'_>, line: &[u8]) -> PyResult<String> {
+        run(py, || self.lock().apply_watch_event(line))
+    }
+
+    #[pyo3(signature = (args, now, record=true))]
+    fn filter<'py>(&self, py: Python<'py>, args: &[u8], now: i64, record: bool) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
+        let outcome = run(py, || Ok(self.lock().filter(args, now, record)))?;
+        Ok((PyBytes::new(py, &outcome.response), outcome.decision.map(|d| PyBytes::new(py, &d))))
+    }
+
+    fn release(&self, py: Python<'_>, pod_uid: &str) -> PyResult<bool> {
+        run(py, || Ok(self.lock().release(pod_uid)))
+    }
+
+    #[pyo3(signature = (pod, now, node_policy=None, gpu_policy=None))]
+    fn explain<'py>(&self, py: Python<'py>, pod: &[u8], now: i64, node_policy: Option<&str>, gpu_policy: Option<&str>) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().explain(pod, now, node_policy, gpu_policy)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    fn admit<'py>(&self, py: Python<'py>, review: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().admit(review)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().usage_json()))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    fn node_count(&self) -> usize {
+        self.lock().node_count()
+    }
+
+    fn pod_count(&self) -> usize {
+        self.lock().pod_count()
+    }
+}
+
+#[pyfunction]
+fn decode_node_register<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let devices = codec::decode_node_register(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::REGISTER_KEY)))?;
+    Ok(PyBytes::new(py, &serde_json::to_vec(&devices).unwrap_or_default()))
+}
+
+#[pyfunction]
+fn encode_node_register(devices: &[u8]) -> PyResult<String> {
+    let devices: Vec<codec::Device> = serde_json::from_slice(devices).map_err(|e| engine_error(format!("devices: {e}")))?;
+    Ok(codec::encode_node_register(&devices))
+}
+
+#[pyfunction]
+fn decode_pod_devices<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let slots = codec::decode_pod_devices(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::ALLOCATED_KEY)))?;
+    Ok(PyBytes::new(py, &serde_json::to_vec(&slots).unwrap_or_default()))
+}
+
+#[pyfunction]
+fn encode_pod_devices(containers: &[u8]) -> PyResult<String> {
+    let slots: codec::PodDevices = serde_json::from_slice(containers).map_err(|e| engine_error(format!("containers: {e}")))?;
+    Ok(codec::encode_pod_devices(&slots))
+}
+
+#[pyfunction]
+fn parse_node_lock(value: &str) -> PyResult<(String, String, String)> {
+    let lock = codec::parse_node_lock(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::NODE_LOCK_KEY)))?;
+    Ok((lock.timestamp, lock.namespace, lock.name))
+}
+
+#[pyfunction]
+fn format_node_lock(timestamp: &str, namespace: &str, name: &str) -> String {
+    codec::format_node_lock(timestamp, namespace, name)
+}
+
+#[pymodule(gil_used = false)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("EngineError", m.py().get_type::<EngineError>())?;
+    m.add_class::<Cluster>()?;
+    m.add_function(wrap_pyfunction!(decode_node_register, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_node_register, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_pod_devices, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_pod_devices, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_node_lock, m)?)?;
+    m.add_function(wrap_pyfunction!(format_node_lock, m)?)?;
+    Ok(())
+}
