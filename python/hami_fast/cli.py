@@ -1,0 +1,61 @@
+"""`hami-fast` command line: explain, demo (and more subcommands registered by their packages)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from hami_fast.manifests import ManifestError
+from hami_fast._native import EngineError
+
+
+def _add_explain(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="where would this pod go, and why not elsewhere")
+    p.add_argument("--snapshot", required=True, help="Kubernetes List of Nodes and Pods (YAML or JSON), as kubectl get -o yaml prints")
+    p.add_argument("--pod", required=True, help="Pod manifest as a user submits it")
+    p.add_argument("--output", choices=["json", "text"], default="text")
+    p.add_argument("--node-scheduler-policy", default=None, help="binpack (default) or spread")
+    p.add_argument("--gpu-scheduler-policy", default=None, help="spread (default), binpack, topology-aware, mutex, numa or a chain")
+
+    def run(args: argparse.Namespace) -> int:
+        from hami_fast.explain import run as explain_run
+
+        return explain_run(args)
+
+    p.set_defaults(func=run)
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="schedule demo pods onto a built-in demo cluster and report placement and latency")
+    p.add_argument("--pods", type=int, default=300)
+    p.add_argument("--nodes", type=int, default=50)
+    p.add_argument("--seed", type=int, default=7)
+
+    def run(args: argparse.Namespace) -> int:
+        from hami_fast.demo import run as demo_run
+
+        return demo_run(args)
+
+    p.set_defaults(func=run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_explain(sub)
+    _add_demo(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ManifestError, EngineError) as exc:
+        print(f"hami-fast {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
