@@ -1,0 +1,100 @@
+"""The native module's surface: codecs round-trip, errors name the field, no panic crosses the boundary."""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+import pytest
+
+from hami_fast import _native
+from hami_fast._native import Cluster, EngineError
+
+REGISTER = (
+    '[{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,'
+    '"type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core","health":true},'
+    '{"id":"GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448","index":1,"count":10,"devmem":32768,"devcore":100,'
+    '"type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core","health":true}]'
+)
+
+
+def test_register_roundtrip_is_byte_exact() -> None:
+    devices = orjson.loads(_native.decode_node_register(REGISTER))
+    assert [d.get("index", 0) for d in devices] == [0, 1]
+    assert _native.encode_node_register(orjson.dumps(devices)) == REGISTER
+
+
+def test_legacy_register_is_accepted() -> None:
+    devices = orjson.loads(_native.decode_node_register("GPU-a,10,7680,100,NVIDIA-Tesla P4,0,true,1,hami-core:"))
+    assert devices == [{"id": "GPU-a", "index": 1, "count": 10, "devmem": 7680, "devcore": 100, "type": "NVIDIA-Tesla P4", "mode": "hami-core", "health": True}]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["GPU-a,NVIDIA,3000,30:;", ";;GPU-main1,NVIDIA,2000,50:;", "GPU-a,NVIDIA,1,2:GPU-b,NVIDIA,3,4:;GPU-a,NVIDIA,5,0:;"],
+)
+def test_pod_devices_roundtrip(value: str) -> None:
+    assert _native.encode_pod_devices(_native.decode_pod_devices(value)) == value
+
+
+def test_node_lock_roundtrip() -> None:
+    value = "2025-06-01T12:00:05Z,default,gpu-pod"
+    assert _native.parse_node_lock(value) == ("2025-06-01T12:00:05Z", "default", "gpu-pod")
+    assert _native.format_node_lock(*_native.parse_node_lock(value)) == value
+    assert _native.parse_node_lock("2025-06-01T12:00:05Z") == ("2025-06-01T12:00:05Z", "", "")
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: _native.decode_node_register("[]"), "no gpu found"),
+        (lambda: _native.decode_node_register("[{"), "hami.io/node-nvidia-register"),
+        (lambda: _native.decode_pod_devices("GPU-a,NVIDIA,1:;"), "hami.io/vgpu-devices-allocated"),
+        (lambda: _native.parse_node_lock("a,b"), "hami.io/mutex.lock"),
+        (lambda: Cluster(b'{"unknown_knob": 1}'), "unknown_knob"),
+        (lambda: Cluster().apply(b"{not json"), "decode object"),
+        (lambda: Cluster().apply(b'{"kind":"Node","metadata":{"name":7}}'), "Node"),
+    ],
+)
+def test_bad_input_raises_engine_error_naming_the_field(call, needle: str) -> None:
+    with pytest.raises(EngineError, match=needle):
+        call()
+    assert issubclass(EngineError, ValueError)
+
+
+def test_huge_and_hostile_bodies_do_not_crash() -> None:
+    cluster = Cluster()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(EngineError):
+        cluster.apply(deep)
+    response, decision = cluster.filter(deep, 1)
+    assert orjson.loads(response)["Error"].startswith("decode ExtenderArgs")
+    assert decision is None
+    big_pod = {"kind": "Pod", "metadata": {"name": "p", "annotations": {"x": "y" * 5_000_000}}, "spec": {"containers": []}}
+    cluster.apply(orjson.dumps(big_pod))
+    assert orjson.loads(cluster.admit(b"\xff\xfe"))["response"]["status"]["code"] == 400
+
+
+def test_filter_runs_concurrently_from_threads() -> None:
+    cluster = Cluster()
+    devices = [{"id": f"G{i}", "index": i, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": True} for i in range(4)]
+    cluster.apply(orjson.dumps({"kind": "Node", "metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}}}))
+    placed: list[str] = []
+    lock = threading.Lock()
+
+    def schedule(i: int) -> None:
+        pod = {"metadata": {"name": f"p{i}", "namespace": "d", "uid": f"u{i}"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "300"}}}]}}
+        response, _ = cluster.filter(orjson.dumps({"Pod": pod, "NodeNames": ["n"]}), 1)
+        if orjson.loads(response)["NodeNames"]:
+            with lock:
+                placed.append(f"p{i}")
+
+    threads = [threading.Thread(target=schedule, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    # 4 cards x 1000 MiB, 300 MiB each: exactly 3 per card fit, never more.
+    assert len(placed) == 12
+    usage = orjson.loads(cluster.usage())
+    assert all(d["usedmem"] == 900 and d["used"] == 3 for d in usage[0]["devices"])
