@@ -24,8 +24,16 @@ class Cluster:
         """Add or update a Node, Pod or ResourceQuota, or every item of a ``List`` (JSON bytes)."""
     def delete(self, obj: bytes) -> None:
         """Remove a Node, Pod or ResourceQuota (JSON bytes of the object or its tombstone)."""
-    def apply_watch_event(self, line: bytes) -> str:
-        """Apply one watch line ``{"type": ..., "object": ...}``; returns the event type."""
+    def apply_watch_event(self, line: bytes) -> tuple[str, str, str, int, str | None]:
+        """Apply one watch line ``{"type": ..., "object": ...}``.
+
+        Returns ``(event type, resourceVersion, key, Status code, error)``; ``error`` names an object
+        whose content could not be used (the stream itself stays valid). Raises on an undecodable line.
+        """
+    def apply_list_page(self, page: bytes) -> tuple[str, str, list[str], list[str]]:
+        """Apply one LIST page; returns ``(resourceVersion, continue, item keys, per-item errors)``."""
+    def retain(self, kind: str, keys: list[str]) -> int:
+        """After a re-list, forget objects of ``kind`` whose key is not in ``keys``; returns how many."""
     def filter(self, args: bytes, now: int, record: bool = True) -> tuple[bytes, bytes | None]:
         """ExtenderArgs -> (ExtenderFilterResult bytes, decision JSON or None).
 
@@ -60,3 +68,5 @@ def parse_node_lock(value: str) -> tuple[str, str, str]:
     """``hami.io/mutex.lock`` -> (timestamp, namespace, name); legacy bare timestamp gives empty owner."""
 
 def format_node_lock(timestamp: str, namespace: str, name: str) -> str: ...
+def parse_binding_args(body: bytes) -> tuple[str, str, str, str]:
+    """ExtenderBindingArgs -> ``(PodName, PodNamespace, PodUID, Node)``; keys case-insensitive."""

@@ -3,7 +3,7 @@
 use crate::codec::{self, decode_pod_devices, PodHints};
 use crate::config::Config;
 use crate::fit::QuotaState;
-use crate::k8s::{AnyObject, Node, Pod, ResourceQuota, WatchEvent};
+use crate::k8s::{AnyObject, ListPage, Node, ObjectHead, Pod, ResourceQuota, WatchEvent};
 use crate::model::{collapse, Collapsed, GpuNode};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -30,6 +30,26 @@ pub struct Cluster {
     node_pods: HashMap<String, HashSet<String>>,
     quotas: HashMap<String, BTreeMap<String, QuotaLimits>>,
     ns_usage: HashMap<String, (i64, i64)>,
+}
+
+/// What one watch line carried, for the reflector's bookkeeping.
+#[derive(Debug, Clone, Default)]
+pub struct EventInfo {
+    pub event_type: String,
+    pub resource_version: String,
+    pub key: String,
+    /// HTTP code of an ERROR event's Status (410 means: re-list).
+    pub code: i32,
+    pub error: Option<String>,
+}
+
+/// One page of a LIST.
+#[derive(Debug, Clone, Default)]
+pub struct ListInfo {
+    pub resource_version: String,
+    pub continue_token: String,
+    pub keys: Vec<String>,
+    pub errors: Vec<String>,
 }
 
 /// What an `apply` did, for logs and metrics.
@@ -135,16 +155,83 @@ impl Cluster {
         Ok(())
     }
 
-    /// One line of a Kubernetes watch stream; returns the event type.
-    pub fn apply_watch_event(&mut self, line: &[u8]) -> Result<String, String> {
+    /// One line of a Kubernetes watch stream. Bad objects inside a valid event are reported in `error`.
+    pub fn apply_watch_event(&mut self, line: &[u8]) -> Result<EventInfo, String> {
         let event: WatchEvent = serde_json::from_slice(line).map_err(|e| format!("decode watch event: {e}"))?;
         let object = event.object.get().as_bytes();
-        match event.event_type.as_str() {
+        let head: ObjectHead = serde_json::from_slice(object).unwrap_or_default();
+        let outcome = match event.event_type.as_str() {
             "ADDED" | "MODIFIED" => self.apply(object).map(|_| ()),
             "DELETED" => self.delete(object),
             _ => Ok(()),
-        }?;
-        Ok(event.event_type)
+        };
+        Ok(EventInfo {
+            event_type: event.event_type,
+            key: head.metadata.key(),
+            resource_version: head.metadata.resource_version,
+            code: head.code,
+            error: outcome.err(),
+        })
+    }
+
+    /// One page of a LIST response: applies every item, returns the list metadata and item keys.
+    pub fn apply_list_page(&mut self, bytes: &[u8]) -> Result<ListInfo, String> {
+        let page: ListPage = serde_json::from_slice(bytes).map_err(|e| format!("decode list: {e}"))?;
+        let mut info = ListInfo { resource_version: page.metadata.resource_version, continue_token: page.metadata.continue_token, ..Default::default() };
+        for item in page.items {
+            let head: ObjectHead = serde_json::from_str(item.get()).unwrap_or_default();
+            info.keys.push(head.metadata.key());
+            let bytes = item.get().as_bytes();
+            let applied = if head.kind.is_empty() { self.apply_kind(bytes, &page.kind) } else { self.apply(bytes).map(|_| ()) };
+            if let Err(e) = applied {
+                info.errors.push(e);
+            }
+        }
+        Ok(info)
+    }
+
+    fn apply_kind(&mut self, bytes: &[u8], list_kind: &str) -> Result<(), String> {
+        match list_kind.strip_suffix("List").unwrap_or("") {
+            "Node" => self.apply_node(bytes),
+            "Pod" => self.apply_pod(bytes).map(|_| ()),
+            "ResourceQuota" => self.apply_quota(bytes),
+            _ => Ok(()),
+        }
+    }
+
+    /// After a re-list: forgets every object of `kind` whose key (`name` or `namespace/name`) is not in `keys`.
+    pub fn retain(&mut self, kind: &str, keys: &HashSet<String>) -> usize {
+        match kind {
+            "Node" => {
+                let gone: Vec<String> = self.nodes.keys().filter(|k| !keys.contains(*k)).cloned().collect();
+                gone.iter().for_each(|k| {
+                    self.nodes.remove(k);
+                });
+                gone.len()
+            }
+            "Pod" => {
+                let gone: Vec<String> = self
+                    .pods
+                    .iter()
+                    .filter(|(_, r)| !keys.contains(&format!("{}/{}", r.namespace, r.name)))
+                    .map(|(uid, _)| uid.clone())
+                    .collect();
+                gone.iter().for_each(|uid| {
+                    self.release(uid);
+                });
+                gone.len()
+            }
+            "ResourceQuota" => {
+                let mut removed = 0;
+                for (ns, quotas) in &mut self.quotas {
+                    let before = quotas.len();
+                    quotas.retain(|name, _| keys.contains(&format!("{ns}/{name}")));
+                    removed += before - quotas.len();
+                }
+                removed
+            }
+            _ => 0,
+        }
     }
 
     fn apply_node(&mut self, bytes: &[u8]) -> Result<(), String> {

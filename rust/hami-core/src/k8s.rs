@@ -204,3 +204,44 @@ pub struct WatchEvent<'a> {
     #[serde(borrow)]
     pub object: &'a RawValue,
 }
+
+/// Identity of any object (or a `Status`, whose `code` matters in watch ERROR events).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ObjectHead {
+    #[serde(deserialize_with = "nullable")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    pub code: i32,
+}
+
+impl ObjectMeta {
+    /// `name` for cluster-scoped objects, `namespace/name` otherwise.
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ListMeta {
+    #[serde(deserialize_with = "nullable")]
+    pub resource_version: String,
+    #[serde(rename = "continue", deserialize_with = "nullable")]
+    pub continue_token: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListPage<'a> {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ListMeta,
+    #[serde(borrow, default)]
+    pub items: Vec<&'a RawValue>,
+}

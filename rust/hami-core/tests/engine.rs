@@ -398,13 +398,38 @@ fn webhook_quota_denial() {
 fn watch_events_drive_the_cluster() {
     let mut c = Cluster::new(Config::default());
     let ev = |t: &str, o: &Value| json!({"type": t, "object": o}).to_string();
-    assert_eq!(c.apply_watch_event(ev("ADDED", &two_gpu_node("n")).as_bytes()).unwrap(), "ADDED");
+    let info = c.apply_watch_event(ev("ADDED", &two_gpu_node("n")).as_bytes()).unwrap();
+    assert_eq!((info.event_type.as_str(), info.key.as_str()), ("ADDED", "n"));
     c.apply_watch_event(ev("ADDED", &placed_pod("p", "n", "GPU-n0,NVIDIA,5,5:;")).as_bytes()).unwrap();
     assert_eq!(c.pod_count(), 1);
     c.apply_watch_event(ev("DELETED", &placed_pod("p", "n", "GPU-n0,NVIDIA,5,5:;")).as_bytes()).unwrap();
     assert_eq!(c.pod_count(), 0);
-    c.apply_watch_event(ev("BOOKMARK", &json!({"kind": "Pod", "metadata": {"resourceVersion": "9"}})).as_bytes()).unwrap();
+    let bookmark = c.apply_watch_event(ev("BOOKMARK", &json!({"kind": "Pod", "metadata": {"resourceVersion": "9"}})).as_bytes()).unwrap();
+    assert_eq!(bookmark.resource_version, "9");
+    let gone = c.apply_watch_event(ev("ERROR", &json!({"kind": "Status", "code": 410, "reason": "Expired"})).as_bytes()).unwrap();
+    assert_eq!(gone.code, 410);
+    let bad = c.apply_watch_event(ev("MODIFIED", &placed_pod("x", "n", "broken,,:;")).as_bytes()).unwrap();
+    assert!(bad.error.unwrap().contains("default/x"));
     c.apply_watch_event(ev("DELETED", &two_gpu_node("n")).as_bytes()).unwrap();
     assert_eq!(c.node_count(), 0);
     assert!(c.apply_watch_event(b"{\"type\":\"ADDED\"}").is_err());
+}
+
+#[test]
+fn list_pages_and_relist_retain() {
+    let mut c = Cluster::new(Config::default());
+    let page = json!({"kind": "PodList", "metadata": {"resourceVersion": "42", "continue": "tok"},
+                      "items": [placed_pod("a", "n", "G,NVIDIA,1,1:;"), placed_pod("b", "n", "G,NVIDIA,1,1:;"), placed_pod("bad", "n", "x,y:;")]});
+    let info = c.apply_list_page(page.to_string().as_bytes()).unwrap();
+    assert_eq!((info.resource_version.as_str(), info.continue_token.as_str()), ("42", "tok"));
+    assert_eq!(info.keys, vec!["default/a", "default/b", "default/bad"]);
+    assert_eq!(info.errors.len(), 1);
+    assert_eq!(c.pod_count(), 2);
+    let keep: std::collections::HashSet<String> = ["default/a".to_string()].into();
+    assert_eq!(c.retain("Pod", &keep), 1);
+    assert_eq!(c.pod_count(), 1);
+    let nodes = json!({"kind": "NodeList", "metadata": {"resourceVersion": "1"}, "items": [{"metadata": {"name": "n1", "annotations": {}}}]});
+    c.apply_list_page(nodes.to_string().as_bytes()).unwrap();
+    assert_eq!(c.node_count(), 1);
+    assert_eq!(c.retain("Node", &Default::default()), 1);
 }

@@ -48,8 +48,21 @@ impl Cluster {
         run(py, || self.lock().delete(obj))
     }
 
-    fn apply_watch_event(&self, py: Python<'_>, line: &[u8]) -> PyResult<String> {
-        run(py, || self.lock().apply_watch_event(line))
+    /// -> (event type, resourceVersion, key, Status code, error of the object or None)
+    fn apply_watch_event(&self, py: Python<'_>, line: &[u8]) -> PyResult<(String, String, String, i32, Option<String>)> {
+        let e = run(py, || self.lock().apply_watch_event(line))?;
+        Ok((e.event_type, e.resource_version, e.key, e.code, e.error))
+    }
+
+    /// -> (resourceVersion, continue token, item keys, per-item errors)
+    fn apply_list_page(&self, py: Python<'_>, page: &[u8]) -> PyResult<(String, String, Vec<String>, Vec<String>)> {
+        let l = run(py, || self.lock().apply_list_page(page))?;
+        Ok((l.resource_version, l.continue_token, l.keys, l.errors))
+    }
+
+    fn retain(&self, py: Python<'_>, kind: &str, keys: Vec<String>) -> PyResult<usize> {
+        let keys: std::collections::HashSet<String> = keys.into_iter().collect();
+        run(py, || Ok(self.lock().retain(kind, &keys)))
     }
 
     #[pyo3(signature = (args, now, record=true))]
@@ -117,6 +130,13 @@ fn parse_node_lock(value: &str) -> PyResult<(String, String, String)> {
     Ok((lock.timestamp, lock.namespace, lock.name))
 }
 
+/// ExtenderBindingArgs bytes -> (PodName, PodNamespace, PodUID, Node); keys matched case-insensitively.
+#[pyfunction]
+fn parse_binding_args(body: &[u8]) -> PyResult<(String, String, String, String)> {
+    let a = hami_core::wire::parse_binding_args(body).map_err(engine_error)?;
+    Ok((a.pod_name, a.pod_namespace, a.pod_uid, a.node))
+}
+
 #[pyfunction]
 fn format_node_lock(timestamp: &str, namespace: &str, name: &str) -> String {
     codec::format_node_lock(timestamp, namespace, name)
@@ -133,5 +153,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_pod_devices, m)?)?;
     m.add_function(wrap_pyfunction!(parse_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(format_node_lock, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_binding_args, m)?)?;
     Ok(())
 }

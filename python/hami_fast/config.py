@@ -1,0 +1,178 @@
+"""One typed configuration for `hami-fast serve`: HAMi's flag names and defaults, from flags, environment or a file.
+
+Precedence: command-line flag > environment (`HAMI_FAST_<FLAG>`, dashes as underscores) > config file
+(YAML or JSON mapping keyed by flag name without dashes) > default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+
+def parse_duration(text: str) -> float:
+    """Go-style durations: `5m`, `28s`, `1m30s`, `500ms`, or plain seconds."""
+    text = str(text).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    total, number = 0.0, ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = "ms" if text.startswith("ms", i) else ch
+        if unit not in units or not number:
+            raise ValueError(f"invalid duration {text!r} (use e.g. 30s, 5m, 1m30s)")
+        total += float(number) * units[unit]
+        number = ""
+        i += len(unit)
+    if number:
+        raise ValueError(f"invalid duration {text!r}: number without unit")
+    return total
+
+
+@dataclass
+class Config:
+    http_bind: str = field(default="127.0.0.1:8080", metadata={"flag": "--http_bind", "help": "address of the extender and webhook"})
+    cert_file: str = field(default="", metadata={"flag": "--cert_file", "help": "TLS certificate (rotations are picked up)"})
+    key_file: str = field(default="", metadata={"flag": "--key_file", "help": "TLS key"})
+    scheduler_name: str = field(default="hami-scheduler", metadata={"help": "scheduler name the webhook sets on vGPU pods"})
+    node_scheduler_policy: str = field(default="binpack", metadata={"help": "binpack or spread"})
+    gpu_scheduler_policy: str = field(default="spread", metadata={"help": "spread, binpack, topology-aware, mutex, numa or a chain"})
+    metrics_bind_address: str = field(default=":9395", metadata={"help": "Prometheus /metrics address ('' disables)"})
+    node_label_selector: str = field(default="", metadata={"help": "k=v,k=v: only these nodes are considered"})
+    kube_qps: float = field(default=5.0, metadata={"help": "API client queries per second"})
+    kube_burst: int = field(default=10, metadata={"help": "API client burst"})
+    kube_timeout: float = field(default=0.0, metadata={"help": "API request timeout in seconds (0: 30 s)", "duration": True})
+    node_lock_timeout: float = field(default=300.0, metadata={"help": "node lock expiry (e.g. 5m)", "duration": True})
+    node_lock_retry_timeout: float = field(default=28.0, metadata={"help": "PodGroup lock retry budget", "duration": True})
+    force_overwrite_default_scheduler: bool = field(default=True, metadata={"help": "take over pods naming default-scheduler"})
+    leader_elect: bool = field(default=False, metadata={"help": "follow kube-scheduler's Lease"})
+    leader_elect_resource_name: str = field(default="hami-scheduler", metadata={"help": "Lease name"})
+    leader_elect_resource_namespace: str = field(default="", metadata={"help": "Lease namespace (default: POD_NAMESPACE)"})
+    kubeconfig: str = field(default="", metadata={"help": "kubeconfig path (else KUBECONFIG, ~/.kube/config, in-cluster)"})
+    snapshot: str = field(default="", metadata={"help": "serve an in-memory cluster loaded from this List file"})
+    demo: bool = field(default=False, metadata={"help": "serve the built-in demo cluster"})
+    resource_name: str = field(default="nvidia.com/gpu", metadata={"help": "count resource"})
+    resource_mem: str = field(default="nvidia.com/gpumem", metadata={"help": "memory resource"})
+    resource_mem_percentage: str = field(default="nvidia.com/gpumem-percentage", metadata={"help": "memory percentage resource"})
+    resource_cores: str = field(default="nvidia.com/gpucores", metadata={"help": "cores resource"})
+    resource_priority: str = field(default="nvidia.com/priority", metadata={"help": "priority resource"})
+    default_mem: int = field(default=0, metadata={"help": "default memory (MiB) when none is requested"})
+    default_cores: int = field(default=0, metadata={"help": "default cores when none are requested"})
+    default_gpu_num: int = field(default=1, metadata={"help": "GPUs added when only memory/cores are requested"})
+    gpu_core_policy: str = field(default="default", metadata={"help": "default, force or disable"})
+    log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
+    config: str = field(default="", metadata={"help": "config file (YAML/JSON) with any of these options"})
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.cert_file and self.key_file)
+
+    def engine_config(self) -> bytes:
+        """The subset the Rust engine needs, as JSON."""
+        return orjson.dumps(
+            {
+                "resource_count_name": self.resource_name,
+                "resource_memory_name": self.resource_mem,
+                "resource_memory_percentage_name": self.resource_mem_percentage,
+                "resource_core_name": self.resource_cores,
+                "resource_priority_name": self.resource_priority,
+                "default_memory": self.default_mem,
+                "default_cores": self.default_cores,
+                "default_gpu_num": self.default_gpu_num,
+                "node_scheduler_policy": self.node_scheduler_policy,
+                "gpu_scheduler_policy": self.gpu_scheduler_policy,
+                "scheduler_name": self.scheduler_name,
+                "force_overwrite_default_scheduler": self.force_overwrite_default_scheduler,
+                "gpu_core_policy": self.gpu_core_policy,
+            }
+        )
+
+    def managed_resources(self) -> list[str]:
+        return [self.resource_name, self.resource_mem, self.resource_mem_percentage, self.resource_cores, self.resource_priority]
+
+
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def _coerce(f: dataclasses.Field, value: Any) -> Any:
+    if f.metadata.get("duration"):
+        return parse_duration(value)
+    if f.type in ("bool", bool):
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"{f.name}: {value!r} is not a boolean")
+    if f.type in ("int", int):
+        return int(value)
+    if f.type in ("float", float):
+        return float(value)
+    return str(value)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for f in fields(Config):
+        flag = _flag(f)
+        aliases = [flag] + ([f"--{f.name}"] if flag != f"--{f.name}" and "_" in f.name else [])
+        if f.type in ("bool", bool):
+            parser.add_argument(*aliases, dest=f.name, nargs="?", const="true", default=None, help=f.metadata.get("help"))
+        else:
+            parser.add_argument(*aliases, dest=f.name, default=None, help=f"{f.metadata.get('help', '')} (default {f.default!r})")
+
+
+def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Defaults < config file < environment < flags. Errors name the option."""
+    environ = dict(os.environ if environ is None else environ)
+    given = {k: v for k, v in vars(args or argparse.Namespace()).items() if v is not None}
+    values: dict[str, Any] = {}
+    config_path = given.get("config") or environ.get("HAMI_FAST_CONFIG", "")
+    if config_path:
+        try:
+            loaded = yaml.safe_load(Path(config_path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError(f"config file {config_path}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ValueError(f"config file {config_path}: expected a mapping of option: value")
+        values.update({str(k).replace("-", "_"): v for k, v in loaded.items()})
+    for f in fields(Config):
+        env = environ.get("HAMI_FAST_" + f.name.upper())
+        if env is not None:
+            values[f.name] = env
+    values.update(given)
+    known = {f.name: f for f in fields(Config)}
+    unknown = sorted(set(values) - set(known) - {"func", "command"})
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)} in config file")
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in known:
+            try:
+                kwargs[name] = _coerce(known[name], value)
+            except ValueError as exc:
+                raise ValueError(f"option {_flag(known[name])}: {exc}") from exc
+    return Config(**kwargs)
+
+
+def split_address(address: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"address {address!r} must be host:port")
+    return (host.strip("[]") or default_host), int(port)

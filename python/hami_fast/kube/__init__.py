@@ -1,0 +1,1 @@
+"""Kubernetes side of hami-fast: API client, reflectors, writers, leader following."""

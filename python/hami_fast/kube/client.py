@@ -1,0 +1,146 @@
+"""One API client for every call: the official `kubernetes` client for config, auth and TLS; raw bytes on the wire.
+
+Python never builds model objects here: request bodies are bytes made in Rust, responses go back as bytes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+from urllib.parse import quote
+
+import orjson
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server, with its Status reason and message."""
+
+    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
+        super().__init__(f"{method} {path}: {status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+
+
+@dataclass
+class Response:
+    status: int
+    data: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.data)
+
+
+class TokenBucket:
+    """Client-side rate limit shared by all calls (QPS with burst), as client-go's."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps, self.burst = qps, max(1, burst)
+        self.tokens = float(self.burst)
+        self.stamp = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> None:
+        if self.qps <= 0:
+            return
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
+                self.stamp = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                wait = (1 - self.tokens) / self.qps
+            time.sleep(wait)
+
+
+def load_api_client(kubeconfig: str = "") -> k8s_client.ApiClient:
+    """kubeconfig path, else KUBECONFIG / ~/.kube/config, else in-cluster config."""
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_kube_config(config_file=kubeconfig or None, client_configuration=configuration)
+    except (k8s_config.ConfigException, FileNotFoundError, TypeError):
+        if kubeconfig:
+            raise
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    return k8s_client.ApiClient(configuration)
+
+
+def path_of(*segments: str) -> str:
+    return "/" + "/".join(quote(s, safe="") for s in segments)
+
+
+class KubeClient:
+    def __init__(self, api_client: k8s_client.ApiClient, qps: float = 5.0, burst: int = 10, timeout: float = 30.0) -> None:
+        self.api_client = api_client
+        self.bucket = TokenBucket(qps, burst)
+        self.timeout = timeout or 30.0
+
+    def _prepare(self, method: str, path: str, query: list[tuple[str, Any]] | None, content_type: str | None) -> tuple[str, dict[str, str]]:
+        headers = {"Accept": JSON}
+        if content_type:
+            headers["Content-Type"] = content_type
+        _, url, headers, _, _ = self.api_client.param_serialize(
+            method, path, query_params=query or [], header_params=headers, auth_settings=["BearerToken"]
+        )
+        return url, headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, Any]] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+        ok: tuple[int, ...] = (200, 201),
+        limited: bool = True,
+    ) -> Response:
+        if limited:
+            self.bucket.take()
+        url, headers = self._prepare(method, path, query, content_type or (JSON if body is not None else None))
+        try:
+            raw = self.api_client.rest_client.pool_manager.request(
+                method, url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout or self.timeout), retries=False
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
+        response = Response(raw.status, raw.data)
+        if response.status not in ok:
+            raise self._error(response, method, path)
+        return response
+
+    @staticmethod
+    def _error(response: Response, method: str, path: str) -> ApiError:
+        try:
+            status = orjson.loads(response.data)
+            return ApiError(response.status, status.get("reason", ""), status.get("message", ""), method, path)
+        except (orjson.JSONDecodeError, AttributeError):
+            return ApiError(response.status, "", response.data[:200].decode(errors="replace"), method, path)
+
+    def stream_lines(self, path: str, query: list[tuple[str, Any]], read_timeout: float) -> Iterator[bytes]:
+        """A WATCH: yields raw event lines; raises ApiError on a non-200 answer; stops when the server closes."""
+        url, headers = self._prepare("GET", path, query, None)
+        raw = self.api_client.rest_client.pool_manager.request(
+            "GET", url, headers=headers, preload_content=False, timeout=urllib3.Timeout(connect=10, read=read_timeout), retries=False
+        )
+        try:
+            if raw.status != 200:
+                raise self._error(Response(raw.status, raw.read()), "WATCH", path)
+            buffer = b""
+            for chunk in raw.stream(64 * 1024, decode_content=True):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                yield from (line for line in lines if line.strip())
+            if buffer.strip():
+                yield buffer
+        finally:
+            raw.release_conn()
