@@ -1,4 +1,8 @@
-"""Hypothesis strategies: random clusters (nodes, placed pods, quotas) and random pods to place."""
+"""Hypothesis strategies: random clusters (nodes, placed pods, quotas) and random pods to place.
+
+Helpers named ``*(draw, ...)`` are plain functions called from inside :func:`scenarios`; the
+strategies they draw from are built once at import time (building strategies per draw is slow).
+"""
 
 import json
 
@@ -15,85 +19,108 @@ GPU_TYPES = [
     "NVIDIA",  # the unit-test type: device scores then include the request (§10.1 quirk)
     "Tesla P4",  # not an NVIDIA type for Fit
 ]
-DEVMEMS = [1000, 8000, 15360, 16384, 32768, 40960, 81920]
-PAIR_VALUES = [0, 10, 20, 30, 50, 60, 100, 120, 200, 600, 1800]
 GPU_POLICIES = [
     "binpack", "spread", "mutex", "topology-aware", "numa", "binpack,numa", "spread,numa", "numa,binpack",
     "numa,spread", "binpack,mutex", "spread,topology-aware", "topology-aware,numa", "mutex,numa", "binpack,spread",
     "unknown",
 ]
 
+DICE = st.integers(0, 99)
+
+
+def chance(draw, percent):
+    """True with the given probability; False for Hypothesis' simplest draw (0)."""
+    return draw(DICE) >= 100 - percent
+
+
+# nodes
+NODE_SIZE = st.integers(1, 8)
+COUNTS = st.sampled_from([1, 2, 3, 4, 10, 10, 10])
+DEVMEM = st.sampled_from([1000, 8000, 15360, 16384, 32768, 40960, 81920])
+DEVCORES = st.sampled_from([100] * 8 + [200, 50, 0])
+TYPES = st.sampled_from(GPU_TYPES)
+NUMAS = st.sampled_from([0, 0, 1, 1, 2])
+MODES = st.sampled_from(["hami-core"] * 17 + ["mps", "", "mig"])
+HEALTH = st.sampled_from([True] * 9 + [False])
+PAIR_VALUE = st.sampled_from([0, 10, 20, 30, 50, 60, 100, 120, 200, 600, 1800])
+BROKEN_REGISTER = st.sampled_from(["[]", "not json", "{}", '[{"id":"GPU-x","count":"10"}]'])
+
+# placed pods
+INIT_COUNT = st.sampled_from([0, 0, 0, 1, 2])
+APP_COUNT = st.integers(1, 3)
+USED_CORES = st.sampled_from([0, 0, 10, 20, 30, 50, 100])
+PHASES = st.sampled_from(["Running"] * 5 + ["Pending", "Succeeded", "Failed", None])
+NAMESPACE = st.sampled_from(NAMESPACES)
+MEM_QUOTA = st.sampled_from([0, 4000, 20000, 50000, 200000])
+CORE_QUOTA = st.sampled_from([0, 50, 100, 300, 1000])
+
+# the pod to place
+RESOURCE_KINDS = st.sampled_from([
+    "mem", "bare", "mem", "pct", "mem+cores", "mem+cores", "pct+cores", "mem+pct", "mem-only",
+    "cores-only", "pct-only", "requests", "none", "odd",
+])
+NUMS = st.sampled_from([1, 1, 1, 2, 2, 3, 4])
+MEM = st.sampled_from([100, 1000, 2000, 3000, 4096, 8000, 16000, 30000, 50000]) | st.integers(0, 41000)
+PCT = st.sampled_from([0, 10, 25, 50, 50, 100]) | st.integers(1, 100)
+CORES = st.sampled_from([0, 10, 20, 30, 50, 100, 100]) | st.integers(0, 100)
+ODD_COUNT = st.sampled_from([None, 0, "1.5"])
+ODD_MEM = st.sampled_from([None, "1.5", -5, 2**31])
+ODD_CORES = st.sampled_from([None, 150, "2.5"])
+NEW_INIT_COUNT = st.sampled_from([0, 0, 0, 0, 1, 2])
+NODE_POLICY_ARG = st.sampled_from([None, "binpack", "spread"])
+GPU_POLICY_ARG = st.sampled_from([None, "binpack", "spread", "topology-aware", "mutex", "binpack,numa"])
+NOW = st.integers(1_600_000_000, 1_900_000_000)
+
 
 # ---------------------------------------------------------------------------------------------
 # quantities
 
 
-@st.composite
 def quantity(draw, value):
     """An integer as a JSON int or one of the Kubernetes spellings of the same number."""
-    forms = [value, str(value)]
+    forms = [value, str(value), f"{value * 1000}m"]
     if value and value % 1000 == 0:
         forms.append(f"{value // 1000}k")
     if value and value % 1024 == 0:
         forms.append(f"{value // 1024}Ki")
-    forms.append(f"{value * 1000}m")
-    return draw(st.sampled_from(forms))
-
-
-def non_integer():
-    return st.sampled_from(["1.5", "500m", "0.25", "2.5k"])
+    return forms[draw(st.integers(0, len(forms) - 1))] if chance(draw, 30) else value
 
 
 # ---------------------------------------------------------------------------------------------
 # nodes
 
 
-@st.composite
 def gpu_device(draw, uuid, index):
-    mode = draw(st.sampled_from(["hami-core"] * 6 + ["mps", ""] + ["mig"]))
-    return gpu(
-        uuid,
-        index=index,
-        count=draw(st.sampled_from([1, 2, 3, 4, 10, 10, 10])),
-        devmem=draw(st.sampled_from(DEVMEMS)),
-        devcore=draw(st.sampled_from([100] * 8 + [200, 50, 0])),
-        type=draw(st.sampled_from(GPU_TYPES)),
-        numa=draw(st.sampled_from([0, 0, 1, 1, 2])),
-        mode=mode,
-        health=draw(st.booleans().map(lambda unhealthy: not unhealthy) | st.just(True)),
-    )
+    return gpu(uuid, index=index, count=draw(COUNTS), devmem=draw(DEVMEM), devcore=draw(DEVCORES),
+               type=draw(TYPES), numa=draw(NUMAS), mode=draw(MODES), health=draw(HEALTH))
 
 
-@st.composite
 def pair_scores(draw, uuids):
     """Symmetric pair scores (§3.4) with some pairs left out."""
     table = {}
     for i, a in enumerate(uuids):
         for b in uuids[i + 1:]:
-            if draw(st.integers(0, 4)):
-                table[a, b] = table[b, a] = draw(st.sampled_from(PAIR_VALUES))
-    return json.dumps([
-        {"uuid": a, "score": {b: table[a, b] for b in uuids if (a, b) in table}} for a in uuids
-    ], separators=(",", ":"))
+            if chance(draw, 80):
+                table[a, b] = table[b, a] = draw(PAIR_VALUE)
+    entries = [{"uuid": a, "score": {b: table[a, b] for b in uuids if (a, b) in table}} for a in uuids]
+    return json.dumps(entries, separators=(",", ":"))
 
 
-@st.composite
 def gpu_node(draw, name):
-    """A node with 1-8 GPUs; sometimes cordons, pair scores, or a broken registration."""
-    size = draw(st.integers(1, 8))
-    devices = [draw(gpu_device(f"GPU-{name}-{k}", k)) for k in range(size)]
+    """``(Node, devices)``: 1-8 GPUs; sometimes cordons, pair scores, or a broken registration."""
+    devices = [gpu_device(draw, f"GPU-{name}-{k}", k) for k in range(draw(NODE_SIZE))]
     uuids = [d["id"] for d in devices]
     annotations = {}
-    if draw(st.integers(0, 5)) == 0:
+    if chance(draw, 15):
         annotations["hami.io/device-cordon"] = ",".join(draw(st.lists(st.sampled_from(uuids), max_size=3)))
-    if draw(st.integers(0, 2)) == 0:
-        annotations["hami.io/node-nvidia-score"] = draw(pair_scores(uuids))
-    broken = draw(st.integers(0, 14))
-    if broken == 0:
+    if chance(draw, 30):
+        annotations["hami.io/node-nvidia-score"] = pair_scores(draw, uuids)
+    broken = 99 - draw(DICE)
+    if broken < 3:
         return node(name, annotations=annotations), devices
-    if broken == 1:
-        return node(name, register=draw(st.sampled_from(["[]", "not json", "{}"])), annotations=annotations), devices
-    if broken == 2:
+    if broken < 6:
+        return node(name, register=draw(BROKEN_REGISTER), annotations=annotations), devices
+    if broken < 8:
         annotations["hami.io/node-nvidia-score"] = "[{"
     return node(name, devices, annotations=annotations), devices
 
@@ -102,27 +129,25 @@ def gpu_node(draw, name):
 # pods already placed by HAMi
 
 
-@st.composite
 def allocation_slot(draw, devices):
-    if not devices or draw(st.integers(0, 3)) == 0:
+    """One container's entry of ``hami.io/vgpu-devices-allocated`` (often empty)."""
+    if chance(draw, 25):
         return ""
-    picked = draw(st.lists(st.sampled_from(devices), min_size=1, max_size=min(3, len(devices)), unique_by=lambda d: d["id"]))
+    count = draw(st.integers(1, min(3, len(devices))))
+    picked = draw(st.permutations(devices))[:count]
     entries = []
     for device in picked:
-        uuid = device["id"] if draw(st.integers(0, 20)) else "GPU-unknown"
-        mem = draw(st.integers(0, device.get("devmem", 0) // 2))
-        cores = draw(st.sampled_from([0, 0, 10, 20, 30, 50, 100]))
-        entries.append(f"{uuid},NVIDIA,{mem},{cores}:")
+        uuid = "GPU-unknown" if chance(draw, 5) else device["id"]
+        mem = draw(st.integers(0, device["devmem"] // 2))
+        entries.append(f"{uuid},NVIDIA,{mem},{draw(USED_CORES)}:")
     return "".join(entries)
 
 
-@st.composite
-def existing_pod(draw, index, nodes):
-    """A pod with valid ``hami.io/vgpu-devices-allocated`` on one of the nodes."""
-    node_name, devices = draw(st.sampled_from(nodes))
-    n_init = draw(st.sampled_from([0, 0, 0, 1, 2]))
-    n_app = draw(st.integers(1, 3))
-    slots = [draw(allocation_slot(devices)) for _ in range(n_init + n_app)]
+def existing_pod(draw, index, placements):
+    """A pod with a valid ``hami.io/vgpu-devices-allocated`` on one of the nodes."""
+    node_name, devices = placements[draw(st.integers(0, len(placements) - 1))]
+    n_init, n_app = draw(INIT_COUNT), draw(APP_COUNT)
+    slots = [allocation_slot(draw, devices) for _ in range(n_init + n_app)]
     statuses = None
     if n_init:
         statuses = draw(st.sampled_from([None, [0] * n_init, [None] * n_init, [0] * (n_init - 1) + [1]]))
@@ -133,101 +158,69 @@ def existing_pod(draw, index, nodes):
         [container(f"app{k}") for k in range(n_app)],
         init_containers=[container(f"init{k}") for k in range(n_init)],
         init_statuses=statuses,
-        namespace=draw(st.sampled_from(NAMESPACES)),
-        phase=draw(st.sampled_from(["Running"] * 5 + ["Pending", "Succeeded", "Failed", None])),
+        namespace=draw(NAMESPACE),
+        phase=draw(PHASES),
     )
 
 
-@st.composite
 def namespace_quota(draw, namespace):
     hard = {}
-    if draw(st.booleans()):
-        hard["limits.nvidia.com/gpumem"] = draw(st.sampled_from([0, 4000, 20000, 50000, 200000]).flatmap(quantity))
-    if draw(st.booleans()):
-        hard["limits.nvidia.com/gpucores"] = draw(st.sampled_from([0, 50, 100, 300, 1000]).flatmap(quantity))
-    if draw(st.integers(0, 5)) == 0:
+    if chance(draw, 50):
+        hard["limits.nvidia.com/gpumem"] = quantity(draw, draw(MEM_QUOTA))
+    if chance(draw, 50):
+        hard["limits.nvidia.com/gpucores"] = quantity(draw, draw(CORE_QUOTA))
+    if chance(draw, 15):
         hard["limits.nvidia.com/gpu"] = 1  # not tracked by HAMi
     return quota(f"quota-{namespace}", namespace, hard)
 
 
-@st.composite
-def clusters(draw, max_nodes=8, max_pods=12):
+def cluster(draw, max_nodes, max_pods):
     """``(nodes, pods, quotas, all uuids)``: Node, placed Pod and ResourceQuota objects."""
     names = draw(st.lists(st.sampled_from(NODE_NAMES), min_size=1, max_size=max_nodes, unique=True))
-    built = [draw(gpu_node(name)) for name in names]
-    nodes = [n for n, _devices in built]
-    placements = [(name, devices) for name, (_n, devices) in zip(names, built)]
-    pods = [draw(existing_pod(i, placements)) for i in range(draw(st.integers(0, max_pods)))]
-    quotas = [draw(namespace_quota(ns)) for ns in NAMESPACES if draw(st.integers(0, 2)) == 0]
+    built = [gpu_node(draw, name) for name in names]
+    placements = [(name, devices) for name, (_node, devices) in zip(names, built)]
+    pods = [existing_pod(draw, i, placements) for i in range(draw(st.integers(0, max_pods)))]
+    quotas = [namespace_quota(draw, ns) for ns in NAMESPACES if chance(draw, 35)]
     uuids = [d["id"] for _name, devices in placements for d in devices]
-    return nodes, pods, quotas, uuids
+    return [n for n, _devices in built], pods, quotas, uuids
 
 
 # ---------------------------------------------------------------------------------------------
 # the pod to place
 
 
-@st.composite
 def gpu_resources(draw):
-    """Resources of one container: a mix of count / memory / percentage / cores, or nothing."""
-    kind = draw(st.sampled_from(
-        ["none", "bare", "mem", "mem", "pct", "mem+cores", "mem+cores", "pct+cores", "mem+pct", "mem-only",
-         "cores-only", "pct-only", "requests", "odd"]
-    ))
-    nums = draw(st.sampled_from([1, 1, 1, 2, 2, 3, 4]))
-    mem = draw(st.sampled_from([100, 1000, 2000, 3000, 4096, 8000, 16000, 30000, 50000]) | st.integers(0, 41000))
-    pct = draw(st.sampled_from([0, 10, 25, 50, 50, 100]) | st.integers(1, 100))
-    cores = draw(st.sampled_from([0, 10, 20, 30, 50, 100, 100]) | st.integers(0, 100))
-    q = lambda value: draw(quantity(value))  # noqa: E731
-    limits = {
-        "none": {"cpu": "1"},
-        "bare": {"nvidia.com/gpu": q(nums)},
-        "mem": {"nvidia.com/gpu": q(nums), "nvidia.com/gpumem": q(mem)},
-        "pct": {"nvidia.com/gpu": q(nums), "nvidia.com/gpumem-percentage": q(pct)},
-        "mem+cores": {"nvidia.com/gpu": q(nums), "nvidia.com/gpumem": q(mem), "nvidia.com/gpucores": q(cores)},
-        "pct+cores": {"nvidia.com/gpu": q(nums), "nvidia.com/gpumem-percentage": q(pct), "nvidia.com/gpucores": q(cores)},
-        "mem+pct": {"nvidia.com/gpu": q(nums), "nvidia.com/gpumem": q(mem), "nvidia.com/gpumem-percentage": q(pct)},
-        "mem-only": {"nvidia.com/gpumem": q(mem)},
-        "cores-only": {"nvidia.com/gpucores": q(cores)},
-        "pct-only": {"nvidia.com/gpumem-percentage": q(pct)},
-        "requests": None,
-        "odd": {"nvidia.com/gpu": draw(st.sampled_from([q(nums), 0, "1.5"])),
-                "nvidia.com/gpumem": draw(st.sampled_from([q(mem), "1.5", -5, 2**31])),
-                "nvidia.com/gpucores": draw(st.sampled_from([q(cores), 150, "2.5"]))},
+    """``(limits, requests)`` of one container: count / memory / percentage / cores, or nothing."""
+    kind = draw(RESOURCE_KINDS)
+    if kind == "none":
+        return {"cpu": "1"}, None
+    values = {
+        "nvidia.com/gpu": draw(NUMS),
+        "nvidia.com/gpumem": draw(MEM),
+        "nvidia.com/gpumem-percentage": draw(PCT),
+        "nvidia.com/gpucores": draw(CORES),
+    }
+    names = {
+        "bare": ["gpu"], "mem": ["gpu", "gpumem"], "pct": ["gpu", "gpumem-percentage"],
+        "mem+cores": ["gpu", "gpumem", "gpucores"], "pct+cores": ["gpu", "gpumem-percentage", "gpucores"],
+        "mem+pct": ["gpu", "gpumem", "gpumem-percentage"], "mem-only": ["gpumem"], "cores-only": ["gpucores"],
+        "pct-only": ["gpumem-percentage"], "requests": ["gpu", "gpumem", "gpucores"],
+        "odd": ["gpu", "gpumem", "gpucores"],
     }[kind]
-    requests = None
+    chosen = {f"nvidia.com/{n}": quantity(draw, values[f"nvidia.com/{n}"]) for n in names}
+    if kind == "odd":
+        for name, odd in (("nvidia.com/gpu", ODD_COUNT), ("nvidia.com/gpumem", ODD_MEM), ("nvidia.com/gpucores", ODD_CORES)):
+            value = draw(odd)
+            if value is not None:
+                chosen[name] = value
     if kind == "requests":
-        requests = {"nvidia.com/gpu": q(nums)}
-        if draw(st.booleans()):
-            requests["nvidia.com/gpumem"] = q(mem)
-        if draw(st.booleans()):
-            requests["nvidia.com/gpucores"] = q(cores)
-    return limits, requests
+        kept = {k: v for k, v in chosen.items() if k == "nvidia.com/gpu" or chance(draw, 50)}
+        return None, kept
+    return chosen, None
 
 
 def comma_list(items):
     return st.lists(st.sampled_from(items), min_size=1, max_size=3).map(",".join)
-
-
-@st.composite
-def hint_annotations(draw, uuids, forced=None):
-    annotations = {}
-    optional = {
-        "nvidia.com/use-gputype": comma_list(["V100", "a100", "T4", "nvidia", " A100 ", "P4"]) | st.just(""),
-        "nvidia.com/nouse-gputype": comma_list(["V100", "a100", "t4", "Tesla", "P4"]),
-        "nvidia.com/use-gpuuuid": comma_list(uuids + ["GPU-nowhere", " " + uuids[0]]) | st.just(""),
-        "nvidia.com/nouse-gpuuuid": comma_list(uuids),
-        "nvidia.com/numa-bind": st.sampled_from(["true", "true", "false", "True", "1", "yes"]),
-        "nvidia.com/vgpu-mode": st.sampled_from(["hami-core", "mps", "hami-core,mps", "mig"]),
-        "hami.io/node-scheduler-policy": st.sampled_from(["binpack", "spread", "other"]),
-        "hami.io/gpu-scheduler-policy": st.sampled_from(GPU_POLICIES),
-        "hami.io/device-scoring-weights": weights(),
-    }
-    for key, strategy in optional.items():
-        if draw(st.integers(0, 7)) == 0:
-            annotations[key] = draw(strategy)
-    annotations.update(forced or {})
-    return annotations
 
 
 def weights():
@@ -236,40 +229,55 @@ def weights():
     )
     invalid = st.sampled_from(["slot=1,core=1", "slot=0,core=0,memory=0", "slot=-1,core=1,memory=1",
                                "slot=1,core=x,memory=1", "bogus"])
-    return st.one_of(valid, valid, valid, invalid)
+    return st.one_of(valid, valid, valid, valid, valid, invalid)
 
 
-@st.composite
-def new_pods(draw, uuids, existing, forced=None):
+FIXED_HINTS = {
+    "nvidia.com/use-gputype": comma_list(["V100", "a100", "T4", "nvidia", " A100 ", "P4"]) | st.just(""),
+    "nvidia.com/nouse-gputype": comma_list(["V100", "a100", "t4", "Tesla", "P4"]),
+    "nvidia.com/numa-bind": st.sampled_from(["true", "true", "false", "True", "1", "yes"]),
+    "nvidia.com/vgpu-mode": st.sampled_from(["hami-core", "mps", "hami-core,mps", "mig"]),
+    "hami.io/node-scheduler-policy": st.sampled_from(["binpack", "spread", "other"]),
+    "hami.io/gpu-scheduler-policy": st.sampled_from(GPU_POLICIES),
+    "hami.io/device-scoring-weights": weights(),
+}
+
+
+def hint_annotations(draw, uuids):
+    """Each user annotation of §2.3 with probability 1/8 (1/6 for the policies)."""
+    annotations = {}
+    uuid_hints = {
+        "nvidia.com/use-gpuuuid": comma_list(uuids + ["GPU-nowhere", " " + uuids[0]]) | st.just(""),
+        "nvidia.com/nouse-gpuuuid": comma_list(uuids),
+    }
+    for key, strategy in {**FIXED_HINTS, **uuid_hints}.items():
+        if chance(draw, 16 if "policy" in key else 12):
+            annotations[key] = draw(strategy)
+    return annotations
+
+
+def new_pod(draw, uuids, existing, forced):
     """The pod to place: 1-3 containers, sometimes init containers and hint annotations."""
-    n_init = draw(st.sampled_from([0, 0, 0, 0, 1, 2]))
-    n_app = draw(st.integers(1, 3))
-    init = [container(f"init{k}", *draw(gpu_resources())) for k in range(n_init)]
-    apps = [container(f"app{k}", *draw(gpu_resources())) for k in range(n_app)]
-    uid = None
-    if existing and draw(st.integers(0, 9)) == 0:
-        uid = draw(st.sampled_from(existing))["metadata"]["uid"]  # rescheduling: own usage released
-    return pod(
-        "new",
-        apps,
-        init_containers=init,
-        namespace=draw(st.sampled_from(NAMESPACES)),
-        uid=uid or "uid-new-pod",
-        annotations=draw(hint_annotations(uuids or ["GPU-none"], forced)),
-    )
+    init = [container(f"init{k}", *gpu_resources(draw)) for k in range(draw(NEW_INIT_COUNT))]
+    apps = [container(f"app{k}", *gpu_resources(draw)) for k in range(draw(APP_COUNT))]
+    uid = "uid-new-pod"
+    if existing and chance(draw, 10):
+        uid = existing[draw(st.integers(0, len(existing) - 1))]["metadata"]["uid"]  # own usage is released
+    annotations = {**hint_annotations(draw, uuids or ["GPU-none"]), **(forced or {})}
+    return pod("new", apps, init_containers=init, namespace=draw(NAMESPACE), uid=uid, annotations=annotations)
 
 
 @st.composite
 def scenarios(draw, max_nodes=8, max_pods=12, annotations=None):
-    """Everything one explain call needs (a dict, printed on failure); ``annotations`` are forced on the pod."""
-    nodes, pods, quotas, uuids = draw(clusters(max_nodes, max_pods))
+    """Everything one explain call needs, as one JSON-able dict; ``annotations`` are forced on the pod."""
+    nodes, pods, quotas, uuids = cluster(draw, max_nodes, max_pods)
     return {
         "nodes": nodes,
         "pods": pods,
         "quotas": quotas,
-        "pod": draw(new_pods(uuids, pods, annotations)),
-        "now": draw(st.integers(1_600_000_000, 1_900_000_000)),
-        "node_policy": draw(st.sampled_from([None, "binpack", "spread"])),
-        "gpu_policy": draw(st.sampled_from([None, "binpack", "spread", "topology-aware", "mutex", "binpack,numa"])),
+        "pod": new_pod(draw, uuids, pods, annotations),
+        "now": draw(NOW),
+        "node_policy": draw(NODE_POLICY_ARG),
+        "gpu_policy": draw(GPU_POLICY_ARG),
         "order": draw(st.permutations(range(len(nodes) + len(pods) + len(quotas)))),
     }
