@@ -40,10 +40,28 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    from hami_fast import config
+
+    p = sub.add_parser("serve", help="run the scheduler extender and webhook (Granian), with no cluster on the demo cluster")
+    config.add_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from hami_fast.server import logs
+        from hami_fast.server.serve import serve
+
+        cfg = config.load(args)
+        logs.setup(cfg.log_level)
+        return serve(cfg)
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_explain(sub)
+    _add_serve(sub)
     _add_demo(sub)
     return parser
 
@@ -52,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ManifestError, EngineError) as exc:
+    except (ManifestError, EngineError, ValueError) as exc:
         print(f"hami-fast {args.command}: {exc}", file=sys.stderr)
         return 2
 

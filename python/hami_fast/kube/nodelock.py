@@ -1,0 +1,127 @@
+"""HAMi's node lock `hami.io/mutex.lock` (`<RFC3339>,<ns>,<name>`): acquire, expire, dangling-owner release.
+
+Byte-compatible with HAMi's scheduler and device plugin: the plugin finds the pod being allocated through it.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Protocol
+
+from hami_fast._native import EngineError, parse_node_lock, format_node_lock
+
+LOCK_KEY = "hami.io/mutex.lock"
+
+
+class LockContention(Exception):
+    pass
+
+
+class NodeStore(Protocol):
+    """What the lock needs from the API: read a node's lock and resourceVersion, patch it, see if a pod exists."""
+
+    def read_lock(self, node: str) -> tuple[str | None, str]: ...
+    def write_lock(self, node: str, value: str | None, resource_version: str) -> None: ...
+    def pod_exists(self, namespace: str, name: str) -> bool: ...
+
+
+class Conflict(Exception):
+    """The node changed since it was read (HTTP 409): retry."""
+
+
+def rfc3339_now() -> str:
+    now = datetime.now(timezone.utc).astimezone()
+    text = now.isoformat(timespec="seconds")
+    return text.replace("+00:00", "Z")
+
+
+def lock_age_seconds(timestamp: str) -> float | None:
+    try:
+        stamp = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - stamp).total_seconds()
+
+
+def _duration_text(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+class NodeLocker:
+    def __init__(self, store: NodeStore, timeout: float = 300.0, retry_timeout: float = 28.0) -> None:
+        self.store, self.timeout, self.retry_timeout = store, timeout, retry_timeout
+        self._mutexes: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _mutex(self, node: str) -> threading.Lock:
+        with self._guard:
+            return self._mutexes.setdefault(node, threading.Lock())
+
+    def forget(self, node: str) -> None:
+        with self._guard:
+            self._mutexes.pop(node, None)
+
+    def acquire(self, node: str, namespace: str, name: str, pod_group: bool = False) -> None:
+        deadline = time.monotonic() + (self.retry_timeout if pod_group else 0)
+        while True:
+            try:
+                return self._acquire_once(node, namespace, name)
+            except LockContention:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _acquire_once(self, node: str, namespace: str, name: str) -> None:
+        value, _ = self.store.read_lock(node)
+        if value:
+            try:
+                lock = parse_node_lock(value)
+            except EngineError:
+                lock = ("", "", "")
+            timestamp, owner_ns, owner_name = lock
+            age = lock_age_seconds(timestamp)
+            if age is None or age > self.timeout:
+                self.release(node, namespace, name, check_owner=False)
+            elif (owner_ns, owner_name) == (namespace, name):
+                return
+            elif owner_name and not self.store.pod_exists(owner_ns, owner_name):
+                self.release(node, namespace, name, check_owner=False)
+            else:
+                raise LockContention(f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention")
+        self._set(node, namespace, name)
+
+    def _set(self, node: str, namespace: str, name: str) -> None:
+        suffix = f",{namespace},{name}"
+        with self._mutex(node):
+            for attempt in range(5):
+                value, version = self.store.read_lock(node)
+                if value and value.endswith(suffix):
+                    return
+                if value:
+                    raise LockContention(f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention")
+                try:
+                    self.store.write_lock(node, format_node_lock(rfc3339_now(), namespace, name), version)
+                    return
+                except Conflict:
+                    time.sleep(0.1 * 2**attempt * (1 + random.random() * 0.5))
+            raise LockContention(f"node {node}: lock update kept conflicting")
+
+    def release(self, node: str, namespace: str, name: str, check_owner: bool = True) -> None:
+        with self._mutex(node):
+            for attempt in range(5):
+                value, version = self.store.read_lock(node)
+                if not value:
+                    return
+                if check_owner and not value.endswith(f",{namespace},{name}"):
+                    return
+                try:
+                    self.store.write_lock(node, None, version)
+                    return
+                except Conflict:
+                    time.sleep(0.1 * 2**attempt * (1 + random.random() * 0.5))

@@ -1,0 +1,152 @@
+"""List-then-watch per resource, raw bytes straight into the Rust cluster (client-go's reflector, trimmed)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+import urllib3
+
+from hami_fast._native import Cluster, EngineError
+from hami_fast.kube.client import ApiError, KubeClient
+
+log = logging.getLogger("hami_fast.reflector")
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (410): re-list."""
+
+
+@dataclass
+class Resource:
+    kind: str
+    path: str
+    label_selector: str = ""
+
+
+NODES = Resource("Node", "/api/v1/nodes")
+PODS = Resource("Pod", "/api/v1/pods")
+QUOTAS = Resource("ResourceQuota", "/api/v1/resourcequotas")
+
+
+@dataclass
+class ReflectorStats:
+    lists: int = 0
+    watches: int = 0
+    events: int = 0
+    bad_objects: int = 0
+    errors: int = 0
+    last_error: str = ""
+    resource_version: str = ""
+    synced: threading.Event = field(default_factory=threading.Event)
+
+
+class Reflector(threading.Thread):
+    """Paged LIST, then WATCH with bookmarks from the list's resourceVersion; re-list on 410; backoff on errors."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cluster: Cluster,
+        resource: Resource,
+        stop: threading.Event,
+        *,
+        page_size: int = 500,
+        watch_seconds: int = 300,
+        on_event: Callable[[str, str], None] | None = None,
+    ) -> None:
+        super().__init__(name=f"reflector-{resource.kind}", daemon=True)
+        self.client, self.cluster, self.resource, self.stop_event = client, cluster, resource, stop
+        self.page_size, self.watch_seconds = page_size, watch_seconds
+        self.on_event = on_event
+        self.stats = ReflectorStats()
+
+    def run(self) -> None:
+        backoff = 0.2
+        while not self.stop_event.is_set():
+            try:
+                version = self.list()
+                self.stats.synced.set()
+                backoff = 0.2
+                self.watch(version)
+            except Gone:
+                log.info("watch expired, re-listing", extra={"kind": self.resource.kind})
+            except (ApiError, EngineError, OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
+                self.stats.errors += 1
+                self.stats.last_error = str(exc)
+                log.warning("reflector error: %s", exc, extra={"kind": self.resource.kind})
+                self.stop_event.wait(backoff * (1 + random.random() / 2))
+                backoff = min(backoff * 2, 30.0)
+            except Exception as exc:  # a bug must not kill the cache silently
+                self.stats.errors += 1
+                self.stats.last_error = repr(exc)
+                log.exception("reflector crashed, restarting", extra={"kind": self.resource.kind})
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _query(self) -> list[tuple[str, str]]:
+        return [("labelSelector", self.resource.label_selector)] if self.resource.label_selector else []
+
+    def list(self) -> str:
+        keys: list[str] = []
+        token, version = "", ""
+        while True:
+            query = [*self._query(), ("limit", str(self.page_size))] + ([("continue", token)] if token else [])
+            try:
+                page = self.client.request("GET", self.resource.path, query=query)
+            except ApiError as exc:
+                if exc.status == 410 and token:  # continue token expired mid-list: start over
+                    keys, token = [], ""
+                    continue
+                raise
+            version, token, page_keys, errors = self.cluster.apply_list_page(page.data)
+            keys.extend(page_keys)
+            for error in errors:
+                self.stats.bad_objects += 1
+                log.warning("ignored object: %s", error, extra={"kind": self.resource.kind})
+            if not token:
+                break
+        removed = self.cluster.retain(self.resource.kind, keys)
+        self.stats.lists += 1
+        self.stats.resource_version = version
+        log.info("listed %d objects (%d removed since last list)", len(keys), removed, extra={"kind": self.resource.kind, "resourceVersion": version})
+        return version
+
+    def watch(self, version: str) -> None:
+        while not self.stop_event.is_set():
+            query = [
+                *self._query(),
+                ("watch", "1"),
+                ("resourceVersion", version),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", str(self.watch_seconds)),
+            ]
+            self.stats.watches += 1
+            try:
+                lines = self.client.stream_lines(self.resource.path, query, read_timeout=self.watch_seconds + 30)
+                for line in lines:
+                    version = self._handle(line) or version
+                    if self.stop_event.is_set():
+                        return
+            except ApiError as exc:
+                if exc.status == 410:
+                    raise Gone() from exc
+                raise
+
+    def _handle(self, line: bytes) -> str:
+        event_type, version, key, code, error = self.cluster.apply_watch_event(line)
+        if event_type == "ERROR":
+            if code == 410:
+                raise Gone()
+            raise ApiError(code, "WatchError", line[:300].decode(errors="replace"), "WATCH", self.resource.path)
+        self.stats.events += 1
+        self.stats.resource_version = version or self.stats.resource_version
+        if error:
+            self.stats.bad_objects += 1
+            log.warning("ignored object: %s", error, extra={"kind": self.resource.kind, "key": key})
+        if self.on_event and event_type != "BOOKMARK":
+            self.on_event(event_type, key)
+        return version

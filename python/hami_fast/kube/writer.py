@@ -1,0 +1,182 @@
+"""Side effects of scheduling: pod patches, the node lock, bindings. One implementation per cluster source."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any, Protocol
+
+import orjson
+
+from hami_fast._native import Cluster
+from hami_fast.kube.client import MERGE_PATCH, ApiError, KubeClient, path_of
+from hami_fast.kube.nodelock import LOCK_KEY, Conflict
+
+
+class NotFound(Exception):
+    pass
+
+
+class Writer(Protocol):
+    def patch_pod(self, namespace: str, name: str, patch: bytes) -> None: ...
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
+    def node_exists(self, node: str) -> bool: ...
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    def read_lock(self, node: str) -> tuple[str | None, str]: ...
+    def write_lock(self, node: str, value: str | None, resource_version: str) -> None: ...
+    def pod_exists(self, namespace: str, name: str) -> bool: ...
+
+
+def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
+    return orjson.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+    )
+
+
+def lock_patch(value: str | None, resource_version: str) -> bytes:
+    return orjson.dumps({"metadata": {"annotations": {LOCK_KEY: value}, "resourceVersion": resource_version}})
+
+
+class KubeWriter:
+    """Against a real API server through the shared, rate-limited client."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    def _pod_path(self, namespace: str, name: str, *sub: str) -> str:
+        return path_of("api", "v1", "namespaces", namespace, "pods", name, *sub)
+
+    def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
+        self.client.request("PATCH", self._pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        try:
+            return self.client.request("GET", self._pod_path(namespace, name)).json()
+        except ApiError as exc:
+            if exc.status == 404:
+                raise NotFound(f"pod {namespace}/{name} not found") from exc
+            raise
+
+    def pod_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.get_pod(namespace, name)
+            return True
+        except NotFound:
+            return False
+
+    def _node(self, node: str) -> dict[str, Any]:
+        try:
+            return self.client.request("GET", path_of("api", "v1", "nodes", node)).json()
+        except ApiError as exc:
+            if exc.status == 404:
+                raise NotFound(f"failed to get node {node}") from exc
+            raise
+
+    def node_exists(self, node: str) -> bool:
+        try:
+            self._node(node)
+            return True
+        except NotFound:
+            return False
+
+    def read_lock(self, node: str) -> tuple[str | None, str]:
+        meta = self._node(node).get("metadata", {})
+        return (meta.get("annotations") or {}).get(LOCK_KEY), meta.get("resourceVersion", "")
+
+    def write_lock(self, node: str, value: str | None, resource_version: str) -> None:
+        try:
+            self.client.request("PATCH", path_of("api", "v1", "nodes", node), body=lock_patch(value, resource_version), content_type=MERGE_PATCH)
+        except ApiError as exc:
+            if exc.status == 409:
+                raise Conflict(str(exc)) from exc
+            raise
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self.client.request("POST", self._pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node))
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 JSON merge patch."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+class MemoryWriter:
+    """For `--snapshot` and the demo cluster: the same effects applied to objects held in memory.
+
+    There is no device plugin here, so a successful bind also plays its part: `bind-phase: success`
+    and the node lock released.
+    """
+
+    def __init__(self, cluster: Cluster, objects: list[dict[str, Any]]) -> None:
+        self.cluster = cluster
+        self.lock = threading.RLock()
+        self.nodes = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Node"}
+        self.pods = {f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}": o for o in objects if o.get("kind") == "Pod"}
+        self.versions: dict[str, int] = {}
+
+    def remember_pod(self, pod: dict[str, Any]) -> None:
+        meta = pod.setdefault("metadata", {})
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        with self.lock:
+            self.pods.setdefault(key, {"kind": "Pod", "apiVersion": "v1", **pod})
+
+    def _pod(self, namespace: str, name: str) -> dict[str, Any]:
+        pod = self.pods.get(f"{namespace}/{name}")
+        if pod is None:
+            raise NotFound(f"pod {namespace}/{name} not found")
+        return pod
+
+    def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
+        with self.lock:
+            pod = merge(self._pod(namespace, name), orjson.loads(patch))
+            self.cluster.apply(orjson.dumps(pod))
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            return copy.deepcopy(self._pod(namespace, name))
+
+    def pod_exists(self, namespace: str, name: str) -> bool:
+        return f"{namespace}/{name}" in self.pods
+
+    def node_exists(self, node: str) -> bool:
+        return node in self.nodes
+
+    def read_lock(self, node: str) -> tuple[str | None, str]:
+        with self.lock:
+            if node not in self.nodes:
+                raise NotFound(f"failed to get node {node}")
+            annotations = self.nodes[node]["metadata"].get("annotations") or {}
+            return annotations.get(LOCK_KEY), str(self.versions.get(node, 0))
+
+    def write_lock(self, node: str, value: str | None, resource_version: str) -> None:
+        with self.lock:
+            if resource_version != str(self.versions.get(node, 0)):
+                raise Conflict(f"node {node} changed")
+            merge(self.nodes[node], orjson.loads(lock_patch(value, resource_version)))
+            self.nodes[node]["metadata"].pop("resourceVersion", None)
+            self.versions[node] = self.versions.get(node, 0) + 1
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        with self.lock:
+            pod = self._pod(namespace, name)
+            if pod.get("spec", {}).get("nodeName"):
+                raise ApiError(409, "Conflict", f"pod {namespace}/{name} is already assigned to node {pod['spec']['nodeName']}", "POST", "binding")
+            pod.setdefault("spec", {})["nodeName"] = node
+            pod.setdefault("status", {})["phase"] = "Running"
+            merge(pod, {"metadata": {"annotations": {"hami.io/bind-phase": "success"}}})
+            self.cluster.apply(orjson.dumps(pod))
+            annotations = self.nodes[node]["metadata"].get("annotations") or {}
+            if str(annotations.get(LOCK_KEY, "")).endswith(f",{namespace},{name}"):
+                self.write_lock(node, None, str(self.versions.get(node, 0)))

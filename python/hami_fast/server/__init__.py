@@ -1,0 +1,1 @@
+"""The running scheduler: HTTP routes on Granian, metrics, logs."""

@@ -1,0 +1,82 @@
+"""Prometheus metrics: HAMi's `hami_*` gauges from the engine's usage, plus latency and failure counters."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from hami_fast import __version__
+from hami_fast._native import Cluster
+
+MIB = 1048576
+BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class UsageCollector:
+    """Computed on scrape from the live cluster, as HAMi's are; constant label zone="vGPU"."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["node", "device_uuid", "device_index", "device_type", "zone"]
+        mem_limit = GaugeMetricFamily("hami_gpu_memory_limit_bytes", "GPU device memory limit", labels=labels)
+        core_limit = GaugeMetricFamily("hami_gpu_core_limit_ratio", "GPU device core limit", labels=labels)
+        mem_alloc = GaugeMetricFamily(
+            "hami_gpu_memory_allocated_bytes", "GPU device memory allocated", labels=["node", "device_uuid", "device_index", "device_cores", "device_type", "zone"]
+        )
+        shared = GaugeMetricFamily("hami_gpu_shared_count", "Tasks sharing the GPU", labels=labels)
+        core_alloc = GaugeMetricFamily("hami_gpu_core_allocated_ratio", "GPU device cores allocated", labels=labels)
+        overview = GaugeMetricFamily(
+            "hami_node_gpu_overview",
+            "GPU overview on the node",
+            labels=["node", "device_uuid", "device_index", "device_cores", "device_memory_limit", "device_type", "zone"],
+        )
+        mem_ratio = GaugeMetricFamily("hami_node_gpu_memory_allocated_ratio", "Allocated over total device memory", labels=labels)
+        for node in orjson.loads(self.cluster.usage()):
+            for d in node["devices"]:
+                base = [node["name"], d["uuid"], str(d["index"]), d["type"], "vGPU"]
+                mem_limit.add_metric(base, d["devmem"] * MIB)
+                core_limit.add_metric(base, d["devcore"])
+                mem_alloc.add_metric([node["name"], d["uuid"], str(d["index"]), str(d["usedcores"]), d["type"], "vGPU"], d["usedmem"] * MIB)
+                shared.add_metric(base, d["used"])
+                core_alloc.add_metric(base, d["usedcores"])
+                overview.add_metric(
+                    [node["name"], d["uuid"], str(d["index"]), str(d["usedcores"]), str(d["devmem"] * MIB), d["type"], "vGPU"], d["usedmem"] * MIB
+                )
+                if d["devmem"] > 0:
+                    mem_ratio.add_metric(base, d["usedmem"] / d["devmem"])
+        build = GaugeMetricFamily("hami_build_info", "Build information", labels=["version", "revision", "build_date", "go_version", "compiler", "platform"])
+        build.add_metric([__version__, "", "", "", "hami-fast (rust+python)", "linux"], 1)
+        yield from (mem_limit, core_limit, mem_alloc, shared, core_alloc, overview, mem_ratio, build)
+
+
+class Metrics:
+    def __init__(self, cluster: Cluster) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(UsageCollector(cluster))  # type: ignore[arg-type]
+        self.latency = Histogram("hami_fast_request_duration_seconds", "Latency of extender and webhook calls", ["route"], buckets=BUCKETS, registry=self.registry)
+        self.filter_failures = Counter("hami_fast_filter_node_failures", "Nodes rejected by Filter, by reason", ["reason"], registry=self.registry)
+        self.filter_results = Counter("hami_fast_filter_results", "Filter outcomes", ["result"], registry=self.registry)
+        self.bind_results = Counter("hami_fast_bind_results", "Bind outcomes", ["result"], registry=self.registry)
+        self.webhook_results = Counter("hami_fast_webhook_results", "Webhook outcomes", ["result"], registry=self.registry)
+
+    def time(self, route: str) -> Any:
+        return self.latency.labels(route).time()
+
+    def count_failed_nodes(self, failed: dict[str, str]) -> None:
+        for reason in failed.values():
+            for part in reason.split(", "):
+                count, _, key = part.partition(" ")
+                self.filter_failures.labels(key if "/" in count else part).inc()
+
+
+def serve_metrics(metrics: Metrics, address: str, split: Callable[[str], tuple[str, int]]) -> Any:
+    from prometheus_client import start_http_server
+
+    host, port = split(address)
+    server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    return server

@@ -1,0 +1,142 @@
+"""Filter, bind and webhook as HAMi runs them, with the engine deciding and the writer performing side effects."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import orjson
+
+from hami_fast._native import Cluster, EngineError, parse_binding_args
+from hami_fast.config import Config
+from hami_fast.kube.nodelock import LockContention, NodeLocker
+from hami_fast.kube.writer import NotFound, Writer
+from hami_fast.server.metrics import Metrics
+
+log = logging.getLogger("hami_fast.scheduler")
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def filter_error(message: str) -> bytes:
+    return orjson.dumps({"Nodes": None, "NodeNames": None, "FailedNodes": None, "FailedAndUnresolvableNodes": None, "Error": message})
+
+
+def bind_result(error: str = "") -> bytes:
+    return orjson.dumps({"Error": error})
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: Config,
+        cluster: Cluster,
+        writer: Writer,
+        emit: Callable[[dict[str, Any], str, str, str, str], None],
+        metrics: Metrics,
+        synced: threading.Event,
+        leading: threading.Event,
+        on_filter: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
+        self.synced, self.leading = synced, leading
+        self.locker = NodeLocker(writer, config.node_lock_timeout, config.node_lock_retry_timeout)
+        self.on_filter = on_filter
+
+    def ready(self) -> bool:
+        return self.synced.is_set() and self.leading.is_set()
+
+    def _event(self, pod: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+        self.emit(pod, event_type, reason, message, self.config.scheduler_name)
+
+    def filter(self, body: bytes, wait: float = 25.0) -> bytes:
+        with self.metrics.time("filter"):
+            if not self.leading.is_set():
+                self.metrics.filter_results.labels("not_leader").inc()
+                return filter_error("hami-fast is not the leader: this replica does not schedule")
+            if not self.synced.wait(wait):
+                self.metrics.filter_results.labels("not_synced").inc()
+                return filter_error("context cancelled: caches not synced")
+            if self.on_filter:
+                self.on_filter(body)
+            response, raw = self.cluster.filter(body, int(time.time()))
+            if raw is None:
+                self.metrics.filter_results.labels("passthrough" if b'"Error":""' in response else "error").inc()
+                return response
+            decision = orjson.loads(raw)
+            return self._commit(response, decision)
+
+    def _commit(self, response: bytes, decision: dict[str, Any]) -> bytes:
+        pod = decision["pod"]
+        self.metrics.count_failed_nodes(decision["failed"])
+        if decision["node"] is None:
+            self.metrics.filter_results.labels("unschedulable").inc()
+            for event in decision["events"]:
+                self._event(pod, event["type"], event["reason"], event["message"])
+            log.info("no node fits", extra={"pod": f"{pod['namespace']}/{pod['name']}", "failed": len(decision["failed"])})
+            return response
+        try:
+            self.writer.patch_pod(pod["namespace"], pod["name"], decision["patch"].encode())
+        except Exception as exc:
+            self.cluster.release(pod["uid"] or f"{pod['namespace']}/{pod['name']}")
+            self.metrics.filter_results.labels("patch_failed").inc()
+            message = f"patch pod annotations: {exc}"
+            self._event(pod, "Warning", "FilteringFailed", message)
+            log.warning("filter patch failed, reservation rolled back", extra={"pod": f"{pod['namespace']}/{pod['name']}", "error": str(exc)})
+            return filter_error(message)
+        self.metrics.filter_results.labels("scheduled").inc()
+        for event in decision["events"]:
+            self._event(pod, event["type"], event["reason"], event["message"])
+        log.info(
+            "filter chose node",
+            extra={"pod": f"{pod['namespace']}/{pod['name']}", "node": decision["node"], "devices": decision["annotations"].get("hami.io/vgpu-devices-allocated")},
+        )
+        return response
+
+    def bind(self, body: bytes) -> bytes:
+        with self.metrics.time("bind"):
+            try:
+                name, namespace, uid, node = parse_binding_args(body)
+            except EngineError as exc:
+                self.metrics.bind_results.labels("bad_request").inc()
+                return bind_result(str(exc))
+            pod_ref = {"namespace": namespace, "name": name, "uid": uid}
+            locked = False
+            try:
+                pod = self.writer.get_pod(namespace, name)
+                if not self.writer.node_exists(node):
+                    raise NotFound(f"failed to get node {node}")
+                pod_group = bool(((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL))
+                self.locker.acquire(node, namespace, name, pod_group=pod_group)
+                locked = True
+                patch = {"metadata": {"annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}}}
+                self.writer.patch_pod(namespace, name, orjson.dumps(patch))
+                self.writer.bind(namespace, name, uid, node)
+            except Exception as exc:
+                if isinstance(exc, NotFound) and str(exc).startswith("pod "):
+                    self.cluster.release(uid)
+                if locked:
+                    self._release_quietly(node, namespace, name)
+                self.metrics.bind_results.labels("contention" if isinstance(exc, LockContention) else "failed").inc()
+                self._event(pod_ref, "Warning", "BindingFailed", str(exc))
+                log.warning("bind failed", extra={"pod": f"{namespace}/{name}", "node": node, "error": str(exc)})
+                return bind_result(str(exc))
+            self.metrics.bind_results.labels("bound").inc()
+            self._event(pod_ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}")
+            log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
+            return bind_result()
+
+    def _release_quietly(self, node: str, namespace: str, name: str) -> None:
+        try:
+            self.locker.release(node, namespace, name)
+        except Exception as exc:
+            log.warning("node lock release failed", extra={"node": node, "error": str(exc)})
+
+    def admit(self, body: bytes) -> bytes:
+        with self.metrics.time("webhook"):
+            answer = self.cluster.admit(body)
+            allowed = b'"allowed":true' in answer
+            self.metrics.webhook_results.labels("allowed" if allowed else "denied").inc()
+            return answer

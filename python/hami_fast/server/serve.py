@@ -1,0 +1,180 @@
+"""`hami-fast serve`: wire the cluster source, the scheduler, Granian (embedded, one process) and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from granian.constants import Interfaces
+from granian.server.embed import Server
+
+from hami_fast._native import Cluster
+from hami_fast.config import Config, split_address
+from hami_fast.kube import events as kube_events
+from hami_fast.kube.leader import AlwaysLeader, LeaseFollower
+from hami_fast.kube.writer import MemoryWriter
+from hami_fast.manifests import load_objects
+from hami_fast.server.app import App
+from hami_fast.server.metrics import Metrics, serve_metrics
+from hami_fast.server.scheduler import Scheduler
+
+log = logging.getLogger("hami_fast.serve")
+
+
+@dataclass
+class Runtime:
+    """Everything one serving process owns."""
+
+    config: Config
+    cluster: Cluster
+    scheduler: Scheduler
+    stop: threading.Event
+    metrics: Metrics
+    threads: list[Any] = field(default_factory=list)
+    reflectors: list[Any] = field(default_factory=list)
+    memory: MemoryWriter | None = None
+    events: Any = None
+
+
+def _memory_runtime(config: Config, cluster: Cluster, metrics: Metrics, objects: list[dict[str, Any]], stop: threading.Event) -> Runtime:
+    cluster.apply(orjson.dumps({"kind": "List", "items": objects}, default=str))
+    writer = MemoryWriter(cluster, objects)
+    memory_events = kube_events.MemoryEvents()
+    sink = kube_events.EventSink(memory_events)
+    synced = threading.Event()
+    synced.set()
+
+    def remember(body: bytes) -> None:
+        args = orjson.loads(body)
+        pod = next((v for k, v in args.items() if k.lower() == "pod" and isinstance(v, dict)), None)
+        if pod:
+            writer.remember_pod(pod)
+
+    scheduler = Scheduler(config, cluster, writer, sink.emit, metrics, synced, AlwaysLeader().leading, on_filter=remember)
+    runtime = Runtime(config, cluster, scheduler, stop, metrics, memory=writer, events=memory_events)
+    return runtime
+
+
+def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: threading.Event) -> Runtime:
+    from hami_fast.kube.client import KubeClient, load_api_client
+    from hami_fast.kube.reflector import NODES, PODS, QUOTAS, Reflector, Resource
+    from hami_fast.kube.writer import KubeWriter
+
+    client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
+    nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
+    reflectors = [Reflector(client, cluster, r, stop) for r in (nodes, PODS, QUOTAS)]
+    gate = SyncGate([r.stats.synced for r in reflectors], stop)
+    if config.leader_elect:
+        namespace = config.leader_elect_resource_namespace or os.environ.get("POD_NAMESPACE", "kube-system")
+        leader: Any = LeaseFollower(client, namespace, config.leader_elect_resource_name, stop, identity=os.environ.get("POD_NAME", ""))
+    else:
+        leader = AlwaysLeader()
+    sink = kube_events.EventSink(kube_events.kube_poster(client))
+    scheduler = Scheduler(config, cluster, KubeWriter(client), sink.emit, metrics, gate.synced, leader.leading)
+    threads = [*reflectors, gate, *([leader] if isinstance(leader, LeaseFollower) else [])]
+    runtime = Runtime(config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink)
+    return runtime
+
+
+class SyncGate(threading.Thread):
+    """Sets `synced` once every reflector has completed its first list."""
+
+    def __init__(self, parts: list[threading.Event], stop: threading.Event) -> None:
+        super().__init__(name="sync-gate", daemon=True)
+        self.parts, self.stop_event = parts, stop
+        self.synced = threading.Event()
+
+    def run(self) -> None:
+        for part in self.parts:
+            while not part.wait(0.5):
+                if self.stop_event.is_set():
+                    return
+        self.synced.set()
+        log.info("caches synced")
+
+
+def build_runtime(config: Config, stop: threading.Event | None = None) -> Runtime:
+    stop = stop or threading.Event()
+    cluster = Cluster(config.engine_config())
+    metrics = Metrics(cluster)
+    if config.snapshot:
+        log.info("serving the in-memory cluster from %s", config.snapshot, extra={"source": "snapshot"})
+        runtime = _memory_runtime(config, cluster, metrics, load_objects(config.snapshot), stop)
+    elif config.demo or not _kube_reachable(config):
+        from hami_fast.demo import demo_nodes
+
+        log.info("no cluster configured: serving the built-in demo cluster", extra={"source": "demo"})
+        runtime = _memory_runtime(config, cluster, metrics, demo_nodes(50), stop)
+    else:
+        runtime = _kube_runtime(config, cluster, metrics, stop)
+    for thread in runtime.threads:
+        thread.start()
+    return runtime
+
+
+def _kube_reachable(config: Config) -> bool:
+    if config.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    path = Path(os.environ.get("KUBECONFIG", "") or Path.home() / ".kube" / "config")
+    return path.is_file()
+
+
+def _cert_stamp(config: Config) -> tuple[float, float]:
+    if not config.tls:
+        return (0.0, 0.0)
+    return (Path(config.cert_file).stat().st_mtime, Path(config.key_file).stat().st_mtime)
+
+
+async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> None:
+    """Serve until stopped; a rotated certificate restarts the listener (state stays in this process)."""
+    config = runtime.config
+    host, port = split_address(config.http_bind, "127.0.0.1")
+    executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="handler")
+    app = App(runtime.scheduler, executor)
+    if config.metrics_bind_address:
+        serve_metrics(runtime.metrics, config.metrics_bind_address, split_address)
+    loop = asyncio.get_running_loop()
+    stop_async = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop_async.set)
+        except (RuntimeError, ValueError):  # not the main thread
+            pass
+    while not runtime.stop.is_set() and not stop_async.is_set():
+        stamp = _cert_stamp(config)
+        tls: dict[str, Any] = {"ssl_cert": Path(config.cert_file), "ssl_key": Path(config.key_file)} if config.tls else {}
+        server = Server(app, address=host, port=port, interface=Interfaces.RSGI, log_enabled=False, **tls)
+        task = asyncio.create_task(server.serve())
+        log.info("serving", extra={"address": f"{'https' if config.tls else 'http'}://{host}:{port}"})
+        if ready:
+            loop.call_later(0.3, ready.set)
+        while not task.done() and not runtime.stop.is_set() and not stop_async.is_set():
+            await asyncio.sleep(1.0)
+            if config.tls and _safe_stamp(config) != stamp:
+                log.info("certificate changed: restarting the listener")
+                break
+        server.stop()
+        await task
+    runtime.stop.set()
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _safe_stamp(config: Config) -> tuple[float, float]:
+    try:
+        return _cert_stamp(config)
+    except OSError:
+        return (0.0, 0.0)
+
+
+def serve(config: Config) -> int:
+    runtime = build_runtime(config)
+    asyncio.run(run_http(runtime))
+    return 0
