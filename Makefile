@@ -18,7 +18,7 @@ install: $(PY) ## build the Rust engine and install hami-fast (editable) with te
 
 .PHONY: demo
 demo: install ## run hami-fast on the built-in demo cluster and schedule a few hundred pods
-	$(VENV)/bin/hami-fast demo --pods 300 --nodes 50
+	$(VENV)/bin/hami-fast demo --pods 300
 
 .PHONY: test-rust
 test-rust: ## Rust unit tests of hami-core

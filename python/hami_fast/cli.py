@@ -27,9 +27,8 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="schedule demo pods onto a built-in demo cluster and report placement and latency")
+    p = sub.add_parser("demo", help="start hami-fast on the built-in demo cluster and drive demo pods through /webhook, /filter, /bind over HTTP")
     p.add_argument("--pods", type=int, default=300)
-    p.add_argument("--nodes", type=int, default=50)
     p.add_argument("--seed", type=int, default=7)
 
     def run(args: argparse.Namespace) -> int:
