@@ -63,6 +63,7 @@ class Config:
     leader_elect: bool = field(default=False, metadata={"help": "follow kube-scheduler's Lease"})
     leader_elect_resource_name: str = field(default="hami-scheduler", metadata={"help": "Lease name"})
     leader_elect_resource_namespace: str = field(default="", metadata={"help": "Lease namespace (default: POD_NAMESPACE)"})
+    watch_timeout: float = field(default=300.0, metadata={"help": "server-side timeout of each WATCH request", "duration": True})
     kubeconfig: str = field(default="", metadata={"help": "kubeconfig path (else KUBECONFIG, ~/.kube/config, in-cluster)"})
     snapshot: str = field(default="", metadata={"help": "serve an in-memory cluster loaded from this List file"})
     demo: bool = field(default=False, metadata={"help": "serve the built-in demo cluster"})

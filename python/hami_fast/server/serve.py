@@ -70,7 +70,7 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
-    reflectors = [Reflector(client, cluster, r, stop) for r in (nodes, PODS, QUOTAS)]
+    reflectors = [Reflector(client, cluster, r, stop, watch_seconds=int(config.watch_timeout)) for r in (nodes, PODS, QUOTAS)]
     gate = SyncGate([r.stats.synced for r in reflectors], stop)
     if config.leader_elect:
         namespace = config.leader_elect_resource_namespace or os.environ.get("POD_NAMESPACE", "kube-system")

@@ -1,0 +1,203 @@
+"""hami-fast serve against a test API server that speaks the real Kubernetes REST API, over real HTTP."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime, timedelta, timezone
+
+import orjson
+import pytest
+
+from kubeapi.fixtures import wait_for
+from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
+from serving import Service
+
+LOCK = "hami.io/mutex.lock"
+LOCK_VALUE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d),(?P<ns>[^,]+),(?P<name>[^,]+)$")
+
+
+def device_usage(service: Service) -> dict[str, dict]:
+    return {d["uuid"]: d for n in orjson.loads(service.cluster.usage()) for d in n["devices"]}
+
+
+@pytest.fixture
+def cluster(kubeapi):
+    for i in range(2):
+        kubeapi.create(gpu_node(f"node-{i}"))
+    return kubeapi
+
+
+def serve(kubeapi, **options) -> Service:
+    return Service(kubeconfig=kubeapi.kubeconfig, **options)
+
+
+def test_readiness_follows_cache_sync(cluster) -> None:
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.request("GET", "/readyz")[0] == 200, 10, "readyz")
+        assert svc.cluster.node_count() == 2
+        assert svc.request("GET", "/healthz")[0] == 200
+        assert svc.request("GET", "/filter")[0] == 405
+        assert svc.request("GET", "/nope")[0] == 404
+
+
+def test_filter_patches_the_pod_then_bind_locks_and_binds(cluster) -> None:
+    pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000, cores=30))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        result = svc.post("/filter", filter_args(pod, ["node-0", "node-1", "ghost"]))
+        assert result["Error"] == "" and len(result["NodeNames"]) == 1
+        node = result["NodeNames"][0]
+        [patch] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1")
+        assert patch.content_type == "application/merge-patch+json"
+        body = patch.json
+        assert body["metadata"]["labels"] == {"hami.io/vgpu-node": node}
+        annotations = body["metadata"]["annotations"]
+        assert annotations["hami.io/vgpu-devices-allocated"] == annotations["hami.io/vgpu-devices-to-allocate"]
+        assert re.fullmatch(rf"GPU-{node}-\d,NVIDIA,3000,30:;", annotations["hami.io/vgpu-devices-allocated"])
+
+        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        lock = cluster.get("nodes", node)["metadata"]["annotations"][LOCK]
+        assert LOCK_VALUE.match(lock).group("ns", "name") == ("default", "p1")
+        stored = cluster.get("pods", "p1", "default")
+        assert stored["spec"]["nodeName"] == node
+        assert stored["metadata"]["annotations"]["hami.io/bind-phase"] == "allocating"
+        assert stored["metadata"]["annotations"]["hami.io/bind-time"].isdigit()
+        [lock_patch] = cluster.requests("PATCH", f"/api/v1/nodes/{node}")
+        assert lock_patch.json["metadata"]["resourceVersion"]
+        reasons = wait_for(lambda: {e["reason"] for e in cluster.events("default")} >= {"FilteringSucceed", "BindingSucceed"} and {e["reason"] for e in cluster.events("default")}, 5, "events")
+        assert "FilteringSucceed" in reasons
+        succeed = [e for e in cluster.events("default") if e["reason"] == "BindingSucceed"][0]
+        assert succeed["message"] == f"Successfully binding node [{node}] to default/p1"
+        assert succeed["source"] == "hami-scheduler"
+
+
+def test_unschedulable_pod_gets_reasons_and_an_event(cluster) -> None:
+    pod = cluster.create(gpu_pod("huge", gpu=3, mem=100))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        result = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))
+        assert result["NodeNames"] is None
+        assert result["FailedNodes"] == {"node-0": "NodeInsufficientDevice", "node-1": "NodeInsufficientDevice"}
+        messages = wait_for(lambda: [e["message"] for e in cluster.events("default") if e["reason"] == "FilteringFailed"], 5, "event")
+        assert "no available node, 2 nodes do not meet" in messages or len(messages) >= 1
+        assert cluster.count("PATCH") == 0
+
+
+def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
+        result = svc.post("/filter", filter_args(pod, ["node-0"]))
+        assert "patch pod annotations" in result["Error"]
+        assert svc.cluster.pod_count() == 0
+        assert all(d["used"] == 0 for d in device_usage(svc).values())
+        again = svc.post("/filter", filter_args(pod, ["node-0"]))
+        assert again["NodeNames"] == ["node-0"]
+
+
+def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
+    first, second = cluster.create(gpu_pod("a", gpu=1, mem=100)), cluster.create(gpu_pod("b", gpu=1, mem=100))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        assert svc.post("/bind", bind_args(first, "node-0"))["Error"] == ""
+        error = svc.post("/bind", bind_args(second, "node-0"))["Error"]
+        assert error == "node node-0 has been locked within 5m0s: node lock contention"
+        assert cluster.get("pods", "b", "default")["spec"].get("nodeName") is None
+        assert LOCK_VALUE.match(cluster.get("nodes", "node-0")["metadata"]["annotations"][LOCK]).group("name") == "a"
+        failed = wait_for(lambda: [e for e in cluster.events("default") if e["reason"] == "BindingFailed"], 5, "BindingFailed")
+        assert "node lock contention" in failed[0]["message"]
+
+        # The owner disappears: its lock is dangling and is taken over.
+        cluster.delete("pods", "a", "default")
+        assert svc.post("/bind", bind_args(second, "node-0"))["Error"] == ""
+        assert LOCK_VALUE.match(cluster.get("nodes", "node-0")["metadata"]["annotations"][LOCK]).group("name") == "b"
+
+        # An expired lock is released whoever owns it.
+        old = (datetime.now(timezone.utc) - timedelta(minutes=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        cluster.patch("nodes", "node-1", {"metadata": {"annotations": {LOCK: f"{old},default,b"}}})
+        third = cluster.create(gpu_pod("c", gpu=1, mem=100))
+        assert svc.post("/bind", bind_args(third, "node-1"))["Error"] == ""
+
+
+def test_lock_conflicts_are_retried(cluster) -> None:
+    pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        cluster.fail("PATCH", "/api/v1/nodes/node-0", 409, times=2)
+        assert svc.post("/bind", bind_args(pod, "node-0"))["Error"] == ""
+        assert cluster.count("PATCH", "/api/v1/nodes/node-0") == 3
+
+
+def test_bind_failure_releases_the_lock(cluster) -> None:
+    pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        cluster.fail("POST", "/api/v1/namespaces/default/pods/a/binding", 500, times=1)
+        assert "500" in svc.post("/bind", bind_args(pod, "node-0"))["Error"]
+        assert LOCK not in (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {})
+        assert svc.post("/bind", bind_args(pod, "ghost"))["Error"] == "failed to get node ghost"
+
+
+def test_watch_drops_and_410_are_survived(cluster) -> None:
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        cluster.wait_for_watches(3)
+        cluster.drop_watches()
+        cluster.create(gpu_node("node-2"))
+        wait_for(lambda: svc.cluster.node_count() == 3, 10, "node-2 after a dropped watch")
+        cluster.expire_next_watch("/api/v1/nodes*")
+        cluster.drop_watches("/api/v1/nodes*")
+        cluster.compact()
+        cluster.create(gpu_node("node-3"))
+        wait_for(lambda: svc.cluster.node_count() == 4, 10, "node-3 after 410")
+        cluster.delete("nodes", "node-3")
+        wait_for(lambda: svc.cluster.node_count() == 3, 10, "node-3 deletion")
+        lists = [r for r in cluster.requests("GET", "/api/v1/nodes") if "watch" not in r.query]
+        assert len(lists) >= 2
+
+
+def test_allocations_survive_a_restart(cluster) -> None:
+    pods = [cluster.create(gpu_pod(f"p{i}", gpu=1, mem=2000, cores=10)) for i in range(6)]
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        for pod in pods:
+            assert svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"]
+        wait_for(lambda: svc.cluster.pod_count() == 6, 5, "reservations")
+        before = device_usage(svc)
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        assert svc.cluster.pod_count() == 6
+        assert device_usage(svc) == before
+        assert sum(d["usedmem"] for d in before.values()) == 12000
+
+
+def test_webhook_over_http_answers_in_the_version_received(cluster) -> None:
+    pod = gpu_pod("w", gpu=1)
+    pod["spec"]["schedulerName"] = "default-scheduler"
+    with serve(cluster) as svc:
+        for version in ("admission.k8s.io/v1", "admission.k8s.io/v1beta1"):
+            answer = svc.post("/webhook", {"apiVersion": version, "kind": "AdmissionReview", "request": {"uid": "u1", "object": pod}})
+            assert answer["apiVersion"] == version
+            assert answer["response"]["allowed"] is True and answer["response"]["patchType"] == "JSONPatch"
+
+
+def test_non_leader_refuses_to_filter(cluster) -> None:
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "hami-scheduler", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "someone-else_1234", "leaseDurationSeconds": 15, "renewTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
+    }
+    cluster.create(lease)
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=100))
+    with serve(cluster, leader_elect=True, leader_elect_resource_namespace="kube-system") as svc:
+        time.sleep(0.5)
+        assert "not the leader" in svc.post("/filter", filter_args(pod, ["node-0"]))["Error"]
+        assert svc.request("GET", "/readyz")[0] == 503
+        import socket
+
+        cluster.patch("leases", "hami-scheduler", {"spec": {"holderIdentity": f"{socket.gethostname()}_x"}}, "kube-system")
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "leadership")
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
