@@ -70,6 +70,7 @@ def load_api_client(kubeconfig: str = "") -> k8s_client.ApiClient:
         if kubeconfig:
             raise
         k8s_config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     return k8s_client.ApiClient(configuration)
 
 
