@@ -94,10 +94,7 @@ pub fn container_request(container: &Container, config: &Config) -> Option<Conta
             mem_percentage = 100;
         }
     }
-    let coresreq = match res.get(&config.resource_core_name) {
-        Some(q) => q.as_int()?,
-        None => config.default_cores,
-    };
+    let coresreq = res.get(&config.resource_core_name).and_then(|q| q.as_int()).unwrap_or(config.default_cores);
     Some(ContainerRequest { nums, memreq, mem_percentage, coresreq })
 }
 
@@ -138,6 +135,8 @@ mod tests {
         assert_eq!(r.mem_percentage, 100);
         let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpucores":"150"}"#).unwrap();
         assert_eq!(r.clamped_cores(), 100);
+        let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpucores":"2.5"}"#).unwrap();
+        assert_eq!(r.coresreq, 0, "a non-integer core count falls back to the default");
     }
 
     #[test]
