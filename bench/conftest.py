@@ -1,0 +1,6 @@
+"""Benchmarks reuse the tests' helpers (oracle, object builders, in-process server)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
