@@ -438,7 +438,8 @@ def test_node_score_zero_totals():
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(None, (1, 1, 1)), ("slot=1,core=2,memory=3", (1, 2, 3)), ("memory=0,slot=0,core=5", (0, 5, 0))],
+    [(None, (1, 1, 1)), ("slot=1,core=2,memory=3", (1, 2, 3)), ("memory=0,slot=0,core=5", (0, 5, 0)),
+     (" slot = 1, core=+2 ,memory=3 ", (1, 2, 3))],
 )
 def test_weights(value, expected):
     assert hami.parse_weights(value) == expected
@@ -446,7 +447,8 @@ def test_weights(value, expected):
 
 @pytest.mark.parametrize(
     "value", ["", "slot=1,core=1", "slot=0,core=0,memory=0", "slot=-1,core=1,memory=1", "slot=1,core=1,memory=x",
-              "slot=1,core=1,memory=1,gpu=1", "slot=1,slot=1,core=1", "slot1,core=1,memory=1"],
+              "slot=1,core=1,memory=1,gpu=1", "slot=1,slot=1,core=1", "slot1,core=1,memory=1", "slot=1,core=1,memory=1,",
+              "slot=1 2,core=1,memory=1"],
 )
 def test_invalid_weights(value):
     assert hami.parse_weights(value) is None
@@ -686,6 +688,15 @@ def test_quota_collapses_init_and_app_containers():
     assert result["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-b,NVIDIA,100,60:;GPU-b,NVIDIA,100,30:;"
     spread = explain([two_card_node()], p, quotas=quotas, gpu_policy="spread")
     assert spread["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-b,NVIDIA,100,60:;GPU-b,NVIDIA,100,30:;"
+
+
+def test_several_quotas_in_a_namespace_the_smallest_limit_applies():
+    quotas = [quota("big", "default", {"limits.nvidia.com/gpumem": 50000}),
+              quota("small", "default", {"limits.nvidia.com/gpumem": 1000, "limits.nvidia.com/gpucores": 500})]
+    new = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000})
+    assert explain([two_card_node()], new, quotas=quotas)["failed"] == {"n": "2/2 ResourceQuotaNotFit"}
+    assert explain([two_card_node()], new, quotas=quotas[::-1])["failed"] == {"n": "2/2 ResourceQuotaNotFit"}
+    assert hami.quota_limits(quotas, "default") == {"mem": 1000, "cores": 500}
 
 
 def test_quota_zero_limit_and_non_integer_limit():

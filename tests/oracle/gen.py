@@ -181,6 +181,11 @@ def cluster(draw, max_nodes, max_pods):
     placements = [(name, devices) for name, (_node, devices) in zip(names, built)]
     pods = [existing_pod(draw, i, placements) for i in range(draw(st.integers(0, max_pods)))]
     quotas = [namespace_quota(draw, ns) for ns in NAMESPACES if chance(draw, 35)]
+    if quotas and chance(draw, 10):
+        second = namespace_quota(draw, quotas[0]["metadata"]["namespace"])
+        second["metadata"]["name"] += "-second"
+        second["metadata"]["uid"] += "-second"
+        quotas.append(second)
     uuids = [d["id"] for _name, devices in placements for d in devices]
     return [n for n, _devices in built], pods, quotas, uuids
 
@@ -226,7 +231,7 @@ def comma_list(items):
 def weights():
     valid = st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)).filter(any).map(
         lambda w: f"slot={w[0]},core={w[1]},memory={w[2]}"
-    )
+    ) | st.sampled_from(["memory=2, slot=1, core=0", " slot = 1,core=1,memory=+3 "])
     invalid = st.sampled_from(["slot=1,core=1", "slot=0,core=0,memory=0", "slot=-1,core=1,memory=1",
                                "slot=1,core=x,memory=1", "bogus"])
     return st.one_of(valid, valid, valid, valid, valid, invalid)

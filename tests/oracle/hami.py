@@ -457,7 +457,11 @@ def _namespace(obj):
 
 
 def quota_limits(quotas, namespace):
-    """§13.1: ``{"mem": int, "cores": int}`` for the limits set on the namespace (last wins)."""
+    """§13.1: ``{"mem": int, "cores": int}`` for the limits set on the namespace.
+
+    Several ResourceQuota objects in one namespace: the smallest limit applies (Kubernetes
+    enforces each quota on its own, and HAMi's quota manager keeps the minimum per resource).
+    """
     limits = {}
     for quota in quotas:
         if _namespace(quota) != namespace:
@@ -466,7 +470,7 @@ def quota_limits(quotas, namespace):
         for key, name in ((QUOTA_MEM, "mem"), (QUOTA_CORES, "cores")):
             value = quantity_int(hard[key]) if key in hard else None
             if value is not None:
-                limits[name] = value
+                limits[name] = min(value, limits.get(name, value))
     return limits
 
 
@@ -491,12 +495,16 @@ def quota_exceeded(ctx, slots):
 
 
 def parse_weights(value):
-    """``slot=<int>,core=<int>,memory=<int>`` -> (slot, core, memory); None when invalid."""
+    """``slot=<int>,core=<int>,memory=<int>`` (spaces around keys and numbers allowed).
+
+    Returns (slot, core, memory), or None when invalid.
+    """
     if value is None:
         return (1, 1, 1)
     weights = {}
     for part in value.split(","):
         key, sep, number = part.partition("=")
+        key, number = key.strip(), number.strip()
         if not sep or key not in ("slot", "core", "memory") or key in weights:
             return None
         if re.fullmatch(r"[+-]?[0-9]+", number) is None or int(number) < 0:
