@@ -4,6 +4,7 @@ Helpers named ``*(draw, ...)`` are plain functions called from inside :func:`sce
 strategies they draw from are built once at import time (building strategies per draw is slow).
 """
 
+import copy
 import json
 
 from hypothesis import strategies as st
@@ -175,7 +176,8 @@ def namespace_quota(draw, namespace):
 
 
 def cluster(draw, max_nodes, max_pods):
-    """``(nodes, pods, quotas, all uuids)``: Node, placed Pod and ResourceQuota objects."""
+    """``(nodes, pods, quotas, placements)``: Node, placed Pod and ResourceQuota objects, and
+    ``(node name, register devices)`` pairs."""
     names = draw(st.lists(st.sampled_from(NODE_NAMES), min_size=1, max_size=max_nodes, unique=True))
     built = [gpu_node(draw, name) for name in names]
     placements = [(name, devices) for name, (_node, devices) in zip(names, built)]
@@ -186,8 +188,7 @@ def cluster(draw, max_nodes, max_pods):
         second["metadata"]["name"] += "-second"
         second["metadata"]["uid"] += "-second"
         quotas.append(second)
-    uuids = [d["id"] for _name, devices in placements for d in devices]
-    return [n for n, _devices in built], pods, quotas, uuids
+    return [n for n, _devices in built], pods, quotas, placements
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,10 +273,79 @@ def new_pod(draw, uuids, existing, forced):
     return pod("new", apps, init_containers=init, namespace=draw(NAMESPACE), uid=uid, annotations=annotations)
 
 
+# ---------------------------------------------------------------------------------------------
+# how the engine learns the cluster: applies (and deletes) in some order
+
+
+def earlier_version(draw, obj):
+    """A plausible older version of a final object (its state before the last watch event)."""
+    older = copy.deepcopy(obj)
+    annotations = older["metadata"].setdefault("annotations", {})
+    kind = draw(st.integers(0, 2))
+    if older["kind"] == "Node":
+        if kind == 0:
+            annotations.pop("hami.io/node-nvidia-register", None)
+        else:
+            annotations["hami.io/node-nvidia-register"] = json.dumps([gpu(f"GPU-old-{older['metadata']['name']}")])
+            annotations.pop("hami.io/device-cordon", None)
+    elif older["kind"] == "Pod":
+        if kind == 0:  # before the scheduler patched it
+            for key in ("hami.io/vgpu-node", "hami.io/vgpu-devices-allocated", "hami.io/vgpu-devices-to-allocate"):
+                annotations.pop(key, None)
+        elif kind == 1:  # still pending, init containers not started
+            older["status"] = {"phase": "Pending"}
+        else:  # init containers still running
+            statuses = older["status"].get("initContainerStatuses") or []
+            for status in statuses:
+                status["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+            older["status"]["phase"] = "Pending"
+    else:
+        older["spec"]["hard"] = {"limits.nvidia.com/gpumem": 1, "limits.nvidia.com/gpucores": 1}
+    return older
+
+
+def transient_objects(draw, placements):
+    """Objects that come and go before the explain call (applied, then deleted)."""
+    gone = []
+    if chance(draw, 30):
+        gone.append(existing_pod(draw, "gone", placements))
+    if chance(draw, 15):
+        gone.append(gpu_node(draw, "zulu")[0])
+    if chance(draw, 15):
+        gone.append(namespace_quota(draw, draw(NAMESPACE)))
+        gone[-1]["metadata"]["name"] = "quota-gone"
+        gone[-1]["metadata"]["uid"] = "uid-quota-gone"
+    return gone
+
+
+def operations(draw, objects, gone, with_history):
+    """``[(verb, object)]`` whose end state is exactly ``objects``; per-object order is kept."""
+    steps = []  # (object index, verb, object)
+    for index, obj in enumerate(objects):
+        if with_history and chance(draw, 30):
+            steps.append((index, "apply", earlier_version(draw, obj)))
+        steps.append((index, "apply", obj))
+    for index, obj in enumerate(gone, start=len(objects)):
+        steps.append((index, "apply", obj))
+        steps.append((index, "delete", obj))
+    shuffled = draw(st.permutations(steps))
+    # keep each object's own steps in their original order
+    queues = {}
+    for index, verb, obj in steps:
+        queues.setdefault(index, []).append((verb, obj))
+    return [queues[index].pop(0) for index, _verb, _obj in shuffled]
+
+
 @st.composite
-def scenarios(draw, max_nodes=8, max_pods=12, annotations=None):
-    """Everything one explain call needs, as one JSON-able dict; ``annotations`` are forced on the pod."""
-    nodes, pods, quotas, uuids = cluster(draw, max_nodes, max_pods)
+def scenarios(draw, max_nodes=8, max_pods=12, annotations=None, with_history=False):
+    """Everything one explain call needs, as one JSON-able dict; ``annotations`` are forced on the pod.
+
+    ``operations`` is how the engine is fed; the oracle only sees the final ``nodes``, ``pods``
+    and ``quotas``. With ``with_history`` older versions of objects and transient objects appear.
+    """
+    nodes, pods, quotas, placements = cluster(draw, max_nodes, max_pods)
+    uuids = [d["id"] for _name, devices in placements for d in devices]
+    gone = transient_objects(draw, placements) if with_history else []
     return {
         "nodes": nodes,
         "pods": pods,
@@ -284,5 +354,5 @@ def scenarios(draw, max_nodes=8, max_pods=12, annotations=None):
         "now": draw(NOW),
         "node_policy": draw(NODE_POLICY_ARG),
         "gpu_policy": draw(GPU_POLICY_ARG),
-        "order": draw(st.permutations(range(len(nodes) + len(pods) + len(quotas)))),
+        "operations": operations(draw, nodes + pods + quotas, gone, with_history),
     }
