@@ -67,11 +67,9 @@ class Metrics:
     def time(self, route: str) -> Any:
         return self.latency.labels(route).time()
 
-    def count_failed_nodes(self, failed: dict[str, str]) -> None:
-        for reason in failed.values():
-            for part in reason.split(", "):
-                count, _, key = part.partition(" ")
-                self.filter_failures.labels(key if "/" in count else part).inc()
+    def count_failed_reasons(self, reasons: dict[str, int]) -> None:
+        for reason, nodes in reasons.items():
+            self.filter_failures.labels(reason).inc(nodes)
 
 
 def serve_metrics(metrics: Metrics, address: str, split: Callable[[str], tuple[str, int]]) -> Any:

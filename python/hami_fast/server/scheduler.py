@@ -70,12 +70,12 @@ class Scheduler:
 
     def _commit(self, response: bytes, decision: dict[str, Any]) -> bytes:
         pod = decision["pod"]
-        self.metrics.count_failed_nodes(decision["failed"])
+        self.metrics.count_failed_reasons(decision["failed_reasons"])
         if decision["node"] is None:
             self.metrics.filter_results.labels("unschedulable").inc()
             for event in decision["events"]:
                 self._event(pod, event["type"], event["reason"], event["message"])
-            log.info("no node fits", extra={"pod": f"{pod['namespace']}/{pod['name']}", "failed": len(decision["failed"])})
+            log.info("no node fits", extra={"pod": f"{pod['namespace']}/{pod['name']}", "reasons": decision["failed_reasons"]})
             return response
         try:
             self.writer.patch_pod(pod["namespace"], pod["name"], decision["patch"].encode())

@@ -3,8 +3,12 @@
 use crate::codec::{self, decode_pod_devices, PodHints};
 use crate::config::Config;
 use crate::fit::QuotaState;
-use crate::k8s::{AnyObject, ListPage, Node, ObjectHead, Pod, ResourceQuota, WatchEvent};
-use crate::model::{collapse, Collapsed, GpuNode};
+use crate::k8s::{ListPage, Pod, QuotaSpec, WatchEvent};
+use crate::view::{parse_object, parse_raw, MetaView, ObjectView, PodSpecView, PodStatusView};
+use serde_json::value::RawValue;
+use crate::model::{collapse, Collapsed, GpuNode, CORDONED};
+use crate::nodes::NodeTable;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A pod whose devices count against its node: annotated by a scheduler, or reserved by Filter.
@@ -25,9 +29,10 @@ struct QuotaLimits {
 #[derive(Debug, Default)]
 pub struct Cluster {
     pub config: Config,
-    pub(crate) nodes: HashMap<String, GpuNode>,
-    pods: HashMap<String, PodRecord>,
-    node_pods: HashMap<String, HashSet<String>>,
+    pub(crate) nodes: NodeTable,
+    pub(crate) candidates: crate::schedule::CandidateCache,
+    pods: FxHashMap<String, PodRecord>,
+    node_pods: FxHashMap<String, HashSet<String>>,
     quotas: HashMap<String, BTreeMap<String, QuotaLimits>>,
     ns_usage: HashMap<String, (i64, i64)>,
 }
@@ -63,24 +68,6 @@ pub enum Applied {
     Other,
 }
 
-fn object_name(bytes: &[u8]) -> String {
-    #[derive(serde::Deserialize, Default)]
-    struct Named {
-        #[serde(default)]
-        kind: Option<String>,
-        #[serde(default)]
-        metadata: Option<crate::k8s::ObjectMeta>,
-    }
-    let n: Named = serde_json::from_slice(bytes).unwrap_or_default();
-    let meta = n.metadata.unwrap_or_default();
-    let kind = n.kind.unwrap_or_else(|| "object".into());
-    if meta.namespace.is_empty() {
-        format!("{kind} {:?}", meta.name)
-    } else {
-        format!("{kind} {}/{}", meta.namespace, meta.name)
-    }
-}
-
 impl Cluster {
     pub fn new(config: Config) -> Self {
         Self { config, ..Self::default() }
@@ -108,19 +95,19 @@ impl Cluster {
 
     /// Adds or updates a Node, Pod, ResourceQuota, or every item of a List.
     pub fn apply(&mut self, bytes: &[u8]) -> Result<Applied, String> {
-        let head: AnyObject = serde_json::from_slice(bytes).map_err(|e| format!("decode object: {e}"))?;
-        match head.kind.as_deref().unwrap_or("") {
-            "Node" => self.apply_node(bytes).map(|_| Applied::Node),
-            "Pod" => self.apply_pod(bytes),
-            "ResourceQuota" => self.apply_quota(bytes).map(|_| Applied::Quota),
-            kind if kind.ends_with("List") || head.items.is_some() => {
-                let items = head.items.unwrap_or_default();
-                let mut errors = Vec::new();
-                for item in &items {
-                    if let Err(e) = self.apply(item.get().as_bytes()) {
-                        errors.push(e);
-                    }
-                }
+        let view = parse_object(bytes)?;
+        self.apply_view(&view, "")
+    }
+
+    fn apply_view(&mut self, view: &ObjectView, list_kind: &str) -> Result<Applied, String> {
+        let kind = if view.kind.is_empty() { list_kind.strip_suffix("List").unwrap_or("") } else { view.kind.as_ref() };
+        match kind {
+            "Node" => self.apply_node(view).map(|_| Applied::Node),
+            "Pod" => self.apply_pod(view),
+            "ResourceQuota" => self.apply_quota(view).map(|_| Applied::Quota),
+            _ if view.kind.ends_with("List") || view.items.is_some() => {
+                let items = view.items.as_deref().unwrap_or_default();
+                let errors: Vec<String> = items.iter().filter_map(|item| self.apply_raw_item(item, &view.kind).err()).collect();
                 if errors.is_empty() {
                     Ok(Applied::List(items.len()))
                 } else {
@@ -132,44 +119,56 @@ impl Cluster {
         }
     }
 
+    fn apply_raw_item(&mut self, item: &RawValue, list_kind: &str) -> Result<Applied, String> {
+        let view = parse_object(item.get().as_bytes())?;
+        self.apply_view(&view, list_kind)
+    }
+
     /// Removes a Node, Pod or ResourceQuota given its last known state.
     pub fn delete(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let head: AnyObject = serde_json::from_slice(bytes).map_err(|e| format!("decode object: {e}"))?;
-        match head.kind.as_deref().unwrap_or("") {
+        let view = parse_object(bytes)?;
+        self.delete_view(&view);
+        Ok(())
+    }
+
+    fn delete_view(&mut self, view: &ObjectView) {
+        let meta = &view.metadata;
+        match view.kind.as_ref() {
             "Node" => {
-                let node: Node = parse(bytes, "Node")?;
-                self.nodes.remove(&node.metadata.name);
+                self.nodes.remove(meta.name.as_ref());
             }
             "Pod" => {
-                let pod: Pod = parse(bytes, "Pod")?;
-                self.release(&pod_key(&pod));
+                self.release(&view_pod_key(meta));
             }
             "ResourceQuota" => {
-                let q: ResourceQuota = parse(bytes, "ResourceQuota")?;
-                if let Some(m) = self.quotas.get_mut(&q.metadata.namespace) {
-                    m.remove(&q.metadata.name);
+                if let Some(m) = self.quotas.get_mut(meta.namespace.as_ref()) {
+                    m.remove(meta.name.as_ref());
                 }
             }
             _ => {}
         }
-        Ok(())
     }
 
     /// One line of a Kubernetes watch stream. Bad objects inside a valid event are reported in `error`.
     pub fn apply_watch_event(&mut self, line: &[u8]) -> Result<EventInfo, String> {
         let event: WatchEvent = serde_json::from_slice(line).map_err(|e| format!("decode watch event: {e}"))?;
-        let object = event.object.get().as_bytes();
-        let head: ObjectHead = serde_json::from_slice(object).unwrap_or_default();
+        let view = match parse_object(event.object.get().as_bytes()) {
+            Ok(view) => view,
+            Err(e) => return Ok(EventInfo { event_type: event.event_type, error: Some(e), ..EventInfo::default() }),
+        };
         let outcome = match event.event_type.as_str() {
-            "ADDED" | "MODIFIED" => self.apply(object).map(|_| ()),
-            "DELETED" => self.delete(object),
+            "ADDED" | "MODIFIED" => self.apply_view(&view, "").map(|_| ()),
+            "DELETED" => {
+                self.delete_view(&view);
+                Ok(())
+            }
             _ => Ok(()),
         };
         Ok(EventInfo {
             event_type: event.event_type,
-            key: head.metadata.key(),
-            resource_version: head.metadata.resource_version,
-            code: head.code,
+            key: view.metadata.key(),
+            resource_version: view.metadata.resource_version.into_owned(),
+            code: view.code,
             error: outcome.err(),
         })
     }
@@ -179,31 +178,24 @@ impl Cluster {
         let page: ListPage = serde_json::from_slice(bytes).map_err(|e| format!("decode list: {e}"))?;
         let mut info = ListInfo { resource_version: page.metadata.resource_version, continue_token: page.metadata.continue_token, ..Default::default() };
         for item in page.items {
-            let head: ObjectHead = serde_json::from_str(item.get()).unwrap_or_default();
-            info.keys.push(head.metadata.key());
-            let bytes = item.get().as_bytes();
-            let applied = if head.kind.is_empty() { self.apply_kind(bytes, &page.kind) } else { self.apply(bytes).map(|_| ()) };
-            if let Err(e) = applied {
-                info.errors.push(e);
+            match parse_object(item.get().as_bytes()) {
+                Ok(view) => {
+                    info.keys.push(view.metadata.key());
+                    if let Err(e) = self.apply_view(&view, &page.kind) {
+                        info.errors.push(e);
+                    }
+                }
+                Err(e) => info.errors.push(e),
             }
         }
         Ok(info)
-    }
-
-    fn apply_kind(&mut self, bytes: &[u8], list_kind: &str) -> Result<(), String> {
-        match list_kind.strip_suffix("List").unwrap_or("") {
-            "Node" => self.apply_node(bytes),
-            "Pod" => self.apply_pod(bytes).map(|_| ()),
-            "ResourceQuota" => self.apply_quota(bytes),
-            _ => Ok(()),
-        }
     }
 
     /// After a re-list: forgets every object of `kind` whose key (`name` or `namespace/name`) is not in `keys`.
     pub fn retain(&mut self, kind: &str, keys: &HashSet<String>) -> usize {
         match kind {
             "Node" => {
-                let gone: Vec<String> = self.nodes.keys().filter(|k| !keys.contains(*k)).cloned().collect();
+                let gone: Vec<String> = self.nodes.names().filter(|k| !keys.contains(*k)).cloned().collect();
                 gone.iter().for_each(|k| {
                     self.nodes.remove(k);
                 });
@@ -234,25 +226,22 @@ impl Cluster {
         }
     }
 
-    fn apply_node(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let node: Node = parse(bytes, "Node")?;
-        if node.metadata.name.is_empty() {
+    fn apply_node(&mut self, view: &ObjectView) -> Result<(), String> {
+        if view.metadata.name.is_empty() {
             return Err("Node: metadata.name is empty".into());
         }
-        let mut fresh = GpuNode::from_node(&node);
+        let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations);
         match self.nodes.get(&fresh.name) {
-            Some(old) if old.same_inventory(&fresh) => fresh.usage.clone_from(&old.usage),
+            Some(old) if old.same_inventory(&fresh) => fresh.copy_usage_from(old),
             _ => self.rebuild_usage(&mut fresh),
         }
-        self.nodes.insert(fresh.name.clone(), fresh);
+        self.nodes.insert(fresh);
         Ok(())
     }
 
     /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).
     fn rebuild_usage(&self, node: &mut GpuNode) {
-        for u in &mut node.usage {
-            *u = Default::default();
-        }
+        node.clear_usage();
         for uid in self.node_pods.get(&node.name).into_iter().flatten() {
             if let Some(rec) = self.pods.get(uid) {
                 node.account(&rec.footprint, 1);
@@ -260,21 +249,25 @@ impl Cluster {
         }
     }
 
-    fn apply_pod(&mut self, bytes: &[u8]) -> Result<Applied, String> {
-        let pod: Pod = parse(bytes, "Pod")?;
-        let key = pod_key(&pod);
-        if pod.is_terminal() {
+    fn apply_pod(&mut self, view: &ObjectView) -> Result<Applied, String> {
+        let meta = &view.metadata;
+        let key = view_pod_key(meta);
+        let pod_name = || format!("Pod {}/{}", meta.namespace, meta.name);
+        let status: PodStatusView = parse_raw(view.status).map_err(|e| format!("{}: status: {e}", pod_name()))?;
+        if status.is_terminal() {
             self.release(&key);
             return Ok(Applied::Pod);
         }
-        let ann = &pod.metadata.annotations;
-        let (Some(node), Some(allocated)) = (ann.get(codec::VGPU_NODE_KEY), ann.get(codec::ALLOCATED_KEY)) else {
+        let ann = &meta.annotations;
+        let (Some(node), Some(allocated)) = (ann.vgpu_node.as_deref(), ann.allocated.as_deref()) else {
             return Ok(Applied::PodIgnored);
         };
-        let slots = decode_pod_devices(allocated)
-            .map_err(|e| format!("Pod {}: annotation {}: {e}", pod.key(), codec::ALLOCATED_KEY))?;
-        let footprint = collapse(&slots, pod.spec.init_containers.len(), pod.init_containers_succeeded());
-        self.reserve(key, PodRecord { namespace: pod.metadata.namespace.clone(), name: pod.metadata.name.clone(), node: node.clone(), footprint });
+        let spec: PodSpecView = parse_raw(view.spec).map_err(|e| format!("{}: spec: {e}", pod_name()))?;
+        let slots = decode_pod_devices(allocated).map_err(|e| format!("{}: annotation {}: {e}", pod_name(), codec::ALLOCATED_KEY))?;
+        let init_count = spec.init_containers.len();
+        let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
+        let record = PodRecord { namespace: meta.namespace.to_string(), name: meta.name.to_string(), node: node.to_owned(), footprint };
+        self.reserve(key, record);
         Ok(Applied::Pod)
     }
 
@@ -313,19 +306,18 @@ impl Cluster {
         entry.1 = (entry.1 + sign * cores).max(0);
     }
 
-    fn apply_quota(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let q: ResourceQuota = parse(bytes, "ResourceQuota")?;
-        let key_mem = format!("limits.{}", self.config.resource_memory_name);
-        let key_cores = format!("limits.{}", self.config.resource_core_name);
-        let limit = |key: &str| -> Result<Option<i64>, String> {
-            q.spec.hard.get(key).map(|v| {
-                v.as_int().ok_or_else(|| {
-                    format!("ResourceQuota {}/{}: spec.hard[{key}]={:?} is not an integer", q.metadata.namespace, q.metadata.name, v.0)
-                })
-            }).transpose()
+    fn apply_quota(&mut self, view: &ObjectView) -> Result<(), String> {
+        let meta = &view.metadata;
+        let spec: QuotaSpec = parse_raw(view.spec).map_err(|e| format!("ResourceQuota {}/{}: spec: {e}", meta.namespace, meta.name))?;
+        let limit = |resource: &str| -> Result<Option<i64>, String> {
+            let key = format!("limits.{resource}");
+            spec.hard
+                .get(&key)
+                .map(|v| v.as_int().ok_or_else(|| format!("ResourceQuota {}/{}: spec.hard[{key}]={:?} is not an integer", meta.namespace, meta.name, v.0)))
+                .transpose()
         };
-        let limits = QuotaLimits { mem: limit(&key_mem)?, cores: limit(&key_cores)? };
-        self.quotas.entry(q.metadata.namespace.clone()).or_default().insert(q.metadata.name.clone(), limits);
+        let limits = QuotaLimits { mem: limit(&self.config.resource_memory_name)?, cores: limit(&self.config.resource_core_name)? };
+        self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
         Ok(())
     }
 
@@ -348,6 +340,14 @@ impl Cluster {
     }
 }
 
+fn view_pod_key(meta: &MetaView) -> String {
+    if meta.uid.is_empty() {
+        format!("{}/{}", meta.namespace, meta.name)
+    } else {
+        meta.uid.to_string()
+    }
+}
+
 /// Reservations are keyed by UID; a manifest without one falls back to namespace/name.
 pub fn pod_key(pod: &Pod) -> String {
     if pod.metadata.uid.is_empty() {
@@ -357,13 +357,6 @@ pub fn pod_key(pod: &Pod) -> String {
     }
 }
 
-fn parse<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], kind: &str) -> Result<T, String> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        let name = object_name(bytes);
-        let name = name.split_once(' ').map_or(name.as_str(), |(_, n)| n);
-        format!("{kind} {name}: {e}")
-    })
-}
 
 #[derive(serde::Serialize)]
 struct DeviceReport<'a> {
@@ -405,14 +398,14 @@ impl Cluster {
                     .devices
                     .iter()
                     .zip(&n.usage)
-                    .zip(&n.cordoned)
-                    .map(|((d, u), &cordoned)| DeviceReport {
+                    .zip(&n.hot)
+                    .map(|((d, u), hot)| DeviceReport {
                         uuid: &d.id,
                         index: d.index,
                         device_type: &d.device_type,
                         numa: d.numa,
                         health: d.health,
-                        cordoned,
+                        cordoned: hot.has(CORDONED),
                         count: d.count,
                         devmem: d.devmem,
                         devcore: d.devcore,

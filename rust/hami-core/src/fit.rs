@@ -1,7 +1,7 @@
 //! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reason keys and reason strings.
 
 use crate::codec::{ContainerDevice, GpuPolicy, PodDevices, PodHints, VENDOR_NVIDIA};
-use crate::model::{collapse, DeviceUsage, GpuNode};
+use crate::model::{collapse, DeviceHot, DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG, NVIDIA};
 use crate::policy::{device_order, device_score, node_score};
 use crate::request::{ContainerRequest, PodRequest};
 use std::collections::BTreeMap;
@@ -54,7 +54,7 @@ pub fn gen_reason(reasons: &BTreeMap<&'static str, usize>, total: usize) -> Stri
 /// Places every container of the pod on `node`, or says why not.
 pub fn fit_pod(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, String> {
     let base = &node.usage;
-    let score = node_score(&node.devices, base);
+    let score = node_score(&node.totals);
     let request = ctx.request;
     let mut slots: PodDevices = vec![Vec::new(); request.slots.len()];
     for slot in 0..request.init_count {
@@ -83,7 +83,7 @@ fn fit_container(
     let scores: Vec<f64> =
         node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
     let order = device_order(node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
-    let typed: Vec<usize> = order.into_iter().filter(|&i| node.type_upper[i].contains(VENDOR_NVIDIA)).collect();
+    let typed: Vec<usize> = order.into_iter().filter(|&i| node.hot[i].has(NVIDIA)).collect();
     if r.nums > typed.len() as i64 {
         return Err(NODE_INSUFFICIENT_DEVICE.to_owned());
     }
@@ -129,20 +129,12 @@ fn pick_devices(
     let mut picked: Vec<Pick> = Vec::new();
     let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
     for &i in typed.iter().rev() {
-        let d = &node.devices[i];
         let u = &usage[i];
-        if !d.health {
-            bump(&mut reasons, CARD_NOT_HEALTH, 1);
+        if let Some(reason) = identity_check(node, i, hints) {
+            bump(&mut reasons, reason, 1);
             continue;
         }
-        if node.cordoned[i] {
-            bump(&mut reasons, CARD_CORDONED, 1);
-            continue;
-        }
-        if !hints.type_allowed(&node.type_upper[i]) || !hints.mode_allowed(&d.mode) || d.mode == "mig" {
-            bump(&mut reasons, CARD_TYPE_MISMATCH, 1);
-            continue;
-        }
+        let d = &node.hot[i];
         if hints.numa_bind && prev_numa != Some(d.numa) {
             if need != origin {
                 bump(&mut reasons, NUMA_NOT_FIT, picked.len());
@@ -151,16 +143,8 @@ fn pick_devices(
             picked.clear();
             prev_numa = Some(d.numa);
         }
-        if !hints.uuid_allowed(&d.id) {
-            bump(&mut reasons, CARD_UUID_MISMATCH, 1);
-            continue;
-        }
-        if i64::from(d.count) <= u.used {
-            bump(&mut reasons, CARD_TIME_SLICING_EXHAUSTED, 1);
-            continue;
-        }
-        if mutex && u.used > 0 {
-            bump(&mut reasons, EXCLUSIVE_CONFLICT, 1);
+        if let Some(reason) = slot_check(node, i, u, hints, mutex) {
+            bump(&mut reasons, reason, 1);
             continue;
         }
         let cores = r.clamped_cores();
@@ -171,21 +155,8 @@ fn pick_devices(
                 continue;
             }
         }
-        let (total_mem, total_core) = (i64::from(d.devmem), i64::from(d.devcore));
-        if total_mem - u.usedmem < mem {
-            bump(&mut reasons, CARD_INSUFFICIENT_MEMORY, 1);
-            continue;
-        }
-        if total_core - u.usedcores < cores {
-            bump(&mut reasons, CARD_INSUFFICIENT_CORE, 1);
-            continue;
-        }
-        if total_core == 100 && cores == 100 && u.used > 0 {
-            bump(&mut reasons, EXCLUSIVE_CONFLICT, 1);
-            continue;
-        }
-        if total_core != 0 && u.usedcores == total_core && cores == 0 {
-            bump(&mut reasons, CARD_COMPUTE_UNITS_EXHAUSTED, 1);
+        if let Some(reason) = capacity_check(node, i, u, mem, cores) {
+            bump(&mut reasons, reason, 1);
             continue;
         }
         if need > 0 {
@@ -211,6 +182,127 @@ fn bump(reasons: &mut BTreeMap<&'static str, usize>, reason: &'static str, by: u
     *reasons.entry(reason).or_default() += by;
 }
 
+/// Checks 1–3: health, cordon, type and mode filters (MIG devices are not supported yet).
+fn identity_check(node: &GpuNode, i: usize, hints: &PodHints) -> Option<&'static str> {
+    let h = &node.hot[i];
+    if !h.has(HEALTHY) {
+        Some(CARD_NOT_HEALTH)
+    } else if h.has(CORDONED) {
+        Some(CARD_CORDONED)
+    } else if h.has(MIG) || (hints.filters_devices() && !hints.device_allowed(&node.devices[i].device_type, &node.devices[i].mode)) {
+        Some(CARD_TYPE_MISMATCH)
+    } else {
+        None
+    }
+}
+
+/// Checks 5–7: UUID filters, free time-slicing slot, mutex.
+fn slot_check(node: &GpuNode, i: usize, u: &DeviceUsage, hints: &PodHints, mutex: bool) -> Option<&'static str> {
+    if hints.filters_uuids() && !hints.uuid_allowed(&node.devices[i].id) {
+        Some(CARD_UUID_MISMATCH)
+    } else if i64::from(node.hot[i].count) <= u.used {
+        Some(CARD_TIME_SLICING_EXHAUSTED)
+    } else if mutex && u.used > 0 {
+        Some(EXCLUSIVE_CONFLICT)
+    } else {
+        None
+    }
+}
+
+/// Checks 9–12: memory, cores, exclusive request on a shared card, zero-core task on a full card.
+fn capacity_check(node: &GpuNode, i: usize, u: &DeviceUsage, mem: i64, cores: i64) -> Option<&'static str> {
+    let h = &node.hot[i];
+    let (total_mem, total_core) = (i64::from(h.devmem), i64::from(h.devcore));
+    if total_mem - u.usedmem < mem {
+        Some(CARD_INSUFFICIENT_MEMORY)
+    } else if total_core - u.usedcores < cores {
+        Some(CARD_INSUFFICIENT_CORE)
+    } else if total_core == 100 && cores == 100 && u.used > 0 {
+        Some(EXCLUSIVE_CONFLICT)
+    } else if total_core != 0 && u.usedcores == total_core && cores == 0 {
+        Some(CARD_COMPUTE_UNITS_EXHAUSTED)
+    } else {
+        None
+    }
+}
+
+/// The request of a pod whose fit does not depend on device order: one container (not an init
+/// container) asks for devices, no NUMA binding, no namespace quota. Its fit is decided by
+/// counting eligible cards; only the chosen node needs the ordered walk that picks them.
+pub fn order_free_request<'a>(ctx: &PodContext<'a>) -> Option<&'a ContainerRequest> {
+    let request = ctx.request;
+    let mut with_devices = request.slots.iter().enumerate().filter(|(_, r)| r.is_some());
+    let (slot, r) = with_devices.next()?;
+    let single = with_devices.next().is_none();
+    (single && !request.is_init(slot) && !ctx.hints.numa_bind && ctx.quota.is_none()).then_some(r.as_ref()?)
+}
+
+/// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the
+/// `nums`-th eligible card; the reasons are only worked out for nodes that fail.
+pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Result<f64, String> {
+    let nums = usize::try_from(r.nums).unwrap_or(usize::MAX);
+    let cores = r.clamped_cores();
+    let plain = !ctx.hints.filters_devices() && !ctx.hints.filters_uuids();
+    let mutex = ctx.gpu_policy.mutex;
+    let mut eligible = 0usize;
+    for (h, u) in node.hot.iter().zip(&node.usage) {
+        let usable = h.flags & (HEALTHY | NVIDIA | CORDONED | MIG) == HEALTHY | NVIDIA;
+        if plain && usable && fits_capacity(h, u, r.resolved_memory(i64::from(h.devmem)), cores, mutex) {
+            eligible += 1;
+            if eligible >= nums {
+                return Ok(node_score(&node.totals));
+            }
+        } else if !plain {
+            break;
+        }
+    }
+    quick_verdict(node, ctx, r, nums)
+}
+
+/// Slots, mutex and checks 9–12 as one predicate, for cards that passed checks 1–5.
+#[inline]
+fn fits_capacity(h: &DeviceHot, u: &DeviceUsage, mem: i64, cores: i64, mutex: bool) -> bool {
+    let (total_mem, total_core) = (i64::from(h.devmem), i64::from(h.devcore));
+    i64::from(h.count) > u.used
+        && !(mutex && u.used > 0)
+        && total_mem - u.usedmem >= mem
+        && total_core - u.usedcores >= cores
+        && !(total_core == 100 && cores == 100 && u.used > 0)
+        && !(total_core != 0 && u.usedcores == total_core && cores == 0)
+}
+
+/// The full per-card walk with reasons (hints present, or the node does not fit).
+fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: usize) -> Result<f64, String> {
+    let mutex = ctx.gpu_policy.mutex;
+    let (mut typed, mut eligible) = (0usize, 0usize);
+    let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let cores = r.clamped_cores();
+    for (i, (h, u)) in node.hot.iter().zip(&node.usage).enumerate() {
+        if !h.has(NVIDIA) {
+            continue;
+        }
+        typed += 1;
+        let mem = r.resolved_memory(i64::from(h.devmem));
+        match identity_check(node, i, ctx.hints)
+            .or_else(|| slot_check(node, i, u, ctx.hints, mutex))
+            .or_else(|| capacity_check(node, i, u, mem, cores))
+        {
+            Some(reason) => bump(&mut reasons, reason, 1),
+            None => eligible += 1,
+        }
+    }
+    if nums > typed {
+        return Err(NODE_INSUFFICIENT_DEVICE.to_owned());
+    }
+    if eligible >= nums {
+        return Ok(node_score(&node.totals));
+    }
+    if eligible > 0 {
+        bump(&mut reasons, ALLOCATED_CARDS_INSUFFICIENT, eligible);
+    }
+    Err(gen_reason(&reasons, typed))
+}
+
 /// Quota check (§13.3): earlier containers + picked so far + the candidate, collapsed.
 fn exceeds_quota(q: &QuotaState, node: &GpuNode, earlier: &PodDevices, slot: usize, picked: &[Pick], candidate: Pick, init_count: usize) -> bool {
     let as_device = |p: &Pick| ContainerDevice {
@@ -232,7 +324,7 @@ fn choose_by_topology(node: &GpuNode, candidates: Vec<Pick>, origin: usize) -> V
     if candidates.len() == origin {
         return candidates;
     }
-    let pair = |a: &Pick, b: &Pick| node.pair[a.index][b.index];
+    let pair = |a: &Pick, b: &Pick| node.pair_score(a.index, b.index);
     if origin == 1 {
         let connectivity = |c: &Pick| candidates.iter().filter(|o| o.index != c.index).map(|o| pair(c, o)).sum::<i64>();
         let best = candidates.iter().min_by_key(|c| connectivity(c)).copied();

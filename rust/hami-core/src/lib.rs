@@ -6,10 +6,12 @@ pub mod config;
 pub mod fit;
 pub mod k8s;
 pub mod model;
+pub mod nodes;
 pub mod policy;
 pub mod quantity;
 pub mod request;
 pub mod schedule;
+pub mod view;
 pub mod webhook;
 pub mod wire;
 

@@ -2,6 +2,7 @@
 
 use crate::codec::{self, ContainerDevice, Device};
 use crate::k8s::Node;
+use crate::view::HamiAnnotations;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,52 +65,114 @@ pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released
         .collect()
 }
 
+/// Sums over a node's devices, kept alongside the per-device usage so the node score is O(1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub count: i64,
+    pub core: i64,
+    pub mem: i64,
+    pub used: i64,
+    pub usedcores: i64,
+    pub usedmem: i64,
+}
+
+pub const HEALTHY: u8 = 1;
+pub const CORDONED: u8 = 2;
+pub const NVIDIA: u8 = 4;
+pub const MIG: u8 = 8;
+
+/// What every fit check reads of a device, packed so a node's devices share one cache-friendly array.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceHot {
+    pub count: i32,
+    pub devmem: i32,
+    pub devcore: i32,
+    pub numa: i32,
+    pub flags: u8,
+}
+
+impl DeviceHot {
+    fn of(d: &Device, cordoned: bool) -> Self {
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        Self {
+            count: d.count,
+            devmem: d.devmem,
+            devcore: d.devcore,
+            numa: d.numa,
+            flags: flag(d.health, HEALTHY)
+                | flag(cordoned, CORDONED)
+                | flag(d.device_type.to_uppercase().contains(codec::VENDOR_NVIDIA), NVIDIA)
+                | flag(d.mode == "mig", MIG),
+        }
+    }
+
+    pub fn has(&self, bit: u8) -> bool {
+        self.flags & bit != 0
+    }
+}
+
 /// A node as the engine sees it: its registered GPUs (or why it is unusable) and their usage.
 #[derive(Debug, Clone, Default)]
 pub struct GpuNode {
     pub name: String,
     pub devices: Vec<Device>,
-    pub type_upper: Vec<String>,
-    pub cordoned: Vec<bool>,
-    /// `pair[i][j]`: topology score from device i to device j (0 when unknown).
+    pub hot: Vec<DeviceHot>,
+    /// `pair[i][j]`: topology score from device i to device j; empty without the score annotation.
     pub pair: Vec<Vec<i64>>,
     pub usage: Vec<DeviceUsage>,
+    pub totals: Totals,
     pub register_error: Option<String>,
-    pub register_raw: Option<String>,
 }
 
 impl GpuNode {
     pub fn from_node(node: &Node) -> Self {
         let ann = &node.metadata.annotations;
-        let mut out = Self { name: node.metadata.name.clone(), ..Self::default() };
-        out.register_raw = ann.get(codec::REGISTER_KEY).cloned();
-        let decoded = match ann.get(codec::REGISTER_KEY) {
+        let get = |k: &str| ann.get(k).map(|v| std::borrow::Cow::Borrowed(v.as_str()));
+        let view = HamiAnnotations {
+            register: get(codec::REGISTER_KEY),
+            pair_scores: get(codec::PAIR_SCORE_KEY),
+            cordon: get(codec::DEVICE_CORDON_KEY),
+            ..HamiAnnotations::default()
+        };
+        Self::from_annotations(&node.metadata.name, &view)
+    }
+
+    pub fn from_annotations(name: &str, ann: &HamiAnnotations) -> Self {
+        let mut out = Self { name: name.to_owned(), ..Self::default() };
+        let decoded = match ann.register.as_deref() {
             None => Err("annotation hami.io/node-nvidia-register not found".to_owned()),
             Some(v) => codec::decode_node_register(v).map_err(|e| format!("annotation {}: {e}", codec::REGISTER_KEY)),
         };
-        let pair_scores = match ann.get(codec::PAIR_SCORE_KEY) {
+        let pair_scores = match ann.pair_scores.as_deref() {
             None => Ok(BTreeMap::new()),
             Some(v) => codec::decode_pair_scores(v).map_err(|e| format!("annotation {}: {e}", codec::PAIR_SCORE_KEY)),
         };
         match (decoded, pair_scores) {
-            (Ok(devices), Ok(pairs)) => out.set_devices(devices, &pairs, ann.get(codec::DEVICE_CORDON_KEY)),
+            (Ok(devices), Ok(pairs)) => out.set_devices(devices, &pairs, ann.cordon.as_deref()),
             (Err(e), _) | (_, Err(e)) => out.register_error = Some(e),
         }
         out
     }
 
-    fn set_devices(&mut self, devices: Vec<Device>, pairs: &BTreeMap<String, BTreeMap<String, i64>>, cordon: Option<&String>) {
-        let cordoned_ids = cordon.map(|c| codec::split_list(c)).unwrap_or_default();
-        self.type_upper = devices.iter().map(|d| d.device_type.to_uppercase()).collect();
-        self.cordoned = devices.iter().map(|d| cordoned_ids.contains(&d.id)).collect();
-        self.pair = devices
-            .iter()
-            .map(|a| {
-                let row = pairs.get(&a.id);
-                devices.iter().map(|b| row.and_then(|r| r.get(&b.id)).copied().unwrap_or(0)).collect()
-            })
-            .collect();
+    fn set_devices(&mut self, devices: Vec<Device>, pairs: &BTreeMap<String, BTreeMap<String, i64>>, cordon: Option<&str>) {
+        let cordoned_ids = cordon.map(codec::split_list).unwrap_or_default();
+        self.hot = devices.iter().map(|d| DeviceHot::of(d, cordoned_ids.contains(&d.id))).collect();
+        if !pairs.is_empty() {
+            self.pair = devices
+                .iter()
+                .map(|a| {
+                    let row = pairs.get(&a.id);
+                    devices.iter().map(|b| row.and_then(|r| r.get(&b.id)).copied().unwrap_or(0)).collect()
+                })
+                .collect();
+        }
         self.usage = vec![DeviceUsage::default(); devices.len()];
+        self.totals = Totals {
+            count: devices.iter().map(|d| i64::from(d.count)).sum(),
+            core: devices.iter().map(|d| i64::from(d.devcore)).sum(),
+            mem: devices.iter().map(|d| i64::from(d.devmem)).sum(),
+            ..Totals::default()
+        };
         self.devices = devices;
     }
 
@@ -121,19 +184,37 @@ impl GpuNode {
         self.devices.iter().position(|d| d.id == uuid)
     }
 
+    pub fn pair_score(&self, a: usize, b: usize) -> i64 {
+        self.pair.get(a).and_then(|row| row.get(b)).copied().unwrap_or(0)
+    }
+
     /// Adds (`sign = 1`) or removes (`sign = -1`) a pod's footprint; unknown UUIDs are skipped.
     pub fn account(&mut self, footprint: &[Collapsed], sign: i64) {
         for entry in footprint {
             if let Some(i) = self.device_index(&entry.uuid) {
+                let (slots, mem, cores) = (sign * entry.slots.max(1), sign * entry.mem, sign * entry.cores);
                 let u = &mut self.usage[i];
-                u.used += sign * entry.slots.max(1);
-                u.usedmem += sign * entry.mem;
-                u.usedcores += sign * entry.cores;
+                u.used += slots;
+                u.usedmem += mem;
+                u.usedcores += cores;
+                self.totals.used += slots;
+                self.totals.usedmem += mem;
+                self.totals.usedcores += cores;
             }
         }
     }
 
-    /// Same devices, same order, same topology: usage carries over unchanged.
+    pub fn clear_usage(&mut self) {
+        self.usage.iter_mut().for_each(|u| *u = DeviceUsage::default());
+        self.totals = Totals { used: 0, usedcores: 0, usedmem: 0, ..self.totals };
+    }
+
+    pub fn copy_usage_from(&mut self, other: &Self) {
+        self.usage.clone_from(&other.usage);
+        self.totals = Totals { used: other.totals.used, usedcores: other.totals.usedcores, usedmem: other.totals.usedmem, ..self.totals };
+    }
+
+    /// Same devices, same order: usage carries over unchanged.
     pub fn same_inventory(&self, other: &Self) -> bool {
         self.devices == other.devices && self.register_error == other.register_error
     }

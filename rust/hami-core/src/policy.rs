@@ -2,7 +2,7 @@
 
 use crate::codec::hints::SortKey;
 use crate::codec::{Device, GpuPolicy, ScoringWeights, VENDOR_NVIDIA};
-use crate::model::{DeviceUsage, GpuNode};
+use crate::model::{DeviceUsage, GpuNode, Totals};
 use crate::request::{ContainerRequest, PERCENT_UNSET};
 use std::cmp::Ordering;
 
@@ -32,21 +32,11 @@ pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &Scori
 }
 
 /// Node utilisation over all its devices, before the pod is placed.
-pub fn node_score(devices: &[Device], usage: &[DeviceUsage]) -> f64 {
-    let (mut count, mut core, mut mem) = (0i64, 0i64, 0i64);
-    let (mut used, mut ucore, mut umem) = (0i64, 0i64, 0i64);
-    for (d, u) in devices.iter().zip(usage) {
-        count += i64::from(d.count);
-        core += i64::from(d.devcore);
-        mem += i64::from(d.devmem);
-        used += u.used;
-        ucore += u.usedcores;
-        umem += u.usedmem;
-    }
-    if count == 0 || core == 0 || mem == 0 {
+pub fn node_score(t: &Totals) -> f64 {
+    if t.count == 0 || t.core == 0 || t.mem == 0 {
         return 0.0;
     }
-    WEIGHT * (ratio(used, count) + ratio(ucore, core) + ratio(umem, mem))
+    WEIGHT * (ratio(t.used, t.count) + ratio(t.usedcores, t.core) + ratio(t.usedmem, t.mem))
 }
 
 fn by_key(key: SortKey, a: (f64, i32), b: (f64, i32)) -> Ordering {
@@ -60,7 +50,7 @@ fn by_key(key: SortKey, a: (f64, i32), b: (f64, i32)) -> Ordering {
 /// Device indexes in policy order; Fit tries them from the end. Final tiebreak: register order.
 pub fn device_order(node: &GpuNode, usage: &[DeviceUsage], scores: &[f64], policy: &GpuPolicy, numa_bind: bool) -> Vec<usize> {
     let mut order: Vec<usize> = (0..node.devices.len()).collect();
-    let key = |i: usize| (scores[i], node.devices[i].numa);
+    let key = |i: usize| (scores[i], node.hot[i].numa);
     let keys: Vec<SortKey> = if let Some(chain) = policy.chain_keys(numa_bind) {
         chain
     } else if policy.text == "mutex" {
@@ -101,8 +91,7 @@ mod tests {
 
     #[test]
     fn node_score_example() {
-        let devices = vec![dev("T", 10, 16000), dev("T", 10, 16000)];
-        let usage = vec![DeviceUsage { used: 2, usedmem: 5000, usedcores: 20 }, DeviceUsage { used: 1, usedmem: 3000, usedcores: 30 }];
-        assert!((node_score(&devices, &usage) - 6.5).abs() < 1e-9);
+        let totals = Totals { count: 20, core: 200, mem: 32000, used: 3, usedcores: 50, usedmem: 8000 };
+        assert!((node_score(&totals) - 6.5).abs() < 1e-9);
     }
 }

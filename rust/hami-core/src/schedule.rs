@@ -2,8 +2,13 @@
 
 use crate::cluster::{pod_key, Cluster, PodRecord};
 use crate::codec::{self, encode_pod_devices, GpuPolicy, NodePolicy, PodDevices, PodHints};
-use crate::fit::{fit_pod, NodeFit, PodContext, NODE_UNREGISTERED};
-use crate::k8s::{Node, Pod};
+use crate::fit::{fit_pod, order_free_request, quick_fit, NodeFit, PodContext, NODE_UNREGISTERED};
+use crate::k8s::Pod;
+use crate::nodes::NodeTable;
+use crate::view::ObjectView;
+use crate::wire::parse_node_names;
+use std::hash::{Hash, Hasher};
+use std::borrow::Cow;
 use crate::model::{collapse, GpuNode};
 use crate::request::PodRequest;
 use crate::webhook::apply_defaults;
@@ -12,22 +17,38 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
-/// Every candidate's outcome and the chosen node.
+/// Every candidate's outcome; devices are resolved for the chosen node only.
 #[derive(Debug, Default)]
-pub struct Evaluation {
-    pub fits: Vec<(String, NodeFit)>,
-    pub failed: BTreeMap<String, String>,
-    pub chosen: Option<usize>,
+pub struct Evaluation<'n> {
+    pub fits: Vec<(&'n str, f64)>,
+    pub failed: Vec<(&'n str, String)>,
+    pub chosen: Option<(&'n str, NodeFit)>,
 }
 
-impl Evaluation {
-    pub fn chosen(&self) -> Option<&(String, NodeFit)> {
-        self.chosen.map(|i| &self.fits[i])
+impl Evaluation<'_> {
+    pub fn scores(&self) -> BTreeMap<String, f64> {
+        self.fits.iter().map(|(n, s)| ((*n).to_owned(), *s)).collect()
     }
 
-    pub fn scores(&self) -> BTreeMap<String, f64> {
-        self.fits.iter().map(|(n, f)| (n.clone(), f.score)).collect()
+    pub fn failed_map(&self) -> BTreeMap<String, String> {
+        self.failed.iter().map(|(n, r)| ((*n).to_owned(), r.clone())).collect()
     }
+
+    /// How many candidate nodes failed for each reason key (for metrics and events).
+    pub fn failed_reasons(&self) -> BTreeMap<&str, usize> {
+        let mut counts = BTreeMap::new();
+        for (_, reason) in &self.failed {
+            for key in reason_keys(reason) {
+                *counts.entry(key).or_default() += 1;
+            }
+        }
+        counts
+    }
+}
+
+/// `"1/4 CardInsufficientMemory, 3/4 X"` -> `["CardInsufficientMemory", "X"]`; bare reasons as they are.
+pub fn reason_keys(reason: &str) -> impl Iterator<Item = &str> {
+    reason.split(", ").map(|part| part.split_once(' ').filter(|(n, _)| n.contains('/')).map_or(part, |(_, k)| k))
 }
 
 /// The pod-level inputs of one scheduling decision.
@@ -56,10 +77,9 @@ impl<'a> Placement<'a> {
 }
 
 /// Binpack takes the highest node score, spread the lowest; ties go to the smallest node name.
-pub fn choose(fits: &[(String, NodeFit)], policy: NodePolicy) -> Option<usize> {
+pub fn choose(fits: &[(&str, f64)], policy: NodePolicy) -> Option<usize> {
     (0..fits.len()).min_by(|&a, &b| {
-        let (na, sa) = (&fits[a].0, fits[a].1.score);
-        let (nb, sb) = (&fits[b].0, fits[b].1.score);
+        let ((na, sa), (nb, sb)) = (fits[a], fits[b]);
         let by_score = match policy {
             NodePolicy::Binpack => sb.total_cmp(&sa),
             NodePolicy::Spread => sa.total_cmp(&sb),
@@ -68,28 +88,97 @@ pub fn choose(fits: &[(String, NodeFit)], policy: NodePolicy) -> Option<usize> {
     })
 }
 
-fn evaluate_nodes<'n>(cluster: &Cluster, placement: &Placement, nodes: impl Iterator<Item = (&'n str, Option<&'n GpuNode>)>) -> Evaluation {
+/// Evaluation is bound by memory latency on large clusters: start loading the device arrays of
+/// the node a few candidates ahead, and that node's own struct further ahead.
+#[inline]
+fn prefetch_ahead(candidates: &[(&str, Option<&GpuNode>)], k: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if let Some((_, Some(far))) = candidates.get(k + 8) {
+            // SAFETY: prefetching is a hint; any address is allowed and nothing is dereferenced.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(*far).cast()) };
+        }
+        if let Some((_, Some(near))) = candidates.get(k + 4) {
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(near.hot.as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(near.usage.as_ptr().cast());
+            }
+        }
+    }
+}
+
+/// Candidate names resolved to node ids, kept while kube-scheduler keeps sending the same list.
+#[derive(Debug, Default)]
+pub struct CandidateCache {
+    key: (u64, usize, u64),
+    entries: Vec<(String, Option<u32>)>,
+}
+
+impl CandidateCache {
+    fn refresh(&mut self, raw: Option<&RawValue>, nodes: &NodeTable) -> Result<(), String> {
+        let text = raw.map_or("", |r| r.get());
+        let mut hasher = rustc_hash::FxHasher::default();
+        text.hash(&mut hasher);
+        let key = (hasher.finish(), text.len(), nodes.generation());
+        if key != self.key || self.entries.is_empty() {
+            let names = parse_node_names(raw)?;
+            self.entries = names.into_iter().map(|n| {
+                let id = nodes.id(&n);
+                (n.into_owned(), id)
+            }).collect();
+            self.key = key;
+        }
+        Ok(())
+    }
+}
+
+fn evaluate_nodes<'n, 'c>(
+    cluster: &Cluster,
+    placement: &Placement,
+    candidates: impl Iterator<Item = (&'n str, Option<&'c GpuNode>)>,
+    lookup: impl Fn(&str) -> Option<&'c GpuNode>,
+) -> Evaluation<'n> {
     let ctx = PodContext {
         request: &placement.request,
         hints: &placement.hints,
         gpu_policy: &placement.gpu_policy,
         quota: cluster.quota_state(&placement.pod.metadata.namespace),
     };
+    let order_free = order_free_request(&ctx);
     let mut eval = Evaluation::default();
-    for (name, node) in nodes {
-        match node.filter(|n| n.is_registered()) {
-            None => {
-                eval.failed.insert(name.to_owned(), NODE_UNREGISTERED.to_owned());
-            }
-            Some(node) => match fit_pod(node, &ctx) {
-                Ok(fit) => eval.fits.push((name.to_owned(), fit)),
-                Err(reason) => {
-                    eval.failed.insert(name.to_owned(), reason);
-                }
+    let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
+    for (k, &(name, node)) in candidates.iter().enumerate() {
+        prefetch_ahead(&candidates, k);
+        let verdict = match node.filter(|n| n.is_registered()) {
+            None => Err(NODE_UNREGISTERED.to_owned()),
+            Some(node) => match order_free {
+                Some(r) => quick_fit(node, &ctx, r),
+                None => fit_pod(node, &ctx).map(|fit| fit.score),
             },
+        };
+        match verdict {
+            Ok(score) => eval.fits.push((name, score)),
+            Err(reason) => eval.failed.push((name, reason)),
         }
     }
-    eval.chosen = choose(&eval.fits, placement.node_policy);
+    while let Some(i) = choose(&eval.fits, placement.node_policy) {
+        let (name, _) = eval.fits[i];
+        match lookup(name).map(|node| fit_pod(node, &ctx)) {
+            Some(Ok(fit)) => {
+                eval.chosen = Some((name, fit));
+                break;
+            }
+            // Unreachable when quick_fit agrees with fit_pod; never hand out a node that does not fit.
+            Some(Err(reason)) => {
+                eval.fits.remove(i);
+                eval.failed.push((name, reason));
+            }
+            None => {
+                eval.fits.remove(i);
+            }
+        }
+    }
     eval
 }
 
@@ -125,8 +214,7 @@ struct Decision<'a> {
     node: Option<&'a str>,
     annotations: BTreeMap<String, String>,
     patch: String,
-    scores: BTreeMap<String, f64>,
-    failed: &'a BTreeMap<String, String>,
+    failed_reasons: BTreeMap<&'a str, usize>,
     events: Vec<Event>,
 }
 
@@ -146,13 +234,24 @@ fn merge_patch(annotations: &BTreeMap<String, String>, node: &str) -> String {
     serde_json::json!({"metadata": {"annotations": annotations, "labels": {codec::VGPU_NODE_KEY: node}}}).to_string()
 }
 
+/// Longest node list an event message carries; the counts stay exact.
+const EVENT_NODE_LIST: usize = 20;
+
+fn capped_list(items: impl ExactSizeIterator<Item = String>) -> String {
+    let total = items.len();
+    let mut shown: Vec<String> = items.take(EVENT_NODE_LIST).collect();
+    if total > EVENT_NODE_LIST {
+        shown.push(format!("... {} more", total - EVENT_NODE_LIST));
+    }
+    shown.join(",")
+}
+
 fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePolicy) -> Event {
-    let mut fits: Vec<&(String, NodeFit)> = eval.fits.iter().collect();
-    fits.sort_by(|a, b| a.1.score.total_cmp(&b.1.score).then_with(|| a.0.cmp(&b.0)));
+    let mut fits: Vec<&(&str, f64)> = eval.fits.iter().collect();
+    fits.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
     if policy == NodePolicy::Spread {
         fits.reverse();
     }
-    let list: Vec<String> = fits.iter().map(|(n, f)| format!("{n}:{:.2}", f.score)).collect();
     Event {
         event_type: "Normal",
         reason: "FilteringSucceed",
@@ -160,26 +259,28 @@ fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePoli
             "find fit node({chosen}), {} nodes not fit, {} nodes fit({})",
             total.saturating_sub(eval.fits.len()),
             eval.fits.len(),
-            list.join(",")
+            capped_list(fits.iter().map(|(n, s)| format!("{n}:{s:.2}")))
         ),
     }
 }
 
 /// One `FilteringFailed` event per reason key, then the summary (§16).
-fn failed_events(failed: &BTreeMap<String, String>, total: usize) -> Vec<Event> {
-    let mut by_reason: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for (node, reason) in failed {
-        for part in reason.split(", ") {
-            let key = part.split_once(' ').filter(|(n, _)| n.contains('/')).map_or(part, |(_, k)| k);
-            by_reason.entry(key.to_owned()).or_default().push(node);
+fn failed_events(eval: &Evaluation, total: usize) -> Vec<Event> {
+    let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (node, reason) in &eval.failed {
+        for key in reason_keys(reason) {
+            by_reason.entry(key).or_default().push(node);
         }
     }
     let mut events: Vec<Event> = by_reason
         .into_iter()
-        .map(|(reason, nodes)| Event {
-            event_type: "Warning",
-            reason: "FilteringFailed",
-            message: format!("{} nodes {reason}({})", nodes.len(), nodes.join(",")),
+        .map(|(reason, mut nodes)| {
+            nodes.sort_unstable();
+            Event {
+                event_type: "Warning",
+                reason: "FilteringFailed",
+                message: format!("{} nodes {reason}({})", nodes.len(), capped_list(nodes.iter().map(|n| (*n).to_owned()))),
+            }
         })
         .collect();
     events.push(Event {
@@ -203,65 +304,67 @@ impl Cluster {
             Err(e) => return FilterOutcome::error(e),
         };
         if placement.request.is_empty() {
-            let echo = ExtenderFilterResult { node_names: args.node_names.clone(), ..Default::default() };
-            return FilterOutcome { response: echo.to_bytes(), decision: None };
+            return match parse_node_names(args.node_names) {
+                Ok(names) => FilterOutcome { response: ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(), decision: None },
+                Err(e) => FilterOutcome::error(e),
+            };
         }
-        if let Some(nodes) = &args.nodes {
+        if let Some(nodes) = args.nodes {
             return self.filter_simulated(&placement, nodes);
         }
         let key = pod_key(pod);
-        let names = args.node_names.clone().unwrap_or_default();
-        let eval = if record {
-            self.release(&key);
-            evaluate_nodes(self, &placement, names.iter().map(|n| (n.as_str(), self.node(n))))
-        } else {
-            self.evaluate_excluding(&placement, &names, &key)
-        };
-        self.decide(&placement, &eval, names.len(), now, record, &key)
+        let mut cache = std::mem::take(&mut self.candidates);
+        if let Err(e) = cache.refresh(args.node_names, &self.nodes) {
+            return FilterOutcome::error(e);
+        }
+        let saved = if record { self.release(&key); None } else { self.set_aside(&key) };
+        let eval = evaluate_nodes(self, &placement, cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| self.nodes.by_id(i)))), |n| self.nodes.get(n));
+        if let Some(record) = saved {
+            self.reserve(key.clone(), record);
+        }
+        let outcome = self.decide(&placement, &eval, cache.entries.len(), now, record, &key);
+        drop(eval);
+        self.candidates = cache;
+        outcome
     }
 
-    /// Evaluates `names` with the pod's own reservation set aside for the call, then restored.
-    fn evaluate_excluding(&mut self, placement: &Placement, names: &[String], key: &str) -> Evaluation {
+    /// Takes a pod's reservation out for the duration of a dry run; the caller restores it.
+    fn set_aside(&mut self, key: &str) -> Option<PodRecord> {
         let saved = self.pod(key).cloned();
         if saved.is_some() {
             self.release(key);
         }
-        let eval = evaluate_nodes(self, placement, names.iter().map(|n| (n.as_str(), self.node(n))));
-        if let Some(record) = saved {
-            self.reserve(key.to_owned(), record);
-        }
-        eval
+        saved
     }
 
     fn decide(&mut self, placement: &Placement, eval: &Evaluation, total: usize, now: i64, record: bool, key: &str) -> FilterOutcome {
         let meta = &placement.pod.metadata;
         let pod = PodRef { namespace: &meta.namespace, name: &meta.name, uid: &meta.uid };
-        let Some((node, fit)) = eval.chosen() else {
-            let response = ExtenderFilterResult { failed_nodes: Some(eval.failed.clone()), ..Default::default() };
+        let Some((node, fit)) = &eval.chosen else {
+            let response = ExtenderFilterResult { failed_nodes: Some(eval.failed_map()), ..Default::default() };
             let decision = Decision {
                 pod,
                 node: None,
                 annotations: BTreeMap::new(),
                 patch: String::new(),
-                scores: BTreeMap::new(),
-                failed: &eval.failed,
-                events: failed_events(&eval.failed, total),
+                failed_reasons: eval.failed_reasons(),
+                events: failed_events(eval, total),
             };
             return FilterOutcome { response: response.to_bytes(), decision: serde_json::to_vec(&decision).ok() };
         };
         let annotations = allocation_annotations(node, &fit.slots, now);
         if record {
             let footprint = collapse(&fit.slots, placement.request.init_count, false);
-            self.reserve(key.to_owned(), PodRecord { namespace: meta.namespace.clone(), name: meta.name.clone(), node: node.clone(), footprint });
+            let record = PodRecord { namespace: meta.namespace.clone(), name: meta.name.clone(), node: (*node).to_owned(), footprint };
+            self.reserve(key.to_owned(), record);
         }
-        let response = ExtenderFilterResult { node_names: Some(vec![node.clone()]), ..Default::default() };
+        let response = ExtenderFilterResult { node_names: Some(vec![Cow::Borrowed(*node)]), ..Default::default() };
         let decision = Decision {
             pod,
             node: Some(node),
             patch: merge_patch(&annotations, node),
             annotations,
-            scores: eval.scores(),
-            failed: &eval.failed,
+            failed_reasons: eval.failed_reasons(),
             events: vec![succeed_event(eval, node, total, placement.node_policy)],
         };
         FilterOutcome { response: response.to_bytes(), decision: serde_json::to_vec(&decision).ok() }
@@ -278,18 +381,19 @@ impl Cluster {
             Ok(i) => i,
             Err(e) => return FilterOutcome::error(format!("decode ExtenderArgs.Nodes: {e}")),
         };
-        let mut temp: Vec<(String, GpuNode, &RawValue)> = Vec::new();
+        let mut temp: Vec<(GpuNode, &RawValue)> = Vec::new();
         for raw in &items.items {
-            match serde_json::from_str::<Node>(raw.get()) {
-                Ok(n) => temp.push((n.metadata.name.clone(), GpuNode::from_node(&n), raw)),
+            match serde_json::from_str::<ObjectView>(raw.get()) {
+                Ok(v) => temp.push((GpuNode::from_annotations(&v.metadata.name, &v.metadata.annotations), raw)),
                 Err(e) => return FilterOutcome::error(format!("decode ExtenderArgs.Nodes item: {e}")),
             }
         }
-        let eval = evaluate_nodes(self, placement, temp.iter().map(|(n, g, _)| (n.as_str(), Some(g))));
-        let chosen = eval.chosen().and_then(|(name, _)| temp.iter().find(|(n, _, _)| n == name)).map(|(_, _, raw)| *raw);
+        let lookup = |name: &str| temp.iter().find(|(g, _)| g.name == name).map(|(g, _)| g);
+        let eval = evaluate_nodes(self, placement, temp.iter().map(|(g, _)| (g.name.as_str(), Some(g))), lookup);
+        let chosen = eval.chosen.as_ref().and_then(|(name, _)| temp.iter().find(|(g, _)| g.name == *name)).map(|(_, raw)| *raw);
         let response = ExtenderFilterResult {
             nodes: chosen.map(|raw| NodeItems { items: vec![raw] }),
-            failed_nodes: Some(eval.failed.clone()),
+            failed_nodes: Some(eval.failed_map()),
             ..Default::default()
         };
         FilterOutcome { response: response.to_bytes(), decision: None }
@@ -308,22 +412,26 @@ impl Cluster {
         let result = (|| -> Result<Explain, String> {
             let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| format!("decode Pod: {e}"))?;
             apply_defaults(&mut pod, &self.config)?;
+            if pod.metadata.namespace.is_empty() {
+                pod.metadata.namespace = "default".into();
+            }
             let placement = Placement::new(self, &pod, node_policy, gpu_policy)?;
             if placement.request.is_empty() {
                 return Err(format!("Pod {} requests no vGPU resource; kube-scheduler places it without hami-fast", pod.key()));
             }
-            let mut names: Vec<String> = self.nodes.keys().cloned().collect();
+            let mut names: Vec<String> = self.nodes.names().cloned().collect();
             names.sort();
             let key = pod_key(&pod);
-            let eval = self.evaluate_excluding(&placement, &names, &key);
-            let chosen = eval.chosen();
-            Ok(Explain {
-                node: chosen.map(|(n, _)| n.clone()),
-                annotations: chosen.map(|(n, f)| allocation_annotations(n, &f.slots, now)).unwrap_or_default(),
-                scores: eval.scores(),
-                failed: eval.failed,
-                error: String::new(),
-            })
+            let saved = self.set_aside(&key);
+            let eval = evaluate_nodes(self, &placement, names.iter().map(|n| (n.as_str(), self.nodes.get(n))), |n| self.nodes.get(n));
+            let chosen = eval.chosen.as_ref().map(|(n, f)| ((*n).to_owned(), allocation_annotations(n, &f.slots, now)));
+            let (scores, failed) = (eval.scores(), eval.failed_map());
+            drop(eval);
+            if let Some(record) = saved {
+                self.reserve(key, record);
+            }
+            let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
+            Ok(Explain { node, annotations, scores, failed, error: String::new() })
         })();
         let out = result.unwrap_or_else(|error| Explain { error, ..Default::default() });
         serde_json::to_vec(&out).unwrap_or_default()

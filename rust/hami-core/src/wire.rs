@@ -4,35 +4,48 @@ use crate::k8s::Pod;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use crate::view::Text;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// `ExtenderArgs` as kube-scheduler sends it to `/filter`.
+/// `ExtenderArgs` as kube-scheduler sends it to `/filter`; node names borrowed from the body.
 #[derive(Debug, Default)]
-pub struct ExtenderArgs {
+pub struct ExtenderArgs<'a> {
     pub pod: Option<Pod>,
-    pub nodes: Option<Box<RawValue>>,
-    pub node_names: Option<Vec<String>>,
+    pub nodes: Option<&'a RawValue>,
+    /// Left raw: a repeated candidate list is recognised by its bytes without parsing 5,000 strings.
+    pub node_names: Option<&'a RawValue>,
 }
 
-impl<'de> Deserialize<'de> for ExtenderArgs {
+/// Parses a raw `NodeNames` array (`null` reads as empty).
+pub fn parse_node_names(raw: Option<&RawValue>) -> Result<Vec<Cow<'_, str>>, String> {
+    let Some(raw) = raw else { return Ok(Vec::new()) };
+    let names: Option<Vec<Text>> = serde_json::from_str(raw.get()).map_err(|e| format!("decode ExtenderArgs.NodeNames: {e}"))?;
+    Ok(names.unwrap_or_default().into_iter().map(|t| t.0).collect())
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ExtenderArgs<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct ArgsVisitor;
-        impl<'de> Visitor<'de> for ArgsVisitor {
-            type Value = ExtenderArgs;
+        struct ArgsVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for ArgsVisitor<'a> {
+            type Value = ExtenderArgs<'a>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("an ExtenderArgs object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtenderArgs, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtenderArgs<'a>, A::Error> {
                 let mut out = ExtenderArgs::default();
-                while let Some(key) = map.next_key::<String>()? {
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
                     match key.to_ascii_lowercase().as_str() {
                         "pod" => out.pod = map.next_value()?,
                         "nodes" => {
-                            let raw: Box<RawValue> = map.next_value()?;
+                            let raw: &'de RawValue = map.next_value()?;
                             out.nodes = (raw.get() != "null").then_some(raw);
                         }
-                        "nodenames" => out.node_names = map.next_value()?,
+                        "nodenames" => {
+                            let raw: &'de RawValue = map.next_value()?;
+                            out.node_names = (raw.get() != "null").then_some(raw);
+                        }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -41,7 +54,7 @@ impl<'de> Deserialize<'de> for ExtenderArgs {
                 Ok(out)
             }
         }
-        d.deserialize_map(ArgsVisitor)
+        d.deserialize_map(ArgsVisitor(std::marker::PhantomData))
     }
 }
 
@@ -51,7 +64,7 @@ pub struct ExtenderFilterResult<'a> {
     #[serde(rename = "Nodes")]
     pub nodes: Option<NodeItems<'a>>,
     #[serde(rename = "NodeNames")]
-    pub node_names: Option<Vec<String>>,
+    pub node_names: Option<Vec<Cow<'a, str>>>,
     #[serde(rename = "FailedNodes")]
     pub failed_nodes: Option<BTreeMap<String, String>>,
     #[serde(rename = "FailedAndUnresolvableNodes")]
@@ -137,7 +150,7 @@ mod tests {
         let a: ExtenderArgs = serde_json::from_str(r#"{"pod":{"metadata":{"name":"p"}},"nodes":null,"nodenames":["a","b"]}"#).unwrap();
         assert_eq!(a.pod.unwrap().metadata.name, "p");
         assert!(a.nodes.is_none());
-        assert_eq!(a.node_names.unwrap(), vec!["a", "b"]);
+        assert_eq!(parse_node_names(a.node_names).unwrap(), vec!["a", "b"]);
         let a: ExtenderArgs = serde_json::from_str(r#"{"Pod":null,"Nodes":{"items":[]},"NodeNames":null,"Extra":1}"#).unwrap();
         assert!(a.pod.is_none() && a.nodes.is_some() && a.node_names.is_none());
     }

@@ -84,6 +84,10 @@ fn policies_change_node_and_device() {
     annotated["metadata"]["annotations"] = json!({"hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "binpack"});
     let by_pod = explain(&mut c, &annotated, Some("binpack"), Some("spread"));
     assert_eq!(by_pod["node"], "node-b");
+    let mut empty_policy = p.clone();
+    empty_policy["metadata"]["annotations"] = json!({"hami.io/gpu-scheduler-policy": ""});
+    let spread_like = explain(&mut c, &empty_policy, None, Some("binpack"));
+    assert_eq!(spread_like["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-a1,NVIDIA,4000,20:;", "an empty annotation overrides and sorts as spread");
     assert_eq!(by_pod["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-b1,NVIDIA,4000,20:;");
 }
 
@@ -244,7 +248,8 @@ fn malformed_annotations_name_the_object() {
     let usage: Value = serde_json::from_slice(&c.usage_json()).unwrap();
     assert!(usage[0]["error"].as_str().unwrap().contains("hami.io/node-nvidia-register"));
     assert!(c.apply(b"[1,2]").is_err());
-    assert!(c.apply(br#"{"kind":"Pod","spec":{"containers":"nope"}}"#).unwrap_err().starts_with("Pod"));
+    let e = c.apply(br#"{"kind":"Pod","metadata":{"name":"x","namespace":"d"},"status":{"phase":7}}"#).unwrap_err();
+    assert!(e.starts_with("Pod d/x: status"), "{e}");
 }
 
 #[test]

@@ -175,9 +175,22 @@ impl PodHints {
             numa_bind: get(NUMA_BIND_KEY).is_some_and(parse_go_bool),
             vgpu_mode: get(VGPU_MODE_KEY).map(str::to_owned),
             node_policy: get(NODE_POLICY_KEY).map(NodePolicy::parse),
-            gpu_policy: get(GPU_POLICY_KEY).filter(|v| !v.trim().is_empty()).map(GpuPolicy::parse),
+            gpu_policy: get(GPU_POLICY_KEY).map(GpuPolicy::parse),
             weights,
         })
+    }
+
+    /// Any type or mode filter set (otherwise every device passes check 3 without looking at strings).
+    pub fn filters_devices(&self) -> bool {
+        !self.use_types.is_empty() || !self.nouse_types.is_empty() || self.vgpu_mode.is_some()
+    }
+
+    pub fn filters_uuids(&self) -> bool {
+        !self.use_uuids.is_empty() || !self.nouse_uuids.is_empty()
+    }
+
+    pub fn device_allowed(&self, device_type: &str, mode: &str) -> bool {
+        self.type_allowed(&device_type.to_uppercase()) && self.mode_allowed(mode)
     }
 
     /// Type filters, compared case-insensitively as substrings of the device model.

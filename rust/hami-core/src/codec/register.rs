@@ -40,25 +40,25 @@ pub struct MigProfile {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Device {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "String::is_empty")]
     pub id: String,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_zero_u32")]
     pub index: u32,
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_zero_i32")]
     pub count: i32,
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_zero_i32")]
     pub devmem: i32,
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_zero_i32")]
     pub devcore: i32,
-    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    #[serde(default, rename = "type", deserialize_with = "crate::k8s::nullable", skip_serializing_if = "String::is_empty")]
     pub device_type: String,
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_zero_i32")]
     pub numa: i32,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "String::is_empty")]
     pub mode: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::k8s::nullable")]
     pub mig_profiles: Vec<MigProfile>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_false")]
     pub health: bool,
 }
 
@@ -167,6 +167,12 @@ mod tests {
         assert_eq!(d[0].mig_profiles[0].placements[0].start, 6);
         let again = decode_node_register(&encode_node_register(&d)).unwrap();
         assert_eq!(again, d);
+    }
+
+    #[test]
+    fn null_fields_read_as_zero_values() {
+        let d = decode_node_register(r#"[{"id":"GPU-1","count":10,"devmem":100,"devcore":100,"type":null,"health":null,"numa":null}]"#).unwrap();
+        assert!(!d[0].health && d[0].device_type.is_empty() && d[0].numa == 0);
     }
 
     #[test]
