@@ -10,14 +10,15 @@ use crate::model::{collapse, Collapsed, GpuNode, CORDONED};
 use crate::nodes::NodeTable;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// A pod whose devices count against its node: annotated by a scheduler, or reserved by Filter.
 #[derive(Debug, Clone)]
 pub struct PodRecord {
-    pub namespace: String,
-    pub name: String,
-    pub node: String,
-    pub footprint: Vec<Collapsed>,
+    pub namespace: Arc<str>,
+    pub name: Box<str>,
+    pub node: Arc<str>,
+    pub footprint: Box<[Collapsed]>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,7 +33,8 @@ pub struct Cluster {
     pub(crate) nodes: NodeTable,
     pub(crate) candidates: crate::schedule::CandidateCache,
     pods: FxHashMap<String, PodRecord>,
-    node_pods: FxHashMap<String, HashSet<String>>,
+    /// Namespace and node names shared by every record that mentions them.
+    names: FxHashMap<Box<str>, Arc<str>>,
     quotas: HashMap<String, BTreeMap<String, QuotaLimits>>,
     ns_usage: HashMap<String, (i64, i64)>,
 }
@@ -242,10 +244,9 @@ impl Cluster {
     /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).
     fn rebuild_usage(&self, node: &mut GpuNode) {
         node.clear_usage();
-        for uid in self.node_pods.get(&node.name).into_iter().flatten() {
-            if let Some(rec) = self.pods.get(uid) {
-                node.account(&rec.footprint, 1);
-            }
+        let name = node.name.clone();
+        for record in self.pods.values().filter(|r| *r.node == *name) {
+            node.account(&record.footprint, 1);
         }
     }
 
@@ -266,9 +267,23 @@ impl Cluster {
         let slots = decode_pod_devices(allocated).map_err(|e| format!("{}: annotation {}: {e}", pod_name(), codec::ALLOCATED_KEY))?;
         let init_count = spec.init_containers.len();
         let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
-        let record = PodRecord { namespace: meta.namespace.to_string(), name: meta.name.to_string(), node: node.to_owned(), footprint };
+        let record = self.record(&meta.namespace, &meta.name, node, footprint);
         self.reserve(key, record);
         Ok(Applied::Pod)
+    }
+
+    fn shared(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.names.get(name) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(name);
+        self.names.insert(name.into(), shared.clone());
+        shared
+    }
+
+    /// A record with its namespace and node names shared with other records.
+    pub fn record(&mut self, namespace: &str, name: &str, node: &str, footprint: Vec<Collapsed>) -> PodRecord {
+        PodRecord { namespace: self.shared(namespace), name: name.into(), node: self.shared(node), footprint: footprint.into_boxed_slice() }
     }
 
     /// Records (or replaces) a pod's footprint on its node and in its namespace's quota usage.
@@ -277,7 +292,6 @@ impl Cluster {
         if let Some(node) = self.nodes.get_mut(&record.node) {
             node.account(&record.footprint, 1);
         }
-        self.node_pods.entry(record.node.clone()).or_default().insert(uid.clone());
         self.add_ns_usage(&record, 1);
         self.pods.insert(uid, record);
     }
@@ -288,12 +302,6 @@ impl Cluster {
         if let Some(node) = self.nodes.get_mut(&record.node) {
             node.account(&record.footprint, -1);
         }
-        if let Some(set) = self.node_pods.get_mut(&record.node) {
-            set.remove(uid);
-            if set.is_empty() {
-                self.node_pods.remove(&record.node);
-            }
-        }
         self.add_ns_usage(&record, -1);
         true
     }
@@ -301,7 +309,7 @@ impl Cluster {
     fn add_ns_usage(&mut self, record: &PodRecord, sign: i64) {
         let mem: i64 = record.footprint.iter().map(|c| c.mem).sum();
         let cores: i64 = record.footprint.iter().map(|c| c.cores).sum();
-        let entry = self.ns_usage.entry(record.namespace.clone()).or_default();
+        let entry = self.ns_usage.entry(record.namespace.to_string()).or_default();
         entry.0 = (entry.0 + sign * mem).max(0);
         entry.1 = (entry.1 + sign * cores).max(0);
     }

@@ -15,7 +15,7 @@ pub struct DeviceUsage {
 /// A pod's footprint on one GPU after HAMi's collapse (init peak vs app sums).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Collapsed {
-    pub uuid: String,
+    pub uuid: Box<str>,
     pub mem: i64,
     pub cores: i64,
     pub slots: i64,
@@ -28,12 +28,12 @@ pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released
         init: Option<(i64, i64)>,
         app: (i64, i64, i64),
     }
-    let mut order: Vec<String> = Vec::new();
+    let mut order: Vec<&str> = Vec::new();
     let mut acc: BTreeMap<&str, Acc> = BTreeMap::new();
     for (slot, devices) in slots.iter().enumerate() {
         for d in devices {
             let entry = acc.entry(d.uuid.as_str()).or_insert_with(|| {
-                order.push(d.uuid.clone());
+                order.push(d.uuid.as_str());
                 Acc::default()
             });
             let (mem, cores) = (i64::from(d.usedmem), i64::from(d.usedcores));
@@ -48,10 +48,10 @@ pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released
     order
         .into_iter()
         .filter_map(|uuid| {
-            let a = &acc[uuid.as_str()];
+            let a = &acc[uuid];
             let (app_mem, app_cores, app_slots) = a.app;
             if init_released {
-                return (app_slots > 0).then(|| Collapsed { uuid: uuid.clone(), mem: app_mem, cores: app_cores, slots: app_slots });
+                return (app_slots > 0).then(|| Collapsed { uuid: uuid.into(), mem: app_mem, cores: app_cores, slots: app_slots });
             }
             let (init_mem, init_cores) = a.init.unwrap_or((0, 0));
             let init_slots = i64::from(a.init.is_some());
@@ -59,7 +59,7 @@ pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released
                 mem: init_mem.max(app_mem),
                 cores: init_cores.max(app_cores),
                 slots: init_slots.max(app_slots).max(1),
-                uuid,
+                uuid: uuid.into(),
             })
         })
         .collect()

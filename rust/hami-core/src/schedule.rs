@@ -355,7 +355,7 @@ impl Cluster {
         let annotations = allocation_annotations(node, &fit.slots, now);
         if record {
             let footprint = collapse(&fit.slots, placement.request.init_count, false);
-            let record = PodRecord { namespace: meta.namespace.clone(), name: meta.name.clone(), node: (*node).to_owned(), footprint };
+            let record = self.record(&meta.namespace, &meta.name, node, footprint);
             self.reserve(key.to_owned(), record);
         }
         let response = ExtenderFilterResult { node_names: Some(vec![Cow::Borrowed(*node)]), ..Default::default() };
