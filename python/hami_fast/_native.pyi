@@ -70,3 +70,28 @@ def parse_node_lock(value: str) -> tuple[str, str, str]:
 def format_node_lock(timestamp: str, namespace: str, name: str) -> str: ...
 def parse_binding_args(body: bytes) -> tuple[str, str, str, str]:
     """ExtenderBindingArgs -> ``(PodName, PodNamespace, PodUID, Node)``; keys case-insensitive."""
+
+def replay(
+    nodes_csv: bytes,
+    pods_csv: bytes,
+    policy: str,
+    seed: int = 42,
+    tune: float = 1.3,
+    nodes_name: str = "nodes.csv",
+    pods_name: str = "pods.csv",
+    shuffle: bool = True,
+    check_all: bool = False,
+) -> bytes:
+    """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return JSON.
+
+    ``policy`` is one of fgd, bestfit, dotprod, packing, clustering, random, binpack, spread.
+    The JSON object has ``policy, seed, tune, pods, failed, tuned, total_gpus, typical_types,
+    unallocated_pct_at_100, alloc_pct_by_arrived, frag_pct_by_arrived, frag_ratio_by_arrived,
+    elapsed_s`` (the ``*_by_arrived`` maps are keyed by arrived GPU % as strings).
+    ``check_all`` confirms every candidate node with the engine's Fit (slower).
+    A malformed CSV raises :class:`EngineError` naming the file, line and column.
+    """
+
+def node_frag(cpu_left: int, gpu_free: list[int], model: str, types: list[tuple[int, int, int, str, float]]) -> float:
+    """FGD's fragment of one node in milli-GPU: ``Σ share · F(type)`` over task types
+    ``(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)``; ``gpu_free`` is free milli per GPU."""

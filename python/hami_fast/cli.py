@@ -1,4 +1,4 @@
-"""`hami-fast` command line: explain, demo (and more subcommands registered by their packages)."""
+"""`hami-fast` command line: explain, serve, demo, simulate (and more subcommands registered by their packages)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshot", required=True, help="Kubernetes List of Nodes and Pods (YAML or JSON), as kubectl get -o yaml prints")
     p.add_argument("--pod", required=True, help="Pod manifest as a user submits it")
     p.add_argument("--output", choices=["json", "text"], default="text")
-    p.add_argument("--node-scheduler-policy", default=None, help="binpack (default) or spread")
+    p.add_argument("--node-scheduler-policy", default=None, help="binpack (default), spread, fgd, bestfit, dotprod, packing, clustering or random")
     p.add_argument("--gpu-scheduler-policy", default=None, help="spread (default), binpack, topology-aware, mutex, numa or a chain")
 
     def run(args: argparse.Namespace) -> int:
@@ -56,12 +56,19 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_simulate(sub: argparse._SubParsersAction) -> None:
+    from hami_fast.sim.cli import register
+
+    register(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_explain(sub)
     _add_serve(sub)
     _add_demo(sub)
+    _add_simulate(sub)
     return parser
 
 

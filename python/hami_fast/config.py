@@ -50,7 +50,9 @@ class Config:
     cert_file: str = field(default="", metadata={"flag": "--cert_file", "help": "TLS certificate (rotations are picked up)"})
     key_file: str = field(default="", metadata={"flag": "--key_file", "help": "TLS key"})
     scheduler_name: str = field(default="hami-scheduler", metadata={"help": "scheduler name the webhook sets on vGPU pods"})
-    node_scheduler_policy: str = field(default="binpack", metadata={"help": "binpack or spread"})
+    node_scheduler_policy: str = field(
+        default="binpack", metadata={"help": "binpack, spread, or fgd, bestfit, dotprod, packing, clustering, random (docs/policies.md)"}
+    )
     gpu_scheduler_policy: str = field(default="spread", metadata={"help": "spread, binpack, topology-aware, mutex, numa or a chain"})
     metrics_bind_address: str = field(default=":9395", metadata={"help": "Prometheus /metrics address ('' disables)"})
     node_label_selector: str = field(default="", metadata={"help": "k=v,k=v: only these nodes are considered"})

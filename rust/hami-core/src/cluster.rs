@@ -37,7 +37,12 @@ pub struct Cluster {
     names: FxHashMap<Box<str>, Arc<str>>,
     quotas: HashMap<String, BTreeMap<String, QuotaLimits>>,
     ns_usage: HashMap<String, (i64, i64)>,
+    /// Task types of the most recently placed pods: FGD's target workload in the live scheduler.
+    recent: std::collections::VecDeque<crate::frag::TaskType>,
 }
+
+/// How many recent placements FGD learns its target workload from.
+pub const FGD_RECENT_PODS: usize = 1000;
 
 /// What one watch line carried, for the reflector's bookkeeping.
 #[derive(Debug, Clone, Default)]
@@ -289,6 +294,12 @@ impl Cluster {
     /// Records (or replaces) a pod's footprint on its node and in its namespace's quota usage.
     pub fn reserve(&mut self, uid: String, record: PodRecord) {
         self.release(&uid);
+        if let Some(t) = self.nodes.get(&record.node).and_then(|n| crate::policy::node::live_task_type(n, &record.footprint)) {
+            if self.recent.len() == FGD_RECENT_PODS {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(t);
+        }
         if let Some(node) = self.nodes.get_mut(&record.node) {
             node.account(&record.footprint, 1);
         }
@@ -304,6 +315,26 @@ impl Cluster {
         }
         self.add_ns_usage(&record, -1);
         true
+    }
+
+    /// FGD's target workload: the task types of the last [`FGD_RECENT_PODS`] placements that
+    /// cover 95 % of them, with their shares (empty before any placement).
+    pub fn target_workload(&self) -> crate::frag::Workload {
+        crate::frag::Workload::typical(self.recent.iter().cloned(), 95.0)
+    }
+
+    /// GpuClustering's view of a node: the GPU tags of the pods on it, with counts.
+    pub fn node_gpu_tags(&self, node: &str) -> Vec<(crate::policy::node::GpuTag, u32)> {
+        let mut tags: Vec<(crate::policy::node::GpuTag, u32)> = Vec::new();
+        let Some(gpu_node) = self.nodes.get(node) else { return tags };
+        for rec in self.pods.values().filter(|r| *r.node == *node) {
+            let tag = crate::policy::node::live_tag(gpu_node, &rec.footprint);
+            match tags.iter_mut().find(|(t, _)| *t == tag) {
+                Some(e) => e.1 += 1,
+                None => tags.push((tag, 1)),
+            }
+        }
+        tags
     }
 
     fn add_ns_usage(&mut self, record: &PodRecord, sign: i64) {

@@ -30,12 +30,40 @@ pub struct QuotaState {
     pub used_cores: i64,
 }
 
+/// Overrides the GPU policy's device order on one node: returns device indexes in order of
+/// preference (most preferred first), or `None` to keep the GPU policy's order. The Fit checks
+/// still run on every device; only the order in which they are tried changes.
+pub type DevicePreference<'a> = &'a (dyn Fn(&GpuNode, &[DeviceUsage]) -> Option<Vec<usize>> + Sync);
+
 /// What is being placed and under which rules.
 pub struct PodContext<'a> {
     pub request: &'a PodRequest,
     pub hints: &'a PodHints,
     pub gpu_policy: &'a GpuPolicy,
     pub quota: Option<QuotaState>,
+    pub device_preference: Option<DevicePreference<'a>>,
+}
+
+pub const INSUFFICIENT_CPU: &str = "Insufficient cpu";
+pub const INSUFFICIENT_MEMORY: &str = "Insufficient memory";
+pub const TOO_MANY_PODS: &str = "Too many pods";
+
+/// kube-scheduler's `NodeResourcesFit` for CPU, memory and pod count, on nodes whose host
+/// resources are known; reasons as kube-scheduler words them, joined with `", "`.
+pub fn fit_host(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> Result<(), String> {
+    let short = host_shortfall(node, cpu_milli, memory_mib);
+    if short == [false; 3] {
+        return Ok(());
+    }
+    let reasons: Vec<&str> =
+        [TOO_MANY_PODS, INSUFFICIENT_CPU, INSUFFICIENT_MEMORY].into_iter().zip(short).filter(|(_, s)| *s).map(|(r, _)| r).collect();
+    Err(reasons.join(", "))
+}
+
+/// [`fit_host`] without the reason text: (too many pods, CPU short, memory short).
+pub fn host_shortfall(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> [bool; 3] {
+    let Some(h) = &node.host else { return [false; 3] };
+    [h.pods_requested + 1 > h.pods, cpu_milli > 0 && h.cpu_left() < cpu_milli, memory_mib > 0 && h.memory_left() < memory_mib]
 }
 
 #[derive(Debug, Clone)]
@@ -80,9 +108,19 @@ fn fit_container(
     earlier: &PodDevices,
     slot: usize,
 ) -> Result<Vec<ContainerDevice>, String> {
-    let scores: Vec<f64> =
-        node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
-    let order = device_order(node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
+    let preferred = ctx.device_preference.and_then(|prefer| prefer(node, usage));
+    let order = match preferred {
+        // Fit walks the order from the end: reverse the preference.
+        Some(mut p) => {
+            p.reverse();
+            p
+        }
+        None => {
+            let scores: Vec<f64> =
+                node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
+            device_order(node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind)
+        }
+    };
     let typed: Vec<usize> = order.into_iter().filter(|&i| node.hot[i].has(NVIDIA)).collect();
     if r.nums > typed.len() as i64 {
         return Err(NODE_INSUFFICIENT_DEVICE.to_owned());

@@ -111,6 +111,29 @@ impl DeviceHot {
     }
 }
 
+/// A node's CPU, memory and pod-count capacity and what pods request of it, as kube-scheduler's
+/// `NodeResourcesFit` checks them. Only the trace replay fills this in: the live extender runs
+/// behind kube-scheduler, which already applies that check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostResources {
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub pods: i64,
+    pub cpu_requested: i64,
+    pub memory_requested: i64,
+    pub pods_requested: i64,
+}
+
+impl HostResources {
+    pub fn cpu_left(&self) -> i64 {
+        self.cpu_milli - self.cpu_requested
+    }
+
+    pub fn memory_left(&self) -> i64 {
+        self.memory_mib - self.memory_requested
+    }
+}
+
 /// A node as the engine sees it: its registered GPUs (or why it is unusable) and their usage.
 #[derive(Debug, Clone, Default)]
 pub struct GpuNode {
@@ -122,6 +145,8 @@ pub struct GpuNode {
     pub usage: Vec<DeviceUsage>,
     pub totals: Totals,
     pub register_error: Option<String>,
+    /// CPU / memory / pods capacity, when known (trace replay); `None` = not checked here.
+    pub host: Option<HostResources>,
 }
 
 impl GpuNode {
@@ -151,6 +176,13 @@ impl GpuNode {
             (Ok(devices), Ok(pairs)) => out.set_devices(devices, &pairs, ann.cordon.as_deref()),
             (Err(e), _) | (_, Err(e)) => out.register_error = Some(e),
         }
+        out
+    }
+
+    /// A node built from a device list directly (trace replay, tests): no annotations involved.
+    pub fn with_devices(name: &str, devices: Vec<Device>, host: Option<HostResources>) -> Self {
+        let mut out = Self { name: name.to_owned(), host, ..Self::default() };
+        out.set_devices(devices, &BTreeMap::new(), None);
         out
     }
 

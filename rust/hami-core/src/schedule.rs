@@ -9,6 +9,8 @@ use crate::view::ObjectView;
 use crate::wire::parse_node_names;
 use std::hash::{Hash, Hasher};
 use std::borrow::Cow;
+use crate::frag::{FragMemo, NodeShape, Workload};
+use crate::policy::node as np;
 use crate::model::{collapse, GpuNode};
 use crate::request::PodRequest;
 use crate::webhook::apply_defaults;
@@ -77,11 +79,12 @@ impl<'a> Placement<'a> {
 }
 
 /// Binpack takes the highest node score, spread the lowest; ties go to the smallest node name.
+/// The simulator-derived policies take the highest score of their own (see [`rescore`]).
 pub fn choose(fits: &[(&str, f64)], policy: NodePolicy) -> Option<usize> {
     (0..fits.len()).min_by(|&a, &b| {
         let ((na, sa), (nb, sb)) = (fits[a], fits[b]);
         let by_score = match policy {
-            NodePolicy::Binpack => sb.total_cmp(&sa),
+            NodePolicy::Binpack | NodePolicy::Scored(_) => sb.total_cmp(&sa),
             NodePolicy::Spread => sa.total_cmp(&sb),
         };
         by_score.then_with(|| na.cmp(nb))
@@ -144,9 +147,11 @@ fn evaluate_nodes<'n, 'c>(
         hints: &placement.hints,
         gpu_policy: &placement.gpu_policy,
         quota: cluster.quota_state(&placement.pod.metadata.namespace),
+        device_preference: None,
     };
     let order_free = order_free_request(&ctx);
     let mut eval = Evaluation::default();
+    let mut fit_nodes: Vec<&GpuNode> = Vec::new();
     let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
     for (k, &(name, node)) in candidates.iter().enumerate() {
         prefetch_ahead(&candidates, k);
@@ -158,13 +163,40 @@ fn evaluate_nodes<'n, 'c>(
             },
         };
         match verdict {
-            Ok(score) => eval.fits.push((name, score)),
+            Ok(score) => {
+                eval.fits.push((name, score));
+                if let Some(node) = node {
+                    fit_nodes.push(node);
+                }
+            }
             Err(reason) => eval.failed.push((name, reason)),
         }
     }
+    let mut scored = match placement.node_policy {
+        NodePolicy::Scored(scorer) => Some(rescore(cluster, placement, scorer, &mut eval.fits, &fit_nodes)),
+        _ => None,
+    };
     while let Some(i) = choose(&eval.fits, placement.node_policy) {
         let (name, _) = eval.fits[i];
-        match lookup(name).map(|node| fit_pod(node, &ctx)) {
+        let fit = match &scored {
+            // GPU choice inside the node as the simulator makes it: FGD's GPU for a sharing pod,
+            // else the tightest fitting GPUs (lowest index first).
+            Some(gpus) => {
+                let node = fit_nodes[i];
+                let free = np::live_free_milli(node);
+                let (num_gpu, gpu_milli) = np::live_pod_gpus(&placement.request, node);
+                let pod = np::PodShape { cpu_milli: 0, gpu_milli, num_gpu, gpu_spec: "" };
+                let preference = match gpus[i] {
+                    Some(g) => np::gpu_preference_first(g, &free, &pod),
+                    None => np::gpu_preference_best_fit(&free, &pod),
+                };
+                let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| Some(preference.clone());
+                let ctx = PodContext { request: ctx.request, hints: ctx.hints, gpu_policy: ctx.gpu_policy, quota: ctx.quota, device_preference: Some(&prefer) };
+                Some(fit_pod(node, &ctx))
+            }
+            None => lookup(name).map(|node| fit_pod(node, &ctx)),
+        };
+        match fit {
             Some(Ok(fit)) => {
                 eval.chosen = Some((name, fit));
                 break;
@@ -172,14 +204,68 @@ fn evaluate_nodes<'n, 'c>(
             // Unreachable when quick_fit agrees with fit_pod; never hand out a node that does not fit.
             Some(Err(reason)) => {
                 eval.fits.remove(i);
+                fit_nodes.remove(i);
+                if let Some(g) = scored.as_mut() {
+                    g.remove(i);
+                }
                 eval.failed.push((name, reason));
             }
             None => {
                 eval.fits.remove(i);
+                fit_nodes.remove(i);
             }
         }
     }
     eval
+}
+
+/// Replaces HAMi's node score by a simulator-derived policy's score (0..=100, higher wins).
+/// The live cluster has no CPU view here (kube-scheduler checks CPU), so CPU terms are zero;
+/// GPUs are seen as shares of device memory ([`np::live_free_milli`]). FGD's target workload is
+/// the recent placements ([`Cluster::target_workload`]), or the pod itself before any.
+/// `random` scores each node by a hash of (pod UID, node name): uniform, reproducible per pod.
+/// Returns FGD's GPU of each fit for a sharing pod.
+fn rescore(cluster: &Cluster, placement: &Placement, scorer: np::Scorer, fits: &mut [(&str, f64)], nodes: &[&GpuNode]) -> Vec<Option<usize>> {
+    let mut workload = if scorer == np::Scorer::Fgd { cluster.target_workload() } else { Workload::default() };
+    let mut memo = FragMemo::default();
+    let mut scores: Vec<i64> = Vec::with_capacity(fits.len());
+    let mut gpus: Vec<Option<usize>> = Vec::with_capacity(fits.len());
+    for ((name, _), node) in fits.iter().zip(nodes) {
+        let free = np::live_free_milli(node);
+        let tags = if scorer == np::Scorer::Clustering { cluster.node_gpu_tags(name) } else { Vec::new() };
+        let model = node.devices.first().map_or("", |d| d.device_type.as_str());
+        let (num_gpu, gpu_milli) = np::live_pod_gpus(&placement.request, node);
+        let pod = np::PodShape { cpu_milli: 0, gpu_milli, num_gpu, gpu_spec: "" };
+        let view = np::NodeView { shape: NodeShape { cpu_left: 0, gpu_free: &free, model }, tags: &tags };
+        if workload.types.is_empty() {
+            workload.types.push((pod.task_type(), 1.0));
+        }
+        gpus.push(None);
+        scores.push(match scorer {
+            np::Scorer::Fgd => {
+                let (score, gpu) = np::fgd(&view, &pod, &workload, &mut memo);
+                *gpus.last_mut().expect("pushed above") = gpu;
+                score
+            }
+            np::Scorer::BestFit => np::best_fit(&view, &pod),
+            np::Scorer::DotProd => np::dot_product(&view, &pod),
+            np::Scorer::Packing => np::packing(&view, &pod),
+            np::Scorer::Clustering => np::clustering(&view, &pod),
+            np::Scorer::Random => {
+                use std::hash::{Hash, Hasher};
+                let mut h = crate::frag::FxHasher::default();
+                (placement.pod.metadata.uid.as_str(), placement.pod.metadata.name.as_str(), *name).hash(&mut h);
+                (h.finish() % 1_000_003) as i64
+            }
+        });
+    }
+    if scorer == np::Scorer::BestFit {
+        np::normalize(&mut scores);
+    }
+    for ((_, score), s) in fits.iter_mut().zip(scores) {
+        *score = s as f64;
+    }
+    gpus
 }
 
 /// The annotations Filter writes for a decision.

@@ -142,6 +142,52 @@ fn format_node_lock(timestamp: &str, namespace: &str, name: &str) -> String {
     codec::format_node_lock(timestamp, namespace, name)
 }
 
+/// Trace replay (`hami-fast simulate`): node and pod CSV bytes in, the summary JSON out.
+#[pyfunction]
+#[pyo3(signature = (nodes_csv, pods_csv, policy, seed=42, tune=1.3, nodes_name="nodes.csv", pods_name="pods.csv", shuffle=true, check_all=false))]
+#[allow(clippy::too_many_arguments)]
+fn replay<'py>(
+    py: Python<'py>,
+    nodes_csv: &[u8],
+    pods_csv: &[u8],
+    policy: &str,
+    seed: i64,
+    tune: f64,
+    nodes_name: &str,
+    pods_name: &str,
+    shuffle: bool,
+    check_all: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use hami_core::replay;
+    let out = run(py, || {
+        let text = |name: &str, bytes: &[u8]| {
+            std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| {
+                let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+                format!("{name}:{line}: not UTF-8 text")
+            })
+        };
+        let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
+        let options = replay::Options { policy: replay::Policy::parse(policy)?, seed, tune, shuffle, check_all, ..replay::Options::default() };
+        let value = replay::replay_csv(nodes_name, &nodes, pods_name, &pods, options)?;
+        serde_json::to_vec(&value).map_err(|e| e.to_string())
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// FGD's fragment of one node (milli-GPU) against a target workload of
+/// `(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)` task types.
+#[pyfunction]
+fn node_frag(cpu_left: i64, gpu_free: Vec<i64>, model: &str, types: Vec<(i64, i64, u32, String, f64)>) -> f64 {
+    use hami_core::frag::{node_frag, NodeShape, TaskType, Workload};
+    let workload = Workload {
+        types: types
+            .into_iter()
+            .map(|(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)| (TaskType { cpu_milli, gpu_milli, num_gpu, gpu_spec }, share))
+            .collect(),
+    };
+    node_frag(&NodeShape { cpu_left, gpu_free: &gpu_free, model }, &workload)
+}
+
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -154,5 +200,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(format_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(parse_binding_args, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(node_frag, m)?)?;
     Ok(())
 }

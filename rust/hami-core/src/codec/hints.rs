@@ -2,6 +2,7 @@
 
 use super::split_list;
 use crate::k8s::StringMap;
+use crate::policy::node::Scorer;
 
 pub const USE_TYPE_KEY: &str = "nvidia.com/use-gputype";
 pub const NOUSE_TYPE_KEY: &str = "nvidia.com/nouse-gputype";
@@ -18,13 +19,20 @@ pub enum NodePolicy {
     #[default]
     Binpack,
     Spread,
+    /// A node policy of the FGD paper's simulator (`fgd`, `bestfit`, `dotprod`, `packing`,
+    /// `clustering`, `random`), see [`crate::policy::node`].
+    Scored(Scorer),
 }
 
 impl NodePolicy {
-    /// HAMi: `spread` is spread, anything else behaves as binpack.
+    /// HAMi: `spread` is spread, anything else behaves as binpack — except the names of the
+    /// simulator-derived policies, which select them.
     pub fn parse(value: &str) -> Self {
-        if value.trim() == "spread" {
+        let value = value.trim();
+        if value == "spread" {
             Self::Spread
+        } else if let Some(s) = Scorer::parse(value).filter(|_| value == value.to_ascii_lowercase()) {
+            Self::Scored(s)
         } else {
             Self::Binpack
         }
@@ -34,6 +42,7 @@ impl NodePolicy {
         match self {
             Self::Binpack => "binpack",
             Self::Spread => "spread",
+            Self::Scored(s) => s.as_str(),
         }
     }
 }
@@ -257,5 +266,8 @@ mod tests {
         assert_eq!(GpuPolicy::parse("mutex,topology-aware").chain_keys(false), Some(vec![SortKey::ScoreDescending]));
         assert!(GpuPolicy::parse("binpack,mutex").mutex);
         assert_eq!(NodePolicy::parse("whatever"), NodePolicy::Binpack);
+        assert_eq!(NodePolicy::parse(" fgd "), NodePolicy::Scored(Scorer::Fgd));
+        assert_eq!(NodePolicy::parse("bestfit").as_str(), "bestfit");
+        assert_eq!(NodePolicy::parse("FGD"), NodePolicy::Binpack, "names are case-sensitive, as HAMi's spread");
     }
 }

@@ -1,4 +1,7 @@
 //! Scores and orderings: device score (§10.1), device order per GPU policy (§10.2), node score (§10.3).
+//! The simulator-derived node policies (FGD and its baselines) live in [`node`].
+
+pub mod node;
 
 use crate::codec::hints::SortKey;
 use crate::codec::{Device, GpuPolicy, ScoringWeights, VENDOR_NVIDIA};

@@ -1,0 +1,105 @@
+"""Tables of sweep results, with the published values next to the reproduced ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hami_fast.sim.published import FIDELITY_BOUND_PP, FIDELITY_POLICIES, UNALLOCATED_AT_100
+from hami_fast.sim.runner import POLICIES
+
+TRACE_ORDER = [
+    "default",
+    "gpushare20",
+    "gpushare40",
+    "gpushare60",
+    "gpushare80",
+    "gpushare100",
+    "multigpu20",
+    "multigpu30",
+    "multigpu40",
+    "multigpu50",
+]
+
+
+def _trace_key(name: str) -> tuple[int, str]:
+    return (TRACE_ORDER.index(name), name) if name in TRACE_ORDER else (len(TRACE_ORDER), name)
+
+
+def rows(agg: dict[tuple[str, str], dict[str, float]]) -> list[dict[str, Any]]:
+    """One row per (trace, policy) in a stable order, with the published mean and the difference."""
+    out = []
+    for trace, policy in sorted(agg, key=lambda k: (_trace_key(k[0]), POLICIES.index(k[1]) if k[1] in POLICIES else 99)):
+        a = agg[(trace, policy)]
+        published = UNALLOCATED_AT_100.get(trace, {}).get(policy)
+        diff = None if published is None else round(a["mean"] - published, 2) + 0.0
+        within = None if diff is None or policy not in FIDELITY_POLICIES else abs(diff) <= FIDELITY_BOUND_PP
+        out.append(
+            {
+                "trace": trace,
+                "policy": policy,
+                "runs": int(a["n"]),
+                "mean": round(a["mean"], 2),
+                "sd": round(a["sd"], 2),
+                "median": round(a["median"], 2),
+                "published": published,
+                "diff": diff,
+                "within_bound": within,
+                "failed": round(a["failed"], 1),
+                "elapsed_s": round(a["elapsed_s"], 3),
+            }
+        )
+    return out
+
+
+def markdown(table: list[dict[str, Any]]) -> str:
+    """Long table: one line per (trace, policy)."""
+    head = "| trace | policy | runs | unallocated % (mean ± sd) | published mean | diff (pp) | failed pods | s / run |"
+    sep = "|---|---|---:|---:|---:|---:|---:|---:|"
+    lines = [head, sep]
+    for r in table:
+        pub = "—" if r["published"] is None else f"{r['published']:.2f}"
+        diff = "—" if r["diff"] is None else f"{r['diff']:+.2f}" + (" ✗" if r["within_bound"] is False else "")
+        lines.append(
+            f"| {r['trace']} | {r['policy']} | {r['runs']} | {r['mean']:.2f} ± {r['sd']:.2f} | {pub} | {diff} | {r['failed']:.0f} | {r['elapsed_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def wide_markdown(table: list[dict[str, Any]], policies: list[str] | None = None) -> str:
+    """Wide table as the paper prints it: a row per trace, ``reproduced (published)`` per policy."""
+    policies = policies or [p for p in POLICIES if any(r["policy"] == p for r in table)]
+    by = {(r["trace"], r["policy"]): r for r in table}
+    traces = sorted({r["trace"] for r in table}, key=_trace_key)
+    lines = ["| trace | " + " | ".join(policies) + " |", "|---|" + "---:|" * len(policies)]
+    for t in traces:
+        cells = []
+        for p in policies:
+            r = by.get((t, p))
+            if r is None:
+                cells.append("")
+                continue
+            cell = f"{r['mean']:.2f}"
+            if r["published"] is not None:
+                cell += f" ({r['published']:.2f})"
+            if r["within_bound"] is False:
+                cell += " ✗"
+            cells.append(cell)
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def text_summary(result: dict[str, Any]) -> str:
+    """Human-readable summary of one run."""
+    alloc = result["alloc_pct_by_arrived"]
+    frag = result.get("frag_pct_by_arrived", {})
+    lines = [
+        f"trace {result.get('trace', '?')}: policy {result['policy']}, seed {result['seed']}, tune {result.get('tune', '?')}",
+        f"  pods attempted {result['pods']} (tuning {result.get('tuned', 0):+d}), failed {result['failed']}, GPUs {result['total_gpus']}",
+        f"  unallocated GPU % at 100 % arrived: {result['unallocated_pct_at_100']}",
+        "  arrived %  allocated %  fragment % of GPUs",
+    ]
+    for x in ("50", "80", "90", "95", "100", "110", "120", "130"):
+        if x in alloc:
+            lines.append(f"  {x:>9}  {alloc[x]:>11.2f}  {frag.get(x, float('nan')):>18.2f}")
+    lines.append(f"  replay time {result['elapsed_s']:.3f} s")
+    return "\n".join(lines)
