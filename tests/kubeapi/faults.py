@@ -73,6 +73,7 @@ class Rule:
     delay: float = 0.0  # ...and/or sleep this long first
     times: int | None = 1  # remaining uses; None = forever
     after: bool = False  # perform the request, then answer the error (a lost response)
+    retry_after: int | None = None  # Retry-After header (seconds) on the error
     hits: int = 0
 
     def matches(self, rec: RequestRecord) -> bool:
@@ -121,11 +122,12 @@ class Faults:
     # -- injected errors and delays ------------------------------------------------------------
 
     def fail(self, verb: str | None, path: str | Pattern | None, status: int = 500, *, times: int | None = 1,
-             reason: str | None = None, message: str | None = None, after: bool = False, delay: float = 0.0) -> Rule:
+             reason: str | None = None, message: str | None = None, after: bool = False, delay: float = 0.0,
+             retry_after: int | None = None) -> Rule:
         """Answer the next `times` matching requests with a Status error `status`. With
         after=True the request is carried out first and only the answer is an error."""
         rule = Rule(verb, path, status, reason or _REASONS.get(status, "InternalError"),
-                    message or f"injected fault: {status}", delay, times, after)
+                    message or f"injected fault: {status}", delay, times, after, retry_after)
         with self._lock:
             self._rules.append(rule)
         return rule

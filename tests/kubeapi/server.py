@@ -180,8 +180,11 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
-    def _send(self, code: int, payload: bytes, content_type: str = "application/json") -> None:
+    def _send(self, code: int, payload: bytes, content_type: str = "application/json",
+              retry_after: int | None = None) -> None:
         self.send_response(code)
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-cache, private")
@@ -191,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send_error(self, err: ApiError) -> None:
         self._record.status = err.code
-        self._send(err.code, dumps(err.status()))
+        self._send(err.code, dumps(err.status()), retry_after=err.retry_after)
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -223,7 +226,7 @@ class Handler(BaseHTTPRequestHandler):
             errors = [rule for rule in rules if rule.status]
             before = next((rule for rule in errors if not rule.after), None)
             if before is not None:
-                raise ApiError(before.status, before.reason, before.message)
+                raise ApiError(before.status, before.reason, before.message, retry_after=before.retry_after)
             if r is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if r.doc is not None:
@@ -237,7 +240,7 @@ class Handler(BaseHTTPRequestHandler):
             code, payload = self._dispatch(r, query, body, headers)
             after = next((rule for rule in errors if rule.after), None)
             if after is not None:
-                raise ApiError(after.status, after.reason, after.message)
+                raise ApiError(after.status, after.reason, after.message, retry_after=after.retry_after)
             rec.status = code
             self._send(code, payload)
         except ApiError as e:

@@ -44,9 +44,13 @@ def dumps(obj: Any) -> bytes:
 class ApiError(Exception):
     """An error answered as a `Status` object."""
 
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None,
+                 retry_after: int | None = None):
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.retry_after = retry_after
+        if retry_after is not None:
+            self.details = {**(details or {}), "retryAfterSeconds": retry_after}
 
     def status(self) -> dict:
         st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
