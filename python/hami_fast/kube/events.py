@@ -6,7 +6,6 @@ import logging
 import queue
 import threading
 import time
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 import orjson
@@ -16,8 +15,19 @@ from hami_fast.kube.client import ApiError, KubeClient, path_of
 log = logging.getLogger("hami_fast.events")
 
 
+_stamp: tuple[int, str] = (0, "")
+
+
+def _now() -> str:
+    global _stamp
+    second = int(time.time())
+    if _stamp[0] != second:
+        _stamp = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return _stamp[1]
+
+
 def event_body(namespace: str, name: str, uid: str, event_type: str, reason: str, message: str, component: str) -> bytes:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = _now()
     return orjson.dumps(
         {
             "apiVersion": "v1",

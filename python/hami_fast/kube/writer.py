@@ -45,6 +45,8 @@ def lock_patch(value: str | None, resource_version: str) -> bytes:
 class KubeWriter:
     """Against a real API server through the shared, rate-limited client."""
 
+    blocking = True
+
     def __init__(self, client: KubeClient) -> None:
         self.client = client
 
@@ -101,14 +103,14 @@ class KubeWriter:
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """RFC 7386 JSON merge patch."""
+    """RFC 7386 JSON merge patch; `patch` must be freshly decoded (its values are taken, not copied)."""
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
             merge(target[key], value)
         else:
-            target[key] = copy.deepcopy(value)
+            target[key] = value
     return target
 
 
@@ -116,8 +118,11 @@ class MemoryWriter:
     """For `--snapshot` and the demo cluster: the same effects applied to objects held in memory.
 
     There is no device plugin here, so a successful bind also plays its part: `bind-phase: success`
-    and the node lock released.
+    and the node lock released. Usage is the engine's reservation, made by Filter; nothing here
+    re-applies pods to the engine.
     """
+
+    blocking = False
 
     def __init__(self, cluster: Cluster, objects: list[dict[str, Any]]) -> None:
         self.cluster = cluster
@@ -126,11 +131,10 @@ class MemoryWriter:
         self.pods = {f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}": o for o in objects if o.get("kind") == "Pod"}
         self.versions: dict[str, int] = {}
 
-    def remember_pod(self, pod: dict[str, Any]) -> None:
-        meta = pod.setdefault("metadata", {})
-        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+    def remember_pod(self, namespace: str, name: str, uid: str) -> None:
+        """A pod first seen by Filter (nobody created it here): keep its identity to patch and bind it."""
         with self.lock:
-            self.pods.setdefault(key, {"kind": "Pod", "apiVersion": "v1", **pod})
+            self.pods.setdefault(f"{namespace}/{name}", {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace, "uid": uid}})
 
     def _pod(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.pods.get(f"{namespace}/{name}")
@@ -140,8 +144,7 @@ class MemoryWriter:
 
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
         with self.lock:
-            pod = merge(self._pod(namespace, name), orjson.loads(patch))
-            self.cluster.apply(orjson.dumps(pod))
+            merge(self._pod(namespace, name), orjson.loads(patch))
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
@@ -176,7 +179,6 @@ class MemoryWriter:
             pod.setdefault("spec", {})["nodeName"] = node
             pod.setdefault("status", {})["phase"] = "Running"
             merge(pod, {"metadata": {"annotations": {"hami.io/bind-phase": "success"}}})
-            self.cluster.apply(orjson.dumps(pod))
             annotations = self.nodes[node]["metadata"].get("annotations") or {}
             if str(annotations.get(LOCK_KEY, "")).endswith(f",{namespace},{name}"):
                 self.write_lock(node, None, str(self.versions.get(node, 0)))

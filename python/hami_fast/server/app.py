@@ -7,6 +7,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+import orjson
+
 from hami_fast.server.scheduler import Scheduler, bind_result, filter_error
 
 log = logging.getLogger("hami_fast.http")
@@ -15,15 +17,23 @@ JSON_HEADERS = [("content-type", "application/json")]
 MAX_BODY = 4 * 1024 * 1024
 
 
+def review_error(message: str) -> bytes:
+    status = {"code": 400, "message": message}
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "", "allowed": False, "status": status}})
+
+
 class App:
     def __init__(self, scheduler: Scheduler, executor: ThreadPoolExecutor) -> None:
         self.scheduler, self.executor = scheduler, executor
-        self.routes: dict[str, tuple[str, Callable[[bytes], bytes] | None, Callable[[str], bytes]]] = {
-            "/filter": ("POST", scheduler.filter, filter_error),
-            "/bind": ("POST", scheduler.bind, bind_result),
-            "/webhook": ("POST", scheduler.admit, lambda m: b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":false,"status":{"code":413,"message":"' + m.encode() + b'"}}}'),
-            "/healthz": ("GET", None, lambda m: b""),
-            "/readyz": ("GET", None, lambda m: b""),
+        # (method, handler, error body, runs inline): the webhook never blocks, so it skips the thread hop;
+        # filter and bind may wait on the API server and run in the pool.
+        waits = getattr(scheduler.writer, "blocking", True)
+        self.routes: dict[str, tuple[str, Callable[[bytes], bytes] | None, Callable[[str], bytes], bool]] = {
+            "/filter": ("POST", scheduler.filter, filter_error, not waits),
+            "/bind": ("POST", scheduler.bind, bind_result, not waits),
+            "/webhook": ("POST", scheduler.admit, review_error, True),
+            "/healthz": ("GET", None, lambda m: b"", True),
+            "/readyz": ("GET", None, lambda m: b"", True),
         }
 
     def __rsgi_init__(self, loop: Any) -> None:
@@ -39,7 +49,7 @@ class App:
         if route is None:
             protocol.response_bytes(404, [("content-type", "text/plain")], b"404 page not found\n")
             return
-        method, handler, too_big = route
+        method, handler, too_big, inline = route
         if scope.method != method:
             protocol.response_bytes(405, [("content-type", "text/plain"), ("allow", method)], b"405 method not allowed\n")
             return
@@ -51,9 +61,8 @@ class App:
         if body is None:
             protocol.response_bytes(200, JSON_HEADERS, too_big(f"request body larger than {MAX_BODY} bytes"))
             return
-        loop = asyncio.get_running_loop()
         try:
-            answer = await loop.run_in_executor(self.executor, handler, body)
+            answer = handler(body) if inline else await asyncio.get_running_loop().run_in_executor(self.executor, handler, body)
         except Exception as exc:  # never leave kube-scheduler without an answer
             log.exception("handler failed", extra={"path": scope.path})
             answer = too_big(f"internal error: {exc}")

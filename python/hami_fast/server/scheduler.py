@@ -38,12 +38,12 @@ class Scheduler:
         metrics: Metrics,
         synced: threading.Event,
         leading: threading.Event,
-        on_filter: Callable[[bytes], None] | None = None,
+        before_patch: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
         self.locker = NodeLocker(writer, config.node_lock_timeout, config.node_lock_retry_timeout)
-        self.on_filter = on_filter
+        self.before_patch = before_patch
 
     def ready(self) -> bool:
         return self.synced.is_set() and self.leading.is_set()
@@ -59,8 +59,6 @@ class Scheduler:
             if not self.synced.wait(wait):
                 self.metrics.filter_results.labels("not_synced").inc()
                 return filter_error("context cancelled: caches not synced")
-            if self.on_filter:
-                self.on_filter(body)
             response, raw = self.cluster.filter(body, int(time.time()))
             if raw is None:
                 self.metrics.filter_results.labels("passthrough" if b'"Error":""' in response else "error").inc()
@@ -78,6 +76,8 @@ class Scheduler:
             log.info("no node fits", extra={"pod": f"{pod['namespace']}/{pod['name']}", "reasons": decision["failed_reasons"]})
             return response
         try:
+            if self.before_patch:
+                self.before_patch(pod["namespace"], pod["name"], pod["uid"])
             self.writer.patch_pod(pod["namespace"], pod["name"], decision["patch"].encode())
         except Exception as exc:
             self.cluster.release(pod["uid"] or f"{pod['namespace']}/{pod['name']}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from granian.constants import Interfaces
+from granian.constants import HTTPModes, Interfaces
 from granian.server.embed import Server
 
 from hami_fast._native import Cluster
@@ -52,13 +52,7 @@ def _memory_runtime(config: Config, cluster: Cluster, metrics: Metrics, objects:
     synced = threading.Event()
     synced.set()
 
-    def remember(body: bytes) -> None:
-        args = orjson.loads(body)
-        pod = next((v for k, v in args.items() if k.lower() == "pod" and isinstance(v, dict)), None)
-        if pod:
-            writer.remember_pod(pod)
-
-    scheduler = Scheduler(config, cluster, writer, sink.emit, metrics, synced, AlwaysLeader().leading, on_filter=remember)
+    scheduler = Scheduler(config, cluster, writer, sink.emit, metrics, synced, AlwaysLeader().leading, before_patch=writer.remember_pod)
     runtime = Runtime(config, cluster, scheduler, stop, metrics, memory=writer, events=memory_events)
     return runtime
 
@@ -151,7 +145,10 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
     while not runtime.stop.is_set() and not stop_async.is_set():
         stamp = _cert_stamp(config)
         tls: dict[str, Any] = {"ssl_cert": Path(config.cert_file), "ssl_key": Path(config.key_file)} if config.tls else {}
-        server = Server(app, address=host, port=port, interface=Interfaces.RSGI, log_enabled=False, **tls)
+        server = Server(
+            app, address=host, port=port, interface=Interfaces.RSGI, http=HTTPModes(config.http_mode),
+            runtime_threads=config.runtime_threads, log_enabled=False, **tls,
+        )
         task = asyncio.create_task(server.serve())
         log.info("serving", extra={"address": f"{'https' if config.tls else 'http'}://{host}:{port}"})
         if ready:
