@@ -733,6 +733,63 @@ def test_concurrent_lockers_only_one_wins(kubeapi):
     assert sorted(results) == [200] + [409] * 19
 
 
+def test_concurrent_writers_every_watcher_sees_every_event_in_order(kubeapi):
+    v1 = kubeapi.core_v1
+    rv = v1.list_pod_for_all_namespaces().metadata.resource_version
+    writers, per_writer = 4, 30
+    expected = writers * per_writer * 2  # a create and a patch each
+    seen: dict[int, list[dict]] = {}
+
+    def watcher(i: int) -> None:
+        resp = v1.list_pod_for_all_namespaces(watch=True, resource_version=rv, timeout_seconds=20,
+                                              _preload_content=False, _request_timeout=(5, 25))
+        try:
+            seen[i] = read_lines(resp, expected, deadline_s=20)
+        finally:
+            resp.close()
+            resp.release_conn()
+
+    def writer(w: int) -> None:
+        for j in range(per_writer):
+            v1.create_namespaced_pod(f"ns{w}", pod(f"p{j}", ns=f"ns{w}"), _request_timeout=10)
+            v1.patch_namespaced_pod(f"p{j}", f"ns{w}", {"metadata": {"labels": {"j": str(j)}}},
+                                    _content_type=MERGE, _request_timeout=10)
+
+    watchers = [threading.Thread(target=watcher, args=(i,)) for i in range(3)]
+    for t in watchers:
+        t.start()
+    kubeapi.wait_for_watches(3, "/api/v1/pods")
+    ws = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for t in ws:
+        t.start()
+    for t in ws + watchers:
+        t.join(30)
+    assert not any(t.is_alive() for t in ws + watchers)
+    store_rvs = [int(p["metadata"]["resourceVersion"]) for p in kubeapi.list("pods")]
+    for evs in seen.values():
+        rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in evs]
+        assert len(evs) == expected and rvs == sorted(rvs) and len(set(rvs)) == expected
+        assert [e["type"] for e in evs].count("ADDED") == expected // 2
+        assert set(store_rvs) <= set(rvs)
+    assert len(seen) == 3
+
+
+def test_graceful_pod_deletion_and_eviction_of_terminating_pods(kubeapi):
+    v1 = kubeapi.core_v1
+    kubeapi.store.pod_graceful_delete = True  # a bound pod waits for its (absent) kubelet
+    kubeapi.create(pod("bound", node_name="n1", phase="Running", owner=True))
+    kubeapi.create(pod("pending"))
+    v1.delete_namespaced_pod("pending", NS)
+    assert kubeapi.get("pods", "pending", NS) is None  # never scheduled: deleted at once
+    code, _ = consume(v1.create_namespaced_pod_eviction("bound", NS, {"metadata": {"name": "bound"}},
+                                                        _preload_content=False))
+    assert code == 201
+    terminating = kubeapi.get("pods", "bound", NS)
+    assert terminating["metadata"]["deletionTimestamp"] and terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+    v1.delete_namespaced_pod("bound", NS, grace_period_seconds=0)  # what the kubelet would do
+    assert kubeapi.get("pods", "bound", NS) is None
+
+
 # -- transport --------------------------------------------------------------------------------
 
 def test_tls_with_test_ca_and_kubeconfig(kubeapi_tls):

@@ -186,7 +186,7 @@ class Store:
         ev = Event(int(obj["metadata"]["resourceVersion"]), type_, rt.key, ns, obj, prev)
         self.history.append(ev)
         self._history_rvs.append(ev.rv)
-        if len(self.history) > self.history_size:
+        if len(self.history) > self.history_size + self.history_size // 4:  # trim in batches
             cut = len(self.history) - self.history_size
             self.compacted_rv = max(self.compacted_rv, self.history[cut - 1].rv)
             del self.history[:cut]
