@@ -261,6 +261,7 @@ def stop_kubeapi(handle: KubeAPI) -> None:
 @pytest.fixture
 def kubeapi_factory(tmp_path) -> Iterator[Callable[..., KubeAPI]]:
     handles: list[KubeAPI] = []
+    gc.freeze()  # long-lived objects (client models, modules) out of the way of the collect below
 
     def make(*, tls: bool = False, **options) -> KubeAPI:
         d = tempfile.mkdtemp(dir=tmp_path)
