@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import orjson
 
-from hami_fast.kube.client import ApiError, KubeClient, path_of
+from hami_fast.kube.client import ApiError, KubeClient, TokenBucket, path_of
 
 log = logging.getLogger("hami_fast.events")
 
@@ -90,9 +90,13 @@ class EventSink:
 
 
 def kube_poster(client: KubeClient) -> Callable[[str, bytes], None]:
+    """Events spend their own budget (same QPS/burst), so they never slow a filter or a bind."""
+    bucket = TokenBucket(client.bucket.qps, client.bucket.burst)
+
     def post(namespace: str, body: bytes) -> None:
+        bucket.take()
         try:
-            client.request("POST", path_of("api", "v1", "namespaces", namespace, "events"), body=body)
+            client.request("POST", path_of("api", "v1", "namespaces", namespace, "events"), body=body, limited=False)
         except ApiError as exc:
             if exc.status != 409:
                 raise

@@ -20,7 +20,6 @@ class NotFound(Exception):
 class Writer(Protocol):
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None: ...
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
-    def node_exists(self, node: str) -> bool: ...
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
     def read_lock(self, node: str) -> tuple[str | None, str]: ...
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None: ...
@@ -78,13 +77,6 @@ class KubeWriter:
             if exc.status == 404:
                 raise NotFound(f"failed to get node {node}") from exc
             raise
-
-    def node_exists(self, node: str) -> bool:
-        try:
-            self._node(node)
-            return True
-        except NotFound:
-            return False
 
     def read_lock(self, node: str) -> tuple[str | None, str]:
         meta = self._node(node).get("metadata", {})
@@ -152,9 +144,6 @@ class MemoryWriter:
 
     def pod_exists(self, namespace: str, name: str) -> bool:
         return f"{namespace}/{name}" in self.pods
-
-    def node_exists(self, node: str) -> bool:
-        return node in self.nodes
 
     def read_lock(self, node: str) -> tuple[str | None, str]:
         with self.lock:

@@ -106,8 +106,6 @@ class Scheduler:
             locked = False
             try:
                 pod = self.writer.get_pod(namespace, name)
-                if not self.writer.node_exists(node):
-                    raise NotFound(f"failed to get node {node}")
                 pod_group = bool(((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL))
                 self.locker.acquire(node, namespace, name, pod_group=pod_group)
                 locked = True
