@@ -411,7 +411,7 @@ def test_node_lock_merge_patch_resource_version_precondition(kubeapi):
     release = {"metadata": {"annotations": {"hami.io/mutex.lock": None},
                             "resourceVersion": patched.metadata.resource_version}}
     out = v1.patch_node("n1", release, _content_type=MERGE)
-    assert "hami.io/mutex.lock" not in (out.metadata.annotations or {})
+    assert out.metadata.annotations is None  # emptied maps disappear, as Go's omitempty does
     # a no-op patch does not bump the revision
     again = v1.patch_node("n1", {"metadata": {"annotations": {"hami.io/mutex.lock": None}}}, _content_type=MERGE)
     assert again.metadata.resource_version == out.metadata.resource_version
@@ -669,7 +669,7 @@ def test_injected_failures_delays_and_counts(kubeapi):
         with pytest.raises(ApiException) as e:
             v1.patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, _content_type=MERGE)
         assert e.value.status == 500 and status_of(e.value)["reason"] == "InternalError"
-    assert kubeapi.get("nodes", "n1")["metadata"]["labels"] == {}  # nothing applied
+    assert "labels" not in kubeapi.get("nodes", "n1")["metadata"]  # nothing applied
     v1.patch_node("n1", {"metadata": {"labels": {"a": "1"}}}, _content_type=MERGE)
     with pytest.raises(ApiException) as e:
         v1.read_node("n1")
@@ -788,6 +788,45 @@ def test_graceful_pod_deletion_and_eviction_of_terminating_pods(kubeapi):
     assert terminating["metadata"]["deletionTimestamp"] and terminating["metadata"]["deletionGracePeriodSeconds"] == 30
     v1.delete_namespaced_pod("bound", NS, grace_period_seconds=0)  # what the kubelet would do
     assert kubeapi.get("pods", "bound", NS) is None
+
+
+def test_api_server_restart_keeps_state_and_cuts_watches(kubeapi):
+    v1 = kubeapi.core_v1
+    kubeapi.create(node("n1"))
+    rv = v1.list_node().metadata.resource_version
+    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=30, _preload_content=False,
+                        _request_timeout=(5, 10))
+    kubeapi.wait_for_watches(1)
+    restarting = later(0.2, kubeapi.restart_server, 0.2)
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        read_lines(resp, 10)
+    resp.release_conn()
+    restarting.join(10)
+    assert [n.metadata.name for n in v1.list_node().items] == ["n1"]  # pooled connection re-established
+    kubeapi.create(node("n2"))
+    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False,
+                        _request_timeout=(5, 10))
+    evs = read_lines(resp, 1)
+    resp.close()
+    resp.release_conn()
+    assert evs[0]["type"] == "ADDED" and evs[0]["object"]["metadata"]["name"] == "n2"
+
+
+def test_watch_on_an_object_path(kubeapi):
+    kubeapi.create(node("n1"))
+    kubeapi.create(node("n2"))
+    rv = kubeapi.core_v1.list_node().metadata.resource_version
+    kubeapi.patch("nodes", "n2", {"metadata": {"labels": {"x": "1"}}})
+    kubeapi.patch("nodes", "n1", {"metadata": {"labels": {"x": "1"}}})
+    for path in ("/api/v1/nodes/n1", "/api/v1/watch/nodes/n1"):
+        req = kubeapi.api_client.param_serialize(method="GET", resource_path=path,
+                                                 query_params=[("watch", "1"), ("resourceVersion", rv),
+                                                               ("timeoutSeconds", "1")],
+                                                 auth_settings=["BearerToken"])
+        resp = kubeapi.api_client.call_api(*req, _request_timeout=(5, 10)).response
+        evs = read_lines(resp, 5)
+        resp.release_conn()
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in evs] == [("MODIFIED", "n1")]
 
 
 # -- transport --------------------------------------------------------------------------------

@@ -193,6 +193,10 @@ class KubeAPI:
     def send_bookmarks(self) -> None:
         self.server.send_bookmarks()
 
+    def restart_server(self, downtime: float = 0.0) -> None:
+        """Cut every connection and listen again on the same port with the same state."""
+        self.server.restart(downtime)
+
     def watches(self, path: Any = None) -> list:
         """Open watch connections (each has .record, the request that opened it)."""
         return self.faults.active_watches(path)

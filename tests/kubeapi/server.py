@@ -104,7 +104,7 @@ def route(registry: Registry, method: str, path: str, query: dict) -> Route:
     if sub is not None and sub not in rt.subresources:
         raise NotFoundPath
     if method == "GET":
-        if legacy_watch or (name is None and _truthy(query.get("watch"))):
+        if legacy_watch or _truthy(query.get("watch")):
             verb = "watch"
         else:
             verb = "get" if name else "list"
@@ -387,7 +387,7 @@ class Handler(BaseHTTPRequestHandler):
         store, rt = api.store, r.rt
         match = self._matcher(query)
         ns = r.namespace
-        if r.legacy_watch and r.name:
+        if r.name:  # /watch/.../name, or ?watch=1 on an object's path
             name, base = r.name, match
             match = lambda o: o["metadata"]["name"] == name and (base is None or base(o))  # noqa: E731
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
@@ -536,6 +536,8 @@ class KubeAPIServer:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> "KubeAPIServer":
+        """Listen (again: after stop(), the same port and the same in-memory state)."""
+        self.stopping = False
         self._httpd = _HTTPServer((self.host, self.port), Handler, self, self.ssl_context)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -543,9 +545,12 @@ class KubeAPIServer:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0, *, abrupt: bool = False) -> None:
+        """Stop serving. Open watches end cleanly, or are cut mid-stream with abrupt=True."""
         if self._httpd is None:
             return
+        if abrupt:
+            self.faults.drop_watches()
         self.stopping = True
         self.wake()
         self._httpd.shutdown()
@@ -563,6 +568,13 @@ class KubeAPIServer:
         if self._thread is not None:
             self._thread.join(timeout)
         self._httpd = None
+
+    def restart(self, downtime: float = 0.0) -> None:
+        """Stop (every connection cut), stay down `downtime` seconds, listen again on the same
+        port. Objects, history and resourceVersions survive, as with a restarted kube-apiserver."""
+        self.stop(abrupt=True)
+        time.sleep(downtime)
+        self.start()
 
     def __enter__(self) -> "KubeAPIServer":
         return self.start()

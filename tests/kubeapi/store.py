@@ -136,6 +136,13 @@ def _typed(rt: ResourceType, obj: dict) -> dict:
     return {"kind": rt.kind, "apiVersion": rt.api_version, **rest}
 
 
+def _drop_empty(meta: dict) -> None:
+    """Go's omitempty: an emptied labels/annotations/finalizers/ownerReferences disappears."""
+    for k in ("labels", "annotations", "finalizers", "ownerReferences"):
+        if k in meta and not meta[k]:
+            del meta[k]
+
+
 def _spec_part(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
@@ -316,6 +323,7 @@ class Store:
             meta["generation"] = 1
         if rt.custom and rt.has_status and not keep_system_fields:
             obj.pop("status", None)
+        _drop_empty(meta)
         with self.lock:
             bucket = self._bucket(rt)
             key = (self._ns_key(rt, ns), name)
@@ -387,6 +395,7 @@ class Store:
                     gen = cur_meta.get("generation", 1)
                     meta["generation"] = gen + 1 if _spec_part(new) != _spec_part(cur) else gen
             meta["resourceVersion"] = cur_meta["resourceVersion"]
+            _drop_empty(meta)
             if new == cur:
                 return cur  # a no-op write does not bump the resourceVersion
             if dry_run:
