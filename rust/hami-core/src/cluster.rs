@@ -323,18 +323,19 @@ impl Cluster {
         crate::frag::Workload::typical(self.recent.iter().cloned(), 95.0)
     }
 
-    /// GpuClustering's view of a node: the GPU tags of the pods on it, with counts.
-    pub fn node_gpu_tags(&self, node: &str) -> Vec<(crate::policy::node::GpuTag, u32)> {
-        let mut tags: Vec<(crate::policy::node::GpuTag, u32)> = Vec::new();
-        let Some(gpu_node) = self.nodes.get(node) else { return tags };
-        for rec in self.pods.values().filter(|r| *r.node == *node) {
+    /// GpuClustering's view of the nodes: the GPU tags of the pods on each, with counts (one pass).
+    pub fn gpu_tags_by_node(&self) -> HashMap<&str, Vec<(crate::policy::node::GpuTag, u32)>> {
+        let mut out: HashMap<&str, Vec<(crate::policy::node::GpuTag, u32)>> = HashMap::new();
+        for rec in self.pods.values() {
+            let Some(gpu_node) = self.nodes.get(&rec.node) else { continue };
             let tag = crate::policy::node::live_tag(gpu_node, &rec.footprint);
+            let tags = out.entry(&*rec.node).or_default();
             match tags.iter_mut().find(|(t, _)| *t == tag) {
                 Some(e) => e.1 += 1,
                 None => tags.push((tag, 1)),
             }
         }
-        tags
+        out
     }
 
     fn add_ns_usage(&mut self, record: &PodRecord, sign: i64) {

@@ -357,10 +357,7 @@ mod tests {
             num_gpu: 1,
             gpu_spec: String::new(),
         };
-        let tasks = std::iter::repeat(ty(1))
-            .take(6)
-            .chain(std::iter::repeat(ty(2)).take(3))
-            .chain([ty(3)]);
+        let tasks = std::iter::repeat_n(ty(1), 6).chain(std::iter::repeat_n(ty(2), 3)).chain([ty(3)]);
         let w = Workload::typical(tasks, 80.0);
         assert_eq!(w.types.len(), 2);
         assert!(

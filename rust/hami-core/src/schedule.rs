@@ -230,13 +230,14 @@ fn rescore(cluster: &Cluster, placement: &Placement, scorer: np::Scorer, fits: &
     let mut memo = FragMemo::default();
     let mut scores: Vec<i64> = Vec::with_capacity(fits.len());
     let mut gpus: Vec<Option<usize>> = Vec::with_capacity(fits.len());
+    let tags_by_node = if scorer == np::Scorer::Clustering { cluster.gpu_tags_by_node() } else { Default::default() };
     for ((name, _), node) in fits.iter().zip(nodes) {
         let free = np::live_free_milli(node);
-        let tags = if scorer == np::Scorer::Clustering { cluster.node_gpu_tags(name) } else { Vec::new() };
+        let tags: &[(np::GpuTag, u32)] = tags_by_node.get(*name).map_or(&[], Vec::as_slice);
         let model = node.devices.first().map_or("", |d| d.device_type.as_str());
         let (num_gpu, gpu_milli) = np::live_pod_gpus(&placement.request, node);
         let pod = np::PodShape { cpu_milli: 0, gpu_milli, num_gpu, gpu_spec: "" };
-        let view = np::NodeView { shape: NodeShape { cpu_left: 0, gpu_free: &free, model }, tags: &tags };
+        let view = np::NodeView { shape: NodeShape { cpu_left: 0, gpu_free: &free, model }, tags };
         if workload.types.is_empty() {
             workload.types.push((pod.task_type(), 1.0));
         }
