@@ -261,3 +261,37 @@ def test_default_trace_shape_matches_the_spec():
     assert r["total_gpus"] == 6212
     assert r["typical_types"] == 35, "FGD keeps 35 task types covering 95 % of default's pods"
     assert 10_700 < r["pods"] < 11_000 and 2_600 < r["tuned"] < 2_800
+
+
+# The same policies in the live scheduler (explain = Filter without side effects).
+def _gpu_node(name: str) -> bytes:
+    p = name[-1]
+    devices = [
+        {"id": f"GPU-{p}{i}", "index": i, "count": 10, "devmem": 32768, "devcore": 100, "type": "NVIDIA-Tesla V100-PCIE-32GB", "health": True}
+        for i in range(2)
+    ]
+    return json.dumps({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": json.dumps(devices)}}}).encode()
+
+
+def _vgpu_pod(name: str, mem: int, annotations: dict[str, str] | None = None) -> bytes:
+    return json.dumps(
+        {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
+         "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem)}}}]}}
+    ).encode()  # fmt: skip
+
+
+def test_live_scheduler_accepts_the_simulator_policies():
+    c = _native.Cluster()
+    for n in ("node-a", "node-b"):
+        c.apply(_gpu_node(n))
+    c.apply(_vgpu_pod("old", 1, {"hami.io/vgpu-node": "node-a", "hami.io/vgpu-devices-allocated": "GPU-a0,NVIDIA,16384,0:;"}))
+    half = _vgpu_pod("new", 16384)
+    explain = lambda pod, policy: json.loads(c.explain(pod, 7, node_policy=policy))  # noqa: E731
+    fgd = explain(half, "fgd")
+    assert fgd["node"] == "node-a"
+    assert fgd["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-a0,NVIDIA,16384,0:;", "FGD closes the half-used GPU"
+    assert all(0 <= s <= 100 for s in fgd["scores"].values())
+    assert explain(half, "spread")["node"] == "node-b"
+    assert explain(half, "bestfit")["node"] == "node-a"
+    annotated = _vgpu_pod("new", 16384, {"hami.io/node-scheduler-policy": "fgd"})
+    assert explain(annotated, "spread")["node"] == "node-a", "the pod annotation wins over the flag"
