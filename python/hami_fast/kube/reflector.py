@@ -6,7 +6,6 @@ import logging
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
 
 import urllib3
 
@@ -56,12 +55,10 @@ class Reflector(threading.Thread):
         *,
         page_size: int = 500,
         watch_seconds: int = 300,
-        on_event: Callable[[str, str], None] | None = None,
     ) -> None:
         super().__init__(name=f"reflector-{resource.kind}", daemon=True)
         self.client, self.cluster, self.resource, self.stop_event = client, cluster, resource, stop
         self.page_size, self.watch_seconds = page_size, watch_seconds
-        self.on_event = on_event
         self.stats = ReflectorStats()
 
     def run(self) -> None:
@@ -147,6 +144,4 @@ class Reflector(threading.Thread):
         if error:
             self.stats.bad_objects += 1
             log.warning("ignored object: %s", error, extra={"kind": self.resource.kind, "key": key})
-        if self.on_event and event_type != "BOOKMARK":
-            self.on_event(event_type, key)
         return version

@@ -84,10 +84,6 @@ impl Cluster {
         self.nodes.get(name)
     }
 
-    pub fn nodes(&self) -> impl Iterator<Item = &GpuNode> {
-        self.nodes.values()
-    }
-
     pub fn node_count(&self) -> usize {
         self.nodes.len()
     }

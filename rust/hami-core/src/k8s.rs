@@ -98,78 +98,18 @@ pub struct PodSpec {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct Terminated {
-    pub exit_code: i32,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct ContainerState {
-    pub terminated: Option<Terminated>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct ContainerStatus {
-    pub state: Option<ContainerState>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct PodStatus {
-    #[serde(deserialize_with = "nullable")]
-    pub phase: String,
-    #[serde(deserialize_with = "nullable")]
-    pub init_container_statuses: Vec<ContainerStatus>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct Pod {
     #[serde(deserialize_with = "nullable")]
     pub metadata: ObjectMeta,
     #[serde(deserialize_with = "nullable")]
     pub spec: PodSpec,
-    #[serde(deserialize_with = "nullable")]
-    pub status: PodStatus,
 }
 
 impl Pod {
     pub fn key(&self) -> String {
         format!("{}/{}", self.metadata.namespace, self.metadata.name)
     }
-
-    pub fn is_terminal(&self) -> bool {
-        matches!(self.status.phase.as_str(), "Succeeded" | "Failed")
-    }
-
-    /// Every init container has terminated with exit code 0 (and there is at least one).
-    pub fn init_containers_succeeded(&self) -> bool {
-        !self.spec.init_containers.is_empty()
-            && self.status.init_container_statuses.len() >= self.spec.init_containers.len()
-            && self.status.init_container_statuses.iter().all(|s| {
-                matches!(s.state.as_ref().and_then(|st| st.terminated.as_ref()), Some(t) if t.exit_code == 0)
-            })
-    }
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct NodeStatus {
-    #[serde(deserialize_with = "nullable")]
-    pub allocatable: ResourceList,
-    #[serde(deserialize_with = "nullable")]
-    pub capacity: ResourceList,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Node {
-    #[serde(deserialize_with = "nullable")]
-    pub metadata: ObjectMeta,
-    #[serde(deserialize_with = "nullable")]
-    pub status: NodeStatus,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -179,41 +119,12 @@ pub struct QuotaSpec {
     pub hard: ResourceList,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct ResourceQuota {
-    #[serde(deserialize_with = "nullable")]
-    pub metadata: ObjectMeta,
-    #[serde(deserialize_with = "nullable")]
-    pub spec: QuotaSpec,
-}
-
-/// Top-level view used to dispatch on `kind` without parsing the body twice.
-#[derive(Debug, Deserialize)]
-pub struct AnyObject<'a> {
-    #[serde(default)]
-    pub kind: Option<String>,
-    #[serde(borrow, default)]
-    pub items: Option<Vec<&'a RawValue>>,
-}
-
 #[derive(Debug, Deserialize)]
 pub struct WatchEvent<'a> {
     #[serde(rename = "type")]
     pub event_type: String,
     #[serde(borrow)]
     pub object: &'a RawValue,
-}
-
-/// Identity of any object (or a `Status`, whose `code` matters in watch ERROR events).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ObjectHead {
-    #[serde(deserialize_with = "nullable")]
-    pub kind: String,
-    #[serde(deserialize_with = "nullable")]
-    pub metadata: ObjectMeta,
-    pub code: i32,
 }
 
 impl ObjectMeta {

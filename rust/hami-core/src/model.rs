@@ -1,7 +1,6 @@
 //! Compact engine model: registered GPUs per node, per-device usage, collapsed per-pod usage.
 
 use crate::codec::{self, ContainerDevice, Device};
-use crate::k8s::Node;
 use crate::view::HamiAnnotations;
 use std::collections::BTreeMap;
 
@@ -150,18 +149,6 @@ pub struct GpuNode {
 }
 
 impl GpuNode {
-    pub fn from_node(node: &Node) -> Self {
-        let ann = &node.metadata.annotations;
-        let get = |k: &str| ann.get(k).map(|v| std::borrow::Cow::Borrowed(v.as_str()));
-        let view = HamiAnnotations {
-            register: get(codec::REGISTER_KEY),
-            pair_scores: get(codec::PAIR_SCORE_KEY),
-            cordon: get(codec::DEVICE_CORDON_KEY),
-            ..HamiAnnotations::default()
-        };
-        Self::from_annotations(&node.metadata.name, &view)
-    }
-
     pub fn from_annotations(name: &str, ann: &HamiAnnotations) -> Self {
         let mut out = Self { name: name.to_owned(), ..Self::default() };
         let decoded = match ann.register.as_deref() {
