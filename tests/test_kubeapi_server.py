@@ -306,6 +306,14 @@ def test_forced_410_and_bounded_history(kubeapi_factory):
                         _request_timeout=(5, 10))
     assert read_lines(resp, 1) == []
     resp.release_conn()
+    api.server.watch_gone_as_response = True  # a plain HTTP 410 instead of an ERROR event
+    api.create(node("before-compaction"))
+    api.compact()
+    with pytest.raises(ApiException) as e:
+        v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False)
+    assert e.value.status == 410 and status_of(e.value)["message"].startswith(f"too old resource version: {rv}")
+    api.server.watch_gone_as_response = False
+    rv = v1.list_node().metadata.resource_version
     for i in range(5):  # 5 events > history of 3: rv is now too old
         api.create(node(f"n{i}"))
     resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False,
@@ -703,6 +711,14 @@ def test_injected_failures_delays_and_counts(kubeapi):
     assert kubeapi.count("PATCH", "/api/v1/nodes/n1") == 4
     assert kubeapi.count("get") == 2 and kubeapi.count("list") == 6
     assert [r.status for r in kubeapi.requests("PATCH")] == [500, 500, 200, 500]
+    # a failed watch request is an HTTP error for the client's Watch
+    kubeapi.fail("watch", "/api/v1/nodes", 503, times=1)
+    with pytest.raises(ApiException) as e:
+        for _ in watch.Watch().stream(v1.list_node, timeout_seconds=1, _request_timeout=(5, 10)):
+            pass
+    assert e.value.status == 503
+    assert all(r.duration is not None for r in kubeapi.requests())
+    assert kubeapi.wait_for_requests("watch", "/api/v1/nodes")[0].status == 503
     kubeapi.clear_log()
     assert kubeapi.count() == 0
 

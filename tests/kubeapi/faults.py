@@ -36,6 +36,7 @@ class RequestRecord:
     namespace: str | None = None
     name: str | None = None
     status: int | None = None  # the HTTP status answered (200 for watches that started)
+    duration: float | None = None  # seconds from receipt to the end of the answer (or of the watch)
 
     @property
     def content_type(self) -> str:

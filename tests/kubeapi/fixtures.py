@@ -159,6 +159,14 @@ class KubeAPI:
     def count(self, verb: str | None = None, path: Any = None) -> int:
         return self.faults.count(verb, path)
 
+    def wait_for_requests(self, verb: str | None = None, path: Any = None, n: int = 1,
+                          timeout: float = 5.0) -> list[RequestRecord]:
+        """Block until at least n matching requests have been answered; returns them."""
+        def done():
+            recs = [r for r in self.requests(verb, path) if r.status is not None]
+            return recs if len(recs) >= n else None
+        return wait_for(done, timeout, f"{n} {verb or 'any'} request(s) on {path or '*'}")
+
     def clear_log(self) -> None:
         self.faults.clear_log()
 

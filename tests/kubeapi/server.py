@@ -220,6 +220,7 @@ class Handler(BaseHTTPRequestHandler):
             verb=r.verb if r else "", resource=r.resource if r else "",
             namespace=r.namespace if r else None, name=r.name if r else None))
         self._record = rec
+        started = time.monotonic()
         try:
             if api.token is not None and headers.get("authorization") != f"Bearer {api.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
@@ -251,6 +252,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_error(e)
         except (ConnectionError, BrokenPipeError, socket.timeout):
             self.close_connection = True
+        finally:
+            rec.duration = time.monotonic() - started
 
     # -- verbs ---------------------------------------------------------------------------------
 
