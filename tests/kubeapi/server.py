@@ -451,7 +451,8 @@ class Handler(BaseHTTPRequestHandler):
                         if now >= deadline:
                             ending = "graceful"
                             break
-                        if not api.faults.is_stalled(rec):
+                        stalled = api.faults.is_stalled(rec)
+                        if not stalled:
                             try:
                                 events = store.events_after(last)
                             except ApiError as e:  # fell behind the bounded history
@@ -463,7 +464,7 @@ class Handler(BaseHTTPRequestHandler):
                         if self._client_gone():
                             ending = "abrupt"
                             break
-                        wake = min(deadline, now + 0.5, next_bm if bookmarks else deadline)
+                        wake = min(deadline, now + 0.5, next_bm if bookmarks and not stalled else deadline)
                         store.cond.wait(max(0.0, wake - now))
                 for ev in events:
                     last = ev.rv
