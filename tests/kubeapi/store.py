@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import copy
 import datetime as _dt
 import itertools
 import json
@@ -35,8 +34,21 @@ def now_rfc3339(offset_seconds: float = 0) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+try:  # a product dependency; much faster than json/deepcopy for big objects
+    import orjson as _orjson
+
+    def dumps(obj: Any) -> bytes:
+        return _orjson.dumps(obj)
+
+    def clone(obj: Any) -> Any:
+        """A deep copy of a JSON value."""
+        return _orjson.loads(_orjson.dumps(obj))
+except ImportError:  # pragma: no cover
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def clone(obj: Any) -> Any:
+        return json.loads(json.dumps(obj))
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -295,7 +307,7 @@ class Store:
                dry_run: bool = False) -> dict:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         if obj.get("kind") not in (None, "", rt.kind) or obj.get("apiVersion") not in (None, "", rt.api_version):
             raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the expected "
                               f"API version ({rt.api_version})")
@@ -349,7 +361,7 @@ class Store:
             cur = bucket.get(key)
             if cur is None:
                 raise not_found(rt, name)
-            new = change(copy.deepcopy(cur))
+            new = change(clone(cur))
             if not isinstance(new, dict):
                 raise bad_request("the body of the request was in an unknown format")
             cur_meta, meta = cur["metadata"], _meta(new)
@@ -368,14 +380,14 @@ class Store:
             if not raw and rt.has_status:
                 if subresource == "status":
                     status = new.get("status")
-                    new = copy.deepcopy(cur)
+                    new = clone(cur)
                     if status is None:
                         new.pop("status", None)
                     else:
                         new["status"] = status
                 else:
                     if "status" in cur:
-                        new["status"] = copy.deepcopy(cur["status"])
+                        new["status"] = clone(cur["status"])
                     else:
                         new.pop("status", None)
             new = _typed(rt, new)
@@ -436,7 +448,7 @@ class Store:
                            _details(rt, name))
 
     def _remove(self, rt: ResourceType, key: tuple[str, str], cur: dict) -> dict:
-        gone = copy.deepcopy(cur)
+        gone = clone(cur)
         gone["metadata"]["resourceVersion"] = self._next_rv()
         del self._bucket(rt)[key]
         self._record("DELETED", rt, key[0], gone, cur)
@@ -471,7 +483,7 @@ class Store:
                     return cur, False
                 if grace is None:
                     grace = (cur.get("spec") or {}).get("terminationGracePeriodSeconds", 30) if graceful else 0
-                new = copy.deepcopy(cur)
+                new = clone(cur)
                 new["metadata"]["deletionTimestamp"] = now_rfc3339(grace)
                 new["metadata"]["deletionGracePeriodSeconds"] = grace
                 new["metadata"]["resourceVersion"] = self._next_rv()
