@@ -299,7 +299,7 @@ def test_forced_410_and_bounded_history(kubeapi_factory):
     resp.release_conn()
     api.expire_next_watch(as_response=True)
     with pytest.raises(ApiException) as e:
-        v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False)
+        v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False, _request_timeout=10)
     assert e.value.status == 410 and status_of(e.value)["reason"] == "Expired"
     # fault consumed: the same watch works again
     resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=1, _preload_content=False,
@@ -310,7 +310,7 @@ def test_forced_410_and_bounded_history(kubeapi_factory):
     api.create(node("before-compaction"))
     api.compact()
     with pytest.raises(ApiException) as e:
-        v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False)
+        v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False, _request_timeout=10)
     assert e.value.status == 410 and status_of(e.value)["message"].startswith(f"too old resource version: {rv}")
     api.server.watch_gone_as_response = False
     rv = v1.list_node().metadata.resource_version

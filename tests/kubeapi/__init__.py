@@ -5,7 +5,7 @@
         api.write_kubeconfig("/tmp/kubeconfig")
         ...
 
-See ``kubeapi.fixtures`` for the pytest fixtures and README-style notes in that module.
+See README.md (semantics, fault controls, known gaps) and ``kubeapi.fixtures`` (pytest fixtures).
 """
 
 from .faults import Faults, RequestRecord, Rule

@@ -14,12 +14,11 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import json
-import re
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
-from typing import Any, Callable, Pattern
+from dataclasses import dataclass
+from typing import Any, Callable, Pattern  # Pattern: a compiled re
 
 
 @dataclass

@@ -41,6 +41,7 @@ from . import patch as patchlib
 from . import selectors
 from .faults import RequestRecord
 from .server import KubeAPIServer
+from .store import ApiError
 
 
 class KubeAPI:
@@ -100,7 +101,7 @@ class KubeAPI:
         rt = self.registry.resolve(resource)
         try:
             return copy.deepcopy(self.store.get(rt, namespace, name))
-        except Exception:
+        except ApiError:
             return None
 
     def list(self, resource: str, namespace: str | None = None, *, label_selector: str | None = None,
