@@ -666,6 +666,31 @@ def test_hamipodplacement_custom_resource_and_status(kubeapi):
     assert deleted["metadata"]["name"] == "move-1"
 
 
+def test_hamipodplacement_watch_and_status_precondition(kubeapi):
+    custom = kubeapi.custom
+    group, version, plural = PLACEMENTS
+    rv = custom.list_namespaced_custom_object(group, version, NS, plural)["metadata"]["resourceVersion"]
+    body = {"apiVersion": f"{group}/{version}", "kind": "HamiPodPlacement", "metadata": {"name": "m"},
+            "spec": {"reqID": "r", "podSelector": {"matchLabels": {"app": "x"}}, "nodeName": "n1"}}
+    created = custom.create_namespaced_custom_object(group, version, NS, plural, body)
+    # two consumers race to claim the placement with the same revision: one wins
+    claim = {"status": {"phase": "Completed"}, "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}}
+    custom.patch_namespaced_custom_object_status(group, version, NS, plural, "m", claim)
+    with pytest.raises(ApiException) as e:
+        custom.patch_namespaced_custom_object_status(group, version, NS, plural, "m", claim)
+    assert e.value.status == 409
+    w = watch.Watch()
+    events = []
+    for ev in w.stream(custom.list_namespaced_custom_object, group, version, NS, plural, resource_version=rv,
+                       timeout_seconds=5, _request_timeout=(5, 10)):
+        events.append(ev)
+        if len(events) == 2:
+            w.stop()
+    assert [(e["type"], (e["object"].get("status") or {}).get("phase")) for e in events] == [
+        ("ADDED", None), ("MODIFIED", "Completed")]
+    assert events[0]["object"]["kind"] == "HamiPodPlacement"
+
+
 # -- faults -----------------------------------------------------------------------------------
 
 def test_injected_failures_delays_and_counts(kubeapi):
