@@ -1,0 +1,116 @@
+"""hami-fast serve as its own process, killed with SIGKILL mid-run and restarted: every allocation the
+API server holds is accounted again, none twice. Usage is read from outside, through /metrics."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import defaultdict
+
+import orjson
+
+from kubeapi.fixtures import wait_for
+from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
+from serving import free_port
+
+MIB = 1048576
+
+
+def start(kubeconfig: str, port: int, metrics: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "hami_fast.cli", "serve", "--kubeconfig", kubeconfig, "--http_bind", f"127.0.0.1:{port}",
+           "--metrics-bind-address", f"127.0.0.1:{metrics}", "--kube-qps", "0", "--watch-timeout", "5"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+    except OSError:
+        return 0, b""
+
+
+def post(port: int, route: str, body: dict) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=orjson.dumps(body), method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        return orjson.loads(r.read())
+
+
+def allocated_from_metrics(metrics: int) -> dict[str, int]:
+    text = get(f"http://127.0.0.1:{metrics}/metrics")[1].decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("hami_gpu_memory_allocated_bytes{"):
+            uuid = re.search(r'device_uuid="([^"]+)"', line).group(1)
+            out[uuid] = int(float(line.rsplit(" ", 1)[1])) // MIB
+    return out
+
+
+def allocated_from_api(kubeapi) -> dict[str, int]:
+    totals: dict[str, int] = defaultdict(int)
+    for pod in kubeapi.list("pods"):
+        value = (pod["metadata"].get("annotations") or {}).get("hami.io/vgpu-devices-allocated", "")
+        for device in filter(None, value.replace(";", ":").split(":")):
+            uuid, _, mem, _ = device.split(",")
+            totals[uuid] += int(mem)
+    return dict(totals)
+
+
+def test_sigkill_and_restart_loses_no_allocation(kubeapi) -> None:
+    names = [f"node-{i}" for i in range(3)]
+    for n in names:
+        kubeapi.create(gpu_node(n, gpus=2, memory=16384))
+    pods = [kubeapi.create(gpu_pod(f"p{i}", gpu=1, mem=1000 + 100 * i, cores=5)) for i in range(12)]
+    port, metrics = free_port(), free_port()
+    proc = start(kubeapi.kubeconfig, port, metrics)
+    try:
+        wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz")[0] == 200, 30, "first start ready", interval=0.2)
+        for pod in pods[:8]:
+            node = post(port, "/filter", filter_args(pod, names))["NodeNames"][0]
+            post(port, "/bind", bind_args(pod, node))
+            kubeapi.patch("nodes", node, {"metadata": {"annotations": {"hami.io/mutex.lock": None}}})  # the device plugin's part
+        for pod in pods[8:10]:  # filtered (annotated) but never bound
+            assert post(port, "/filter", filter_args(pod, names))["NodeNames"]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        expected = allocated_from_api(kubeapi)
+        assert sum(expected.values()) == sum(1000 + 100 * i for i in range(10))
+
+        proc = start(kubeapi.kubeconfig, port, metrics)
+        wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz")[0] == 200, 30, "restart ready", interval=0.2)
+        seen = wait_for(lambda: (m := allocated_from_metrics(metrics)) and {k: v for k, v in m.items() if v} or None, 10, "metrics")
+        assert seen == expected
+        # Scheduling continues on top of the recovered state without double-granting.
+        for pod in pods[10:]:
+            assert post(port, "/filter", filter_args(pod, names))["NodeNames"]
+        after = {k: v for k, v in allocated_from_metrics(metrics).items() if v}
+        assert after == allocated_from_api(kubeapi)
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_slow_api_server_still_binds(kubeapi) -> None:
+    kubeapi.create(gpu_node("slow-node"))
+    pod = kubeapi.create(gpu_pod("slow", gpu=1, mem=100))
+    port, metrics = free_port(), free_port()
+    proc = start(kubeapi.kubeconfig, port, metrics)
+    try:
+        wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz")[0] == 200, 30, "ready", interval=0.2)
+        kubeapi.delay("GET", "/api/v1/nodes/slow-node", 1.0, times=2)
+        kubeapi.delay("PATCH", "/api/v1/namespaces/default/pods/slow", 0.5, times=2)
+        start_time = time.monotonic()
+        assert post(port, "/filter", filter_args(pod, ["slow-node"]))["NodeNames"] == ["slow-node"]
+        assert post(port, "/bind", bind_args(pod, "slow-node")) == {"Error": ""}
+        assert time.monotonic() - start_time >= 1.5
+        assert kubeapi.get("pods", "slow", "default")["spec"]["nodeName"] == "slow-node"
+    finally:
+        proc.kill()
+        proc.wait(10)
