@@ -716,13 +716,13 @@ def test_injected_failures_delays_and_counts(kubeapi):
         v1.patch_node("n1", {"metadata": {"labels": {"b": "2"}}}, _content_type=MERGE)
     assert kubeapi.get("nodes", "n1")["metadata"]["labels"] == {"a": "1", "b": "2"}
 
-    kubeapi.delay("GET", "/api/v1/nodes", 0.3, times=1)
+    slow = kubeapi.delay("GET", "/api/v1/nodes", 0.3, times=1)
     t0 = time.monotonic()
     v1.list_node()
     assert time.monotonic() - t0 >= 0.3
-    t0 = time.monotonic()
     v1.list_node()
-    assert time.monotonic() - t0 < 0.3
+    assert slow.hits == 1 and slow.times == 0  # used up
+    assert [r.duration >= 0.3 for r in kubeapi.requests("list", "/api/v1/nodes")][-2:] == [True, False]
 
     # 429 without Retry-After reaches the caller; with Retry-After, urllib3 retries by itself
     kubeapi.fail(None, "/api/v1/namespaces/*/pods", 429, times=1)
