@@ -870,6 +870,20 @@ def test_watch_on_an_object_path(kubeapi):
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in evs] == [("MODIFIED", "n1")]
 
 
+def test_delete_collection_dry_run_and_loopback_only(kubeapi):
+    from kubeapi import KubeAPIServer
+
+    v1 = kubeapi.core_v1
+    for name, app in (("a", "x"), ("b", "x"), ("c", "y")):
+        kubeapi.create(pod(name, labels={"app": app}))
+    dry = v1.create_namespaced_pod(NS, pod("d"), dry_run="All")
+    assert dry.metadata.name == "d" and kubeapi.get("pods", "d", NS) is None
+    v1.delete_collection_namespaced_pod(NS, label_selector="app=x")
+    assert [p["metadata"]["name"] for p in kubeapi.list("pods", NS)] == ["c"]
+    with pytest.raises(ValueError):
+        KubeAPIServer("0.0.0.0")
+
+
 # -- transport --------------------------------------------------------------------------------
 
 def test_tls_with_test_ca_and_kubeconfig(kubeapi_tls):
