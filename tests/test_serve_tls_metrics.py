@@ -67,5 +67,7 @@ def test_metrics_endpoint(tmp_path: Path) -> None:
     assert any(float(line.rsplit(" ", 1)[1]) == 1234 * 1048576 and 'zone="vGPU"' in line and 'device_cores="10"' in line for line in allocated), allocated
     assert 'hami_gpu_memory_limit_bytes{device_index="0"' in text or "hami_gpu_memory_limit_bytes{" in text
     assert 'hami_fast_request_duration_seconds_count{route="filter"} 2.0' in text
+    pod_line = [line for line in text.splitlines() if line.startswith("hami_vgpu_memory_allocated_bytes{") and 'pod="m"' in line]
+    assert len(pod_line) == 1 and 'node="demo-gpu-001"' in pod_line[0] and float(pod_line[0].rsplit(" ", 1)[1]) == 1234 * 1048576
     assert 'hami_fast_filter_node_failures_total{reason="NodeInsufficientDevice"} 1.0' in text
     assert 'hami_fast_filter_results_total{result="scheduled"} 1.0' in text

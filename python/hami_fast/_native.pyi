@@ -49,6 +49,9 @@ class Cluster:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def usage(self) -> bytes:
         """Per-node, per-device usage as JSON (for metrics, the REST API and tests)."""
+    def accounting(self) -> bytes:
+        """``{"pods": [{namespace, name, node, devices: [{uuid, usedmem, usedcores}]}],
+        "quotas": [{namespace, name, resource, limit, used}]}`` as JSON (for metrics)."""
     def node_count(self) -> int: ...
     def pod_count(self) -> int: ...
 

@@ -49,9 +49,28 @@ class UsageCollector:
                 )
                 if d["devmem"] > 0:
                     mem_ratio.add_metric(base, d["usedmem"] / d["devmem"])
+        yield from self._accounting()
         build = GaugeMetricFamily("hami_build_info", "Build information", labels=["version", "revision", "build_date", "go_version", "compiler", "platform"])
         build.add_metric([__version__, "", "", "", "hami-fast (rust+python)", "linux"], 1)
         yield from (mem_limit, core_limit, mem_alloc, shared, core_alloc, overview, mem_ratio, build)
+
+
+    def _accounting(self) -> Iterator[Metric]:
+        accounting = orjson.loads(self.cluster.accounting())
+        pod_labels = ["namespace", "node", "pod", "container_index", "device_uuid", "zone"]
+        vgpu_mem = GaugeMetricFamily("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated to a pod", labels=pod_labels)
+        vgpu_core = GaugeMetricFamily("hami_vgpu_core_allocated_ratio", "vGPU cores allocated to a pod", labels=pod_labels)
+        for pod in accounting["pods"]:
+            for d in pod["devices"]:
+                labels = [pod["namespace"], pod["node"], pod["name"], "0", d["uuid"], "vGPU"]
+                vgpu_mem.add_metric(labels, d["usedmem"] * MIB)
+                vgpu_core.add_metric(labels, d["usedcores"])
+        used = GaugeMetricFamily("hami_resource_quota_used", "vGPU quota used", labels=["namespace", "quota_name", "limit", "zone"])
+        limit = GaugeMetricFamily("hami_resource_quota_limit", "vGPU quota limit", labels=["namespace", "quota_name", "zone"])
+        for q in accounting["quotas"]:
+            used.add_metric([q["namespace"], q["resource"], str(q["limit"]), "vGPU"], q["used"])
+            limit.add_metric([q["namespace"], q["resource"], "vGPU"], q["limit"])
+        yield from (vgpu_mem, vgpu_core, used, limit)
 
 
 class Metrics:

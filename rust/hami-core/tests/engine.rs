@@ -324,6 +324,9 @@ fn quota_limits_memory() {
     assert!(explain(&mut c, &ok, None, None)["node"].is_string());
     let too_big = pod("big", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7001"}));
     assert_eq!(explain(&mut c, &too_big, None, None)["failed"]["node-a"], "2/2 ResourceQuotaNotFit");
+    let accounting: Value = serde_json::from_slice(&c.accounting_json()).unwrap();
+    assert_eq!(accounting["quotas"], json!([{"namespace": "default", "name": "q", "resource": "nvidia.com/gpumem", "limit": 10000, "used": 3000}]));
+    assert_eq!(accounting["pods"][0]["devices"], json!([{"uuid": "GPU-a0", "usedmem": 3000, "usedcores": 30}]));
     c.delete(json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}}).to_string().as_bytes()).unwrap();
     assert!(explain(&mut c, &too_big, None, None)["node"].is_string());
 }

@@ -91,6 +91,11 @@ impl Cluster {
         Ok(PyBytes::new(py, &out))
     }
 
+    fn accounting<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().accounting_json()))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     fn node_count(&self) -> usize {
         self.lock().node_count()
     }
