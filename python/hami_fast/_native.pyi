@@ -98,3 +98,24 @@ def replay(
 def node_frag(cpu_left: int, gpu_free: list[int], model: str, types: list[tuple[int, int, int, str, float]]) -> float:
     """FGD's fragment of one node in milli-GPU: ``Σ share · F(type)`` over task types
     ``(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)``; ``gpu_free`` is free milli per GPU."""
+
+def plan(inputs: list[bytes], options: bytes | None = None, config: bytes | None = None) -> bytes:
+    """Defragmentation plan over Kubernetes objects (each input a List or one Node/Pod, JSON).
+
+    ``options`` is JSON ``{"max_moves": int | null, "max_moves_pct": 5.0, "planner": "drain" | "greedy",
+    "baseline": true}``. Returns ``{"moves": [{"pod": "ns/name", "from": {"node", "gpus"}, "to": {...}}],
+    "before": {"free_whole_gpus", "fragmentation", ...}, "after": {...}, "baseline": {...}, ...}``.
+    Every move is checked with the engine's Fit against the state the earlier moves leave.
+    """
+
+def fragmentation(inputs: list[bytes], config: bytes | None = None) -> bytes:
+    """``{"cluster": {free_whole_gpus, fragmentation, ...}, "nodes": [{node, fragmentation, ...}]}``."""
+
+def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], config: bytes | None = None) -> bytes:
+    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str}``.
+
+    ``gpus`` are ``gpu-N`` (``/suffix`` ignored) or UUIDs; ``pod`` is ``namespace/name``.
+    """
+
+def replay_snapshot(nodes_csv: bytes, pods_csv: bytes, policy: str, arrived_pct: float = 90.0, seed: int = 42, tune: float = 1.3) -> bytes:
+    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``."""

@@ -62,6 +62,18 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     register(sub)
 
 
+def _add_plan(sub: argparse._SubParsersAction) -> None:
+    from hami_fast.descheduler.planner import register
+
+    register(sub)
+
+
+def _add_descheduler(sub: argparse._SubParsersAction) -> None:
+    from hami_fast.descheduler.cli import register
+
+    register(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -69,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_demo(sub)
     _add_simulate(sub)
+    _add_plan(sub)
+    _add_descheduler(sub)
     return parser
 
 

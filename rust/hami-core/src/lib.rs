@@ -8,6 +8,7 @@ pub mod frag;
 pub mod k8s;
 pub mod model;
 pub mod nodes;
+pub mod plan;
 pub mod policy;
 pub mod quantity;
 pub mod replay;

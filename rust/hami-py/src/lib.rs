@@ -193,6 +193,58 @@ fn node_frag(cpu_left: i64, gpu_free: Vec<i64>, model: &str, types: Vec<(i64, i6
     node_frag(&NodeShape { cpu_left, gpu_free: &gpu_free, model }, &workload)
 }
 
+fn config_of(config: Option<&[u8]>) -> Result<hami_core::Config, String> {
+    hami_core::Config::from_json(config.unwrap_or(b""))
+}
+
+/// Defragmentation planner: Kubernetes objects (Lists or single Nodes/Pods, JSON bytes) in,
+/// the plan JSON out (`hami-fast plan`, `POST /api/v1/plan`).
+#[pyfunction]
+#[pyo3(signature = (inputs, options=None, config=None))]
+fn plan<'py>(py: Python<'py>, inputs: Vec<Vec<u8>>, options: Option<&[u8]>, config: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+    let out = run(py, || {
+        let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        hami_core::plan::plan_bytes(&refs, options.unwrap_or(b""), &config_of(config)?)
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Cluster and per-node fragmentation of Kubernetes objects, JSON out.
+#[pyfunction]
+#[pyo3(signature = (inputs, config=None))]
+fn fragmentation<'py>(py: Python<'py>, inputs: Vec<Vec<u8>>, config: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+    let out = run(py, || {
+        let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        hami_core::plan::fragmentation_bytes(&refs, &config_of(config)?)
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// A placement target checked before any eviction: `{"ok", "uuids", "message"}` JSON.
+#[pyfunction]
+#[pyo3(signature = (inputs, pod, node, gpus, config=None))]
+fn validate_target<'py>(py: Python<'py>, inputs: Vec<Vec<u8>>, pod: &str, node: &str, gpus: Vec<String>, config: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+    let out = run(py, || {
+        let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        hami_core::plan::validate_target_bytes(&refs, pod, node, &gpus, &config_of(config)?)
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// A trace replay stopped at `arrived_pct` % of GPU capacity, as a Kubernetes `List` (JSON).
+#[pyfunction]
+#[pyo3(signature = (nodes_csv, pods_csv, policy, arrived_pct=90.0, seed=42, tune=1.3))]
+fn replay_snapshot<'py>(py: Python<'py>, nodes_csv: &[u8], pods_csv: &[u8], policy: &str, arrived_pct: f64, seed: i64, tune: f64) -> PyResult<Bound<'py, PyBytes>> {
+    use hami_core::replay;
+    let out = run(py, || {
+        let text = |name: &str, b: &[u8]| std::str::from_utf8(b).map(str::to_owned).map_err(|_| format!("{name}: not UTF-8 text"));
+        let options = replay::Options { policy: replay::Policy::parse(policy)?, seed, tune, ..replay::Options::default() };
+        let value = replay::snapshot::snapshot_csv("nodes.csv", &text("nodes.csv", nodes_csv)?, "pods.csv", &text("pods.csv", pods_csv)?, options, arrived_pct)?;
+        serde_json::to_vec(&value).map_err(|e| e.to_string())
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -207,5 +259,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_binding_args, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(node_frag, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(fragmentation, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_target, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_snapshot, m)?)?;
     Ok(())
 }

@@ -12,6 +12,7 @@
 pub mod csv;
 mod gocooked;
 pub mod gorand;
+pub mod snapshot;
 
 use crate::codec::{Device, GpuPolicy, PodHints};
 use crate::fit::{fit_pod, host_shortfall, PodContext};

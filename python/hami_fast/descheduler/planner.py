@@ -1,0 +1,94 @@
+"""`hami-fast plan`: the defragmentation planner on a snapshot (or a replayed trace)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from hami_fast import _native
+from hami_fast.manifests import ManifestError, as_list_bytes, load_objects
+
+
+def snapshot_bytes(path: str | Path) -> bytes:
+    """The snapshot file as JSON bytes the engine reads: JSON passes through untouched, YAML is converted."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{path}: {exc.strerror or exc}") from exc
+    if raw.lstrip()[:1] in (b"{", b"["):
+        return raw
+    return as_list_bytes(load_objects(path))
+
+
+def plan(inputs: list[bytes], max_moves: int | None = None, max_moves_pct: float = 5.0, planner: str = "drain", baseline: bool = True) -> dict[str, Any]:
+    options = orjson.dumps({"max_moves": max_moves, "max_moves_pct": max_moves_pct, "planner": planner, "baseline": baseline})
+    return orjson.loads(_native.plan(inputs, options))
+
+
+def render_table(result: dict[str, Any]) -> str:
+    lines = []
+    moves = result["moves"]
+    if moves:
+        rows = [(m["pod"], f"{m['from']['node']}/{','.join(m['from']['gpus'])}", f"{m['to']['node']}/{','.join(m['to']['gpus'])}") for m in moves]
+        w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("POD", "FROM", "TO"))]
+        lines.append(f"{'#':>3}  {'POD':<{w[0]}}  {'FROM':<{w[1]}}  TO")
+        for i, (p, f, t) in enumerate(rows, 1):
+            lines.append(f"{i:>3}  {p:<{w[0]}}  {f:<{w[1]}}  {t}")
+    else:
+        lines.append("no move improves the cluster within the budget")
+    lines.append("")
+    cols = [("before", result["before"]), (result["planner"], result["after"])]
+    if "baseline" in result:
+        cols.append((f"{result['baseline']['planner']} (baseline)", result["baseline"]["after"]))
+    moves_row = ["-", str(len(moves))] + ([str(result["baseline"]["moves"])] if "baseline" in result else [])
+    width = max(len(c[0]) for c in cols) + 2
+    lines.append(f"{'':<26}" + "".join(f"{c[0]:>{width}}" for c in cols))
+    lines.append(f"{'moves':<26}" + "".join(f"{m:>{width}}" for m in moves_row))
+    for key, label in (("free_whole_gpus", "free whole GPUs"), ("fragmentation", "fragmentation (GPUs)"), ("fragmentation_pct_of_idle", "fragmentation % of idle")):
+        lines.append(f"{label:<26}" + "".join(f"{c[1][key]:>{width}}" for c in cols))
+    lines.append("")
+    lines.append(f"{result['pods']} GPU pods ({result['movable_pods']} movable) on {result['nodes']} nodes; budget {result['max_moves']} moves; planned in {result['elapsed_ms']:.1f} ms")
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="defragmentation plan (dry run) for a cluster snapshot")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--snapshot", help="Kubernetes List of Nodes and Pods (JSON or YAML), e.g. kubectl get nodes,pods -A -o json")
+    src.add_argument("--replay", metavar="NODES_CSV,PODS_CSV", help="build the snapshot by replaying a trace (openb CSVs) to --arrived %%")
+    p.add_argument("--policy", default="spread", help="node policy of --replay (default spread)")
+    p.add_argument("--arrived", type=float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--save-snapshot", help="write the replayed snapshot (JSON) here")
+    p.add_argument("--max-moves", type=int, default=None, help="move budget (default: 5%% of GPU pods)")
+    p.add_argument("--planner", choices=["drain", "greedy"], default="drain")
+    p.add_argument("--no-baseline", action="store_true", help="skip the greedy baseline beside the plan")
+    p.add_argument("--output", choices=["json", "table"], default="table")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.snapshot:
+            inputs = [snapshot_bytes(args.snapshot)]
+        else:
+            nodes, _, pods = args.replay.partition(",")
+            if not pods:
+                raise ValueError("--replay wants NODES_CSV,PODS_CSV")
+            snap = _native.replay_snapshot(Path(nodes).read_bytes(), Path(pods).read_bytes(), args.policy, args.arrived, args.seed)
+            if args.save_snapshot:
+                Path(args.save_snapshot).write_bytes(snap)
+            inputs = [snap]
+        try:
+            result = plan(inputs, args.max_moves, planner=args.planner, baseline=not args.no_baseline)
+        except _native.EngineError as exc:
+            raise ValueError(f"{args.snapshot or args.replay}: {exc}") from exc
+        if args.output == "json":
+            sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            print(render_table(result))
+        return 0
+
+    p.set_defaults(func=run)

@@ -1,0 +1,130 @@
+"""Pinning webhook: a hami-scheduler pod whose labels match a validated, unclaimed placement gets a
+required node affinity on the target node and `nvidia.com/use-gpuuuid` with the target UUIDs.
+
+A placement is claimed before the patch is returned, by a status write carrying the placement's
+resourceVersion: of several pods created at once (in this process or in other replicas), exactly
+one wins; the others are admitted unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from typing import Any
+
+import orjson
+
+from hami_fast.descheduler import kube as k
+from hami_fast.kube.client import ApiError, KubeClient
+
+log = logging.getLogger("hami_fast.descheduler.webhook")
+
+OPEN_PHASES = ("Pending", "DeletingOldPod")
+
+
+def labels_match(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    want = ((selector or {}).get("matchLabels")) or {}
+    return bool(want) and all(labels.get(key) == value for key, value in want.items())
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def pin_patch(pod: dict[str, Any], placement: dict[str, Any]) -> list[dict[str, Any]]:
+    """JSON Patch: stamp annotations, use-gpuuuid, and a required node affinity on the target node."""
+    spec, status = placement.get("spec") or {}, placement.get("status") or {}
+    meta = placement["metadata"]
+    uuids = status.get("resolvedUUIDs") or []
+    node = spec["nodeName"]
+    ops: list[dict[str, Any]] = []
+    annotations = {
+        k.USE_UUID: ",".join(uuids),
+        k.STAMP_NAME: f"{meta['namespace']}/{meta['name']}",
+        k.STAMP_REQ_ID: str(spec.get("reqID", "")),
+        k.STAMP_TARGET: f"{node}/{','.join(uuids)}",
+    }
+    if not (pod.get("metadata") or {}).get("annotations"):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
+    else:
+        ops += [{"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value} for key, value in annotations.items()]
+    requirement = {"key": "metadata.name", "operator": "In", "values": [node]}
+    term = {"matchFields": [requirement]}
+    pod_spec = pod.get("spec") or {}
+    affinity = pod_spec.get("affinity")
+    required = {"nodeSelectorTerms": [term]}
+    if not affinity:
+        ops.append({"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}})
+    elif not affinity.get("nodeAffinity"):
+        ops.append({"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {"requiredDuringSchedulingIgnoredDuringExecution": required}})
+    elif not affinity["nodeAffinity"].get("requiredDuringSchedulingIgnoredDuringExecution"):
+        ops.append({"op": "add", "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", "value": required})
+    else:
+        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].get("nodeSelectorTerms") or []
+        base = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
+        if not terms:
+            ops.append({"op": "add", "path": base, "value": [term]})
+        for i, t in enumerate(terms):
+            if t.get("matchFields"):
+                ops.append({"op": "add", "path": f"{base}/{i}/matchFields/-", "value": requirement})
+            else:
+                ops.append({"op": "add", "path": f"{base}/{i}/matchFields", "value": [requirement]})
+    return ops
+
+
+class Pinner:
+    def __init__(self, client: KubeClient | None, scheduler_name: str = k.SCHEDULER_NAME) -> None:
+        self.client, self.scheduler_name = client, scheduler_name
+        self.lock = threading.Lock()
+
+    def admit(self, body: bytes) -> bytes:
+        try:
+            review = orjson.loads(body)
+            request = review["request"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                 "response": {"uid": "", "allowed": True, "warnings": [f"unreadable AdmissionReview: {exc}"]}})
+        response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+        try:
+            patch = self.pin(request)
+        except ApiError as exc:  # never block pod creation (failurePolicy Ignore semantics)
+            log.warning("pinning skipped: %s", exc)
+            patch = None
+        if patch:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+        return orjson.dumps({"apiVersion": review.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview", "response": response})
+
+    def pin(self, request: dict[str, Any]) -> list[dict[str, Any]] | None:
+        pod = request.get("object") or {}
+        if request.get("operation", "CREATE") != "CREATE" or (request.get("kind") or {}).get("kind", "Pod") != "Pod":
+            return None
+        if (pod.get("spec") or {}).get("schedulerName") != self.scheduler_name or self.client is None:
+            return None
+        if request.get("dryRun"):
+            return None
+        meta = pod.get("metadata") or {}
+        namespace = request.get("namespace") or meta.get("namespace") or "default"
+        labels = meta.get("labels") or {}
+        with self.lock:
+            candidates = [p for p in k.list_placements(self.client, namespace)
+                          if (p.get("status") or {}).get("phase") in OPEN_PHASES
+                          and not (p.get("status") or {}).get("claimedBy")
+                          and (p.get("status") or {}).get("resolvedUUIDs")
+                          and labels_match((p.get("spec") or {}).get("podSelector"), labels)]
+            candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+            for placement in candidates:
+                status = placement.setdefault("status", {})
+                stamp = k.now_rfc3339()
+                status["claimedBy"] = {"podName": meta.get("name") or "", "generateName": meta.get("generateName") or "", "claimedAt": stamp}
+                status["consumedAt"] = stamp
+                try:
+                    claimed = k.put_status(self.client, placement)
+                except ApiError as exc:
+                    if exc.status == 409:
+                        continue  # another pod or replica claimed it first
+                    raise
+                log.info("pinned pod to placement", extra={"placement": f"{namespace}/{placement['metadata']['name']}"})
+                return pin_patch(pod, claimed)
+        return None

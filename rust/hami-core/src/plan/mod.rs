@@ -1,0 +1,806 @@
+//! Defragmentation planner (the GPU descheduler's): from a cluster snapshot, a sequence of pod
+//! moves that frees whole GPUs and lowers FGD's fragmentation, within a move budget.
+//!
+//! Every move is checked with the engine's own Fit ([`fit_pod`]) against the state left by the
+//! moves before it, with the moved pod's old copy released and the target GPUs whitelisted
+//! exactly as the pinning webhook will whitelist them (`nvidia.com/use-gpuuuid`): a move that
+//! the planner emits is a move HAMi's Filter accepts at the moment it runs. Fragmentation is
+//! [`crate::frag`]'s measure on the live view of GPUs ([`np::live_free_milli`]) against the
+//! snapshot's own workload ([`np::live_task_type`] of its pods), as the live FGD policy uses it.
+//!
+//! Two planners share this state: `drain` (empty the cheapest partly used GPUs first, then
+//! polish with single fragmentation-lowering moves) and `greedy` (the baseline: single moves
+//! only, each taken when it lowers the fragment).
+
+#[cfg(test)]
+mod tests;
+
+use crate::cluster::Cluster;
+use crate::codec::{GpuPolicy, PodHints};
+use crate::config::Config;
+use crate::fit::{fit_pod, PodContext};
+use crate::frag::{FragMemo, NodeShape, Workload, MILLI};
+use crate::k8s::{nullable, Pod};
+use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, CORDONED, HEALTHY};
+use crate::policy::node as np;
+use crate::request::PodRequest;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Annotation that keeps a pod out of every plan (any value but "false").
+pub const SKIP_ANNOTATION: &str = "hami.io/descheduler-skip";
+/// sig-descheduler's opt-out, honoured as well.
+pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct OwnerRef {
+    #[serde(deserialize_with = "nullable")]
+    kind: String,
+    #[serde(deserialize_with = "nullable")]
+    name: String,
+    controller: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct OwnerMeta {
+    #[serde(deserialize_with = "nullable")]
+    owner_references: Vec<OwnerRef>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct OwnerView {
+    #[serde(deserialize_with = "nullable")]
+    metadata: OwnerMeta,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Envelope<'a> {
+    #[serde(deserialize_with = "nullable")]
+    kind: String,
+    #[serde(borrow)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+/// A pod that holds GPUs in the snapshot.
+#[derive(Debug, Clone)]
+pub struct PlanPod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    /// The controlling owner (kind, name), if any.
+    pub owner: Option<(String, String)>,
+    pub node: usize,
+    pub footprint: Vec<Collapsed>,
+    pub request: PodRequest,
+    pub hints: PodHints,
+    pub gpu_policy: GpuPolicy,
+    /// Why the planner may not move it (`None`: movable).
+    pub blocked: Option<String>,
+}
+
+impl PlanPod {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Nodes (with usage) and GPU-holding pods: the planner's working state.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub nodes: Vec<GpuNode>,
+    pub index: HashMap<String, usize>,
+    pub pods: Vec<PlanPod>,
+    pub workload: Workload,
+}
+
+/// Whether a pod may be evicted and recreated elsewhere, or why not.
+fn movable(pod: &Pod, owner: &Option<(String, String)>, request: &PodRequest) -> Option<String> {
+    let ann = &pod.metadata.annotations;
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Some("terminating".into());
+    }
+    if ann.get(SKIP_ANNOTATION).is_some_and(|v| v != "false") || ann.contains_key(PREFER_NO_EVICTION) {
+        return Some(format!("opted out ({SKIP_ANNOTATION} or {PREFER_NO_EVICTION})"));
+    }
+    match owner {
+        None => return Some("bare pod (no controller owner): it would not be recreated".into()),
+        Some((kind, _)) if kind == "DaemonSet" || kind == "Node" => return Some(format!("{kind} pod")),
+        _ => {}
+    }
+    if request.is_empty() {
+        return Some("its spec requests no vGPU resource".into());
+    }
+    if !matches!(pod.status.phase.as_str(), "Running" | "Pending" | "") {
+        return Some(format!("phase {}", pod.status.phase));
+    }
+    None
+}
+
+impl Snapshot {
+    /// Builds the state from Kubernetes objects: each input is a `List` (e.g. `kubectl get
+    /// nodes,pods -o json`) or a single Node / Pod, JSON bytes.
+    pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self, String> {
+        let mut cluster = Cluster::new(config.clone());
+        let mut pods: Vec<(Pod, Option<(String, String)>)> = Vec::new();
+        for (n, bytes) in inputs.iter().enumerate() {
+            let env: Envelope = serde_json::from_slice(bytes).map_err(|e| format!("snapshot input {n}: decode: {e}"))?;
+            let items: Vec<(&[u8], bool)> = match &env.items {
+                Some(items) => {
+                    let pod_list = env.kind == "PodList";
+                    items.iter().map(|r| (r.get().as_bytes(), pod_list)).collect()
+                }
+                None => vec![(*bytes, false)],
+            };
+            for (item, pod_list) in items {
+                let head: Envelope = serde_json::from_slice(item).unwrap_or_default();
+                let is_pod = head.kind == "Pod" || (head.kind.is_empty() && pod_list);
+                if is_pod && head.kind.is_empty() {
+                    let mut value: serde_json::Value = serde_json::from_slice(item).map_err(|e| e.to_string())?;
+                    value["kind"] = "Pod".into();
+                    cluster.apply(value.to_string().as_bytes())?;
+                } else if !head.kind.is_empty() {
+                    cluster.apply(item)?;
+                }
+                if is_pod {
+                    let pod: Pod = serde_json::from_slice(item).map_err(|e| format!("snapshot Pod: {e}"))?;
+                    let owners: OwnerView = serde_json::from_slice(item).unwrap_or_default();
+                    let owner = owners
+                        .metadata
+                        .owner_references
+                        .into_iter()
+                        .find(|o| o.controller == Some(true))
+                        .map(|o| (o.kind, o.name));
+                    pods.push((pod, owner));
+                }
+            }
+        }
+        let mut nodes: Vec<GpuNode> = cluster.nodes().cloned().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        let mut out = Vec::new();
+        for (pod, owner) in pods {
+            let key = crate::cluster::pod_key(&pod);
+            let Some(record) = cluster.pod(&key) else { continue };
+            let Some(&node) = index.get(&*record.node) else { continue };
+            let request = PodRequest::from_pod(&pod, config);
+            let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
+            let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
+            let blocked = movable(&pod, &owner, &request);
+            out.push(PlanPod {
+                namespace: pod.metadata.namespace.clone(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+                labels: pod.metadata.labels.clone(),
+                owner,
+                node,
+                footprint: record.footprint.to_vec(),
+                request,
+                hints,
+                gpu_policy,
+                blocked,
+            });
+        }
+        out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let workload = Workload::typical(out.iter().filter_map(|p| np::live_task_type(&nodes[p.node], &p.footprint)), 95.0);
+        Ok(Self { nodes, index, pods: out, workload })
+    }
+
+    /// Cluster-level measures.
+    pub fn measures(&self) -> Measures {
+        let mut memo = FragMemo::default();
+        let frags: Vec<f64> = self.nodes.iter().map(|n| node_frag(n, &self.workload, &mut memo)).collect();
+        self.measures_with(&frags)
+    }
+
+    fn measures_with(&self, frags: &[f64]) -> Measures {
+        let (mut gpus, mut healthy, mut free) = (0usize, 0usize, 0usize);
+        let mut idle_milli = 0i64;
+        for n in &self.nodes {
+            let free_milli = np::live_free_milli(n);
+            for (i, d) in n.hot.iter().enumerate() {
+                gpus += 1;
+                if d.has(HEALTHY) {
+                    healthy += 1;
+                    idle_milli += free_milli[i];
+                    if is_whole_free(&n.usage[i]) && !d.has(CORDONED) {
+                        free += 1;
+                    }
+                }
+            }
+        }
+        let frag: f64 = frags.iter().sum();
+        Measures {
+            free_whole_gpus: free,
+            fragmentation: round3(frag / MILLI as f64),
+            fragmentation_pct_of_idle: if idle_milli > 0 { round3(100.0 * frag / idle_milli as f64) } else { 0.0 },
+            gpus,
+            healthy_gpus: healthy,
+        }
+    }
+
+    /// Per-node measures (for `/api/v1/fragmentation`).
+    pub fn node_measures(&self) -> Vec<NodeMeasure> {
+        let mut memo = FragMemo::default();
+        self.nodes
+            .iter()
+            .map(|n| NodeMeasure {
+                node: n.name.clone(),
+                registered: n.is_registered(),
+                gpus: n.devices.len(),
+                free_whole_gpus: n.usage.iter().zip(&n.hot).filter(|(u, h)| is_whole_free(u) && h.has(HEALTHY) && !h.has(CORDONED)).count(),
+                partly_used_gpus: n.usage.iter().filter(|u| !is_whole_free(u)).count(),
+                fragmentation: round3(node_frag(n, &self.workload, &mut memo) / MILLI as f64),
+                free_milli: np::live_free_milli(n),
+            })
+            .collect()
+    }
+}
+
+fn is_whole_free(u: &DeviceUsage) -> bool {
+    u.used == 0 && u.usedmem == 0 && u.usedcores == 0
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn node_model(n: &GpuNode) -> &str {
+    n.devices.first().map_or("", |d| d.device_type.as_str())
+}
+
+fn node_frag(n: &GpuNode, workload: &Workload, memo: &mut FragMemo) -> f64 {
+    let free = np::live_free_milli(n);
+    memo.frag(&NodeShape { cpu_left: 0, gpu_free: &free, model: node_model(n) }, workload)
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Measures {
+    pub free_whole_gpus: usize,
+    /// FGD's expected unusable GPU capacity, in GPUs.
+    pub fragmentation: f64,
+    pub fragmentation_pct_of_idle: f64,
+    pub gpus: usize,
+    pub healthy_gpus: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeMeasure {
+    pub node: String,
+    pub registered: bool,
+    pub gpus: usize,
+    pub free_whole_gpus: usize,
+    pub partly_used_gpus: usize,
+    pub fragmentation: f64,
+    pub free_milli: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Place {
+    pub node: String,
+    pub gpus: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Move {
+    pub pod: String,
+    pub from: Place,
+    pub to: Place,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    Drain,
+    Greedy,
+}
+
+impl Strategy {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "drain" => Ok(Self::Drain),
+            "greedy" => Ok(Self::Greedy),
+            other => Err(format!("unknown planner {other:?} (want drain or greedy)")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanResult {
+    pub planner: &'static str,
+    pub moves: Vec<Move>,
+    pub before: Measures,
+    pub after: Measures,
+    pub elapsed_ms: f64,
+}
+
+/// The working state of one planning run.
+struct Planner<'s> {
+    s: &'s mut Snapshot,
+    memo: FragMemo,
+    frags: Vec<f64>,
+    moved: HashSet<usize>,
+    moves: Vec<Move>,
+    budget: usize,
+    /// Pods per (node, device).
+    on_gpu: HashMap<(usize, usize), Vec<usize>>,
+}
+
+/// Per-GPU demand of a pod: (GPU count, memory, cores) per device, the largest entry.
+fn demand(p: &PlanPod) -> (usize, i64, i64) {
+    let mem = p.footprint.iter().map(|c| c.mem).max().unwrap_or(0);
+    let cores = p.footprint.iter().map(|c| c.cores).max().unwrap_or(0);
+    (p.footprint.len(), mem, cores)
+}
+
+impl<'s> Planner<'s> {
+    fn new(s: &'s mut Snapshot, budget: usize) -> Self {
+        let mut memo = FragMemo::default();
+        let frags = s.nodes.iter().map(|n| node_frag(n, &s.workload, &mut memo)).collect();
+        let mut on_gpu: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+        for (pi, p) in s.pods.iter().enumerate() {
+            for c in &p.footprint {
+                if let Some(d) = s.nodes[p.node].device_index(&c.uuid) {
+                    on_gpu.entry((p.node, d)).or_default().push(pi);
+                }
+            }
+        }
+        Self { s, memo, frags, moved: HashSet::new(), moves: Vec::new(), budget, on_gpu }
+    }
+
+    fn refresh_frag(&mut self, node: usize) {
+        self.frags[node] = node_frag(&self.s.nodes[node], &self.s.workload, &mut self.memo);
+    }
+
+    fn index_pod(&mut self, pi: usize, add: bool) {
+        let p = &self.s.pods[pi];
+        for c in &p.footprint {
+            if let Some(d) = self.s.nodes[p.node].device_index(&c.uuid) {
+                let list = self.on_gpu.entry((p.node, d)).or_default();
+                if add {
+                    list.push(pi);
+                } else {
+                    list.retain(|&x| x != pi);
+                }
+            }
+        }
+    }
+
+    fn lift(&mut self, pi: usize) {
+        self.index_pod(pi, false);
+        let p = &self.s.pods[pi];
+        self.s.nodes[p.node].account(&p.footprint, -1);
+    }
+
+    fn land(&mut self, pi: usize, node: usize, footprint: Vec<Collapsed>) {
+        self.s.nodes[node].account(&footprint, 1);
+        let p = &mut self.s.pods[pi];
+        p.node = node;
+        p.footprint = footprint;
+        self.index_pod(pi, true);
+    }
+
+    /// Target nodes ranked by the estimated fragment change of placing the pod there (best
+    /// fit on the allowed GPUs), cheapest first; only nodes with enough allowed GPUs.
+    fn rank_targets(&mut self, pi: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool) -> Vec<(f64, i64, usize)> {
+        let p = &self.s.pods[pi];
+        let (k, mem, cores) = demand(p);
+        let mut out = Vec::new();
+        let mut fits: Vec<(i64, usize)> = Vec::with_capacity(16);
+        for (t, n) in self.s.nodes.iter().enumerate() {
+            if !n.is_registered() || n.devices.len() < k {
+                continue;
+            }
+            fits.clear();
+            for (d, (h, u)) in n.hot.iter().zip(&n.usage).enumerate() {
+                if !h.has(HEALTHY) || h.has(CORDONED) || !allowed(t, d, n) {
+                    continue;
+                }
+                let free_mem = i64::from(h.devmem) - u.usedmem;
+                if free_mem < mem || i64::from(h.devcore) - u.usedcores < cores || u.used >= i64::from(h.count) {
+                    continue;
+                }
+                if (cores >= 100 && u.used > 0) || u.usedcores >= 100 {
+                    continue;
+                }
+                if !p.hints.type_allowed(&n.devices[d].device_type.to_uppercase()) || !p.hints.uuid_allowed(&n.devices[d].id) {
+                    continue;
+                }
+                fits.push((free_mem - mem, d));
+            }
+            if fits.len() < k {
+                continue;
+            }
+            fits.sort_unstable();
+            let mut free = np::live_free_milli(n);
+            let mut leftover = 0;
+            for &(left, d) in fits.iter().take(k) {
+                let devmem = i64::from(n.hot[d].devmem).max(1);
+                free[d] = (left.max(0) * MILLI) / devmem;
+                leftover += left;
+            }
+            let after = self.memo.frag(&NodeShape { cpu_left: 0, gpu_free: &free, model: node_model(n) }, &self.s.workload);
+            out.push((after - self.frags[t], leftover, t));
+        }
+        out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        out
+    }
+
+    /// The engine's Fit of the (lifted) pod on node `t`, restricted to the allowed GPUs, the
+    /// tightest first. Returns the new footprint.
+    fn fit_on(&self, pi: usize, t: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool) -> Option<Vec<Collapsed>> {
+        let p = &self.s.pods[pi];
+        let n = &self.s.nodes[t];
+        let mut hints = p.hints.clone();
+        hints.use_uuids = n
+            .devices
+            .iter()
+            .enumerate()
+            .filter(|(d, dev)| allowed(t, *d, n) && p.hints.uuid_allowed(&dev.id))
+            .map(|(_, dev)| dev.id.clone())
+            .collect();
+        if hints.use_uuids.is_empty() {
+            return None;
+        }
+        hints.nouse_uuids.clear();
+        let prefer = |node: &GpuNode, usage: &[DeviceUsage]| {
+            let mut order: Vec<usize> = (0..node.devices.len()).collect();
+            order.sort_by_key(|&d| (i64::from(node.hot[d].devmem) - usage[d].usedmem, d));
+            Some(order)
+        };
+        let ctx = PodContext { request: &p.request, hints: &hints, gpu_policy: &p.gpu_policy, quota: None, device_preference: Some(&prefer) };
+        let fit = fit_pod(n, &ctx).ok()?;
+        Some(collapse(&fit.slots, p.request.init_count, false))
+    }
+
+    fn place_of(&self, node: usize, footprint: &[Collapsed]) -> Place {
+        Place { node: self.s.nodes[node].name.clone(), gpus: footprint.iter().map(|c| c.uuid.to_string()).collect() }
+    }
+
+    /// Moves a lifted pod to the best target the Fit accepts; returns (target, old node, old footprint).
+    fn relocate(&mut self, pi: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool, max_delta: f64) -> Option<(usize, Vec<Collapsed>)> {
+        let ranked = self.rank_targets(pi, allowed);
+        for &(delta, _, t) in ranked.iter().take(8) {
+            if delta > max_delta {
+                break;
+            }
+            if let Some(fp) = self.fit_on(pi, t, allowed) {
+                let p = &self.s.pods[pi];
+                if t == p.node && fp.iter().map(|c| &c.uuid).eq(p.footprint.iter().map(|c| &c.uuid)) {
+                    continue;
+                }
+                return Some((t, fp));
+            }
+        }
+        None
+    }
+
+    fn record_move(&mut self, pi: usize, from_node: usize, from_fp: &[Collapsed]) {
+        let p = &self.s.pods[pi];
+        let mv = Move { pod: p.key(), from: self.place_of(from_node, from_fp), to: self.place_of(p.node, &p.footprint) };
+        self.moves.push(mv);
+        self.moved.insert(pi);
+    }
+
+    /// Empties partly used GPUs, cheapest (fewest pods, least memory) first.
+    fn drain(&mut self) {
+        let mut cands: Vec<(usize, i64, usize, usize)> = Vec::new();
+        for (&(n, d), pods) in &self.on_gpu {
+            let h = &self.s.nodes[n].hot[d];
+            if pods.is_empty() || !h.has(HEALTHY) || h.has(CORDONED) {
+                continue;
+            }
+            if pods.iter().any(|&pi| self.s.pods[pi].blocked.is_some()) {
+                continue;
+            }
+            // A GPU is worth draining when its pods leave the rest of their GPUs no fuller.
+            cands.push((pods.len(), self.s.nodes[n].usage[d].usedmem, n, d));
+        }
+        cands.sort_unstable();
+        for (_, _, n, d) in cands {
+            if self.moves.len() >= self.budget {
+                break;
+            }
+            let pods: Vec<usize> = self.on_gpu.get(&(n, d)).cloned().unwrap_or_default();
+            if pods.is_empty() || self.moves.len() + pods.len() > self.budget || pods.iter().any(|pi| self.moved.contains(pi)) {
+                continue;
+            }
+            if pods.iter().any(|&pi| self.s.pods[pi].blocked.is_some()) {
+                continue;
+            }
+            let mut order = pods.clone();
+            order.sort_by_key(|&pi| std::cmp::Reverse(demand(&self.s.pods[pi]).1));
+            // Targets: partly used GPUs other than the ones being drained; whole free GPUs stay free.
+            let allowed = move |t: usize, dev: usize, node: &GpuNode| (t, dev) != (n, d) && !is_whole_free(&node.usage[dev]);
+            let mut done: Vec<(usize, usize, Vec<Collapsed>)> = Vec::new();
+            let mut ok = true;
+            for &pi in &order {
+                self.lift(pi);
+                match self.relocate(pi, &allowed, f64::INFINITY) {
+                    Some((t, fp)) => {
+                        let (from, old) = (self.s.pods[pi].node, self.s.pods[pi].footprint.clone());
+                        self.land(pi, t, fp);
+                        done.push((pi, from, old));
+                    }
+                    None => {
+                        let (from, old) = (self.s.pods[pi].node, self.s.pods[pi].footprint.clone());
+                        self.land(pi, from, old);
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if !ok || !is_whole_free(&self.s.nodes[n].usage[d]) {
+                for (pi, from, old) in done.into_iter().rev() {
+                    self.lift(pi);
+                    self.land(pi, from, old);
+                }
+                continue;
+            }
+            let mut touched: Vec<usize> = vec![n];
+            for (pi, from, old) in done {
+                touched.push(self.s.pods[pi].node);
+                self.record_move(pi, from, &old);
+            }
+            touched.sort_unstable();
+            touched.dedup();
+            for t in touched {
+                self.refresh_frag(t);
+            }
+        }
+    }
+
+    /// Single moves onto partly used GPUs, each taken when it lowers the cluster fragment;
+    /// pods on the most fragmented nodes first.
+    fn greedy(&mut self) {
+        let mut order: Vec<usize> = (0..self.s.pods.len()).filter(|pi| self.s.pods[*pi].blocked.is_none()).collect();
+        order.sort_by(|&a, &b| {
+            let (na, nb) = (self.s.pods[a].node, self.s.pods[b].node);
+            self.frags[nb].total_cmp(&self.frags[na]).then(a.cmp(&b))
+        });
+        // Whole free GPUs stay free: filling one to lower the fragment would undo the point.
+        let any = |_: usize, dev: usize, node: &GpuNode| !is_whole_free(&node.usage[dev]);
+        for pi in order {
+            if self.moves.len() >= self.budget {
+                break;
+            }
+            if self.moved.contains(&pi) {
+                continue;
+            }
+            let src = self.s.pods[pi].node;
+            let before_src = self.frags[src];
+            self.lift(pi);
+            let lifted_src = node_frag(&self.s.nodes[src], &self.s.workload, &mut self.memo);
+            let saved = self.frags[src];
+            self.frags[src] = lifted_src;
+            let gain = lifted_src - before_src;
+            let threshold = -gain - 1.0;
+            let target = self.relocate(pi, &any, threshold);
+            self.frags[src] = saved;
+            let old = self.s.pods[pi].footprint.clone();
+            match target {
+                Some((t, fp)) => {
+                    self.land(pi, t, fp);
+                    let total_before = self.frags[src] + if t != src { self.frags[t] } else { 0.0 };
+                    let after_src = node_frag(&self.s.nodes[src], &self.s.workload, &mut self.memo);
+                    let after_t = if t != src { node_frag(&self.s.nodes[t], &self.s.workload, &mut self.memo) } else { 0.0 };
+                    if after_src + after_t < total_before - 1.0 {
+                        self.refresh_frag(src);
+                        self.refresh_frag(t);
+                        self.record_move(pi, src, &old);
+                    } else {
+                        self.lift(pi);
+                        self.land(pi, src, old);
+                    }
+                }
+                None => self.land(pi, src, old),
+            }
+        }
+    }
+}
+
+/// Plans on a copy of the snapshot; `budget` = the most moves.
+pub fn plan(snapshot: &Snapshot, budget: usize, strategy: Strategy) -> PlanResult {
+    let start = std::time::Instant::now();
+    let mut work = snapshot.clone();
+    let mut planner = Planner::new(&mut work, budget);
+    let before = planner.s.measures_with(&planner.frags);
+    match strategy {
+        Strategy::Drain => {
+            planner.drain();
+            planner.greedy();
+        }
+        Strategy::Greedy => planner.greedy(),
+    }
+    let moves = std::mem::take(&mut planner.moves);
+    let frags = planner.frags.clone();
+    let after = work.measures_with(&frags);
+    PlanResult {
+        planner: match strategy {
+            Strategy::Drain => "drain",
+            Strategy::Greedy => "greedy",
+        },
+        moves,
+        before,
+        after,
+        elapsed_ms: start.elapsed().as_secs_f64() * 1000.0,
+    }
+}
+
+/// Re-runs a move sequence on a fresh copy of `snapshot`, checking each move with the engine's
+/// Fit at the moment it runs (old copy released, target GPUs whitelisted). `Err` names the
+/// first move that would not be accepted.
+pub fn validate_moves(snapshot: &Snapshot, moves: &[Move]) -> Result<Measures, String> {
+    let mut work = snapshot.clone();
+    let by_key: HashMap<String, usize> = work.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
+    let mut planner = Planner::new(&mut work, usize::MAX);
+    for (k, mv) in moves.iter().enumerate() {
+        let &pi = by_key.get(&mv.pod).ok_or_else(|| format!("move {k}: pod {} is not in the snapshot", mv.pod))?;
+        let p = &planner.s.pods[pi];
+        if let Some(why) = &p.blocked {
+            return Err(format!("move {k}: pod {} may not be moved: {why}", mv.pod));
+        }
+        let now = planner.place_of(p.node, &p.footprint);
+        if now != mv.from {
+            return Err(format!("move {k}: pod {} is on {:?}, not on {:?}", mv.pod, now, mv.from));
+        }
+        let &t = planner.s.index.get(&mv.to.node).ok_or_else(|| format!("move {k}: node {} does not exist", mv.to.node))?;
+        let targets: HashSet<String> = mv.to.gpus.iter().cloned().collect();
+        planner.lift(pi);
+        let allowed = |_: usize, d: usize, n: &GpuNode| targets.contains(&n.devices[d].id);
+        let fp = planner
+            .fit_on(pi, t, &allowed)
+            .ok_or_else(|| format!("move {k}: pod {} does not fit on {}/{:?} at that point", mv.pod, mv.to.node, mv.to.gpus))?;
+        planner.land(pi, t, fp);
+        planner.refresh_frag(t);
+        let src = planner.s.index[&mv.from.node];
+        planner.refresh_frag(src);
+    }
+    let frags = planner.frags.clone();
+    Ok(work.measures_with(&frags))
+}
+
+/// Validates a single placement target for one pod (the controller's pre-eviction check):
+/// the node exists and is registered, every GPU exists and is healthy and not cordoned, and the
+/// pod fits there once its old copy is gone. `gpus` are `gpu-N` indexes (an optional `/suffix`
+/// is ignored) or UUIDs. Returns the resolved UUIDs.
+pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[String]) -> Result<Vec<String>, String> {
+    let &t = snapshot.index.get(node).ok_or_else(|| format!("node {node} not found"))?;
+    let n = &snapshot.nodes[t];
+    if let Some(e) = &n.register_error {
+        return Err(format!("node {node} is not registered with HAMi: {e}"));
+    }
+    let uuids = resolve_gpus(n, gpus)?;
+    for u in &uuids {
+        let d = n.device_index(u).expect("resolved above");
+        if !n.hot[d].has(HEALTHY) {
+            return Err(format!("GPU {u} on node {node} is not healthy"));
+        }
+        if n.hot[d].has(CORDONED) {
+            return Err(format!("GPU {u} on node {node} is cordoned (hami.io/device-cordon)"));
+        }
+    }
+    let mut work = snapshot.clone();
+    let mut planner = Planner::new(&mut work, usize::MAX);
+    let Some(pi) = planner.s.pods.iter().position(|p| p.key() == pod) else {
+        // The pod holds no GPU yet (or is not known): nothing to release, fit a request-less check.
+        return Ok(uuids);
+    };
+    let (k, _, _) = demand(&planner.s.pods[pi]);
+    if k != uuids.len() {
+        return Err(format!("pod {pod} uses {k} GPU(s) but the placement names {}", uuids.len()));
+    }
+    planner.lift(pi);
+    let set: HashSet<&String> = uuids.iter().collect();
+    let allowed = |_: usize, d: usize, n: &GpuNode| set.contains(&n.devices[d].id);
+    if planner.fit_on(pi, t, &allowed).is_none() {
+        let p = &planner.s.pods[pi];
+        let mut hints = p.hints.clone();
+        hints.use_uuids = uuids.clone();
+        let ctx = PodContext { request: &p.request, hints: &hints, gpu_policy: &p.gpu_policy, quota: None, device_preference: None };
+        let reason = fit_pod(&planner.s.nodes[t], &ctx).err().unwrap_or_default();
+        return Err(format!("pod {pod} does not fit on {node} GPUs {uuids:?} even with its old copy gone: {reason}"));
+    }
+    Ok(uuids)
+}
+
+/// `gpu-N`, `gpu-N/x` or a UUID on `node` -> the device UUIDs, in the given order.
+pub fn resolve_gpus(n: &GpuNode, gpus: &[String]) -> Result<Vec<String>, String> {
+    if gpus.is_empty() {
+        return Err("gpuDevices is empty".into());
+    }
+    let mut out = Vec::new();
+    for g in gpus {
+        let base = g.split('/').next().unwrap_or("");
+        let found = if let Some(idx) = base.strip_prefix("gpu-").and_then(|i| i.parse::<u32>().ok()) {
+            n.devices.iter().find(|d| d.index == idx)
+        } else {
+            n.devices.iter().find(|d| d.id == base)
+        };
+        match found {
+            Some(d) if !out.contains(&d.id) => out.push(d.id.clone()),
+            Some(_) => return Err(format!("GPU {g} is named twice")),
+            None => return Err(format!("GPU {g} not found on node {}", n.name)),
+        }
+    }
+    Ok(out)
+}
+
+/// The JSON of `hami-fast plan`: the chosen planner's moves and measures, the baseline beside.
+pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baseline: bool) -> serde_json::Value {
+    let main = plan(snapshot, budget, strategy);
+    let movable = snapshot.pods.iter().filter(|p| p.blocked.is_none()).count();
+    let mut out = serde_json::json!({
+        "planner": main.planner,
+        "max_moves": budget,
+        "moves": main.moves,
+        "before": main.before,
+        "after": main.after,
+        "elapsed_ms": round3(main.elapsed_ms),
+        "pods": snapshot.pods.len(),
+        "movable_pods": movable,
+        "nodes": snapshot.nodes.len(),
+    });
+    if baseline {
+        let other = if strategy == Strategy::Drain { Strategy::Greedy } else { Strategy::Drain };
+        let b = plan(snapshot, budget, other);
+        out["baseline"] = serde_json::json!({
+            "planner": b.planner,
+            "moves": b.moves.len(),
+            "after": b.after,
+            "elapsed_ms": round3(b.elapsed_ms),
+        });
+    }
+    out
+}
+
+/// Options of [`plan_bytes`] (JSON): `{"max_moves": N | null, "max_moves_pct": 5.0,
+/// "planner": "drain"|"greedy", "baseline": true}`.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct PlanOptions {
+    pub max_moves: Option<usize>,
+    pub max_moves_pct: f64,
+    pub planner: String,
+    pub baseline: bool,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        Self { max_moves: None, max_moves_pct: 5.0, planner: "drain".into(), baseline: true }
+    }
+}
+
+/// The binding's entry point: objects in, plan JSON out.
+pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>, String> {
+    let options: PlanOptions = if options.is_empty() { PlanOptions::default() } else { serde_json::from_slice(options).map_err(|e| format!("plan options: {e}"))? };
+    let strategy = Strategy::parse(&options.planner)?;
+    let snapshot = Snapshot::from_objects(inputs, config)?;
+    let budget = options.max_moves.unwrap_or_else(|| ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize);
+    serde_json::to_vec(&plan_json(&snapshot, budget, strategy, options.baseline)).map_err(|e| e.to_string())
+}
+
+/// Cluster and per-node fragmentation as JSON (`/api/v1/fragmentation`).
+pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>, String> {
+    let snapshot = Snapshot::from_objects(inputs, config)?;
+    let out = serde_json::json!({
+        "cluster": snapshot.measures(),
+        "workload_types": snapshot.workload.types.len(),
+        "nodes": snapshot.node_measures(),
+    });
+    serde_json::to_vec(&out).map_err(|e| e.to_string())
+}
+
+/// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": ".."}`.
+pub fn validate_target_bytes(inputs: &[&[u8]], pod: &str, node: &str, gpus: &[String], config: &Config) -> Result<Vec<u8>, String> {
+    let snapshot = Snapshot::from_objects(inputs, config)?;
+    let out = match validate_target(&snapshot, pod, node, gpus) {
+        Ok(uuids) => serde_json::json!({"ok": true, "uuids": uuids, "message": ""}),
+        Err(message) => serde_json::json!({"ok": false, "uuids": [], "message": message}),
+    };
+    serde_json::to_vec(&out).map_err(|e| e.to_string())
+}

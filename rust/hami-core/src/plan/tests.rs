@@ -1,0 +1,174 @@
+use super::*;
+use serde_json::json;
+
+/// A node with `gpus` GPUs of 1000 MiB, split count 10; `unhealthy` lists indexes.
+fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Value {
+    let devices: Vec<serde_json::Value> = (0..gpus)
+        .map(|i| json!({"id": format!("{name}-g{i}"), "index": i, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": !unhealthy.contains(&i)}))
+        .collect();
+    json!({"kind": "Node", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": serde_json::to_string(&devices).unwrap()}}})
+}
+
+/// A pod of `mem` MiB per GPU on the given GPUs of `node`; `owned` adds a ReplicaSet owner.
+fn pod(name: &str, node: &str, gpus: &[u32], mem: i64, owned: bool) -> serde_json::Value {
+    let alloc: String = gpus.iter().map(|g| format!("{node}-g{g},NVIDIA,{mem},0:")).collect::<String>() + ";";
+    let owners = if owned { json!([{"kind": "ReplicaSet", "name": format!("rs-{name}"), "controller": true}]) } else { json!([]) };
+    json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "labels": {"app": name},
+        "ownerReferences": owners,
+        "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": alloc}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.len().to_string(), "nvidia.com/gpumem": mem.to_string()}}}]},
+        "status": {"phase": "Running"}})
+}
+
+fn snap(items: Vec<serde_json::Value>) -> Snapshot {
+    let list = json!({"kind": "List", "items": items}).to_string();
+    Snapshot::from_objects(&[list.as_bytes()], &Config::default()).unwrap()
+}
+
+#[test]
+fn drain_frees_a_whole_gpu_and_moves_are_valid() {
+    // A whole-GPU pod on c makes whole GPUs part of the workload the fragment is measured against.
+    let s = snap(vec![node("a", 1, &[]), node("b", 1, &[]), node("c", 1, &[]), pod("p1", "a", &[0], 300, true), pod("p2", "b", &[0], 400, true), pod("w", "c", &[0], 1000, false)]);
+    assert_eq!(s.measures().free_whole_gpus, 0);
+    let r = plan(&s, 5, Strategy::Drain);
+    assert_eq!(r.moves.len(), 1, "{:?}", r.moves);
+    assert_eq!(r.moves[0].pod, "ns/p1", "the GPU with less memory is cheaper to empty");
+    assert_eq!(r.moves[0].to, Place { node: "b".into(), gpus: vec!["b-g0".into()] });
+    assert_eq!(r.after.free_whole_gpus, 1);
+    assert!(r.after.fragmentation < r.before.fragmentation, "{:?} -> {:?}", r.before, r.after);
+    assert_eq!(validate_moves(&s, &r.moves).unwrap(), r.after);
+}
+
+#[test]
+fn bare_pods_and_opted_out_pods_stay() {
+    let mut opted = pod("p2", "b", &[0], 300, true);
+    opted["metadata"]["annotations"][SKIP_ANNOTATION] = "true".into();
+    let s = snap(vec![node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 300, false), opted]);
+    assert!(s.pods.iter().all(|p| p.blocked.is_some()));
+    assert!(plan(&s, 10, Strategy::Drain).moves.is_empty());
+    assert!(plan(&s, 10, Strategy::Greedy).moves.is_empty());
+}
+
+#[test]
+fn budget_and_capacity_are_respected() {
+    // Three GPUs 600 / 600 / 300 used: 300 fits on neither 600 (1000-600 = 400 ≥ 300: fits once).
+    let s = snap(vec![
+        node("a", 3, &[]),
+        pod("x", "a", &[0], 600, true),
+        pod("y", "a", &[1], 600, true),
+        pod("z", "a", &[2], 300, true),
+        pod("w", "a", &[2], 300, true),
+    ]);
+    assert!(plan(&s, 0, Strategy::Drain).moves.is_empty());
+    let r = plan(&s, 2, Strategy::Drain);
+    assert_eq!(r.moves.len(), 2);
+    assert_eq!(r.after.free_whole_gpus, 1);
+    // z and w go to different GPUs: 400 free each, one 300 pod each.
+    let targets: HashSet<&String> = r.moves.iter().map(|m| &m.to.gpus[0]).collect();
+    assert_eq!(targets.len(), 2);
+    validate_moves(&s, &r.moves).unwrap();
+    // With one move only, no GPU can be emptied (it needs two).
+    assert_eq!(plan(&s, 1, Strategy::Drain).after.free_whole_gpus, 0);
+}
+
+#[test]
+fn unhealthy_gpus_are_never_targets() {
+    let s = snap(vec![node("a", 2, &[1]), node("b", 1, &[]), pod("p1", "b", &[0], 100, true), pod("q", "a", &[1], 100, true)]);
+    for strategy in [Strategy::Drain, Strategy::Greedy] {
+        let r = plan(&s, 5, strategy);
+        assert!(r.moves.iter().all(|m| m.to.gpus != vec!["a-g1".to_string()]), "{:?}", r.moves);
+        validate_moves(&s, &r.moves).unwrap();
+    }
+}
+
+#[test]
+fn validate_moves_rejects_a_stale_sequence() {
+    let s = snap(vec![node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 700, true), pod("p2", "b", &[0], 200, true)]);
+    let mv = |p: &str, from: &str, to: &str| Move {
+        pod: format!("ns/{p}"),
+        from: Place { node: from.into(), gpus: vec![format!("{from}-g0")] },
+        to: Place { node: to.into(), gpus: vec![format!("{to}-g0")] },
+    };
+    assert!(validate_moves(&s, &[mv("p2", "b", "a")]).is_ok());
+    // p1 (700) cannot join p2 once p2 went... p2 is on a; 700 + 200 on a is fine, but then moving p1 to b is a no-op check:
+    let err = validate_moves(&s, &[mv("p2", "b", "a"), mv("p2", "b", "a")]).unwrap_err();
+    assert!(err.contains("move 1"), "{err}");
+    let s2 = snap(vec![node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 700, true), pod("p2", "b", &[0], 400, true)]);
+    let err = validate_moves(&s2, &[mv("p2", "b", "a")]).unwrap_err();
+    assert!(err.contains("does not fit"), "{err}");
+}
+
+#[test]
+fn target_validation() {
+    let s = snap(vec![node("a", 2, &[1]), node("b", 1, &[]), pod("p1", "a", &[0], 900, true), pod("p2", "b", &[0], 500, true)]);
+    let v = |pod: &str, node: &str, gpus: &[&str]| validate_target(&s, pod, node, &gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>());
+    assert!(v("ns/p1", "nope", &["gpu-0"]).unwrap_err().contains("node nope not found"));
+    assert!(v("ns/p1", "a", &["gpu-7"]).unwrap_err().contains("GPU gpu-7 not found"));
+    assert!(v("ns/p1", "a", &["gpu-1"]).unwrap_err().contains("not healthy"));
+    // Its own GPU fits once the old copy is gone.
+    assert_eq!(v("ns/p1", "a", &["gpu-0/20"]).unwrap(), vec!["a-g0".to_string()]);
+    assert_eq!(v("ns/p1", "a", &["a-g0"]).unwrap(), vec!["a-g0".to_string()]);
+    let err = v("ns/p1", "b", &["gpu-0"]).unwrap_err();
+    assert!(err.contains("does not fit") && err.contains("CardInsufficientMemory"), "{err}");
+    assert!(v("ns/p2", "a", &["gpu-0", "gpu-0"]).unwrap_err().contains("twice"));
+}
+
+/// Random clusters: every plan replays move by move under the engine's Fit, never loses a
+/// free GPU, and the drain planner frees at least as many GPUs as the greedy baseline.
+#[test]
+fn random_clusters_give_valid_plans() {
+    let mut seed: u64 = 7;
+    let mut next = |m: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % m
+    };
+    for round in 0..30 {
+        let mut items = Vec::new();
+        let nodes = 2 + next(6) as usize;
+        for n in 0..nodes {
+            items.push(node(&format!("n{n}"), 1 + next(4) as u32, &[]));
+        }
+        let mut used: HashMap<(usize, u32), i64> = HashMap::new();
+        for k in 0..(nodes * 3) {
+            let n = next(nodes as u64) as usize;
+            let gpus = items[n]["metadata"]["annotations"]["hami.io/node-nvidia-register"].as_str().unwrap().matches("\"id\"").count() as u32;
+            let g = next(gpus as u64) as u32;
+            let mem = 100 * (1 + next(5) as i64);
+            let u = used.entry((n, g)).or_default();
+            if *u + mem > 1000 {
+                continue;
+            }
+            *u += mem;
+            items.push(pod(&format!("p{k}"), &format!("n{n}"), &[g], mem, next(5) != 0));
+        }
+        let s = snap(items);
+        let drain = plan(&s, 6, Strategy::Drain);
+        let greedy = plan(&s, 6, Strategy::Greedy);
+        for r in [&drain, &greedy] {
+            assert!(r.moves.len() <= 6);
+            assert_eq!(validate_moves(&s, &r.moves).unwrap(), r.after, "round {round}");
+            assert!(r.after.free_whole_gpus >= r.before.free_whole_gpus, "round {round}");
+        }
+        assert!(drain.after.free_whole_gpus >= greedy.after.free_whole_gpus || drain.after.fragmentation <= greedy.after.fragmentation, "round {round}");
+    }
+}
+
+#[test]
+fn plan_json_has_the_documented_shape() {
+    let list = json!({"kind": "List", "items": [node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 300, true), pod("p2", "b", &[0], 400, true)]}).to_string();
+    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[list.as_bytes()], br#"{"max_moves": 3}"#, &Config::default()).unwrap()).unwrap();
+    let m = &out["moves"][0];
+    assert_eq!(m["pod"], "ns/p1");
+    assert_eq!(m["from"], json!({"node": "a", "gpus": ["a-g0"]}));
+    assert_eq!(m["to"], json!({"node": "b", "gpus": ["b-g0"]}));
+    assert_eq!(out["before"]["free_whole_gpus"], 0);
+    assert_eq!(out["after"]["free_whole_gpus"], 1);
+    assert!(out["before"]["fragmentation"].is_number() && out["baseline"]["after"]["free_whole_gpus"].is_number());
+    // Separate lists (kubectl get nodes / get pods) work as well.
+    let nodes = json!({"kind": "NodeList", "items": [node("a", 1, &[]), node("b", 1, &[])]}).to_string();
+    let mut p1 = pod("p1", "a", &[0], 300, true);
+    p1.as_object_mut().unwrap().remove("kind");
+    let pods = json!({"kind": "PodList", "items": [p1, pod("p2", "b", &[0], 400, true)]}).to_string();
+    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], b"", &Config::default()).unwrap()).unwrap();
+    assert_eq!(out["pods"], 2);
+}

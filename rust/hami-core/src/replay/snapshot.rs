@@ -1,0 +1,100 @@
+//! A replay stopped part-way, exported as Kubernetes objects: the clusters the descheduler's
+//! planner is measured on (`openb` replayed with a policy up to a share of arrived GPU demand).
+
+use super::{Replay, MILLI};
+use crate::codec::{self, encode_node_register, encode_pod_devices, ContainerDevice};
+use serde_json::{json, Value};
+
+impl Replay {
+    /// Runs the pod stream while the cumulative requested GPU stays within `arrived_pct` % of the
+    /// cluster's GPU capacity, then returns a `List` of the Nodes (HAMi registration annotation,
+    /// allocatable CPU and memory) and the GPU pods placed so far (HAMi allocation annotations,
+    /// owned by a ReplicaSet, `Running`). Failed pods are not in the list.
+    pub fn snapshot_at(mut self, arrived_pct: f64) -> Result<Value, String> {
+        let limit = arrived_pct / 100.0 * (self.total_gpus * MILLI) as f64;
+        let order = std::mem::take(&mut self.order);
+        let tasks = std::mem::take(&mut self.tasks);
+        let mut cands = Vec::with_capacity(self.nodes.len());
+        let mut arrived = 0i64;
+        let mut items: Vec<Value> = Vec::new();
+        for (k, &t) in order.iter().enumerate() {
+            let task = &tasks[t];
+            if (arrived + task.total_milli()) as f64 > limit {
+                break;
+            }
+            arrived += task.total_milli();
+            self.candidates(task, &mut cands);
+            let Some((node, fgd_gpu)) = self.choose(task, &cands) else { continue };
+            let preference = self.gpu_preference(task, node, fgd_gpu);
+            let before = self.nodes[node].gpu.usage.clone();
+            self.place(task, node, preference)?;
+            let n = &mut self.nodes[node];
+            n.frag = self.memo.frag(&n.shape(), &self.workload);
+            if task.request.is_none() {
+                continue;
+            }
+            let devices: Vec<ContainerDevice> = n
+                .gpu
+                .usage
+                .iter()
+                .zip(&before)
+                .enumerate()
+                .filter(|(_, (a, b))| a.used != b.used)
+                .map(|(i, (a, b))| ContainerDevice {
+                    uuid: n.gpu.devices[i].id.clone(),
+                    device_type: codec::VENDOR_NVIDIA.to_owned(),
+                    usedmem: (a.usedmem - b.usedmem) as i32,
+                    usedcores: (a.usedcores - b.usedcores) as i32,
+                })
+                .collect();
+            let mut annotations = serde_json::Map::new();
+            annotations.insert(codec::VGPU_NODE_KEY.into(), n.name.clone().into());
+            annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[devices]).into());
+            annotations.insert(codec::BIND_PHASE_KEY.into(), "success".into());
+            if !task.spec.is_empty() {
+                annotations.insert(codec::hints::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
+            }
+            items.push(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": format!("pod-{k:05}"), "namespace": "openb", "uid": format!("uid-{k:05}"),
+                    "labels": {"app": format!("task-{k:05}")},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("task-{k:05}"), "uid": format!("rs-{k:05}"), "controller": true}],
+                    "annotations": annotations,
+                },
+                "spec": {
+                    "nodeName": n.name, "schedulerName": "hami-scheduler",
+                    "containers": [{"name": "main", "resources": {
+                        "limits": {"nvidia.com/gpu": task.num_gpu.to_string(), "nvidia.com/gpumem": task.milli.to_string()},
+                        "requests": {"cpu": format!("{}m", task.cpu), "memory": format!("{}Mi", task.memory)},
+                    }}],
+                },
+                "status": {"phase": "Running"},
+            }));
+        }
+        let mut list: Vec<Value> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let host = n.gpu.host.unwrap_or_default();
+                json!({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": n.name, "annotations": {
+                        codec::REGISTER_KEY: encode_node_register(&n.gpu.devices),
+                        "hami.io/node-handshake": "Reported 2026-01-01 00:00:00 +0000 UTC",
+                    }},
+                    "status": {"allocatable": {"cpu": format!("{}m", host.cpu_milli), "memory": format!("{}Mi", host.memory_mib)}},
+                })
+            })
+            .collect();
+        list.extend(items);
+        Ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"arrivedPct": arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64}, "items": list}))
+    }
+}
+
+/// Parses both CSVs, replays up to `arrived_pct` % and returns the snapshot `List`.
+pub fn snapshot_csv(nodes_file: &str, nodes_csv: &str, pods_file: &str, pods_csv: &str, options: super::Options, arrived_pct: f64) -> Result<Value, String> {
+    let nodes = super::csv::parse_nodes(nodes_file, nodes_csv)?;
+    let pods = super::csv::parse_pods(pods_file, pods_csv)?;
+    super::Replay::new(&nodes, &pods, options)?.snapshot_at(arrived_pct)
+}
