@@ -52,9 +52,19 @@ struct OwnerMeta {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
+struct PhaseView {
+    #[serde(deserialize_with = "nullable")]
+    phase: String,
+}
+
+/// What the planner reads of a pod beyond [`Pod`]: its controller owner and its phase.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct OwnerView {
     #[serde(deserialize_with = "nullable")]
     metadata: OwnerMeta,
+    #[serde(deserialize_with = "nullable")]
+    status: PhaseView,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -100,7 +110,7 @@ pub struct Snapshot {
 }
 
 /// Whether a pod may be evicted and recreated elsewhere, or why not.
-fn movable(pod: &Pod, owner: &Option<(String, String)>, request: &PodRequest) -> Option<String> {
+fn movable(pod: &Pod, phase: &str, owner: &Option<(String, String)>, request: &PodRequest) -> Option<String> {
     let ann = &pod.metadata.annotations;
     if pod.metadata.deletion_timestamp.is_some() {
         return Some("terminating".into());
@@ -116,8 +126,8 @@ fn movable(pod: &Pod, owner: &Option<(String, String)>, request: &PodRequest) ->
     if request.is_empty() {
         return Some("its spec requests no vGPU resource".into());
     }
-    if !matches!(pod.status.phase.as_str(), "Running" | "Pending" | "") {
-        return Some(format!("phase {}", pod.status.phase));
+    if !matches!(phase, "Running" | "Pending" | "") {
+        return Some(format!("phase {phase}"));
     }
     None
 }
@@ -127,7 +137,7 @@ impl Snapshot {
     /// nodes,pods -o json`) or a single Node / Pod, JSON bytes.
     pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self, String> {
         let mut cluster = Cluster::new(config.clone());
-        let mut pods: Vec<(Pod, Option<(String, String)>)> = Vec::new();
+        let mut pods: Vec<(Pod, String, Option<(String, String)>)> = Vec::new();
         for (n, bytes) in inputs.iter().enumerate() {
             let env: Envelope = serde_json::from_slice(bytes).map_err(|e| format!("snapshot input {n}: decode: {e}"))?;
             let items: Vec<(&[u8], bool)> = match &env.items {
@@ -156,22 +166,22 @@ impl Snapshot {
                         .into_iter()
                         .find(|o| o.controller == Some(true))
                         .map(|o| (o.kind, o.name));
-                    pods.push((pod, owner));
+                    pods.push((pod, owners.status.phase, owner));
                 }
             }
         }
-        let mut nodes: Vec<GpuNode> = cluster.nodes().cloned().collect();
+        let mut nodes: Vec<GpuNode> = cluster.nodes.values().cloned().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let mut out = Vec::new();
-        for (pod, owner) in pods {
+        for (pod, phase, owner) in pods {
             let key = crate::cluster::pod_key(&pod);
             let Some(record) = cluster.pod(&key) else { continue };
             let Some(&node) = index.get(&*record.node) else { continue };
             let request = PodRequest::from_pod(&pod, config);
             let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
             let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
-            let blocked = movable(&pod, &owner, &request);
+            let blocked = movable(&pod, &phase, &owner, &request);
             out.push(PlanPod {
                 namespace: pod.metadata.namespace.clone(),
                 name: pod.metadata.name.clone(),
