@@ -60,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="defragmentation plan (dry run) for a cluster snapshot")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--snapshot", help="Kubernetes List of Nodes and Pods (JSON or YAML), e.g. kubectl get nodes,pods -A -o json")
+    src.add_argument("--live", action="store_true", help="plan on the live cluster (kubeconfig)")
     src.add_argument("--replay", metavar="NODES_CSV,PODS_CSV", help="build the snapshot by replaying a trace (openb CSVs) to --arrived %%")
     p.add_argument("--policy", default="spread", help="node policy of --replay (default spread)")
     p.add_argument("--arrived", type=float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)")
@@ -69,9 +70,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--planner", choices=["drain", "greedy"], default="drain")
     p.add_argument("--no-baseline", action="store_true", help="skip the greedy baseline beside the plan")
     p.add_argument("--output", choices=["json", "table"], default="table")
+    p.add_argument("--apply", action="store_true", help="with --live: write one HamiPodPlacement per move, in order, waiting for each")
+    p.add_argument("--kubeconfig", default="", help="for --live / --apply (default: KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument("--interval", type=float, default=5.0, help="--apply: seconds between moves (rate limit)")
+    p.add_argument("--move-timeout", type=float, default=900.0, help="--apply: seconds to wait for each placement")
 
     def run(args: argparse.Namespace) -> int:
-        if args.snapshot:
+        client = None
+        if args.apply and not args.live:
+            raise ValueError("--apply needs --live: moves are only applied to the cluster they were planned on")
+        if args.live:
+            from hami_fast.descheduler.kube import snapshot_inputs
+            from hami_fast.kube.client import KubeClient, load_api_client
+
+            client = KubeClient(load_api_client(args.kubeconfig), qps=20, burst=40)
+            inputs = snapshot_inputs(client)
+        elif args.snapshot:
             inputs = [snapshot_bytes(args.snapshot)]
         else:
             nodes, _, pods = args.replay.partition(",")
@@ -89,6 +103,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             print(render_table(result))
+        if args.apply and client is not None:
+            from hami_fast.descheduler.apply import apply_moves
+
+            done = apply_moves(client, result["moves"], args.interval, args.move_timeout, say=lambda m: print(m, file=sys.stderr))
+            return 0 if all(r["phase"] == "Completed" for r in done) and len(done) == len(result["moves"]) else 1
         return 0
 
     p.set_defaults(func=run)

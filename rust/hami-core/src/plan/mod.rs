@@ -140,6 +140,9 @@ impl Snapshot {
         let mut pods: Vec<(Pod, String, Option<(String, String)>)> = Vec::new();
         for (n, bytes) in inputs.iter().enumerate() {
             let env: Envelope = serde_json::from_slice(bytes).map_err(|e| format!("snapshot input {n}: decode: {e}"))?;
+            // The engine's cluster takes the whole input (List items without `kind` take the
+            // list's); an item it cannot use (e.g. a malformed annotation) is left out of the plan.
+            let _ = cluster.apply(bytes);
             let items: Vec<(&[u8], bool)> = match &env.items {
                 Some(items) => {
                     let pod_list = env.kind == "PodList";
@@ -150,15 +153,8 @@ impl Snapshot {
             for (item, pod_list) in items {
                 let head: Envelope = serde_json::from_slice(item).unwrap_or_default();
                 let is_pod = head.kind == "Pod" || (head.kind.is_empty() && pod_list);
-                if is_pod && head.kind.is_empty() {
-                    let mut value: serde_json::Value = serde_json::from_slice(item).map_err(|e| e.to_string())?;
-                    value["kind"] = "Pod".into();
-                    cluster.apply(value.to_string().as_bytes())?;
-                } else if !head.kind.is_empty() {
-                    cluster.apply(item)?;
-                }
                 if is_pod {
-                    let pod: Pod = serde_json::from_slice(item).map_err(|e| format!("snapshot Pod: {e}"))?;
+                    let Ok(pod) = serde_json::from_slice::<Pod>(item) else { continue };
                     let owners: OwnerView = serde_json::from_slice(item).unwrap_or_default();
                     let owner = owners
                         .metadata

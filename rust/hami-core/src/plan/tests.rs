@@ -165,10 +165,20 @@ fn plan_json_has_the_documented_shape() {
     assert_eq!(out["after"]["free_whole_gpus"], 1);
     assert!(out["before"]["fragmentation"].is_number() && out["baseline"]["after"]["free_whole_gpus"].is_number());
     // Separate lists (kubectl get nodes / get pods) work as well.
-    let nodes = json!({"kind": "NodeList", "items": [node("a", 1, &[]), node("b", 1, &[])]}).to_string();
+    // As the API server lists them: items without `kind`.
+    let bare = |mut n: serde_json::Value| {
+        n.as_object_mut().unwrap().remove("kind");
+        n
+    };
+    let nodes = json!({"kind": "NodeList", "items": [bare(node("a", 1, &[])), bare(node("b", 1, &[]))]}).to_string();
     let mut p1 = pod("p1", "a", &[0], 300, true);
     p1.as_object_mut().unwrap().remove("kind");
     let pods = json!({"kind": "PodList", "items": [p1, pod("p2", "b", &[0], 400, true)]}).to_string();
-    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], b"", &Config::default()).unwrap()).unwrap();
+    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], br#"{"max_moves": 2}"#, &Config::default()).unwrap()).unwrap();
     assert_eq!(out["pods"], 2);
+    assert_eq!(out["nodes"], 2);
+    assert_eq!(out["moves"].as_array().unwrap().len(), 1);
+    // The default budget is 5 % of the GPU pods: none for two pods.
+    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], b"", &Config::default()).unwrap()).unwrap();
+    assert_eq!(out["max_moves"], 0);
 }

@@ -1,0 +1,474 @@
+"""GPU descheduler against the test Kubernetes API server (real HTTP, official client config):
+target validation, safe eviction, pinning webhook, status phases, restart, REST API, leader election."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import re
+import socket
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
+import pytest
+
+from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.controller import Controller, Timeouts
+from hami_fast.descheduler.webhook import Pinner
+from hami_fast.kube.client import KubeClient, load_api_client
+from kubeapi import patch as patchlib
+
+NS = "serving"
+EVICTIONS = re.compile(r"/pods/[^/]+/eviction$")
+
+
+def register(node: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> str:
+    return orjson.dumps([{"id": f"GPU-{node}-{i}", "index": i, "count": 10, "devmem": 16000, "devcore": 100, "type": "NVIDIA-A10",
+                          "health": i not in unhealthy} for i in range(gpus)]).decode()
+
+
+def node(name: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus, unhealthy)}}}
+
+
+def pod(name: str, node_name: str | None, gpu: int = 0, mem: int = 4000, owned: bool = True, app: str = "infer") -> dict:
+    meta: dict = {"name": name, "namespace": NS, "uid": f"u-{name}", "labels": {"app": app}, "annotations": {}}
+    if owned:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-infer", "uid": "rs-1", "controller": True}]
+    spec: dict = {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "20"}}}]}
+    if node_name:
+        meta["annotations"] = {"hami.io/vgpu-node": node_name, "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},20:;", "hami.io/bind-phase": "success"}
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running" if node_name else "Pending"}}
+
+
+def placement(name: str, node_name: str, gpus: list[str], evict: str | None = None, req_id: str | None = None, app: str = "infer") -> dict:
+    spec: dict = {"reqID": req_id or f"req-{name}", "podSelector": {"matchLabels": {"app": app}}, "nodeName": node_name, "gpuDevices": gpus}
+    if evict:
+        spec["evictPod"] = evict
+    return {"apiVersion": f"{k.GROUP}/{k.VERSION}", "kind": "HamiPodPlacement", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def create_placement(kubeapi, body: dict) -> dict:
+    return kubeapi.custom.create_namespaced_custom_object(k.GROUP, k.VERSION, NS, k.PLURAL, body)
+
+
+def status_of(kubeapi, name: str) -> dict:
+    return kubeapi.get("hamipodplacements.scheduling.hami.placement.com", name, NS).get("status") or {}
+
+
+@pytest.fixture
+def client(kubeapi) -> KubeClient:
+    return KubeClient(load_api_client(kubeapi.kubeconfig), qps=0, burst=100, timeout=10)
+
+
+@pytest.fixture
+def cluster(kubeapi):
+    kubeapi.create(node("n1"))
+    kubeapi.create(node("n2", unhealthy=(1,)))
+    kubeapi.create(pod("old", "n1", 0, 4000))
+    kubeapi.create(pod("busy", "n2", 0, 14000, app="other"))
+    return kubeapi
+
+
+def fast() -> Timeouts:
+    return Timeouts(eviction=30, replacement=30, bind=30, backoff_min=0.05, backoff_max=0.1)
+
+
+def admission(pod_obj: dict, uid: str = "r1", dry_run: bool = False) -> bytes:
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                         "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+                                     "namespace": NS, "object": pod_obj, "dryRun": dry_run}})
+
+
+def patched(pod_obj: dict, answer: bytes) -> dict | None:
+    response = orjson.loads(answer)["response"]
+    assert response["allowed"] is True
+    if "patch" not in response:
+        return None
+    return patchlib.json_patch(json.loads(json.dumps(pod_obj)), json.loads(base64.b64decode(response["patch"])))
+
+
+def replacement(generate: str = "infer-") -> dict:
+    p = pod("", None)
+    p["metadata"].pop("name")
+    p["metadata"].pop("uid")
+    p["metadata"]["generateName"] = generate
+    return p
+
+
+def bind(kubeapi, name: str, node_name: str, uuid: str, mem: int = 4000) -> None:
+    kubeapi.patch("pods", name, {"spec": {"nodeName": node_name}, "status": {"phase": "Running"}, "metadata": {"annotations": {
+        "hami.io/vgpu-node": node_name, "hami.io/vgpu-devices-allocated": f"{uuid},NVIDIA,{mem},20:;", "hami.io/bind-phase": "success"}}}, NS)
+
+
+# -- validation before any eviction ------------------------------------------------------------
+
+@pytest.mark.parametrize("target, gpus, message", [
+    ("nowhere", ["gpu-0"], "node nowhere not found"),
+    ("n2", ["gpu-5"], "GPU gpu-5 not found"),
+    ("n2", ["gpu-1"], "not healthy"),
+    ("n2", ["gpu-0"], "does not fit"),
+])
+def test_invalid_target_fails_and_evicts_nothing(cluster, client, target, gpus, message):
+    create_placement(cluster, placement("p", target, gpus, evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    c.reconcile_all()
+    status = status_of(cluster, "p")
+    assert status["phase"] == "Failed" and message in status["message"], status
+    assert cluster.count("create", EVICTIONS) == 0
+    assert cluster.get("pods", "old", NS) is not None
+
+
+def test_unregistered_node_is_an_invalid_target(cluster, client):
+    cluster.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "plain"}})
+    create_placement(cluster, placement("p", "plain", ["gpu-0"], evict="old"))
+    Controller(client, fast()).reconcile_all()
+    status = status_of(cluster, "p")
+    assert status["phase"] == "Failed" and "not registered" in status["message"]
+    assert cluster.count("create", EVICTIONS) == 0
+
+
+def test_bare_pod_is_never_evicted(kubeapi, client):
+    kubeapi.create(node("n1"))
+    kubeapi.create(pod("lonely", "n1", 0, 4000, owned=False))
+    create_placement(kubeapi, placement("p", "n1", ["gpu-1"], evict="lonely"))
+    c = Controller(client, fast())
+    for _ in range(3):
+        c.reconcile_all()
+    status = status_of(kubeapi, "p")
+    assert status["phase"] == "Failed" and "bare pod" in status["message"]
+    assert kubeapi.count("create", EVICTIONS) == 0
+    assert kubeapi.get("pods", "lonely", NS) is not None
+
+
+def test_empty_selector_and_duplicate_req_id_fail(cluster, client):
+    body = placement("p1", "n1", ["gpu-1"])
+    body["spec"]["podSelector"] = {"matchLabels": {}}
+    create_placement(cluster, body)
+    create_placement(cluster, placement("p2", "n1", ["gpu-1"], req_id="same"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    create_placement(cluster, placement("p3", "n1", ["gpu-1"], req_id="same"))
+    c.reconcile_all()
+    assert "matchLabels is empty" in status_of(cluster, "p1")["message"]
+    assert status_of(cluster, "p2")["phase"] == "Pending"
+    assert "already executed" in status_of(cluster, "p3")["message"]
+
+
+# -- eviction, pinning, completion ---------------------------------------------------------------
+
+def test_full_move_with_restart_mid_eviction(cluster, client):
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    assert status_of(cluster, "move")["phase"] == "Pending"
+    assert status_of(cluster, "move")["resolvedUUIDs"] == ["GPU-n1-1"]
+    c.reconcile_all()
+    st = status_of(cluster, "move")
+    assert st["phase"] == "DeletingOldPod" and st["evictedUID"] == "u-old"
+    assert cluster.get("pods", "old", NS) is None
+    [ev] = cluster.requests("create", EVICTIONS)
+    assert ev.json["kind"] == "Eviction"
+
+    # A new controller (restart) resumes from the status: no second eviction.
+    c2 = Controller(client, fast())
+    c2.reconcile_all()
+    assert cluster.count("create", EVICTIONS) == 1
+
+    # The ReplicaSet's replacement goes through the pinning webhook.
+    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    assert new is not None
+    ann = new["metadata"]["annotations"]
+    assert ann["nvidia.com/use-gpuuuid"] == "GPU-n1-1" and ann[k.STAMP_NAME] == f"{NS}/move"
+    terms = new["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    new["metadata"]["name"] = "infer-abcde"
+    cluster.create(new)
+    c2.reconcile_all()
+    st = status_of(cluster, "move")
+    assert st["phase"] == "DeletingOldPod" and st["assignmentDetails"] == [{"podName": "infer-abcde", "gpuDevice": "GPU-n1-1"}]
+    bind(cluster, "infer-abcde", "n1", "GPU-n1-1")
+    c2.reconcile_all()
+    st = status_of(cluster, "move")
+    assert st["phase"] == "Completed" and st["consumedAt"], st
+    # Later pods with the same labels are not pinned: the placement was consumed once.
+    assert patched(replacement(), Pinner(client).admit(admission(replacement(), uid="r2"))) is None
+
+
+def test_replacement_on_the_wrong_gpu_fails(cluster, client):
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    c.reconcile_all()
+    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    new["metadata"]["name"] = "infer-x"
+    cluster.create(new)
+    bind(cluster, "infer-x", "n1", "GPU-n1-0")
+    c.reconcile_all()
+    st = status_of(cluster, "move")
+    assert st["phase"] == "Failed" and "not on the target" in st["message"]
+
+
+def test_disruption_budget_is_waited_on_not_bypassed(cluster, client):
+    cluster.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "infer-pdb", "namespace": NS},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
+                    "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1}})
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        c.reconcile_all()
+        time.sleep(0.05)
+    st = status_of(cluster, "move")
+    assert st["phase"] == "Pending" and "429" in st["message"] and st["evictionAttempts"] >= 2, st
+    assert cluster.get("pods", "old", NS) is not None, "never forced"
+    assert cluster.count("DELETE", "/api/v1/namespaces/*/pods/*") == 0
+    attempts = [r.time for r in cluster.requests("create", EVICTIONS)]
+    assert all(b - a >= 0.04 for a, b in zip(attempts, attempts[1:])), "retries back off"
+    cluster.patch("poddisruptionbudgets", "infer-pdb", {"status": {"disruptionsAllowed": 1}}, NS)
+    time.sleep(0.15)
+    c.reconcile_all()
+    assert status_of(cluster, "move")["phase"] == "DeletingOldPod"
+    assert cluster.get("pods", "old", NS) is None
+
+
+def test_budget_that_never_opens_times_out_without_eviction(cluster, client):
+    cluster.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb", "namespace": NS},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}}, "status": {"disruptionsAllowed": 0}})
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, Timeouts(eviction=0.3, backoff_min=0.05, backoff_max=0.05))
+    deadline = time.monotonic() + 2.0
+    while status_of(cluster, "move").get("phase") != "Failed" and time.monotonic() < deadline:
+        c.reconcile_all()
+        time.sleep(0.05)
+    st = status_of(cluster, "move")
+    assert st["phase"] == "Failed" and "disruption" in st["message"].lower()
+    assert cluster.get("pods", "old", NS) is not None
+
+
+def test_placement_consumed_once_under_concurrent_pod_creation(cluster, client):
+    create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
+    Controller(client, fast()).reconcile_all()
+    assert status_of(cluster, "pin")["phase"] == "Pending"
+    # Two webhook replicas, 12 pods admitted at once.
+    replicas = [Pinner(KubeClient(load_api_client(cluster.kubeconfig), qps=0)) for _ in range(2)]
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda i: replicas[i % 2].admit(admission(replacement(), uid=f"r{i}")), range(12)))
+    pinned = [a for a in answers if "patch" in orjson.loads(a)["response"]]
+    assert len(pinned) == 1
+    assert status_of(cluster, "pin")["claimedBy"]
+
+
+def test_webhook_ignores_other_schedulers_dry_runs_and_unvalidated(cluster, client):
+    create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
+    pinner = Pinner(client)
+    assert patched(replacement(), pinner.admit(admission(replacement()))) is None, "not validated yet"
+    Controller(client, fast()).reconcile_all()
+    other = replacement()
+    other["spec"]["schedulerName"] = "default-scheduler"
+    assert patched(other, pinner.admit(admission(other))) is None
+    assert patched(replacement(), pinner.admit(admission(replacement(), dry_run=True))) is None
+    assert not status_of(cluster, "pin").get("claimedBy")
+    # Existing affinity terms keep their expressions and gain the node requirement.
+    withaff = replacement()
+    withaff["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+    out = patched(withaff, pinner.admit(admission(withaff)))
+    [term] = out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] and term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]
+
+
+def test_passive_placement_completes_when_the_pinned_pod_binds(cluster, client):
+    create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    new["metadata"]["name"] = "infer-new"
+    cluster.create(new)
+    c.reconcile_all()
+    bind(cluster, "infer-new", "n1", "GPU-n1-1")
+    c.reconcile_all()
+    assert status_of(cluster, "pin")["phase"] == "Completed"
+    assert cluster.count("create", EVICTIONS) == 0
+
+
+def test_dry_run_validates_but_never_evicts(cluster, client):
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast(), dry_run=True)
+    for _ in range(3):
+        c.reconcile_all()
+    assert status_of(cluster, "move")["phase"] == "Pending"
+    assert cluster.count("create", EVICTIONS) == 0
+
+
+# -- REST API on a real HTTP listener; leader election --------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(cluster):
+    from hami_fast.descheduler.cli import Runtime, add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    port = free_port()
+    args = parser.parse_args(["--bind", f"127.0.0.1:{port}", "--kubeconfig", cluster.kubeconfig, "--period", "0.1",
+                              "--leader-elect", "--lease-namespace", "kube-system"])
+    runtime = Runtime(args)
+    runtime.start()
+    ready = threading.Event()
+    thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    yield f"http://127.0.0.1:{port}", runtime
+    runtime.stop.set()
+    thread.join(10)
+
+
+def http(url: str, body: bytes | None = None) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def test_rest_api(served, cluster):
+    base, runtime = served
+    status, info = http(f"{base}/api/v1/cluster-info")
+    assert status == 200
+    n1 = next(n for n in info["nodes"] if n["name"] == "n1")
+    assert n1["devices"][0]["used"]["memoryMiB"] == 4000 and n1["devices"][0]["uuid"] == "GPU-n1-0"
+    assert info["summary"]["gpus"] == 4 and info["summary"]["healthyGpus"] == 3
+    status, frag = http(f"{base}/api/v1/fragmentation")
+    assert status == 200 and {n["node"] for n in frag["nodes"]} == {"n1", "n2"} and "fragmentation" in frag["cluster"]
+    status, plan = http(f"{base}/api/v1/plan", b'{"max_moves": 3}')
+    assert status == 200 and {"moves", "before", "after"} <= set(plan)
+    assert http(f"{base}/api/v1/plan", b"{nope")[0] == 400
+    assert cluster.count("create", EVICTIONS) == 0, "plan is a dry run"
+    create_placement(cluster, placement("move", "n1", ["gpu-1"]))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and status_of(cluster, "move").get("phase") != "Pending":
+        time.sleep(0.1)
+    status, listed = http(f"{base}/api/v1/placements")
+    assert status == 200 and listed["items"][0]["phase"] == "Pending" and listed["items"][0]["resolvedUUIDs"] == ["GPU-n1-1"]
+    assert info["health"]["leader"] in (True, False)
+    assert http(f"{base}/nope")[0] == 404
+
+
+def test_leader_election_one_leader(kubeapi, client):
+    from hami_fast.descheduler.kube import LeaseElector
+
+    stop = threading.Event()
+    a = LeaseElector(client, "kube-system", "desched", stop, identity="a", duration=2, period=0.1)
+    b = LeaseElector(client, "kube-system", "desched", stop, identity="b", duration=2, period=0.1)
+    assert a.try_acquire() is True
+    assert b.try_acquire() is False
+    assert a.try_acquire() is True, "renew"
+    lease = kubeapi.get("leases", "desched", "kube-system")
+    assert lease["spec"]["holderIdentity"] == "a"
+    time.sleep(2.2)
+    assert b.try_acquire() is True, "an expired lease is taken over"
+    assert a.try_acquire() is False
+    stop.set()
+
+
+# -- plan --apply: one placement per move, waited on, through the controller ----------------------
+
+class FakeReplicaSetAndScheduler(threading.Thread):
+    """Stands in for the ReplicaSet controller (recreates an evicted pod through the pinning
+    webhook) and for hami-scheduler (binds a pinned pod on its whitelisted GPU)."""
+
+    def __init__(self, kubeapi, client, stop: threading.Event, mem_by_app: dict[str, int]) -> None:
+        super().__init__(daemon=True)
+        self.mem_by_app = mem_by_app
+        self.kubeapi, self.pinner, self.stop_event = kubeapi, Pinner(client), stop
+        self.made = 0
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            for p in self.kubeapi.list("hamipodplacements.scheduling.hami.placement.com", NS):
+                st = p.get("status") or {}
+                if st.get("phase") == "DeletingOldPod" and not st.get("claimedBy"):
+                    labels = p["spec"]["podSelector"]["matchLabels"]
+                    new = replacement()
+                    new["metadata"]["labels"] = dict(labels)
+                    new["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = str(self.mem_by_app[labels["app"]])
+                    out = patched(new, self.pinner.admit(admission(new, uid=f"x{self.made}")))
+                    if out is not None:
+                        self.made += 1
+                        out["metadata"]["name"] = f"repl-{self.made}"
+                        self.kubeapi.create(out)
+            for pd in self.kubeapi.list("pods", NS):
+                ann = pd["metadata"].get("annotations") or {}
+                if ann.get("nvidia.com/use-gpuuuid") and not pd["spec"].get("nodeName"):
+                    target = ann[k.STAMP_TARGET].split("/")[0]
+                    mem = int(pd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"])
+                    bind(self.kubeapi, pd["metadata"]["name"], target, ann["nvidia.com/use-gpuuuid"].split(",")[0], mem)
+            self.stop_event.wait(0.05)
+
+
+def test_plan_apply_runs_moves_one_by_one(kubeapi, client):
+    from hami_fast.descheduler.apply import apply_moves
+    from hami_fast.descheduler.controller import ControllerLoop
+    from hami_fast import _native
+
+    kubeapi.create(node("n1"))
+    kubeapi.create(node("n2"))
+    for name, n, g, mem in (("a", "n1", 0, 4000), ("b", "n1", 1, 3000), ("c", "n2", 0, 5000), ("d", "n2", 1, 2000)):
+        kubeapi.create(pod(name, n, g, mem, app=f"app-{name}"))
+    plan = orjson.loads(_native.plan(k.snapshot_inputs(client), b'{"max_moves": 4}'))
+    # All four fit on one 16 GB card (14 GB, 80 % cores): three moves free three GPUs.
+    assert len(plan["moves"]) == 3 and plan["after"]["free_whole_gpus"] == 3
+    stop = threading.Event()
+    leading = threading.Event()
+    leading.set()
+    ControllerLoop(Controller(client, fast()), leading, stop, period=0.05).start()
+    FakeReplicaSetAndScheduler(kubeapi, client, stop, {"app-a": 4000, "app-b": 3000, "app-c": 5000, "app-d": 2000}).start()
+    try:
+        results = apply_moves(client, plan["moves"], interval=0.1, timeout=20, say=lambda m: None)
+    finally:
+        stop.set()
+    assert [r["phase"] for r in results] == ["Completed"] * len(plan["moves"]), results
+    final = orjson.loads(_native.fragmentation(k.snapshot_inputs(client)))
+    assert final["cluster"]["free_whole_gpus"] == 3
+    assert kubeapi.count("create", EVICTIONS) == len(plan["moves"])
+
+
+def test_status_fields_are_declared_in_the_crd(cluster, client):
+    """A structural schema prunes undeclared status fields: everything the controller and the
+    webhook write must be in deploy/crds."""
+    import yaml
+    from pathlib import Path
+
+    crd = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy" / "crds" / "hamipodplacements.scheduling.hami.placement.com.yaml").read_text())
+    version = crd["spec"]["versions"][0]
+    assert crd["metadata"]["name"] == "hamipodplacements.scheduling.hami.placement.com" and version["name"] == "v1"
+    declared = set(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"])
+    cluster.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb", "namespace": NS},
+                    "spec": {"selector": {"matchLabels": {"app": "infer"}}}, "status": {"disruptionsAllowed": 0}})
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    c.reconcile_all()
+    written = set(status_of(cluster, "move"))
+    cluster.patch("poddisruptionbudgets", "pdb", {"status": {"disruptionsAllowed": 1}}, NS)
+    time.sleep(0.15)
+    c.reconcile_all()
+    Pinner(client).admit(admission(replacement()))
+    written |= set(status_of(cluster, "move"))
+    assert {"resolvedUUIDs", "claimedBy", "evictedAt", "evictionAttempts"} <= written
+    assert written <= declared, written - declared
