@@ -472,3 +472,17 @@ def test_status_fields_are_declared_in_the_crd(cluster, client):
     written |= set(status_of(cluster, "move"))
     assert {"resolvedUUIDs", "claimedBy", "evictedAt", "evictionAttempts"} <= written
     assert written <= declared, written - declared
+
+
+def test_cli_accepts_the_helm_chart_flags():
+    from hami_fast.descheduler.cli import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--http_bind=0.0.0.0:8083", "--webhook-bind=0.0.0.0:9443", "--cert_file=/tls/tls.crt", "--key_file=/tls/tls.key",
+                              "--scheduler-name=hami-scheduler", "--leader-elect=true", "--leader-elect-resource-name=l", "--leader-elect-resource-namespace=ns",
+                              "--eviction-mode=Eviction", "--eviction-timeout=5m", "--replacement-timeout=1h30m", "--dry-run=false"])
+    assert (args.bind, args.webhook_bind, args.cert_file, args.leader_elect, args.lease_name, args.lease_namespace) == ("0.0.0.0:8083", "0.0.0.0:9443", "/tls/tls.crt", True, "l", "ns")
+    assert (args.eviction_timeout, args.replacement_timeout, args.dry_run) == (300.0, 5400.0, False)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--eviction-mode=Delete"])

@@ -18,20 +18,58 @@ from granian.server.embed import Server
 log = logging.getLogger("hami_fast.descheduler")
 
 
+def duration(value: str) -> float:
+    """Seconds, or a Go duration such as `5m`, `90s`, `1h30m` (as the Helm chart writes them)."""
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    total, number, units = 0.0, "", {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c.isdigit() or c == ".":
+            number += c
+            i += 1
+            continue
+        unit = "ms" if text.startswith("ms", i) else c
+        if unit not in units or not number:
+            raise argparse.ArgumentTypeError(f"invalid duration {value!r} (want seconds or e.g. 5m, 90s)")
+        total += float(number) * units[unit]
+        number = ""
+        i += len(unit)
+    if number:
+        raise argparse.ArgumentTypeError(f"invalid duration {value!r}: missing unit after {number}")
+    return total
+
+
+def flag(value: str) -> bool:
+    if value.lower() in ("1", "t", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "f", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {value!r}")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bind", default="0.0.0.0:8083", help="REST API and webhook address (default 0.0.0.0:8083)")
+    # Flag spellings follow the Helm chart (deploy/helm/hami-fast/templates/descheduler/deployment.yaml).
+    p.add_argument("--bind", "--http_bind", "--http-bind", dest="bind", default="0.0.0.0:8083", help="REST API address (default 0.0.0.0:8083); serves /webhook too unless --webhook-bind is set")
+    p.add_argument("--webhook-bind", default="", help="separate listener for the pinning webhook (TLS with --cert-file/--key-file)")
     p.add_argument("--kubeconfig", default="", help="kubeconfig path (default: KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--snapshot", default="", help="serve the read-only API on a snapshot file instead of a cluster")
-    p.add_argument("--leader-elect", action="store_true", help="lead through the descheduler's own Lease; followers serve the API read-only")
-    p.add_argument("--lease-name", default="hami-gpu-descheduler")
-    p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"))
-    p.add_argument("--dry-run", action="store_true", help="validate placements, never evict")
-    p.add_argument("--eviction-timeout", type=float, default=300.0)
-    p.add_argument("--replacement-timeout", type=float, default=600.0)
-    p.add_argument("--bind-timeout", type=float, default=900.0)
-    p.add_argument("--period", type=float, default=1.0, help="reconcile period, seconds")
-    p.add_argument("--cert-file", default="", help="serve HTTPS with this certificate (webhooks need TLS in a real cluster)")
-    p.add_argument("--key-file", default="")
+    p.add_argument("--scheduler-name", default="hami-scheduler", help="pods pinned by the webhook must use this scheduler")
+    p.add_argument("--leader-elect", type=flag, nargs="?", const=True, default=False, help="lead through the descheduler's own Lease; followers serve the API read-only")
+    p.add_argument("--lease-name", "--leader-elect-resource-name", dest="lease_name", default="hami-gpu-descheduler")
+    p.add_argument("--lease-namespace", "--leader-elect-resource-namespace", dest="lease_namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"))
+    p.add_argument("--eviction-mode", choices=["Eviction"], default="Eviction", help="only the Eviction API: pods are never deleted directly")
+    p.add_argument("--dry-run", type=flag, nargs="?", const=True, default=False, help="validate placements, never evict")
+    p.add_argument("--eviction-timeout", type=duration, default=300.0, help="how long a disruption budget may block an eviction (seconds or 5m)")
+    p.add_argument("--replacement-timeout", type=duration, default=600.0)
+    p.add_argument("--bind-timeout", type=duration, default=900.0)
+    p.add_argument("--period", type=duration, default=1.0, help="reconcile period")
+    p.add_argument("--cert-file", "--cert_file", dest="cert_file", default="", help="TLS certificate (for the webhook listener, else the API)")
+    p.add_argument("--key-file", "--key_file", dest="key_file", default="")
     p.add_argument("--kube-qps", type=float, default=20.0)
     p.add_argument("--kube-burst", type=int, default=40)
 
@@ -56,7 +94,7 @@ class Runtime:
 
             client = KubeClient(load_api_client(args.kubeconfig), args.kube_qps, args.kube_burst)
             source = Source(client=client)
-            pinner = Pinner(client)
+            pinner = Pinner(client, args.scheduler_name)
             if args.leader_elect:
                 elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
                 self.leading = elector.leading
@@ -74,23 +112,31 @@ class Runtime:
             t.start()
 
     async def serve(self, ready: threading.Event | None = None) -> None:
-        host, _, port = self.args.bind.rpartition(":")
-        tls: dict[str, Any] = {"ssl_cert": Path(self.args.cert_file), "ssl_key": Path(self.args.key_file)} if self.args.cert_file else {}
-        server = Server(self.app, address=host or "0.0.0.0", port=int(port), interface=Interfaces.RSGI, log_enabled=False, **tls)
+        def listener(bind: str, tls: bool) -> Server:
+            host, _, port = bind.rpartition(":")
+            ssl: dict[str, Any] = {"ssl_cert": Path(self.args.cert_file), "ssl_key": Path(self.args.key_file)} if tls else {}
+            return Server(self.app, address=host or "0.0.0.0", port=int(port), interface=Interfaces.RSGI, log_enabled=False, **ssl)
+
+        has_tls = bool(self.args.cert_file and self.args.key_file)
+        servers = [listener(self.args.bind, has_tls and not self.args.webhook_bind)]
+        if self.args.webhook_bind:
+            servers.append(listener(self.args.webhook_bind, has_tls))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, self.stop.set)
             except (RuntimeError, ValueError):
                 pass
-        task = asyncio.create_task(server.serve())
-        log.info("descheduler API on %s", self.args.bind)
+        tasks = [asyncio.create_task(server.serve()) for server in servers]
+        log.info("descheduler API on %s%s", self.args.bind, f", webhook on {self.args.webhook_bind}" if self.args.webhook_bind else "")
         if ready:
             loop.call_later(0.3, ready.set)
-        while not task.done() and not self.stop.is_set():
+        while not any(t.done() for t in tasks) and not self.stop.is_set():
             await asyncio.sleep(0.2)
-        server.stop()
-        await task
+        for server in servers:
+            server.stop()
+        for task in tasks:
+            await task
         self.stop.set()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
