@@ -18,10 +18,10 @@ mod tests;
 use crate::cluster::Cluster;
 use crate::codec::{GpuPolicy, PodHints};
 use crate::config::Config;
-use crate::fit::{fit_pod, PodContext};
+use crate::fit::{fit_host, fit_pod, host_shortfall, PodContext};
 use crate::frag::{FragMemo, NodeShape, Workload, MILLI};
 use crate::k8s::{nullable, Pod};
-use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, CORDONED, HEALTHY};
+use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, HostResources, CORDONED, HEALTHY};
 use crate::policy::node as np;
 use crate::request::PodRequest;
 use serde::{Deserialize, Serialize};
@@ -76,6 +76,68 @@ struct Envelope<'a> {
     items: Option<Vec<&'a RawValue>>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct AllocStatus {
+    #[serde(deserialize_with = "nullable")]
+    allocatable: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NodeAllocView {
+    #[serde(deserialize_with = "nullable")]
+    metadata: OwnerMeta2,
+    #[serde(deserialize_with = "nullable")]
+    status: AllocStatus,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct OwnerMeta2 {
+    #[serde(deserialize_with = "nullable")]
+    name: String,
+}
+
+fn quantity_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A CPU quantity in millicores (`500m`, `2`, `1.5`).
+pub fn cpu_milli(text: &str) -> Option<i64> {
+    let t = text.trim();
+    if let Some(m) = t.strip_suffix('m') {
+        return crate::quantity::parse_int_quantity(m);
+    }
+    if let Ok(f) = t.parse::<f64>() {
+        return Some((f * 1000.0).round() as i64);
+    }
+    crate::quantity::parse_int_quantity(t).map(|v| v.saturating_mul(1000))
+}
+
+/// A memory quantity in MiB (rounded up).
+pub fn memory_mib(text: &str) -> Option<i64> {
+    let bytes = crate::quantity::parse_int_quantity(text).or_else(|| text.trim().parse::<f64>().ok().map(|f| f.ceil() as i64))?;
+    Some((bytes + (1 << 20) - 1) >> 20)
+}
+
+/// CPU and memory a pod requests of its node, as kube-scheduler counts them: the larger of the
+/// app containers' sum and any init container.
+fn pod_host_request(pod: &Pod) -> (i64, i64) {
+    let req = |c: &crate::k8s::Container, key: &str, f: fn(&str) -> Option<i64>| {
+        c.resources().requests.as_ref().and_then(|r| r.get(key)).and_then(|q| f(&q.0)).unwrap_or(0)
+    };
+    let app_cpu: i64 = pod.spec.containers.iter().map(|c| req(c, "cpu", cpu_milli)).sum();
+    let app_mem: i64 = pod.spec.containers.iter().map(|c| req(c, "memory", memory_mib)).sum();
+    let init_cpu = pod.spec.init_containers.iter().map(|c| req(c, "cpu", cpu_milli)).max().unwrap_or(0);
+    let init_mem = pod.spec.init_containers.iter().map(|c| req(c, "memory", memory_mib)).max().unwrap_or(0);
+    (app_cpu.max(init_cpu), app_mem.max(init_mem))
+}
+
 /// A pod that holds GPUs in the snapshot.
 #[derive(Debug, Clone)]
 pub struct PlanPod {
@@ -90,6 +152,8 @@ pub struct PlanPod {
     pub request: PodRequest,
     pub hints: PodHints,
     pub gpu_policy: GpuPolicy,
+    /// CPU (milli) and memory (MiB) requested of the node (checked where the node's allocatable is known).
+    pub host: (i64, i64),
     /// Why the planner may not move it (`None`: movable).
     pub blocked: Option<String>,
 }
@@ -138,6 +202,8 @@ impl Snapshot {
     pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self, String> {
         let mut cluster = Cluster::new(config.clone());
         let mut pods: Vec<(Pod, String, Option<(String, String)>)> = Vec::new();
+        let mut allocatable: HashMap<String, (i64, i64)> = HashMap::new();
+        let mut host_used: HashMap<String, (i64, i64, i64)> = HashMap::new();
         for (n, bytes) in inputs.iter().enumerate() {
             let env: Envelope = serde_json::from_slice(bytes).map_err(|e| format!("snapshot input {n}: decode: {e}"))?;
             // The engine's cluster takes the whole input (List items without `kind` take the
@@ -150,11 +216,28 @@ impl Snapshot {
                 }
                 None => vec![(*bytes, false)],
             };
+            let node_list = env.kind == "NodeList";
             for (item, pod_list) in items {
                 let head: Envelope = serde_json::from_slice(item).unwrap_or_default();
                 let is_pod = head.kind == "Pod" || (head.kind.is_empty() && pod_list);
+                if head.kind == "Node" || (head.kind.is_empty() && node_list) {
+                    let view: NodeAllocView = serde_json::from_slice(item).unwrap_or_default();
+                    let a = &view.status.allocatable;
+                    let cpu = a.get("cpu").and_then(quantity_text).and_then(|t| cpu_milli(&t));
+                    let mem = a.get("memory").and_then(quantity_text).and_then(|t| memory_mib(&t));
+                    if let (Some(cpu), Some(mem)) = (cpu, mem) {
+                        allocatable.insert(view.metadata.name, (cpu, mem));
+                    }
+                }
                 if is_pod {
                     let Ok(pod) = serde_json::from_slice::<Pod>(item) else { continue };
+                    let phase_view: OwnerView = serde_json::from_slice(item).unwrap_or_default();
+                    let terminal = matches!(phase_view.status.phase.as_str(), "Succeeded" | "Failed");
+                    if !pod.spec.node_name.is_empty() && !terminal {
+                        let (cpu, mem) = pod_host_request(&pod);
+                        let e = host_used.entry(pod.spec.node_name.clone()).or_insert((0, 0, 0));
+                        *e = (e.0 + cpu, e.1 + mem, e.2 + 1);
+                    }
                     let owners: OwnerView = serde_json::from_slice(item).unwrap_or_default();
                     let owner = owners
                         .metadata
@@ -168,6 +251,12 @@ impl Snapshot {
         }
         let mut nodes: Vec<GpuNode> = cluster.nodes.values().cloned().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        for n in &mut nodes {
+            if let Some(&(cpu, mem)) = allocatable.get(&n.name) {
+                let (cpu_requested, memory_requested, pods_requested) = host_used.get(&n.name).copied().unwrap_or_default();
+                n.host = Some(HostResources { cpu_milli: cpu, memory_mib: mem, pods: i64::MAX / 4, cpu_requested, memory_requested, pods_requested });
+            }
+        }
         let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let mut out = Vec::new();
         for (pod, phase, owner) in pods {
@@ -178,6 +267,7 @@ impl Snapshot {
             let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
             let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
             let blocked = movable(&pod, &phase, &owner, &request);
+            let host = pod_host_request(&pod);
             out.push(PlanPod {
                 namespace: pod.metadata.namespace.clone(),
                 name: pod.metadata.name.clone(),
@@ -189,6 +279,7 @@ impl Snapshot {
                 request,
                 hints,
                 gpu_policy,
+                host,
                 blocked,
             });
         }
@@ -379,11 +470,25 @@ impl<'s> Planner<'s> {
     fn lift(&mut self, pi: usize) {
         self.index_pod(pi, false);
         let p = &self.s.pods[pi];
-        self.s.nodes[p.node].account(&p.footprint, -1);
+        let (cpu, mem) = p.host;
+        let n = &mut self.s.nodes[p.node];
+        n.account(&p.footprint, -1);
+        if let Some(h) = n.host.as_mut() {
+            h.cpu_requested -= cpu;
+            h.memory_requested -= mem;
+            h.pods_requested -= 1;
+        }
     }
 
     fn land(&mut self, pi: usize, node: usize, footprint: Vec<Collapsed>) {
-        self.s.nodes[node].account(&footprint, 1);
+        let (cpu, mem) = self.s.pods[pi].host;
+        let n = &mut self.s.nodes[node];
+        n.account(&footprint, 1);
+        if let Some(h) = n.host.as_mut() {
+            h.cpu_requested += cpu;
+            h.memory_requested += mem;
+            h.pods_requested += 1;
+        }
         let p = &mut self.s.pods[pi];
         p.node = node;
         p.footprint = footprint;
@@ -398,7 +503,7 @@ impl<'s> Planner<'s> {
         let mut out = Vec::new();
         let mut fits: Vec<(i64, usize)> = Vec::with_capacity(16);
         for (t, n) in self.s.nodes.iter().enumerate() {
-            if !n.is_registered() || n.devices.len() < k {
+            if !n.is_registered() || n.devices.len() < k || host_shortfall(n, p.host.0, p.host.1) != [false; 3] {
                 continue;
             }
             fits.clear();
@@ -441,6 +546,9 @@ impl<'s> Planner<'s> {
     fn fit_on(&self, pi: usize, t: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool) -> Option<Vec<Collapsed>> {
         let p = &self.s.pods[pi];
         let n = &self.s.nodes[t];
+        if host_shortfall(n, p.host.0, p.host.1) != [false; 3] {
+            return None;
+        }
         let mut hints = p.hints.clone();
         hints.use_uuids = n
             .devices
@@ -703,6 +811,9 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
     planner.lift(pi);
     let set: HashSet<&String> = uuids.iter().collect();
     let allowed = |_: usize, d: usize, n: &GpuNode| set.contains(&n.devices[d].id);
+    if let Err(reason) = fit_host(&planner.s.nodes[t], planner.s.pods[pi].host.0, planner.s.pods[pi].host.1) {
+        return Err(format!("pod {pod} does not fit on {node} even with its old copy gone: {reason}"));
+    }
     if planner.fit_on(pi, t, &allowed).is_none() {
         let p = &planner.s.pods[pi];
         let mut hints = p.hints.clone();

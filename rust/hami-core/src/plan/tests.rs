@@ -182,3 +182,63 @@ fn plan_json_has_the_documented_shape() {
     let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], b"", &Config::default()).unwrap()).unwrap();
     assert_eq!(out["max_moves"], 0);
 }
+
+#[test]
+fn host_cpu_is_checked_where_allocatable_is_known() {
+    let with_cpu = |mut n: serde_json::Value, cpu: &str| {
+        n["status"] = json!({"allocatable": {"cpu": cpu, "memory": "8Gi"}});
+        n
+    };
+    let with_req = |mut p: serde_json::Value, cpu: &str| {
+        p["spec"]["containers"][0]["resources"]["requests"] = json!({"cpu": cpu, "memory": "1Gi"});
+        p
+    };
+    let items = |cpu_a: &str| {
+        vec![
+            with_cpu(node("a", 1, &[]), cpu_a),
+            with_cpu(node("b", 1, &[]), "2"),
+            with_req(pod("p1", "a", &[0], 300, true), "1000m"),
+            with_req(pod("p2", "b", &[0], 400, true), "2"),
+            pod("w", "c", &[0], 1000, false),
+            node("c", 1, &[]),
+        ]
+    };
+    let tight = snap(items("2"));
+    assert_eq!(tight.nodes[tight.index["a"]].host.unwrap().cpu_requested, 1000);
+    assert!(plan(&tight, 5, Strategy::Drain).moves.is_empty(), "neither node has the CPU for the other's pod");
+    let err = validate_target(&tight, "ns/p1", "b", &["gpu-0".to_string()]).unwrap_err();
+    assert!(err.contains("Insufficient cpu"), "{err}");
+    let roomy = snap(items("3500m"));
+    let r = plan(&roomy, 5, Strategy::Drain);
+    assert_eq!(r.moves.len(), 1);
+    assert_eq!(r.moves[0].pod, "ns/p2");
+    validate_moves(&roomy, &r.moves).unwrap();
+    assert_eq!(cpu_milli("1.5"), Some(1500));
+    assert_eq!(memory_mib("1Gi"), Some(1024));
+}
+
+/// openb `default` replayed with `spread` to 90 % arrived: every planned move replays under the
+/// engine's Fit and the nodes' CPU (skips without the shared data).
+#[test]
+fn openb_spread_plan_replays_move_by_move() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/openb");
+    let (Ok(nodes), Ok(pods)) = (
+        std::fs::read_to_string(dir.join("openb_node_list_gpu_node.csv")),
+        std::fs::read_to_string(dir.join("openb_pod_list_default.csv")),
+    ) else {
+        eprintln!("openb data not found at {}: skipped", dir.display());
+        return;
+    };
+    let options = crate::replay::Options { policy: crate::replay::Policy::Spread, ..Default::default() };
+    let list = crate::replay::snapshot::snapshot_csv("nodes.csv", &nodes, "pods.csv", &pods, options, 90.0).unwrap();
+    let s = Snapshot::from_objects(&[list.to_string().as_bytes()], &Config::default()).unwrap();
+    assert_eq!(s.nodes.len(), 1213);
+    assert!(s.nodes.iter().all(|n| n.host.is_some()));
+    let budget = s.pods.len() / 20;
+    for strategy in [Strategy::Drain, Strategy::Greedy] {
+        let r = plan(&s, budget, strategy);
+        assert!(!r.moves.is_empty() && r.moves.len() <= budget);
+        assert!(r.after.free_whole_gpus > r.before.free_whole_gpus && r.after.fragmentation < r.before.fragmentation);
+        assert_eq!(validate_moves(&s, &r.moves).unwrap(), r.after);
+    }
+}

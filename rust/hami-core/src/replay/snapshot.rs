@@ -9,7 +9,8 @@ impl Replay {
     /// Runs the pod stream while the cumulative requested GPU stays within `arrived_pct` % of the
     /// cluster's GPU capacity, then returns a `List` of the Nodes (HAMi registration annotation,
     /// allocatable CPU and memory) and the GPU pods placed so far (HAMi allocation annotations,
-    /// owned by a ReplicaSet, `Running`). Failed pods are not in the list.
+    /// owned by a ReplicaSet, `Running`), CPU-only pods included for the nodes' CPU accounting.
+    /// Pods that failed to schedule are not in the list.
     pub fn snapshot_at(mut self, arrived_pct: f64) -> Result<Value, String> {
         let limit = arrived_pct / 100.0 * (self.total_gpus * MILLI) as f64;
         let order = std::mem::take(&mut self.order);
@@ -30,9 +31,7 @@ impl Replay {
             self.place(task, node, preference)?;
             let n = &mut self.nodes[node];
             n.frag = self.memo.frag(&n.shape(), &self.workload);
-            if task.request.is_none() {
-                continue;
-            }
+            let gpu = task.request.is_some();
             let devices: Vec<ContainerDevice> = n
                 .gpu
                 .usage
@@ -48,10 +47,17 @@ impl Replay {
                 })
                 .collect();
             let mut annotations = serde_json::Map::new();
-            annotations.insert(codec::VGPU_NODE_KEY.into(), n.name.clone().into());
-            annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[devices]).into());
-            annotations.insert(codec::BIND_PHASE_KEY.into(), "success".into());
-            if !task.spec.is_empty() {
+            if gpu {
+                annotations.insert(codec::VGPU_NODE_KEY.into(), n.name.clone().into());
+                annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[devices]).into());
+                annotations.insert(codec::BIND_PHASE_KEY.into(), "success".into());
+            }
+            let mut limits = serde_json::Map::new();
+            if gpu {
+                limits.insert("nvidia.com/gpu".into(), task.num_gpu.to_string().into());
+                limits.insert("nvidia.com/gpumem".into(), task.milli.to_string().into());
+            }
+            if gpu && !task.spec.is_empty() {
                 annotations.insert(codec::hints::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
             }
             items.push(json!({
@@ -65,7 +71,7 @@ impl Replay {
                 "spec": {
                     "nodeName": n.name, "schedulerName": "hami-scheduler",
                     "containers": [{"name": "main", "resources": {
-                        "limits": {"nvidia.com/gpu": task.num_gpu.to_string(), "nvidia.com/gpumem": task.milli.to_string()},
+                        "limits": limits,
                         "requests": {"cpu": format!("{}m", task.cpu), "memory": format!("{}Mi", task.memory)},
                     }}],
                 },
