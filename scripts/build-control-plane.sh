@@ -3,15 +3,17 @@
 # at pinned versions, cached outside git so that later runs reuse it.
 #
 #   scripts/build-control-plane.sh          -> prints the folder holding the three binaries
+#   BUILD_CONTROLLER_MANAGER=1 scripts/build-control-plane.sh   also builds kube-controller-manager
+# Pins: K8S_VERSION (default below). Cache: ${HAMI_FAST_CACHE:-~/.cache/hami-fast}/bin/k8s-<version>/
 #
 # Kubernetes: k8s.io/kubernetes's published go.mod lists its ~30 staging modules at v0.0.0, so a
 # plain `go install k8s.io/kubernetes/cmd/...@vX` fails. We generate a small wrapper module that
 # requires k8s.io/kubernetes vX.Y.Z plus one `replace k8s.io/<staging> => k8s.io/<staging> v0.Y.Z`
 # line per staging module (read from the monorepo's own go.mod), then `go build` the commands.
-# etcd: Debian's etcd-server if it is installed (or installable), otherwise the etcd server module.
+# etcd: the etcd server module at the version Kubernetes depends on (default), or Debian's
+# etcd-server with ETCD_SOURCE=apt.
 set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 CACHE="${HAMI_FAST_CACHE:-$HOME/.cache/hami-fast}"
 DEST="$CACHE/bin/k8s-$K8S_VERSION"
 WORK="$CACHE/build/k8s-$K8S_VERSION"
@@ -23,7 +25,13 @@ have() { [[ -x "$DEST/$1" ]]; }
 mkdir -p "$DEST" "$WORK"
 staging_minor="v0.${K8S_VERSION#v1.}"
 
-if ! have kube-apiserver || ! have kube-scheduler; then
+# kube-controller-manager only on request (Deployments/ReplicaSets in e2e tests of the descheduler).
+CMDS=(kube-apiserver kube-scheduler)
+[[ "${BUILD_CONTROLLER_MANAGER:-0}" == 1 ]] && CMDS+=(kube-controller-manager)
+need=0
+for cmd in "${CMDS[@]}"; do have "$cmd" || need=1; done
+
+if [[ $need == 1 ]]; then
   start=$(date +%s)
   log "resolving k8s.io/kubernetes $K8S_VERSION (staging modules at $staging_minor)"
   gomod=$(cd "$WORK" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
@@ -50,11 +58,12 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 )
 GO
   log "wrapper module with ${#staging[@]} replace lines in $WORK"
   (cd "$WORK" && GOFLAGS=-mod=mod go mod tidy -e >&2 || true)
-  for cmd in kube-apiserver kube-scheduler; do
+  for cmd in "${CMDS[@]}"; do
     if have "$cmd"; then continue; fi
     t0=$(date +%s)
     log "go build $cmd ..."
@@ -71,22 +80,22 @@ GO
 fi
 
 if ! have etcd; then
-  if [[ -x /usr/bin/etcd ]]; then
+  if [[ "${ETCD_SOURCE:-module}" == apt ]]; then
+    # Debian's etcd-server (3.4 on Debian 12/13). The package may start an etcd service; only the
+    # binary is used.
+    if [[ ! -x /usr/bin/etcd ]]; then
+      { DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >&2 || \
+        { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >&2; }; }
+      (systemctl disable --now etcd >/dev/null 2>&1 || service etcd stop >/dev/null 2>&1 || true)
+    fi
     ln -sf /usr/bin/etcd "$DEST/etcd"
-    log "etcd: using Debian's /usr/bin/etcd"
-  elif [[ "${ETCD_FROM_APT:-1}" == 1 ]] && command -v apt-get >/dev/null && \
-       { DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >&2 2>/dev/null || \
-         { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >&2; }; } && \
-       [[ -x /usr/bin/etcd ]]; then
-    # Debian's package enables an etcd service on install; we only want the binary.
-    (systemctl disable --now etcd >/dev/null 2>&1 || service etcd stop >/dev/null 2>&1 || true)
-    ln -sf /usr/bin/etcd "$DEST/etcd"
-    log "etcd: installed Debian's etcd-server"
+    log "etcd: Debian's /usr/bin/etcd"
   else
+    # The etcd server at the version Kubernetes itself depends on, built inside the same wrapper
+    # module (a three-line main calling etcdmain.Main), so it shares the module graph and cache.
     t0=$(date +%s)
-    ew="$CACHE/build/etcd-$ETCD_VERSION"
-    mkdir -p "$ew"
-    cat > "$ew/main.go" <<'GO'
+    mkdir -p "$WORK/etcd"
+    cat > "$WORK/etcd/main.go" <<'GO'
 package main
 
 import (
@@ -97,9 +106,9 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-    printf 'module hami-fast/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$ew/go.mod"
-    (cd "$ew" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -o "$DEST/etcd" . >&2)
-    log "etcd $ETCD_VERSION built from its module in $(( $(date +%s) - t0 ))s"
+    (cd "$WORK" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$DEST/etcd.tmp" ./etcd >&2)
+    mv "$DEST/etcd.tmp" "$DEST/etcd"
+    log "etcd $(cd "$WORK" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) built in $(( $(date +%s) - t0 ))s"
   fi
 fi
 echo "$DEST"

@@ -1,0 +1,375 @@
+"""A real Kubernetes control plane on loopback for end-to-end tests.
+
+etcd, kube-apiserver and kube-scheduler (built by scripts/build-control-plane.sh into
+~/.cache/hami-fast/bin/k8s-<version>/) plus `hami-fast serve` over TLS, wired together the way the
+Helm chart wires them: the chart is rendered with helm, and its KubeSchedulerConfiguration,
+MutatingWebhookConfiguration, RBAC and the extender's flags are used with only the addresses
+changed. kube-scheduler and hami-fast authenticate as the chart's ServiceAccount (a static token
+whose user name is `system:serviceaccount:<ns>:<sa>`), so the chart's RBAC is what authorises them.
+
+No kubelet: Node objects are created through the API with HAMi's register annotation and
+`nvidia.com/gpu` allocatable, as the device plugin leaves them.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "hami-fast"
+K8S_VERSION = os.environ.get("K8S_VERSION", "v1.37.2")
+NAMESPACE = "hami-system"
+RELEASE = "e2e"
+SA = f"{RELEASE}-hami-fast-scheduler"
+SA_USER = f"system:serviceaccount:{NAMESPACE}:{SA}"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("HAMI_FAST_CACHE", Path.home() / ".cache" / "hami-fast"))
+
+
+def binaries_dir() -> Path:
+    return Path(os.environ.get("KUBE_BIN_DIR", cache_dir() / "bin" / f"k8s-{K8S_VERSION}"))
+
+
+def missing_binaries() -> list[str]:
+    return [b for b in ("etcd", "kube-apiserver", "kube-scheduler") if not os.access(binaries_dir() / b, os.X_OK)]
+
+
+def find_helm() -> str | None:
+    if os.environ.get("HELM"):
+        return os.environ["HELM"]
+    for p in sorted((cache_dir() / "bin").glob("helm-*/helm"), reverse=True):
+        return str(p)
+    return shutil.which("helm")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+            last = result
+        except Exception as exc:  # noqa: BLE001 - report the last failure on timeout
+            last = exc
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def render_chart(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    helm = find_helm()
+    if not helm:
+        raise RuntimeError("helm not found (scripts/install-helm.sh)")
+    args = [helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", K8S_VERSION]
+    for k, v in (values or {}).items():
+        args += ["--set-json", f"{k}={json.dumps(v)}"]
+    out = subprocess.run(args, check=True, capture_output=True, text=True, timeout=60).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+@dataclass
+class Proc:
+    name: str
+    args: list[str]
+    log: Path
+    env: dict[str, str] | None = None
+    popen: subprocess.Popen | None = None
+
+    def start(self) -> "Proc":
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.log, "ab")
+        fh.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.args)}\n".encode())
+        fh.flush()
+        self.popen = subprocess.Popen(self.args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
+        fh.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+        if not self.popen or self.popen.poll() is not None:
+            return
+        self.popen.send_signal(sig)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(10)
+
+    def tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class ControlPlane:
+    workdir: Path
+    timings: dict[str, float] = field(default_factory=dict)
+    procs: dict[str, Proc] = field(default_factory=dict)
+
+    # -- certificates and credentials ---------------------------------------------------------
+    def _credentials(self) -> None:
+        import trustme
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        d = self.workdir / "pki"
+        d.mkdir(parents=True, exist_ok=True)
+        self.ca = trustme.CA()
+        self.ca_file = d / "ca.crt"
+        self.ca.cert_pem.write_to_path(str(self.ca_file))
+        for name in ("apiserver", "hami-fast"):
+            cert = self.ca.issue_cert("127.0.0.1", "localhost")
+            cert.private_key_pem.write_to_path(str(d / f"{name}.key"))
+            cert.cert_chain_pems[0].write_to_path(str(d / f"{name}.crt"))
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        (d / "sa.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        (d / "sa.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        self.admin_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
+        self.sa_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
+        (d / "tokens.csv").write_text(
+            f'{self.admin_token},e2e-admin,e2e-admin,"system:masters"\n'
+            f'{self.sa_token},{SA_USER},{SA_USER}-uid,"system:serviceaccounts,system:serviceaccounts:{NAMESPACE},system:authenticated"\n'
+        )
+        self.pki = d
+
+    def kubeconfig(self, name: str, token: str) -> Path:
+        path = self.workdir / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
+            "clusters": [{"name": "e2e", "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": name}}],
+        }))
+        return path
+
+    # -- processes -------------------------------------------------------------------------------
+    def start(self) -> "ControlPlane":
+        t0 = time.monotonic()
+        bins = binaries_dir()
+        self._credentials()
+        etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+        self.server = f"https://127.0.0.1:{api_port}"
+        logs = self.workdir / "logs"
+        self.procs["etcd"] = Proc("etcd", [
+            str(bins / "etcd"), "--name=e2e", f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}", f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-cluster=e2e=http://127.0.0.1:{etcd_peer}", "--log-level=warn", "--quota-backend-bytes=1073741824",
+        ], logs / "etcd.log").start()
+        self.procs["kube-apiserver"] = Proc("kube-apiserver", [
+            str(bins / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--tls-cert-file={self.pki / 'apiserver.crt'}", f"--tls-private-key-file={self.pki / 'apiserver.key'}",
+            f"--token-auth-file={self.pki / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={self.pki / 'sa.pub'}", f"--service-account-signing-key-file={self.pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            # No controller-manager creates `default` ServiceAccounts, so the ServiceAccount admission
+            # plugin is off; everything else (MutatingAdmissionWebhook included) stays on.
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            "--v=1",
+        ], logs / "kube-apiserver.log").start()
+        self.api = KubeApi(self.server, self.admin_token, str(self.ca_file))
+        wait_for("kube-apiserver /readyz", lambda: self._check_alive("kube-apiserver") and self.api.get_raw("/readyz") == "ok", timeout=180)
+        self.timings["apiserver_ready_s"] = time.monotonic() - t0
+        return self
+
+    def _check_alive(self, name: str) -> bool:
+        proc = self.procs[name]
+        if not proc.alive():
+            raise RuntimeError(f"{name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+        return True
+
+    def install_chart_objects(self, objs: list[dict[str, Any]]) -> None:
+        """The chart's ServiceAccount and RBAC, as helm would create them."""
+        self.api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, exist_ok=True)
+        paths = {
+            "ServiceAccount": f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+            "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles",
+            "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings",
+            "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        }
+        for o in objs:
+            if o["kind"] in paths and "helm.sh/hook" not in o["metadata"].get("annotations", {}):
+                self.api.create(paths[o["kind"]], o, exist_ok=True)
+
+    def start_hami_fast(self, serve_args: list[str], port: int, metrics_port: int) -> Proc:
+        """`hami-fast serve` with the chart's flags; only addresses, TLS files and the kubeconfig change."""
+        args = [a for a in serve_args if not a.startswith(("--http_bind", "--cert_file", "--key_file", "--metrics-bind-address"))]
+        kubeconfig = self.kubeconfig("hami-fast", self.sa_token)
+        exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
+        cmd = [exe] if exe else [sys.executable, "-m", "hami_fast.cli"]
+        env = {**os.environ, "POD_NAME": "hami-fast-e2e", "POD_NAMESPACE": NAMESPACE}
+        proc = Proc("hami-fast", [*cmd, "serve", f"--http_bind=127.0.0.1:{port}",
+                                  f"--cert_file={self.pki / 'hami-fast.crt'}", f"--key_file={self.pki / 'hami-fast.key'}",
+                                  f"--metrics-bind-address=127.0.0.1:{metrics_port}", f"--kubeconfig={kubeconfig}", *args],
+                    self.workdir / "logs" / "hami-fast.log", env=env).start()
+        self.procs["hami-fast"] = proc
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        wait_for("hami-fast /readyz", lambda: self._check_alive("hami-fast")
+                 and urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=ctx, timeout=2).status == 200, timeout=60)
+        return proc
+
+    def start_kube_scheduler(self, config_text: str) -> Proc:
+        cfg = yaml.safe_load(config_text)
+        cfg["clientConnection"] = {"kubeconfig": str(self.kubeconfig("kube-scheduler", self.sa_token))}
+        path = self.workdir / "kube-scheduler-config.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        proc = Proc("kube-scheduler", [str(binaries_dir() / "kube-scheduler"), f"--config={path}", "--secure-port=0", "-v=4"],
+                    self.workdir / "logs" / "kube-scheduler.log").start()
+        self.procs["kube-scheduler"] = proc
+        return proc
+
+    def stop(self) -> None:
+        for name in ("kube-scheduler", "hami-fast", "kube-apiserver", "etcd"):
+            if name in self.procs:
+                self.procs[name].stop()
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: str):
+        super().__init__(f"{status}: {body[:2000]}")
+        self.status = status
+        self.body = body
+
+
+class KubeApi:
+    """A tiny JSON client for the test's own calls (admin token)."""
+
+    def __init__(self, server: str, token: str, ca_file: str):
+        self.server = server
+        self.token = token
+        self.ctx = ssl.create_default_context(cafile=ca_file)
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise ApiError(exc.code, exc.read().decode(errors="replace")) from None
+        return json.loads(text) if text and text[0] in "{[" else text
+
+    def get_raw(self, path: str) -> str:
+        return self.request("GET", path)
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def create(self, path: str, obj: dict[str, Any], exist_ok: bool = False) -> Any:
+        try:
+            return self.request("POST", path, obj)
+        except ApiError as exc:
+            if exist_ok and exc.status == 409:
+                return None
+            raise
+
+    def patch(self, path: str, patch: dict[str, Any], kind: str = "merge") -> Any:
+        ct = {"merge": "application/merge-patch+json", "strategic": "application/strategic-merge-patch+json"}[kind]
+        return self.request("PATCH", path, patch, content_type=ct)
+
+    def delete(self, path: str) -> Any:
+        try:
+            return self.request("DELETE", path)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+
+class Cluster:
+    """The running control plane plus hami-fast, set up from the chart's rendered objects."""
+
+    def __init__(self, cp: ControlPlane, objs):
+        self.cp = cp
+        self.api = cp.api
+        self.objs = objs
+        self.port = free_port()
+        self.metrics_port = free_port()
+
+    def chart(self, kind: str, name_suffix: str = ""):
+        found = [o for o in self.objs if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)]
+        assert len(found) == 1, (kind, name_suffix, [o["metadata"]["name"] for o in found])
+        return found[0]
+
+    def serve_args(self):
+        dep = self.chart("Deployment", "-scheduler")
+        (c,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "vgpu-scheduler-extender"]
+        return c["args"]
+
+    def start_hami_fast(self):
+        return self.cp.start_hami_fast(self.serve_args(), self.port, self.metrics_port)
+
+    def restart_hami_fast(self):
+        self.cp.procs["hami-fast"].stop()
+        return self.start_hami_fast()
+
+
+
+@contextlib.contextmanager
+def running_cluster(workdir: Path):
+    """The whole setup: control plane, chart RBAC and webhook, hami-fast, kube-scheduler."""
+    t0 = time.monotonic()
+    objs = render_chart()
+    cp = ControlPlane(workdir)
+    try:
+        cp.start()
+        c = Cluster(cp, objs)
+        cp.install_chart_objects(objs)
+        # The chart's webhook registration, pointed at this hami-fast over loopback TLS.
+        mwc = c.chart("MutatingWebhookConfiguration")
+        for wh in mwc["webhooks"]:
+            wh["clientConfig"] = {"url": f"https://127.0.0.1:{c.port}/webhook",
+                                  "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode()}
+        cp.api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
+        c.start_hami_fast()
+        # The chart's KubeSchedulerConfiguration, with the extender at this hami-fast's port.
+        text = c.chart("ConfigMap", "-scheduler")["data"]["config.yaml"]
+        cfg_url = f"https://127.0.0.1:{c.port}"
+        assert "https://127.0.0.1:9443" in text
+        cp.start_kube_scheduler(text.replace("https://127.0.0.1:9443", cfg_url))
+        # kube-scheduler holds the chart's Lease (leaderElect: true) once it runs.
+        wait_for("kube-scheduler's Lease", lambda: cp._check_alive("kube-scheduler") and
+                 cp.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/hami-scheduler")["spec"].get("holderIdentity"), timeout=90)
+        cp.timings["setup_s"] = time.monotonic() - t0
+        yield c
+    finally:
+        cp.stop()
+        timings = ", ".join(f"{k}={v:.1f}" for k, v in cp.timings.items())
+        print(f"\n[e2e] control plane timings: {timings}; logs in {workdir / 'logs'}")
