@@ -46,7 +46,14 @@ needs_helm = pytest.mark.skipif(
 )
 
 try:
+    import functools
+
     import kubernetes_validate
+    import kubernetes_validate.utils as _kv_utils
+
+    # kubernetes-validate re-reads its (multi-MB) definitions file on every call; read each once.
+    if not hasattr(_kv_utils.schema_contents, "cache_info"):
+        _kv_utils.schema_contents = functools.lru_cache(maxsize=None)(_kv_utils.schema_contents)
 except ImportError:  # pragma: no cover - the test extra installs it
     kubernetes_validate = None
 
@@ -688,7 +695,8 @@ def test_kube_scheduler_accepts_the_rendered_config(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(one(render(), "ConfigMap")["data"]["config.yaml"])
     out = tmp_path / "written.yaml"
-    proc = subprocess.run([binary, f"--config={cfg}", f"--write-config-to={out}"], capture_output=True, text=True, timeout=60)
+    # A master address is required to build clients; nothing connects before the config is written.
+    proc = subprocess.run([binary, f"--config={cfg}", f"--write-config-to={out}", "--master=https://127.0.0.1:9", "--secure-port=0"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     written = yaml.safe_load(out.read_text())
     (ext,) = written["extenders"]

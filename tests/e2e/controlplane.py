@@ -24,6 +24,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class ProcessDied(RuntimeError):
+    """A component exited: waiting longer cannot help."""
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, interval: float = 0.2) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -75,6 +80,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, interval:
             if result:
                 return result
             last = result
+        except ProcessDied:
+            raise
         except Exception as exc:  # noqa: BLE001 - report the last failure on timeout
             last = exc
         time.sleep(interval)
@@ -189,6 +196,8 @@ class ControlPlane:
             str(bins / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            # The `kubernetes` Service endpoint may not be a loopback address; nothing here needs it.
+            "--endpoint-reconciler-type=none",
             f"--tls-cert-file={self.pki / 'apiserver.crt'}", f"--tls-private-key-file={self.pki / 'apiserver.key'}",
             f"--token-auth-file={self.pki / 'tokens.csv'}",
             "--authorization-mode=RBAC",
@@ -210,7 +219,7 @@ class ControlPlane:
     def _check_alive(self, name: str) -> bool:
         proc = self.procs[name]
         if not proc.alive():
-            raise RuntimeError(f"{name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+            raise ProcessDied(f"{name} exited ({proc.popen.returncode}):\n{proc.tail()}")
         return True
 
     def install_chart_objects(self, objs: list[dict[str, Any]]) -> None:
@@ -234,16 +243,30 @@ class ControlPlane:
         kubeconfig = self.kubeconfig("hami-fast", self.sa_token)
         exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
         cmd = [exe] if exe else [sys.executable, "-m", "hami_fast.cli"]
-        env = {**os.environ, "POD_NAME": "hami-fast-e2e", "POD_NAMESPACE": NAMESPACE}
+        # As in the chart's pod: POD_NAME is the hostname kube-scheduler puts first in its Lease identity.
+        env = {**os.environ, "POD_NAME": socket.gethostname(), "POD_NAMESPACE": NAMESPACE}
         proc = Proc("hami-fast", [*cmd, "serve", f"--http_bind=127.0.0.1:{port}",
                                   f"--cert_file={self.pki / 'hami-fast.crt'}", f"--key_file={self.pki / 'hami-fast.key'}",
                                   f"--metrics-bind-address=127.0.0.1:{metrics_port}", f"--kubeconfig={kubeconfig}", *args],
                     self.workdir / "logs" / "hami-fast.log", env=env).start()
         self.procs["hami-fast"] = proc
-        ctx = ssl.create_default_context(cafile=str(self.ca_file))
-        wait_for("hami-fast /readyz", lambda: self._check_alive("hami-fast")
-                 and urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=ctx, timeout=2).status == 200, timeout=60)
+        self.wait_hami_fast(port, "/healthz")
         return proc
+
+    def wait_hami_fast(self, port: int, path: str, timeout: float = 60) -> None:
+        """/healthz: serving; /readyz: caches synced and following the leader's Lease."""
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+
+        def ok() -> bool:
+            self._check_alive("hami-fast")
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=2) as resp:
+                    return resp.status == 200
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                raise
+
+        wait_for(f"hami-fast {path}", ok, timeout=timeout)
 
     def start_kube_scheduler(self, config_text: str) -> Proc:
         cfg = yaml.safe_load(config_text)
@@ -284,7 +307,8 @@ class KubeApi:
             with urllib.request.urlopen(req, context=self.ctx, timeout=30) as resp:
                 text = resp.read().decode()
         except urllib.error.HTTPError as exc:
-            raise ApiError(exc.code, exc.read().decode(errors="replace")) from None
+            with exc:
+                raise ApiError(exc.code, exc.read().decode(errors="replace")) from None
         return json.loads(text) if text and text[0] in "{[" else text
 
     def get_raw(self, path: str) -> str:
@@ -333,8 +357,11 @@ class Cluster:
         (c,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "vgpu-scheduler-extender"]
         return c["args"]
 
-    def start_hami_fast(self):
-        return self.cp.start_hami_fast(self.serve_args(), self.port, self.metrics_port)
+    def start_hami_fast(self, ready: bool = True):
+        proc = self.cp.start_hami_fast(self.serve_args(), self.port, self.metrics_port)
+        if ready:
+            self.cp.wait_hami_fast(self.port, "/readyz")
+        return proc
 
     def restart_hami_fast(self):
         self.cp.procs["hami-fast"].stop()
@@ -358,7 +385,7 @@ def running_cluster(workdir: Path):
             wh["clientConfig"] = {"url": f"https://127.0.0.1:{c.port}/webhook",
                                   "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode()}
         cp.api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
-        c.start_hami_fast()
+        c.start_hami_fast(ready=False)  # ready once kube-scheduler holds the Lease it follows
         # The chart's KubeSchedulerConfiguration, with the extender at this hami-fast's port.
         text = c.chart("ConfigMap", "-scheduler")["data"]["config.yaml"]
         cfg_url = f"https://127.0.0.1:{c.port}"
@@ -367,6 +394,7 @@ def running_cluster(workdir: Path):
         # kube-scheduler holds the chart's Lease (leaderElect: true) once it runs.
         wait_for("kube-scheduler's Lease", lambda: cp._check_alive("kube-scheduler") and
                  cp.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/hami-scheduler")["spec"].get("holderIdentity"), timeout=90)
+        cp.wait_hami_fast(c.port, "/readyz")
         cp.timings["setup_s"] = time.monotonic() - t0
         yield c
     finally:
