@@ -486,3 +486,52 @@ def test_cli_accepts_the_helm_chart_flags():
     assert (args.eviction_timeout, args.replacement_timeout, args.dry_run) == (300.0, 5400.0, False)
     with pytest.raises(SystemExit):
         parser.parse_args(["--eviction-mode=Delete"])
+
+
+def test_webhook_does_not_pin_to_a_target_that_went_bad(cluster, client):
+    create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
+    Controller(client, fast()).reconcile_all()
+    cluster.patch("nodes", "n1", {"metadata": {"annotations": {"hami.io/node-nvidia-register": register("n1", unhealthy=(1,))}}})
+    assert patched(replacement(), Pinner(client).admit(admission(replacement()))) is None
+    st = status_of(cluster, "pin")
+    assert st["phase"] == "Failed" and "not healthy" in st["message"]
+
+
+def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
+    """As the Helm chart runs it: API on plain HTTP, /webhook on a separate HTTPS listener."""
+    import ssl
+
+    import trustme
+
+    from hami_fast.descheduler.cli import Runtime, add_arguments
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    api_port, hook_port = free_port(), free_port()
+    args = parser.parse_args([f"--http_bind=127.0.0.1:{api_port}", f"--webhook-bind=127.0.0.1:{hook_port}", f"--cert_file={tmp_path / 'tls.crt'}",
+                              f"--key_file={tmp_path / 'tls.key'}", "--kubeconfig", cluster.kubeconfig, "--period", "0.1", "--leader-elect=false"])
+    runtime = Runtime(args)
+    runtime.start()
+    ready = threading.Event()
+    thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and status_of(cluster, "pin").get("phase") != "Pending":
+            time.sleep(0.1)
+        context = ssl.create_default_context()
+        ca.configure_trust(context)
+        req = urllib.request.Request(f"https://127.0.0.1:{hook_port}/webhook", data=admission(replacement()), method="POST")
+        with urllib.request.urlopen(req, timeout=10, context=context) as r:
+            out = patched(replacement(), r.read())
+        assert out["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == "GPU-n1-1"
+        assert http(f"http://127.0.0.1:{api_port}/api/v1/placements")[1]["items"][0]["claimedBy"]
+    finally:
+        runtime.stop.set()
+        thread.join(10)

@@ -78,6 +78,35 @@ class Pinner:
         self.client, self.scheduler_name = client, scheduler_name
         self.lock = threading.Lock()
 
+    def target_problem(self, placement: dict[str, Any]) -> str:
+        """The target node still exists and its resolved GPUs are registered, healthy, not cordoned."""
+        from hami_fast import _native
+        from hami_fast.kube.client import path_of
+
+        node_name = (placement.get("spec") or {}).get("nodeName", "")
+        uuids = (placement.get("status") or {}).get("resolvedUUIDs") or []
+        try:
+            node = self.client.request("GET", path_of("api", "v1", "nodes", node_name)).json()
+        except ApiError as exc:
+            if exc.status == 404:
+                return f"node {node_name} not found"
+            raise
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        try:
+            devices = {d.get("id"): d for d in orjson.loads(_native.decode_node_register(annotations.get("hami.io/node-nvidia-register", "")))}
+        except (_native.EngineError, orjson.JSONDecodeError) as exc:
+            return f"node {node_name} is not registered: {exc}"
+        cordoned = {u.strip() for u in annotations.get("hami.io/device-cordon", "").split(",") if u.strip()}
+        for uuid in uuids:
+            device = devices.get(uuid)
+            if device is None:
+                return f"GPU {uuid} no longer registered on {node_name}"
+            if not device.get("health"):
+                return f"GPU {uuid} on {node_name} is not healthy"
+            if uuid in cordoned:
+                return f"GPU {uuid} on {node_name} is cordoned"
+        return ""
+
     def admit(self, body: bytes) -> bytes:
         try:
             review = orjson.loads(body)
@@ -115,6 +144,16 @@ class Pinner:
                           and labels_match((p.get("spec") or {}).get("podSelector"), labels)]
             candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
             for placement in candidates:
+                problem = self.target_problem(placement)
+                if problem:
+                    # Never leave an unschedulable pin: admit the pod as it is, fail the placement.
+                    status = placement.setdefault("status", {})
+                    status.update(phase="Failed", message=f"target no longer valid at admission: {problem}")
+                    try:
+                        k.put_status(self.client, placement)
+                    except ApiError:
+                        pass
+                    continue
                 status = placement.setdefault("status", {})
                 stamp = k.now_rfc3339()
                 status["claimedBy"] = {"podName": meta.get("name") or "", "generateName": meta.get("generateName") or "", "claimedAt": stamp}
