@@ -119,7 +119,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "cert-manager-monitoring": {
         "scheduler": {"certManager": {"enabled": True}, "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
     },
-    "descheduler": {"descheduler": {"enabled": True, "replicas": 2, "eviction": {"mode": "Delete"}}},
+    "descheduler": {"descheduler": {"enabled": True, "replicas": 2, "dryRun": True, "eviction": {"evictionTimeout": "90s"}}},
     "everything": {
         "global": {"imageRegistry": "mirror.example.com", "imagePullSecrets": ["regcred"], "labels": {"team": "ml"}},
         "scheduler": {
@@ -269,7 +269,7 @@ def test_values_schema_rejects_bad_values():
         {"scheduler": {"replicas": 0}},
         {"resourceName": "nvidia.com/gpu count"},
         {"devices": {"nvidia": {"gpuCorePolicy": "always"}}},
-        {"descheduler": {"eviction": {"mode": "Kill"}}},
+        {"descheduler": {"eviction": {"mode": "Delete"}}},
     ):
         proc = helm("template", "hf", str(CHART), "--kube-version", "1.37.2", *set_args(bad), check=False)
         assert proc.returncode != 0, f"accepted {bad}"
@@ -588,7 +588,7 @@ def test_descheduler_objects():
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     assert c["command"] == ["hami-fast", "descheduler"]
     assert "--http_bind=0.0.0.0:8083" in c["args"] and "--webhook-bind=0.0.0.0:9443" in c["args"]
-    assert "--leader-elect-resource-name=gpu-descheduler" in c["args"] and "--eviction-mode=Delete" in c["args"]
+    assert "--leader-elect-resource-name=gpu-descheduler" in c["args"] and "--dry-run=true" in c["args"]
     assert dep["spec"]["replicas"] == 2
     assert dep["spec"]["template"]["metadata"]["labels"]["app"] == "gpu-descheduler-webhook"
     svc = one(objs, "Service", "hf-hami-fast-descheduler")
@@ -598,13 +598,35 @@ def test_descheduler_objects():
     assert wh["sideEffects"] == "NoneOnDryRun" and wh["admissionReviewVersions"] == ["v1", "v1beta1"]
     assert wh["matchConditions"] == [{"name": "hami-scheduler-pods", "expression": "object.spec.schedulerName == 'hami-scheduler'"}]
     grants = _grants(_rules(objs, "ClusterRole", "hf-hami-fast-descheduler"))
-    assert ("", "pods/eviction", "create") in grants and ("", "pods", "delete") in grants  # eviction.mode Delete
+    assert ("", "pods/eviction", "create") in grants and ("", "pods", "delete") not in grants  # the Eviction API only
     assert ("scheduling.hami.placement.com", "hamipodplacements/status", "patch") in grants
     assert not any(r in ("secrets", "pods/binding") for _, r, _ in grants)
-    grants = _grants(_rules(render(VARIANTS["everything"]), "ClusterRole", "hf-hami-fast-descheduler"))
-    assert ("", "pods", "delete") not in grants  # the Eviction API only, by default
     crd = one(objs, "CustomResourceDefinition")
     assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+@needs_helm
+@pytest.mark.parametrize("variant", ["descheduler", "everything"])
+def test_descheduler_flags_are_accepted_by_hami_fast_descheduler(variant):
+    try:
+        import argparse
+
+        from hami_fast.descheduler import cli as dcli
+    except ImportError:
+        pytest.skip("hami_fast.descheduler is not importable")
+    objs = render(VARIANTS[variant])
+    (c,) = one(objs, "Deployment", "hf-hami-fast-descheduler")["spec"]["template"]["spec"]["containers"]
+    parser = argparse.ArgumentParser()
+    dcli.add_arguments(parser)
+    args = parser.parse_args(c["args"])
+    v = vars(args)
+    assert v["bind"] == "0.0.0.0:8083" and v["webhook_bind"] == "0.0.0.0:9443"
+    assert v["cert_file"] == "/tls/tls.crt" and v["key_file"] == "/tls/tls.key"
+    assert v["scheduler_name"] == "hami-scheduler" and v["leader_elect"] is True
+    assert v["lease_name"] == "gpu-descheduler" and v["lease_namespace"] == NS
+    assert v["eviction_mode"] == "Eviction"
+    if variant == "descheduler":
+        assert v["dry_run"] is True and v["eviction_timeout"] == 90.0
 
 
 def test_crd_copies_are_identical():

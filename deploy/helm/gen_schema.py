@@ -105,7 +105,7 @@ schema = {
             "webhook": obj({"enabled": B, "port": PORT, "failurePolicy": POLICY_FAIL,
                             "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 30},
                             "reinvocationPolicy": REINVOKE, "namespaceSelector": SELECTOR, "objectSelector": SELECTOR}),
-            "eviction": obj({"mode": {"enum": ["Eviction", "Delete"]}, "evictionTimeout": DURATION, "replacementTimeout": DURATION}),
+            "eviction": obj({"mode": {"enum": ["Eviction"]}, "evictionTimeout": DURATION, "replacementTimeout": DURATION}),
             "dryRun": B,
             "crds": obj({"install": B, "keep": B}),
             "extraArgs": STRLIST, "resources": MAP, "priorityClassName": S, "podAnnotations": STRMAP,
