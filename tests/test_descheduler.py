@@ -198,6 +198,8 @@ def test_full_move_with_restart_mid_eviction(cluster, client):
     c2.reconcile_all()
     st = status_of(cluster, "move")
     assert st["phase"] == "Completed" and st["consumedAt"], st
+    reasons = [e["reason"] for e in cluster.events(NS) if e["object"].startswith("HamiPodPlacement/")]
+    assert reasons == ["TargetValidated", "Evicted", "Completed"], cluster.events(NS)
     # Later pods with the same labels are not pinned: the placement was consumed once.
     assert patched(replacement(), Pinner(client).admit(admission(replacement(), uid="r2"))) is None
 
@@ -535,3 +537,33 @@ def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
     finally:
         runtime.stop.set()
         thread.join(10)
+
+
+def test_moves_are_paced_one_per_workload(cluster, client):
+    cluster.create(pod("old2", "n1", 1, 2000))
+    create_placement(cluster, placement("m1", "n1", ["gpu-1"], evict="old"))
+    create_placement(cluster, placement("m2", "n1", ["gpu-0"], evict="old2"))
+    c = Controller(client, fast())
+    c.reconcile_all()  # validate both
+    c.reconcile_all()  # evict one; the other waits (same selector app=infer)
+    phases = {n: status_of(cluster, n)["phase"] for n in ("m1", "m2")}
+    assert sorted(phases.values()) == ["DeletingOldPod", "Pending"], phases
+    waiting = "m1" if phases["m1"] == "Pending" else "m2"
+    assert "same workload" in status_of(cluster, waiting)["message"]
+    assert cluster.count("create", EVICTIONS) == 1
+
+
+def test_a_follower_does_not_reconcile(cluster, client):
+    from hami_fast.descheduler.controller import ControllerLoop
+
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    stop, leading = threading.Event(), threading.Event()
+    ControllerLoop(Controller(client, fast()), leading, stop, period=0.05).start()
+    time.sleep(0.4)
+    assert status_of(cluster, "move") == {}
+    leading.set()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and status_of(cluster, "move").get("phase") != "DeletingOldPod":
+        time.sleep(0.05)
+    stop.set()
+    assert status_of(cluster, "move")["phase"] == "DeletingOldPod"

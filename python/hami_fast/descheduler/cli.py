@@ -68,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replacement-timeout", type=duration, default=600.0)
     p.add_argument("--bind-timeout", type=duration, default=900.0)
     p.add_argument("--period", type=duration, default=1.0, help="reconcile period")
+    p.add_argument("--max-in-flight", type=int, default=2, help="evictions whose replacement has not completed yet, cluster-wide (one per workload always)")
     p.add_argument("--cert-file", "--cert_file", dest="cert_file", default="", help="TLS certificate (for the webhook listener, else the API)")
     p.add_argument("--key-file", "--key_file", dest="key_file", default="")
     p.add_argument("--kube-qps", type=float, default=20.0)
@@ -101,7 +102,7 @@ class Runtime:
                 self.threads.append(elector)
             else:
                 self.leading.set()
-            timeouts = Timeouts(eviction=args.eviction_timeout, replacement=args.replacement_timeout, bind=args.bind_timeout)
+            timeouts = Timeouts(eviction=args.eviction_timeout, replacement=args.replacement_timeout, bind=args.bind_timeout, max_in_flight=args.max_in_flight)
             self.controller = Controller(client, timeouts, dry_run=args.dry_run)
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
         self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="desched-api")

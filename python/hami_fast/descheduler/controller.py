@@ -32,6 +32,7 @@ class Timeouts:
     bind: float = 900.0  # replacement created -> bound on the target
     backoff_min: float = 1.0
     backoff_max: float = 30.0
+    max_in_flight: int = 2  # evictions whose replacement has not completed yet, cluster-wide
 
 
 def _age(stamp: str | None) -> float:
@@ -52,11 +53,37 @@ class Controller:
     def __init__(self, client: KubeClient, timeouts: Timeouts | None = None, dry_run: bool = False, config: bytes | None = None) -> None:
         self.client, self.timeouts, self.dry_run, self.config = client, timeouts or Timeouts(), dry_run, config
         self.next_attempt: dict[str, float] = {}
+        self.in_flight: list[dict[str, Any]] = []
 
     # -- status helpers ----------------------------------------------------------------------
 
+    def event(self, placement: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+        """An audit Event on the placement (best effort: a failed post never stops a move)."""
+        meta = placement["metadata"]
+        stamp = k.now_rfc3339()
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": f"{k.GROUP}/{k.VERSION}", "kind": "HamiPodPlacement", "namespace": meta["namespace"],
+                               "name": meta["name"], "uid": meta.get("uid", "")},
+            "type": event_type, "reason": reason, "message": message[:1024],
+            "source": {"component": "hami-gpu-descheduler"}, "reportingComponent": "hami-gpu-descheduler",
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:
+            self.client.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=orjson.dumps(body))
+        except ApiError as exc:
+            log.debug("event not posted: %s", exc)
+
+    REASONS = {"Pending": ("Normal", "TargetValidated"), "DeletingOldPod": ("Normal", "Evicted"),
+               "Completed": ("Normal", "Completed"), "Failed": ("Warning", "Failed")}
+
     def _write(self, placement: dict[str, Any], **changes: Any) -> dict[str, Any] | None:
         status = placement.setdefault("status", {})
+        new_phase = changes.get("phase")
+        if new_phase and new_phase != status.get("phase") and new_phase in self.REASONS:
+            event_type, reason = self.REASONS[new_phase]
+            self.event(placement, event_type, reason, str(changes.get("message", "")))
         status.update(changes)
         status["observedGeneration"] = placement["metadata"].get("generation", 1)
         try:
@@ -78,6 +105,7 @@ class Controller:
 
     def reconcile_all(self) -> None:
         placements = k.list_placements(self.client)
+        self.in_flight = [p for p in placements if (p.get("status") or {}).get("phase") == "DeletingOldPod"]
         for placement in placements:
             try:
                 self.reconcile(placement, placements)
@@ -132,6 +160,14 @@ class Controller:
         if time.monotonic() < self.next_attempt.get(uid, 0.0):
             return
         namespace, name = placement["metadata"]["namespace"], spec["evictPod"]
+        # Pacing: a bounded number of moves at once, and never two of one workload (same selector).
+        selector = (spec.get("podSelector") or {}).get("matchLabels")
+        same = [p for p in self.in_flight if p["metadata"]["namespace"] == namespace and ((p.get("spec") or {}).get("podSelector") or {}).get("matchLabels") == selector]
+        if same or len(self.in_flight) >= self.timeouts.max_in_flight:
+            why = f"waiting: {same[0]['metadata']['name']} moves the same workload" if same else f"waiting: {len(self.in_flight)} moves in flight (max {self.timeouts.max_in_flight})"
+            if status.get("message") != why:
+                self._write(placement, message=why)
+            return
         pod = k.get_pod(self.client, namespace, name)
         if pod is None:
             return self._write(placement, phase="DeletingOldPod", message=f"pod {name} already gone; waiting for the replacement", evictedAt=k.now_rfc3339())
@@ -156,10 +192,13 @@ class Controller:
                 return self.fail(placement, f"eviction of {namespace}/{name} blocked by a PodDisruptionBudget for {self.timeouts.eviction:.0f}s; nothing was evicted")
             delay = min(self.timeouts.backoff_max, self.timeouts.backoff_min * 2 ** min(attempts - 1, 10))
             self.next_attempt[uid] = time.monotonic() + delay
+            if attempts == 1:
+                self.event(placement, "Warning", "EvictionBlocked", f"eviction of {namespace}/{name} refused by a PodDisruptionBudget; retrying with backoff")
             self._write(placement, message=f"eviction of {namespace}/{name} refused (429, disruption budget); retry {attempts} in {delay:.0f}s",
                         evictionAttempts=attempts, firstEvictionAttempt=first)
             return
         self.next_attempt.pop(uid, None)
+        self.in_flight.append(placement)
         self._write(placement, phase="DeletingOldPod", message=f"evicted {namespace}/{name}; waiting for the replacement",
                     evictionAttempts=attempts, firstEvictionAttempt=first, evictedAt=k.now_rfc3339(), evictedUID=pod["metadata"].get("uid", ""))
 
