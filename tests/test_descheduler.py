@@ -360,6 +360,11 @@ def test_rest_api(served, cluster):
     status, plan = http(f"{base}/api/v1/plan", b'{"max_moves": 3}')
     assert status == 200 and {"moves", "before", "after"} <= set(plan)
     assert http(f"{base}/api/v1/plan", b"{nope")[0] == 400
+    status, check = http(f"{base}/api/v1/placements/validate", orjson.dumps({"pod": f"{NS}/old", "nodeName": "n2", "gpuDevices": ["gpu-0"]}))
+    assert status == 200 and check["ok"] is False and "does not fit" in check["message"]
+    status, check = http(f"{base}/api/v1/placements/validate", orjson.dumps({"pod": f"{NS}/old", "nodeName": "n1", "gpuDevices": ["gpu-1"]}))
+    assert check == {"ok": True, "uuids": ["GPU-n1-1"], "message": ""}
+    assert http(f"{base}/api/v1/placements/validate", b'{"pod": "x"}')[0] == 400
     assert cluster.count("create", EVICTIONS) == 0, "plan is a dry run"
     create_placement(cluster, placement("move", "n1", ["gpu-1"]))
     deadline = time.monotonic() + 10

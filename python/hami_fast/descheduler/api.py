@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -24,13 +26,20 @@ MAX_BODY = 4 * 1024 * 1024
 class Source:
     """Where the API reads the cluster: the live API server, or a fixed snapshot (offline)."""
 
-    def __init__(self, client: KubeClient | None = None, snapshot: bytes | None = None, config: bytes | None = None) -> None:
-        self.client, self.snapshot, self.config = client, snapshot, config
+    def __init__(self, client: KubeClient | None = None, snapshot: bytes | None = None, config: bytes | None = None, max_age: float = 2.0) -> None:
+        self.client, self.snapshot, self.config, self.max_age = client, snapshot, config, max_age
+        self._cached: tuple[float, list[bytes]] | None = None
+        self._lock = threading.Lock()
 
     def inputs(self) -> list[bytes]:
-        if self.client is not None:
-            return k.snapshot_inputs(self.client)
-        return [self.snapshot or b'{"kind": "List", "items": []}']
+        """Nodes and pods as LIST bytes; one LIST pair serves every request within `max_age` seconds."""
+        if self.client is None:
+            return [self.snapshot or b'{"kind": "List", "items": []}']
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is None or now - self._cached[0] > self.max_age:
+                self._cached = (now, k.snapshot_inputs(self.client))
+            return self._cached[1]
 
     def placements(self) -> list[dict[str, Any]]:
         return k.list_placements(self.client) if self.client is not None else []
@@ -91,6 +100,7 @@ class ApiApp:
             "/api/v1/placements": ("GET", lambda _: (200, orjson.dumps(placements(self.source)))),
             "/api/v1/fragmentation": ("GET", lambda _: (200, _native.fragmentation(self.source.inputs(), self.source.config))),
             "/api/v1/plan": ("POST", self.plan),
+            "/api/v1/placements/validate": ("POST", self.validate),
             "/webhook": ("POST", self.webhook),
             "/healthz": ("GET", lambda _: (200, b'{"status": "ok"}')),
             "/readyz": ("GET", lambda _: (200, b'{"status": "ok"}')),
@@ -103,6 +113,15 @@ class ApiApp:
         except orjson.JSONDecodeError as exc:
             return 400, orjson.dumps({"error": f"request body: not JSON: {exc}"})
         return 200, _native.plan(self.source.inputs(), options, self.source.config)
+
+    def validate(self, body: bytes) -> tuple[int, bytes]:
+        """Dry-fit a placement target: `{"pod": "ns/name", "nodeName": .., "gpuDevices": [..]}`."""
+        try:
+            req = orjson.loads(body or b"{}")
+            pod, node, gpus = str(req.get("pod", "")), str(req["nodeName"]), [str(g) for g in req["gpuDevices"]]
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            return 400, orjson.dumps({"error": f"want {{\"pod\": \"ns/name\", \"nodeName\": .., \"gpuDevices\": [..]}}: {exc}"})
+        return 200, _native.validate_target(self.source.inputs(), pod, node, gpus, self.source.config)
 
     def webhook(self, body: bytes) -> tuple[int, bytes]:
         pinner = self.pinner or Pinner(None)
