@@ -39,6 +39,8 @@ NAMESPACE = "hami-system"
 RELEASE = "e2e"
 SA = f"{RELEASE}-hami-fast-scheduler"
 SA_USER = f"system:serviceaccount:{NAMESPACE}:{SA}"
+DESCHEDULER_SA = f"{RELEASE}-hami-fast-descheduler"
+DESCHEDULER_USER = f"system:serviceaccount:{NAMESPACE}:{DESCHEDULER_SA}"
 
 
 def cache_dir() -> Path:
@@ -162,9 +164,11 @@ class ControlPlane:
         (d / "sa.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         self.admin_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
         self.sa_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
+        self.descheduler_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
         (d / "tokens.csv").write_text(
             f'{self.admin_token},e2e-admin,e2e-admin,"system:masters"\n'
             f'{self.sa_token},{SA_USER},{SA_USER}-uid,"system:serviceaccounts,system:serviceaccounts:{NAMESPACE},system:authenticated"\n'
+            f'{self.descheduler_token},{DESCHEDULER_USER},{DESCHEDULER_USER}-uid,"system:serviceaccounts,system:serviceaccounts:{NAMESPACE},system:authenticated"\n'
         )
         self.pki = d
 
@@ -278,8 +282,31 @@ class ControlPlane:
         self.procs["kube-scheduler"] = proc
         return proc
 
+    def start_controller_manager(self) -> Proc:
+        """Only the Deployment and ReplicaSet controllers: enough for workloads whose pods get replaced."""
+        proc = Proc("kube-controller-manager", [
+            str(binaries_dir() / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig('admin', self.admin_token)}",
+            "--controllers=deployment,replicaset", "--leader-elect=false", "--secure-port=0",
+            "--use-service-account-credentials=false", "-v=2",
+        ], self.workdir / "logs" / "kube-controller-manager.log").start()
+        self.procs["kube-controller-manager"] = proc
+        return proc
+
+    def start_descheduler(self, args: list[str], port: int, webhook_port: int) -> Proc:
+        """`hami-fast descheduler` with the chart's flags; addresses, TLS files and kubeconfig changed."""
+        keep = [a for a in args if not a.startswith(("--http_bind", "--webhook-bind", "--cert_file", "--key_file"))]
+        exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
+        env = {**os.environ, "POD_NAME": "descheduler-e2e", "POD_NAMESPACE": NAMESPACE}
+        proc = Proc("hami-fast-descheduler", [exe or "hami-fast", "descheduler", f"--http_bind=127.0.0.1:{port}",
+                                              f"--webhook-bind=127.0.0.1:{webhook_port}",
+                                              f"--cert_file={self.pki / 'hami-fast.crt'}", f"--key_file={self.pki / 'hami-fast.key'}",
+                                              f"--kubeconfig={self.kubeconfig('descheduler', self.descheduler_token)}", *keep],
+                    self.workdir / "logs" / "descheduler.log", env=env).start()
+        self.procs["hami-fast-descheduler"] = proc
+        return proc
+
     def stop(self) -> None:
-        for name in ("kube-scheduler", "hami-fast", "kube-apiserver", "etcd"):
+        for name in ("hami-fast-descheduler", "kube-controller-manager", "kube-scheduler", "hami-fast", "kube-apiserver", "etcd"):
             if name in self.procs:
                 self.procs[name].stop()
 

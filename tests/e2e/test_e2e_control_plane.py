@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane import NAMESPACE, ApiError, binaries_dir, wait_for
+from controlplane import NAMESPACE, ApiError, ProcessDied, binaries_dir, free_port, render_chart, wait_for
 
 NS = "e2e"
 GPU_MEM = 16384
@@ -88,10 +91,10 @@ def events_for(api, name: str) -> list[dict[str, Any]]:
 
 
 def _alive(cluster) -> None:
-    for name in ("kube-apiserver", "kube-scheduler", "hami-fast"):
+    for name in ("kube-apiserver", "kube-scheduler", "hami-fast", "kube-controller-manager", "hami-fast-descheduler"):
         proc = cluster.cp.procs.get(name)
         if proc is not None and not proc.alive():
-            raise AssertionError(f"{name} died:\n{proc.tail(60)}")
+            raise ProcessDied(f"{name} died:\n{proc.tail(60)}")
 
 
 def logs(cluster, n: int = 30) -> str:
@@ -243,9 +246,8 @@ def _descheduler_available() -> str | None:
     exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
     if not exe:
         return "hami-fast is not installed"
-    proc = subprocess.run([exe, "descheduler", "--help"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        return "`hami-fast descheduler` does not exist yet (issue 5)"
+    if subprocess.run([exe, "descheduler", "--help"], capture_output=True, text=True).returncode != 0:
+        return "`hami-fast descheduler` does not exist"
     if not (binaries_dir() / "kube-controller-manager").exists():
         return "kube-controller-manager not built (BUILD_CONTROLLER_MANAGER=1 scripts/build-control-plane.sh): Deployments need it"
     return None
@@ -254,8 +256,83 @@ def _descheduler_available() -> str | None:
 def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
     why = _descheduler_available()
     if why:
+        if os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
+            pytest.fail(why)
         pytest.skip(why)
-    pytest.skip("the descheduler's e2e wiring is written when `hami-fast descheduler` lands (issue 5)")
+    api, cp = cluster.api, cluster.cp
+    # The chart with the descheduler: its CRD, RBAC and webhook registration.
+    objs = render_chart({"descheduler.enabled": True})
+    cp.install_chart_objects([o for o in objs if "descheduler" in o["metadata"]["name"] or o["kind"] == "CustomResourceDefinition"])
+    wait_for("HamiPodPlacement CRD established", lambda: any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in api.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/hamipodplacements.scheduling.hami.placement.com")["status"].get("conditions", [])),
+        timeout=30)
+    port, webhook_port = free_port(), free_port()
+    (mwc,) = [o for o in objs if o["kind"] == "MutatingWebhookConfiguration" and "descheduler" in o["metadata"]["name"]]
+    for wh in mwc["webhooks"]:
+        wh["clientConfig"] = {"url": f"https://127.0.0.1:{webhook_port}/webhook", "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode()}
+    api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
+    (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-descheduler")]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    cp.start_descheduler(container["args"], port, webhook_port)
+    cp.start_controller_manager()
+    def api_up():
+        _alive(cluster)
+        if not cp.procs["hami-fast-descheduler"].alive():
+            raise ProcessDied(f"descheduler died:\n{cp.procs['hami-fast-descheduler'].tail(60)}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/cluster-info", timeout=5) as resp:
+            return json.loads(resp.read())
+
+    info = wait_for("descheduler API", api_up, timeout=60)
+    print(f"[e2e] descheduler cluster-info keys: {sorted(info)}")
+
+    # A Deployment with one vGPU replica (its pods name hami-scheduler, as the descheduler requires).
+    template = gpu_pod("unused", scheduler="hami-scheduler", labels={"app": "infer"}, gpu=1, mem=2000)
+    template["spec"]["nodeSelector"] = {"gpu": "on"}
+    api.create(f"/apis/apps/v1/namespaces/{NS}/deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer", "namespace": NS},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "infer"}},
+                 "template": {"metadata": {"labels": {"app": "infer"}}, "spec": template["spec"]}}})
+
+    def infer_pods():
+        _alive(cluster)
+        return [p for p in api.get(pods_path() + "?labelSelector=app%3Dinfer")["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    (old,) = wait_for("the Deployment's pod", infer_pods, timeout=60)
+    old = wait_bound(cluster, old["metadata"]["name"])
+    device_plugin_allocate(api, old)
+    ((old_uuid, _, _),) = allocations(old)
+    # Target: a GPU the pod is not on, on gpu-a (two GPUs) — the other index if it is there now.
+    target_index = 1 if old_uuid == "GPU-gpu-a-0" else 0
+    target_uuid = f"GPU-gpu-a-{target_index}"
+    placements = f"/apis/scheduling.hami.placement.com/v1/namespaces/{NS}/hamipodplacements"
+    api.create(placements, {
+        "apiVersion": "scheduling.hami.placement.com/v1", "kind": "HamiPodPlacement",
+        "metadata": {"name": "move-infer", "namespace": NS},
+        "spec": {"reqID": "e2e-move-1", "podSelector": {"matchLabels": {"app": "infer"}}, "nodeName": "gpu-a",
+                 "gpuDevices": [f"gpu-{target_index}"], "evictPod": old["metadata"]["name"]}})
+
+    def replacement():
+        pods = [p for p in infer_pods() if p["metadata"]["name"] != old["metadata"]["name"]]
+        return pods[0] if pods and pods[0]["spec"].get("nodeName") else None
+
+    try:
+        new = wait_for("the replacement bound", replacement, timeout=120, interval=0.5)
+    except TimeoutError:
+        raise AssertionError(f"placement: {api.get(placements + '/move-infer').get('status')}\n{logs(cluster)}") from None
+    # The old pod went through the Eviction API and is gone; the replacement was pinned and landed.
+    with pytest.raises(ApiError) as gone:
+        get_pod(api, old["metadata"]["name"])
+    assert gone.value.status == 404
+    ann = new["metadata"]["annotations"]
+    assert ann["nvidia.com/use-gpuuuid"] == target_uuid
+    assert new["spec"]["nodeName"] == "gpu-a"
+    assert [a[0] for a in allocations(new)] == [target_uuid]
+    device_plugin_allocate(api, new)
+    status = wait_for("placement Completed", lambda: (api.get(placements + "/move-infer").get("status") or {}).get("phase") == "Completed"
+                      and api.get(placements + "/move-infer")["status"], timeout=60, interval=0.5)
+    assert any(d.get("podName") == new["metadata"]["name"] for d in status.get("assignmentDetails", []))
+    api.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/infer")
 
 
 def test_chart_rbac_is_what_authorises_the_components(cluster, nodes):
