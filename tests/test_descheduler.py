@@ -148,6 +148,15 @@ def test_bare_pod_is_never_evicted(kubeapi, client):
     assert kubeapi.get("pods", "lonely", NS) is not None
 
 
+def test_evictee_is_checked_at_validation(cluster, client):
+    create_placement(cluster, placement("typo", "n1", ["gpu-1"], evict="no-such-pod"))
+    create_placement(cluster, placement("other", "n1", ["gpu-1"], evict="busy"))
+    Controller(client, fast()).reconcile_all()
+    assert "not found" in status_of(cluster, "typo")["message"]
+    assert "does not match spec.podSelector" in status_of(cluster, "other")["message"]
+    assert cluster.count("create", EVICTIONS) == 0
+
+
 def test_empty_selector_and_duplicate_req_id_fail(cluster, client):
     body = placement("p1", "n1", ["gpu-1"])
     body["spec"]["podSelector"] = {"matchLabels": {}}

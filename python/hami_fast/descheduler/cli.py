@@ -103,7 +103,7 @@ class Runtime:
             else:
                 self.leading.set()
             timeouts = Timeouts(eviction=args.eviction_timeout, replacement=args.replacement_timeout, bind=args.bind_timeout, max_in_flight=args.max_in_flight)
-            self.controller = Controller(client, timeouts, dry_run=args.dry_run)
+            self.controller = Controller(client, timeouts, dry_run=args.dry_run, scheduler_name=args.scheduler_name)
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
         self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="desched-api")
         self.app = ApiApp(source, pinner, self.leading.is_set, self.executor)

@@ -50,8 +50,10 @@ def controller_owner(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class Controller:
-    def __init__(self, client: KubeClient, timeouts: Timeouts | None = None, dry_run: bool = False, config: bytes | None = None) -> None:
+    def __init__(self, client: KubeClient, timeouts: Timeouts | None = None, dry_run: bool = False, config: bytes | None = None,
+                 scheduler_name: str = k.SCHEDULER_NAME) -> None:
         self.client, self.timeouts, self.dry_run, self.config = client, timeouts or Timeouts(), dry_run, config
+        self.scheduler_name = scheduler_name
         self.next_attempt: dict[str, float] = {}
         self.in_flight: list[dict[str, Any]] = []
 
@@ -144,6 +146,10 @@ class Controller:
                 return self.fail(placement, f"reqID {req_id!r} was already executed by {o_meta['namespace']}/{o_meta['name']}")
         evictee = spec.get("evictPod") or ""
         pod_key = f"{meta['namespace']}/{evictee}" if evictee else ""
+        if evictee:
+            problem = self.evictee_problem(placement, k.get_pod(self.client, meta["namespace"], evictee))
+            if problem:
+                return self.fail(placement, problem)
         result = self._target_check(placement, pod_key)
         if not result["ok"]:
             return self.fail(placement, f"invalid target: {result['message']}")
@@ -171,15 +177,9 @@ class Controller:
         pod = k.get_pod(self.client, namespace, name)
         if pod is None:
             return self._write(placement, phase="DeletingOldPod", message=f"pod {name} already gone; waiting for the replacement", evictedAt=k.now_rfc3339())
-        if not labels_match(spec.get("podSelector"), (pod.get("metadata") or {}).get("labels") or {}):
-            return self.fail(placement, f"evictPod {namespace}/{name} does not match spec.podSelector")
-        owner = controller_owner(pod)
-        if owner is None:
-            return self.fail(placement, f"evictPod {namespace}/{name} is a bare pod (no controller owner): it would not be recreated, so it is not evicted")
-        if owner.get("kind") in ("DaemonSet", "Node"):
-            return self.fail(placement, f"evictPod {namespace}/{name} is a {owner['kind']} pod and is not evicted")
-        if (pod.get("spec") or {}).get("schedulerName") != k.SCHEDULER_NAME:
-            return self.fail(placement, f"evictPod {namespace}/{name} does not use schedulerName {k.SCHEDULER_NAME}: its replacement would not be pinned")
+        problem = self.evictee_problem(placement, pod)
+        if problem:
+            return self.fail(placement, problem)
         # Re-check the target right before evicting: the cluster may have moved since validation.
         result = self._target_check(placement, f"{namespace}/{name}")
         if not result["ok"]:
@@ -201,6 +201,23 @@ class Controller:
         self.in_flight.append(placement)
         self._write(placement, phase="DeletingOldPod", message=f"evicted {namespace}/{name}; waiting for the replacement",
                     evictionAttempts=attempts, firstEvictionAttempt=first, evictedAt=k.now_rfc3339(), evictedUID=pod["metadata"].get("uid", ""))
+
+    def evictee_problem(self, placement: dict[str, Any], pod: dict[str, Any] | None) -> str:
+        """Why `spec.evictPod` may not be evicted for this placement, or ''."""
+        spec = placement.get("spec") or {}
+        namespace, name = placement["metadata"]["namespace"], spec.get("evictPod", "")
+        if pod is None:
+            return f"evictPod {namespace}/{name} not found"
+        if not labels_match(spec.get("podSelector"), (pod.get("metadata") or {}).get("labels") or {}):
+            return f"evictPod {namespace}/{name} does not match spec.podSelector"
+        owner = controller_owner(pod)
+        if owner is None:
+            return f"evictPod {namespace}/{name} is a bare pod (no controller owner): it would not be recreated, so it is not evicted"
+        if owner.get("kind") in ("DaemonSet", "Node"):
+            return f"evictPod {namespace}/{name} is a {owner['kind']} pod and is not evicted"
+        if (pod.get("spec") or {}).get("schedulerName") != self.scheduler_name:
+            return f"evictPod {namespace}/{name} does not use schedulerName {self.scheduler_name}: its replacement would not be pinned"
+        return ""
 
     def deleting(self, placement: dict[str, Any]) -> None:
         status = placement.get("status") or {}
