@@ -581,3 +581,31 @@ def test_a_follower_does_not_reconcile(cluster, client):
         time.sleep(0.05)
     stop.set()
     assert status_of(cluster, "move")["phase"] == "DeletingOldPod"
+
+
+def test_offline_api_on_a_snapshot(tmp_path):
+    from hami_fast.descheduler.cli import Runtime, add_arguments
+
+    snap = tmp_path / "cluster.json"
+    snap.write_bytes(orjson.dumps({"kind": "List", "items": [node("n1"), node("n2"), pod("a", "n1", 0, 4000), pod("b", "n2", 1, 3000)]}))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    port = free_port()
+    runtime = Runtime(parser.parse_args(["--bind", f"127.0.0.1:{port}", "--snapshot", str(snap)]))
+    runtime.start()
+    ready = threading.Event()
+    thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        base = f"http://127.0.0.1:{port}"
+        status, info = http(f"{base}/api/v1/cluster-info")
+        assert status == 200 and info["summary"]["gpus"] == 4 and info["health"]["kubeAPI"] == "snapshot"
+        assert http(f"{base}/api/v1/placements") == (200, {"items": [], "allocations": []})
+        status, plan = http(f"{base}/api/v1/plan", b'{"max_moves": 2}')
+        assert status == 200 and len(plan["moves"]) == 1 and plan["after"]["free_whole_gpus"] == 3
+        review = orjson.loads(urllib.request.urlopen(urllib.request.Request(f"{base}/webhook", data=admission(replacement()), method="POST"), timeout=10).read())
+        assert review["response"]["allowed"] is True and "patch" not in review["response"]
+    finally:
+        runtime.stop.set()
+        thread.join(10)
