@@ -347,3 +347,27 @@ def test_chart_rbac_is_what_authorises_the_components(cluster, nodes):
     review["spec"]["resourceAttributes"] = {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": NS}
     review.pop("status")
     assert cluster.api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)["status"]["allowed"] is True
+
+
+def test_helm_install_of_the_chart_is_accepted_by_the_real_apiserver(cluster, nodes):
+    """`helm install` (hooks off: no kubelet runs the certificate Jobs) with every optional part on
+    that needs no third-party CRD: kube-apiserver itself validates and stores every object."""
+    from controlplane import CHART, find_helm
+
+    kubeconfig = cluster.cp.kubeconfig("admin", cluster.cp.admin_token)
+    base = [find_helm(), "--kubeconfig", str(kubeconfig), "--namespace", "chart-test"]
+    values = ["--set", "descheduler.enabled=true", "--set", "descheduler.crds.install=false",
+              "--set", "scheduler.replicas=2", "--set", "scheduler.admissionWebhook.whitelistNamespaces={kube-system}"]
+    proc = subprocess.run([*base, "install", "chk", str(CHART), "--create-namespace", "--no-hooks", "--wait=false", *values],
+                          capture_output=True, text=True, timeout=120)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        listed = subprocess.run([*base, "get", "manifest", "chk"], capture_output=True, text=True, timeout=60, check=True).stdout
+        kinds = sorted({line.split(":", 1)[1].strip() for line in listed.splitlines() if line.startswith("kind:")})
+        assert {"Deployment", "MutatingWebhookConfiguration", "ClusterRole", "Role", "Service", "ConfigMap", "PodDisruptionBudget"} <= set(kinds)
+        mwc = cluster.api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/chk-hami-fast-webhook")
+        assert mwc["webhooks"][0]["admissionReviewVersions"] == ["v1", "v1beta1"]
+        dep = cluster.api.get("/apis/apps/v1/namespaces/chart-test/deployments/chk-hami-fast-scheduler")
+        assert dep["spec"]["replicas"] == 2
+    finally:
+        subprocess.run([*base, "uninstall", "chk", "--no-hooks"], capture_output=True, text=True, timeout=120)
