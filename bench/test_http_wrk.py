@@ -60,8 +60,8 @@ def start(cmd: list[str], port: int) -> subprocess.Popen:
 
 
 SERVERS = {
-    "granian (product: HTTP/1.1, 1 runtime thread)": [],
-    "granian auto HTTP": ["--http-mode", "auto"],
+    "granian (product: auto HTTP, 1 runtime thread)": [],
+    "granian HTTP/1.1 only": ["--http-mode", "1"],
     "granian 2 runtime threads": ["--runtime-threads", "2"],
     "uvicorn (ASGI, same handlers)": None,
 }

@@ -78,7 +78,7 @@ class Config:
     default_cores: int = field(default=0, metadata={"help": "default cores when none are requested"})
     default_gpu_num: int = field(default=1, metadata={"help": "GPUs added when only memory/cores are requested"})
     gpu_core_policy: str = field(default="default", metadata={"help": "default, force or disable"})
-    http_mode: str = field(default="1", metadata={"help": "Granian HTTP mode: 1 (HTTP/1.1, what kube-scheduler and kube-apiserver speak), 2 or auto"})
+    http_mode: str = field(default="auto", metadata={"help": "Granian HTTP mode: auto (HTTP/1.1 and, over TLS, HTTP/2 as kube-apiserver's webhook client may use), 1 or 2"})
     runtime_threads: int = field(default=1, metadata={"help": "Granian Rust runtime threads"})
     log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
     config: str = field(default="", metadata={"help": "config file (YAML/JSON) with any of these options"})

@@ -17,6 +17,13 @@ JSON_HEADERS = [("content-type", "application/json")]
 MAX_BODY = 4 * 1024 * 1024
 
 
+def _content_length(scope: Any) -> int:
+    try:
+        return int(scope.headers.get("content-length", "-1"))
+    except ValueError:
+        return -1
+
+
 def review_error(message: str) -> bytes:
     status = {"code": 400, "message": message}
     return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "", "allowed": False, "status": status}})
@@ -57,7 +64,7 @@ class App:
             ok = scope.path == "/healthz" or self.scheduler.ready()
             protocol.response_bytes(200 if ok else 503, [("content-type", "text/plain")], b"ok" if ok else b"not ready")
             return
-        body = await self._read(protocol)
+        body = await self._read(protocol, _content_length(scope))
         if body is None:
             protocol.response_bytes(200, JSON_HEADERS, too_big(f"request body larger than {MAX_BODY} bytes"))
             return
@@ -69,7 +76,10 @@ class App:
         protocol.response_bytes(200, JSON_HEADERS, answer)
 
     @staticmethod
-    async def _read(protocol: Any) -> bytes | None:
+    async def _read(protocol: Any, length: int) -> bytes | None:
+        if 0 <= length <= MAX_BODY:  # the common case: one await for the whole body
+            body = await protocol()
+            return body if len(body) <= MAX_BODY else None
         chunks: list[bytes] = []
         size = 0
         async for chunk in protocol:
