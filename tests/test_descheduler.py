@@ -609,3 +609,18 @@ def test_offline_api_on_a_snapshot(tmp_path):
     finally:
         runtime.stop.set()
         thread.join(10)
+
+
+def test_claim_survives_a_conflict_with_the_controllers_own_status_write(cluster, client):
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    c.reconcile_all()
+    # The first claim write loses a race (409) against an unrelated status update; the placement stays open.
+    cluster.fail("PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status", 409, times=1)
+    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    assert new is not None and new["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == "GPU-n1-1"
+    writes = cluster.requests("PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status")
+    assert [w.status for w in writes][-2:] == [409, 200]
+    assert status_of(cluster, "move")["claimedBy"] is not None
+    assert patched(replacement(), Pinner(client).admit(admission(replacement(), uid="r2"))) is None

@@ -125,6 +125,28 @@ class Pinner:
             response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
         return orjson.dumps({"apiVersion": review.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview", "response": response})
 
+    def _claim(self, placement: dict[str, Any], pod_meta: dict[str, Any], attempts: int = 5) -> dict[str, Any] | None:
+        """Claim with a resourceVersion-guarded status write. A conflict may come from the controller's
+        own status update rather than a rival claim: re-read, and retry while the placement is still
+        open and unclaimed."""
+        for _ in range(attempts):
+            status = placement.setdefault("status", {})
+            stamp = k.now_rfc3339()
+            status["claimedBy"] = {"podName": pod_meta.get("name") or "", "generateName": pod_meta.get("generateName") or "", "claimedAt": stamp}
+            status["consumedAt"] = stamp
+            try:
+                return k.put_status(self.client, placement)
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+            meta = placement["metadata"]
+            fresh = k.get_placement(self.client, meta["namespace"], meta["name"])
+            fresh_status = (fresh or {}).get("status") or {}
+            if fresh is None or fresh_status.get("phase") not in OPEN_PHASES or fresh_status.get("claimedBy"):
+                return None
+            placement = fresh
+        return None
+
     def pin(self, request: dict[str, Any]) -> list[dict[str, Any]] | None:
         pod = request.get("object") or {}
         if request.get("operation", "CREATE") != "CREATE" or (request.get("kind") or {}).get("kind", "Pod") != "Pod":
@@ -154,16 +176,9 @@ class Pinner:
                     except ApiError:
                         pass
                     continue
-                status = placement.setdefault("status", {})
-                stamp = k.now_rfc3339()
-                status["claimedBy"] = {"podName": meta.get("name") or "", "generateName": meta.get("generateName") or "", "claimedAt": stamp}
-                status["consumedAt"] = stamp
-                try:
-                    claimed = k.put_status(self.client, placement)
-                except ApiError as exc:
-                    if exc.status == 409:
-                        continue  # another pod or replica claimed it first
-                    raise
+                claimed = self._claim(placement, meta)
+                if claimed is None:
+                    continue  # another pod or replica claimed it first
                 log.info("pinned pod to placement", extra={"placement": f"{namespace}/{placement['metadata']['name']}"})
                 return pin_patch(pod, claimed)
         return None
