@@ -15,33 +15,17 @@ from typing import Any
 from granian.constants import Interfaces
 from granian.server.embed import Server
 
+from hami_fast.config import parse_duration
+
 log = logging.getLogger("hami_fast.descheduler")
 
 
 def duration(value: str) -> float:
     """Seconds, or a Go duration such as `5m`, `90s`, `1h30m` (as the Helm chart writes them)."""
-    text = value.strip()
     try:
-        return float(text)
-    except ValueError:
-        pass
-    total, number, units = 0.0, "", {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c.isdigit() or c == ".":
-            number += c
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else c
-        if unit not in units or not number:
-            raise argparse.ArgumentTypeError(f"invalid duration {value!r} (want seconds or e.g. 5m, 90s)")
-        total += float(number) * units[unit]
-        number = ""
-        i += len(unit)
-    if number:
-        raise argparse.ArgumentTypeError(f"invalid duration {value!r}: missing unit after {number}")
-    return total
+        return parse_duration(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def flag(value: str) -> bool:
