@@ -24,8 +24,14 @@ def asgi(app: App) -> Any:
         else:
             _, handler, _, inline = route
             status = 200
-            answer = handler(body) if inline else await asyncio.get_running_loop().run_in_executor(app.executor, handler, body)
-        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+            answer = (
+                handler(body)
+                if inline
+                else await asyncio.get_running_loop().run_in_executor(app.executor, handler, body)
+            )
+        await send(
+            {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+        )
         await send({"type": "http.response.body", "body": answer})
 
     return handle

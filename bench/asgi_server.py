@@ -4,7 +4,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import uvicorn
-
 from asgi_app import asgi
 from hami_fast.config import Config
 from hami_fast.server.app import App

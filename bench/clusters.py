@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-
 from hami_fast._native import Cluster
 from k8s_objects import gpu_node
 
@@ -26,13 +25,19 @@ def resident_pod(node: str, j: int, gpus: int) -> dict[str, Any]:
                 "hami.io/vgpu-devices-allocated": f"{device},NVIDIA,{4096 * (1 + j % 3)},{10 * (1 + j % 3)}:;",
             },
         },
-        "spec": {"nodeName": node, "schedulerName": "hami-scheduler", "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "spec": {
+            "nodeName": node,
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
         "status": {"phase": "Running"},
     }
 
 
 def build(nodes: int, pods_per_node: int = 10, gpus: int = 8) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    node_objs = [gpu_node(f"n{i:05d}", gpus=gpus, memory=81920, count=10, model="NVIDIA A100-SXM4-80GB") for i in range(nodes)]
+    node_objs = [
+        gpu_node(f"n{i:05d}", gpus=gpus, memory=81920, count=10, model="NVIDIA A100-SXM4-80GB") for i in range(nodes)
+    ]
     pods = [resident_pod(n["metadata"]["name"], j, gpus) for n in node_objs for j in range(pods_per_node)]
     return node_objs, pods
 

@@ -7,10 +7,9 @@ Sizes: 1k, 5k, 10k, 50k nodes x 8 GPUs, 10 resident pods per node; 500 candidate
 
 from __future__ import annotations
 
+import oracle
 import orjson
 import pytest
-
-import oracle
 from clusters import build, engine_with
 from k8s_objects import gpu_pod
 
@@ -37,7 +36,10 @@ def filter_body(node_objs: list, count: int | None) -> bytes:
     return orjson.dumps({"Pod": incoming(), "Nodes": None, "NodeNames": names})
 
 
-@pytest.mark.parametrize(("nodes", "names"), [(1000, 500), (1000, None), (5000, 500), (5000, None), (10000, 500), (10000, None), (50000, 2500), (50000, None)])
+@pytest.mark.parametrize(
+    ("nodes", "names"),
+    [(1000, 500), (1000, None), (5000, 500), (5000, None), (10000, 500), (10000, None), (50000, 2500), (50000, None)],
+)
 def test_engine_filter(benchmark, nodes: int, names: int | None) -> None:
     node_objs, _, cluster = cluster_of(nodes)
     benchmark.group = f"filter {nodes} nodes, {names or nodes} names"

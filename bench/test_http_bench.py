@@ -4,7 +4,6 @@ server, embedded, RSGI) next to uvicorn (plain ASGI) running the same handlers, 
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import statistics
 import threading
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from clusters import build
 from k8s_objects import gpu_pod
 from serving import Service, free_port
@@ -38,14 +36,15 @@ def granian(snapshot):
 @pytest.fixture(scope="module")
 def uvicorn_server(granian):
     import uvicorn
-
     from asgi_app import asgi
     from hami_fast.server.app import App
 
     _, svc = granian
     port = free_port()
     app = asgi(App(svc.runtime.scheduler, ThreadPoolExecutor(8)))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -57,11 +56,19 @@ def uvicorn_server(granian):
 
 def filter_body() -> bytes:
     names = [f"n{i:05d}" for i in range(0, NODES, NODES // 500)]
-    return orjson.dumps({"Pod": gpu_pod("bench", namespace="bench", gpu=1, mem=1000, cores=5), "Nodes": None, "NodeNames": names})
+    return orjson.dumps(
+        {"Pod": gpu_pod("bench", namespace="bench", gpu=1, mem=1000, cores=5), "Nodes": None, "NodeNames": names}
+    )
 
 
 def review_body() -> bytes:
-    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "object": gpu_pod("w", gpu=1)}})
+    return orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "u", "object": gpu_pod("w", gpu=1)},
+        }
+    )
 
 
 def round_trip(conn: http.client.HTTPConnection, route: str, body: bytes) -> bytes:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from clusters import build
 from k8s_objects import gpu_pod
 from serving import free_port
@@ -34,8 +33,16 @@ def workdir(tmp_path_factory) -> Path:
     nodes, pods = build(NODES)
     (d / "cluster.json").write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
     names = [f"n{i:05d}" for i in range(0, NODES, NODES // 500)]
-    (d / "filter.json").write_bytes(orjson.dumps({"Pod": gpu_pod("bench", namespace="bench", gpu=1, mem=1000, cores=5), "Nodes": None, "NodeNames": names}))
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "object": gpu_pod("w", gpu=1)}}
+    (d / "filter.json").write_bytes(
+        orjson.dumps(
+            {"Pod": gpu_pod("bench", namespace="bench", gpu=1, mem=1000, cores=5), "Nodes": None, "NodeNames": names}
+        )
+    )
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u", "object": gpu_pod("w", gpu=1)},
+    }
     (d / "review.json").write_bytes(orjson.dumps(review))
     for name in ("filter", "review"):
         (d / f"{name}.lua").write_text(
@@ -46,7 +53,10 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def start(cmd: list[str], port: int) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent / "tests"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -68,7 +78,12 @@ SERVERS = {
 
 
 def wrk(url: str, script: Path, connections: int, threads: int, seconds: int = 5) -> dict[str, float]:
-    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     unit = {"us": 1.0, "ms": 1000.0, "s": 1e6}
 
     def latency(pct: str) -> float:
@@ -77,7 +92,12 @@ def wrk(url: str, script: Path, connections: int, threads: int, seconds: int = 5
 
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"p50_us": latency("50"), "p99_us": latency("99"), "requests_per_s": rps, "non_2xx": float(errors.group(1)) if errors else 0.0}
+    return {
+        "p50_us": latency("50"),
+        "p99_us": latency("99"),
+        "requests_per_s": rps,
+        "non_2xx": float(errors.group(1)) if errors else 0.0,
+    }
 
 
 @pytest.mark.parametrize("server", list(SERVERS))
@@ -88,15 +108,31 @@ def test_http_server(benchmark, workdir: Path, server: str, route: str, connecti
     if flags is None:
         cmd = [sys.executable, str(HERE / "asgi_server.py"), str(workdir / "cluster.json"), str(port)]
     else:
-        cmd = [sys.executable, "-m", "hami_fast.cli", "serve", "--snapshot", str(workdir / "cluster.json"), "--http_bind", f"127.0.0.1:{port}", "--metrics-bind-address", "", *flags]
+        cmd = [
+            sys.executable,
+            "-m",
+            "hami_fast.cli",
+            "serve",
+            "--snapshot",
+            str(workdir / "cluster.json"),
+            "--http_bind",
+            f"127.0.0.1:{port}",
+            "--metrics-bind-address",
+            "",
+            *flags,
+        ]
     proc = start(cmd, port)
     try:
         script = workdir / ("filter.lua" if route == "/filter" else "review.lua")
         benchmark.group = f"{route} over HTTP, wrk -c{connections}"
-        result = benchmark.pedantic(wrk, args=(f"http://127.0.0.1:{port}{route}", script, connections, threads), rounds=1, iterations=1)
+        result = benchmark.pedantic(
+            wrk, args=(f"http://127.0.0.1:{port}{route}", script, connections, threads), rounds=1, iterations=1
+        )
     finally:
         proc.terminate()
         proc.wait(10)
     benchmark.extra_info.update(result)
-    print(f"\n{server:<45} {route:<9} c={connections:<3} p50 {result['p50_us']:8.0f} us  p99 {result['p99_us']:8.0f} us  {result['requests_per_s']:9.0f} req/s")
+    print(
+        f"\n{server:<45} {route:<9} c={connections:<3} p50 {result['p50_us']:8.0f} us  p99 {result['p99_us']:8.0f} us  {result['requests_per_s']:9.0f} req/s"
+    )
     assert result["non_2xx"] == 0

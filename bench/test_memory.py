@@ -43,5 +43,7 @@ def test_resident_memory_per_device_and_pod(benchmark) -> None:
     node_delta, pod_delta, nodes, pods = benchmark.pedantic(measure, rounds=1, iterations=1)
     benchmark.extra_info["bytes_per_device"] = node_delta / (nodes * 8)
     benchmark.extra_info["bytes_per_pod"] = pod_delta / pods
-    print(f"engine cache: {node_delta / (nodes * 8):.0f} bytes per device, {pod_delta / pods:.0f} bytes per pod ({nodes} nodes, {pods} pods)")
+    print(
+        f"engine cache: {node_delta / (nodes * 8):.0f} bytes per device, {pod_delta / pods:.0f} bytes per pod ({nodes} nodes, {pods} pods)"
+    )
     assert nodes == 20000 and pods == 200000

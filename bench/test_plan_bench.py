@@ -14,7 +14,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from hami_fast import _native
 
 OPENB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "openb"
@@ -53,11 +52,42 @@ def test_plan_quality_openb():
         b, a, g = result["before"], result["after"], result["baseline"]["after"]
         assert len(result["moves"]) <= 0.05 * result["pods"] and result["baseline"]["moves"] <= 0.05 * result["pods"]
         assert a["free_whole_gpus"] >= g["free_whole_gpus"]
-        rows.append((seed, result["pods"], len(result["moves"]), result["baseline"]["moves"], b, a, g, result["elapsed_ms"], result["baseline"]["elapsed_ms"]))
+        rows.append(
+            (
+                seed,
+                result["pods"],
+                len(result["moves"]),
+                result["baseline"]["moves"],
+                b,
+                a,
+                g,
+                result["elapsed_ms"],
+                result["baseline"]["elapsed_ms"],
+            )
+        )
     print()
-    print("seed  pods  moves(drain/greedy)  free GPUs before -> drain | greedy   frag GPUs before -> drain | greedy   frag % idle before -> drain | greedy   ms drain | greedy")
+    print(
+        "seed  pods  moves(drain/greedy)  free GPUs before -> drain | greedy   frag GPUs before -> drain | greedy   frag % idle before -> drain | greedy   ms drain | greedy"
+    )
     for seed, pods, md, mg, b, a, g, td, tg in rows:
-        print(f"{seed:>4}  {pods:>4}  {md:>6} / {mg:<6}       {b['free_whole_gpus']:>5} -> {a['free_whole_gpus']:>5} | {g['free_whole_gpus']:<5}      "
-              f"{b['fragmentation']:>8.1f} -> {a['fragmentation']:>7.1f} | {g['fragmentation']:<8.1f} "
-              f"{b['fragmentation_pct_of_idle']:>6.1f} -> {a['fragmentation_pct_of_idle']:>5.1f} | {g['fragmentation_pct_of_idle']:<6.1f}   {td:>6.1f} | {tg:.1f}")
-    print(json.dumps([{"seed": r[0], "pods": r[1], "moves": r[2], "baseline_moves": r[3], "before": r[4], "drain": r[5], "greedy": r[6]} for r in rows]))
+        print(
+            f"{seed:>4}  {pods:>4}  {md:>6} / {mg:<6}       {b['free_whole_gpus']:>5} -> {a['free_whole_gpus']:>5} | {g['free_whole_gpus']:<5}      "
+            f"{b['fragmentation']:>8.1f} -> {a['fragmentation']:>7.1f} | {g['fragmentation']:<8.1f} "
+            f"{b['fragmentation_pct_of_idle']:>6.1f} -> {a['fragmentation_pct_of_idle']:>5.1f} | {g['fragmentation_pct_of_idle']:<6.1f}   {td:>6.1f} | {tg:.1f}"
+        )
+    print(
+        json.dumps(
+            [
+                {
+                    "seed": r[0],
+                    "pods": r[1],
+                    "moves": r[2],
+                    "baseline_moves": r[3],
+                    "before": r[4],
+                    "drain": r[5],
+                    "greedy": r[6],
+                }
+                for r in rows
+            ]
+        )
+    )

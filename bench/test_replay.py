@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from hami_fast import _native
 
 OPENB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "openb"
@@ -29,7 +28,9 @@ def default_trace() -> tuple[bytes, bytes]:
 def test_replay_default(benchmark, default_trace, policy):
     benchmark.group = "replay default (1 run, 1 core)"
     nodes, pods = default_trace
-    out = benchmark.pedantic(lambda: _native.replay(nodes, pods, policy, seed=42), rounds=3, iterations=1, warmup_rounds=0)
+    out = benchmark.pedantic(
+        lambda: _native.replay(nodes, pods, policy, seed=42), rounds=3, iterations=1, warmup_rounds=0
+    )
     result = json.loads(out)
     assert result["pods"] > 10_000 and result["total_gpus"] == 6212
     if policy == "fgd":

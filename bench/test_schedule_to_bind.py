@@ -9,7 +9,6 @@ import tempfile
 import time
 
 import pytest
-
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
 from kubeapi.fixtures import start_kubeapi, stop_kubeapi, wait_for
 from serving import Service
@@ -26,7 +25,9 @@ def test_schedule_to_bind(benchmark, qps: float, burst: int, pods: int) -> None:
             for n in names:
                 api.create(gpu_node(n))
             objs = [api.create(gpu_pod(f"p{i}", gpu=1, mem=1000, cores=10)) for i in range(pods)]
-            with Service(kubeconfig=api.kubeconfig, kube_qps=qps, kube_burst=burst, node_scheduler_policy="spread") as svc:
+            with Service(
+                kubeconfig=api.kubeconfig, kube_qps=qps, kube_burst=burst, node_scheduler_policy="spread"
+            ) as svc:
                 wait_for(lambda: svc.runtime.scheduler.ready(), 15, "sync")
                 api.clear_log()
 
@@ -42,5 +43,7 @@ def test_schedule_to_bind(benchmark, qps: float, burst: int, pods: int) -> None:
         finally:
             stop_kubeapi(api)
     benchmark.group = "schedule-to-bind, test API server"
-    benchmark.extra_info.update({"qps": qps, "pods_per_s": round(pods / elapsed, 2), **{f"{k}_calls": v for k, v in calls.items()}})
+    benchmark.extra_info.update(
+        {"qps": qps, "pods_per_s": round(pods / elapsed, 2), **{f"{k}_calls": v for k, v in calls.items()}}
+    )
     print(f"\nqps={qps or 'unlimited'} burst={burst}: {pods / elapsed:.2f} pods/s; API calls {calls} for {pods} pods")

@@ -8,6 +8,7 @@ the Helm chart wires them) and keep it running until Ctrl-C, for manual poking:
 
 It is the same code the end-to-end tests use (tests/e2e/controlplane.py and conftest.py).
 """
+
 import argparse
 import signal
 import sys
@@ -20,7 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workdir", default="", help="where certificates, kubeconfigs and logs go (default: a temp dir)")
+    parser.add_argument(
+        "--workdir", default="", help="where certificates, kubeconfigs and logs go (default: a temp dir)"
+    )
     args = parser.parse_args()
     from controlplane import missing_binaries, running_cluster
 
@@ -34,8 +37,11 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     with running_cluster(workdir) as cluster:
         admin = cluster.cp.kubeconfig("admin", cluster.cp.admin_token)
-        print(f"control plane up: {cluster.cp.server}\n  admin kubeconfig: {admin}\n"
-              f"  hami-fast: https://127.0.0.1:{cluster.port}\n  logs: {workdir / 'logs'}\n  timings: {cluster.cp.timings}", flush=True)
+        print(
+            f"control plane up: {cluster.cp.server}\n  admin kubeconfig: {admin}\n"
+            f"  hami-fast: https://127.0.0.1:{cluster.port}\n  logs: {workdir / 'logs'}\n  timings: {cluster.cp.timings}",
+            flush=True,
+        )
         try:
             while not stop:
                 time.sleep(1)

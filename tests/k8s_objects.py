@@ -11,24 +11,51 @@ T4 = "NVIDIA-Tesla T4"
 
 def gpu_node(name: str, gpus: int = 2, memory: int = 16384, count: int = 10, model: str = T4) -> dict[str, Any]:
     devices = [
-        {"id": f"GPU-{name}-{g}", **({"index": g} if g else {}), "count": count, "devmem": memory, "devcore": 100, "type": model, "mode": "hami-core", "health": True}
+        {
+            "id": f"GPU-{name}-{g}",
+            **({"index": g} if g else {}),
+            "count": count,
+            "devmem": memory,
+            "devcore": 100,
+            "type": model,
+            "mode": "hami-core",
+            "health": True,
+        }
         for g in range(gpus)
     ]
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"gpu": "on"}, "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}},
+        "metadata": {
+            "name": name,
+            "labels": {"gpu": "on"},
+            "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()},
+        },
         "status": {"allocatable": {"nvidia.com/gpu": str(gpus * count), "cpu": "32", "memory": "128Gi"}},
     }
 
 
 def gpu_pod(name: str, namespace: str = "default", **limits: Any) -> dict[str, Any]:
-    resource = {"gpu": "nvidia.com/gpu", "mem": "nvidia.com/gpumem", "cores": "nvidia.com/gpucores", "pct": "nvidia.com/gpumem-percentage"}
+    resource = {
+        "gpu": "nvidia.com/gpu",
+        "mem": "nvidia.com/gpumem",
+        "cores": "nvidia.com/gpucores",
+        "pct": "nvidia.com/gpumem-percentage",
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}", "labels": {"app": "t"}},
-        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {resource[k]: str(v) for k, v in limits.items()}}}]},
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "cuda",
+                    "resources": {"limits": {resource[k]: str(v) for k, v in limits.items()}},
+                }
+            ],
+        },
         "status": {"phase": "Pending"},
     }
 

@@ -10,7 +10,6 @@ import threading
 from typing import Any
 
 import orjson
-
 from hami_fast.config import Config
 from hami_fast.server.serve import Runtime, build_runtime, run_http
 
@@ -33,7 +32,7 @@ class Service:
         self.runtime: Runtime | None = None
         self.thread: threading.Thread | None = None
 
-    def __enter__(self) -> "Service":
+    def __enter__(self) -> Service:
         self.runtime = build_runtime(self.config)
         ready = threading.Event()
         self.thread = threading.Thread(target=lambda: asyncio.run(run_http(self.runtime, ready)), daemon=True)

@@ -84,10 +84,14 @@ def set_args(values: dict[str, Any]) -> list[str]:
 _render_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
 
-def render(values: dict[str, Any] | None = None, kube_version: str = "1.37.2", release: str = "hf") -> list[dict[str, Any]]:
+def render(
+    values: dict[str, Any] | None = None, kube_version: str = "1.37.2", release: str = "hf"
+) -> list[dict[str, Any]]:
     key = (json.dumps(values or {}, sort_keys=True), kube_version + release)
     if key not in _render_cache:
-        proc = helm("template", release, str(CHART), "--namespace", NS, "--kube-version", kube_version, *set_args(values or {}))
+        proc = helm(
+            "template", release, str(CHART), "--namespace", NS, "--kube-version", kube_version, *set_args(values or {})
+        )
         _render_cache[key] = [d for d in yaml.safe_load_all(proc.stdout) if d]
     return _render_cache[key]
 
@@ -117,9 +121,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "no-webhook": {"scheduler": {"admissionWebhook": {"enabled": False}}},
     "cert-manager-monitoring": {
-        "scheduler": {"certManager": {"enabled": True}, "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+        "scheduler": {
+            "certManager": {"enabled": True},
+            "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+        },
     },
-    "descheduler": {"descheduler": {"enabled": True, "replicas": 2, "dryRun": True, "eviction": {"evictionTimeout": "90s"}}},
+    "descheduler": {
+        "descheduler": {"enabled": True, "replicas": 2, "dryRun": True, "eviction": {"evictionTimeout": "90s"}}
+    },
     "everything": {
         "global": {"imageRegistry": "mirror.example.com", "imagePullSecrets": ["regcred"], "labels": {"team": "ml"}},
         "scheduler": {
@@ -139,17 +148,28 @@ VARIANTS: dict[str, dict[str, Any]] = {
                 "namespaceSelector": {"matchLabels": {"gpu-tenant": "yes"}},
                 "objectSelector": {"matchExpressions": [{"key": "skip-hami", "operator": "DoesNotExist"}]},
             },
-            "extender": {"extraArgs": ["--kube-qps=60"], "extraManagedResources": ["example.com/vgpu"], "logLevel": "debug"},
+            "extender": {
+                "extraArgs": ["--kube-qps=60"],
+                "extraManagedResources": ["example.com/vgpu"],
+                "logLevel": "debug",
+            },
             "serviceMonitor": {"enabled": True},
         },
         "descheduler": {"enabled": True},
     },
     "no-kube-scheduler-no-leader": {
-        "scheduler": {"kubeScheduler": {"enabled": False}, "leaderElect": False, "replicas": 3, "metricsBindAddress": ""},
+        "scheduler": {
+            "kubeScheduler": {"enabled": False},
+            "leaderElect": False,
+            "replicas": 3,
+            "metricsBindAddress": "",
+        },
     },
     "custom-url-no-patch": {
-        "scheduler": {"admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.5", "port": 31998, "path": "/webhook"}},
-                      "patch": {"enabled": False}},
+        "scheduler": {
+            "admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.5", "port": 31998, "path": "/webhook"}},
+            "patch": {"enabled": False},
+        },
     },
 }
 
@@ -157,33 +177,71 @@ VARIANTS: dict[str, dict[str, Any]] = {
 # subsets of their CRDs' schemas (required fields and types of what the chart sets).
 CRD_KIND_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     ("cert-manager.io/v1", "Issuer"): {
-        "type": "object", "required": ["metadata", "spec"],
-        "properties": {"spec": {"type": "object", "minProperties": 1, "properties": {"selfSigned": {"type": "object"}}}},
+        "type": "object",
+        "required": ["metadata", "spec"],
+        "properties": {
+            "spec": {"type": "object", "minProperties": 1, "properties": {"selfSigned": {"type": "object"}}}
+        },
     },
     ("cert-manager.io/v1", "Certificate"): {
-        "type": "object", "required": ["metadata", "spec"],
-        "properties": {"spec": {
-            "type": "object", "required": ["secretName", "issuerRef"], "additionalProperties": False,
-            "properties": {
-                "secretName": {"type": "string"}, "commonName": {"type": "string", "maxLength": 64},
-                "dnsNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                "duration": {"type": "string"}, "renewBefore": {"type": "string"},
-                "issuerRef": {"type": "object", "required": ["name"], "additionalProperties": False,
-                              "properties": {"name": {"type": "string"}, "kind": {"type": "string"}, "group": {"type": "string"}}},
-            }}},
+        "type": "object",
+        "required": ["metadata", "spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["secretName", "issuerRef"],
+                "additionalProperties": False,
+                "properties": {
+                    "secretName": {"type": "string"},
+                    "commonName": {"type": "string", "maxLength": 64},
+                    "dnsNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    "duration": {"type": "string"},
+                    "renewBefore": {"type": "string"},
+                    "issuerRef": {
+                        "type": "object",
+                        "required": ["name"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "name": {"type": "string"},
+                            "kind": {"type": "string"},
+                            "group": {"type": "string"},
+                        },
+                    },
+                },
+            }
+        },
     },
     ("monitoring.coreos.com/v1", "ServiceMonitor"): {
-        "type": "object", "required": ["metadata", "spec"],
-        "properties": {"spec": {
-            "type": "object", "required": ["selector", "endpoints"], "additionalProperties": False,
-            "properties": {
-                "selector": {"type": "object"}, "namespaceSelector": {"type": "object"},
-                "endpoints": {"type": "array", "minItems": 1, "items": {
-                    "type": "object", "additionalProperties": False,
-                    "properties": {"port": {"type": "string"}, "path": {"type": "string"}, "scheme": {"enum": ["http", "https"]},
-                                   "interval": {"type": "string"}, "scrapeTimeout": {"type": "string"},
-                                   "relabelings": {"type": "array"}, "metricRelabelings": {"type": "array"}}}},
-            }}},
+        "type": "object",
+        "required": ["metadata", "spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["selector", "endpoints"],
+                "additionalProperties": False,
+                "properties": {
+                    "selector": {"type": "object"},
+                    "namespaceSelector": {"type": "object"},
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "scheme": {"enum": ["http", "https"]},
+                                "interval": {"type": "string"},
+                                "scrapeTimeout": {"type": "string"},
+                                "relabelings": {"type": "array"},
+                                "metricRelabelings": {"type": "array"},
+                            },
+                        },
+                    },
+                },
+            }
+        },
     },
 }
 
@@ -201,7 +259,9 @@ def test_helm_is_the_pinned_build():
 @needs_helm
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_helm_lint(variant):
-    proc = helm("lint", "--strict", str(CHART), "--namespace", NS, "--kube-version", "1.37.2", *set_args(VARIANTS[variant]))
+    proc = helm(
+        "lint", "--strict", str(CHART), "--namespace", NS, "--kube-version", "1.37.2", *set_args(VARIANTS[variant])
+    )
     assert "0 chart(s) failed" in proc.stdout, proc.stdout
 
 
@@ -236,7 +296,12 @@ def test_every_rendered_object_matches_the_kubernetes_schemas(variant, kube_vers
 @pytest.mark.skipif(kubernetes_validate is None, reason="kubernetes-validate not installed")
 def test_strict_validation_catches_a_misspelt_field():
     """Negative control: the validator really rejects unknown fields and wrong types."""
-    bad = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"ports": [{"port": 443}], "selectr": {}}}
+    bad = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "x"},
+        "spec": {"ports": [{"port": 443}], "selectr": {}},
+    }
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, "1.37.0", strict=True)
     bad = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"ports": [{"port": "https"}]}}
@@ -255,7 +320,11 @@ def test_names_are_unique_and_namespaced_objects_land_in_the_release_namespace()
             assert "namespace" not in o["metadata"], o["metadata"]
         else:
             assert o["metadata"]["namespace"] == NS, (o["kind"], o["metadata"])
-        assert o["metadata"]["labels"]["team"] == "ml" or o["kind"] == "CustomResourceDefinition" and "team" in o["metadata"]["labels"]
+        assert (
+            o["metadata"]["labels"]["team"] == "ml"
+            or o["kind"] == "CustomResourceDefinition"
+            and "team" in o["metadata"]["labels"]
+        )
 
 
 @needs_helm
@@ -281,11 +350,23 @@ def test_a_hami_values_file_is_accepted():
     """HAMi-only keys are ignored; the overlapping ones take effect."""
     hami_values = {
         "devicePlugin": {"deviceSplitCount": 10, "migStrategy": "none"},
-        "scheduler": {"overwriteEnv": "false", "extender": {"image": {"repository": "me/hami-fast", "tag": "v9"}},
-                      "defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread", "gpuSchedulerPolicy": "binpack"},
-                      "kubeScheduler": {"image": {"registry": "registry.example.com", "repository": "google_containers/kube-scheduler", "tag": "v1.37.2"}},
-                      "admissionWebhook": {"whitelistNamespaces": None, "namespaceSelector": {"matchLabels": None, "matchExpressions": []}},
-                      "networkPolicy": {"enabled": False}},
+        "scheduler": {
+            "overwriteEnv": "false",
+            "extender": {"image": {"repository": "me/hami-fast", "tag": "v9"}},
+            "defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread", "gpuSchedulerPolicy": "binpack"},
+            "kubeScheduler": {
+                "image": {
+                    "registry": "registry.example.com",
+                    "repository": "google_containers/kube-scheduler",
+                    "tag": "v1.37.2",
+                }
+            },
+            "admissionWebhook": {
+                "whitelistNamespaces": None,
+                "namespaceSelector": {"matchLabels": None, "matchExpressions": []},
+            },
+            "networkPolicy": {"enabled": False},
+        },
         "resourceMem": "nvidia.com/gpumem-mb",
     }
     objs = render(hami_values)
@@ -294,7 +375,9 @@ def test_a_hami_values_file_is_accepted():
     assert ext["image"] == "docker.io/me/hami-fast:v9"
     assert ks["image"] == "registry.example.com/google_containers/kube-scheduler:v1.37.2"
     assert "--node-scheduler-policy=spread" in ext["args"] and "--resource-mem=nvidia.com/gpumem-mb" in ext["args"]
-    assert {"name": "nvidia.com/gpumem-mb", "ignoredByScheduler": True} in scheduler_config(objs)["extenders"][0]["managedResources"]
+    assert {"name": "nvidia.com/gpumem-mb", "ignoredByScheduler": True} in scheduler_config(objs)["extenders"][0][
+        "managedResources"
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,14 +401,29 @@ def test_kube_scheduler_configuration_default():
     assert ext["httpTimeout"] == "30s"
     assert "ignorable" not in ext
     names = [r["name"] for r in ext["managedResources"]]
-    assert names == ["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/priority"]
+    assert names == [
+        "nvidia.com/gpu",
+        "nvidia.com/gpumem",
+        "nvidia.com/gpucores",
+        "nvidia.com/gpumem-percentage",
+        "nvidia.com/priority",
+    ]
     assert all(r["ignoredByScheduler"] is True for r in ext["managedResources"])
 
 
 @needs_helm
 def test_kube_scheduler_configuration_follows_values():
-    objs = render({"schedulerName": "gpu-sched", "scheduler": {"admissionWebhook": {"enabled": False}, "leaderElect": False,
-                                                              "extenderHTTPTimeout": 45, "service": {"httpTargetPort": 8080}}})
+    objs = render(
+        {
+            "schedulerName": "gpu-sched",
+            "scheduler": {
+                "admissionWebhook": {"enabled": False},
+                "leaderElect": False,
+                "extenderHTTPTimeout": 45,
+                "service": {"httpTargetPort": 8080},
+            },
+        }
+    )
     cfg = scheduler_config(objs)
     assert cfg["profiles"] == [{"schedulerName": "gpu-sched"}]
     assert cfg["leaderElection"]["leaderElect"] is False
@@ -405,7 +503,11 @@ def test_extender_flags_are_accepted_by_hami_fast_serve(variant):
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["HAMI_NODELOCK_EXPIRE"]["value"] == "5m"
     sc = c["securityContext"]
-    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+    assert (
+        sc["allowPrivilegeEscalation"] is False
+        and sc["readOnlyRootFilesystem"] is True
+        and sc["capabilities"] == {"drop": ["ALL"]}
+    )
 
 
 @needs_helm
@@ -432,13 +534,17 @@ def test_webhook_registration_default():
     (wh,) = mwc["webhooks"]
     assert wh["name"] == "vgpu.hami.io"
     assert wh["admissionReviewVersions"] == ["v1", "v1beta1"]
-    assert wh["clientConfig"] == {"service": {"name": "hf-hami-fast-scheduler", "namespace": NS, "path": "/webhook", "port": 443}}
+    assert wh["clientConfig"] == {
+        "service": {"name": "hf-hami-fast-scheduler", "namespace": NS, "path": "/webhook", "port": 443}
+    }
     assert wh["failurePolicy"] == "Ignore"
     assert wh["matchPolicy"] == "Equivalent"
     assert wh["reinvocationPolicy"] == "Never"
     assert wh["sideEffects"] == "None"
     assert wh["timeoutSeconds"] == 10
-    assert wh["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "*"}]
+    assert wh["rules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "*"}
+    ]
     opt_out = {"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}
     assert wh["namespaceSelector"] == {"matchExpressions": [opt_out]}
     assert wh["objectSelector"] == {"matchExpressions": [opt_out]}
@@ -483,7 +589,11 @@ def test_self_signed_certificate_jobs():
     assert c["image"] == "registry.k8s.io/ingress-nginx/kube-webhook-certgen:v1.5.2"
     hosts = next(a for a in c["args"] if a.startswith("--host=")).split("=", 1)[1].split(",")
     assert f"hf-hami-fast-scheduler.{NS}.svc" in hosts and f"hf-hami-fast-descheduler.{NS}.svc" in hosts
-    assert "--secret-name=hf-hami-fast-scheduler-tls" in c["args"] and "--cert-name=tls.crt" in c["args"] and "--key-name=tls.key" in c["args"]
+    assert (
+        "--secret-name=hf-hami-fast-scheduler-tls" in c["args"]
+        and "--cert-name=tls.crt" in c["args"]
+        and "--key-name=tls.key" in c["args"]
+    )
     (p,) = patch["spec"]["template"]["spec"]["containers"]
     assert "--webhook-name=hf-hami-fast-webhook" in p["args"] and "--patch-failure-policy=Ignore" in p["args"]
     assert "--patch-mutating=true" in p["args"] and "--patch-validating=false" in p["args"]
@@ -512,8 +622,13 @@ def test_cert_manager_mode():
     assert sm["metadata"]["labels"]["release"] == "prom"
     assert sm["spec"]["endpoints"][0]["port"] == "monitor"
     assert sm["spec"]["selector"]["matchLabels"].items() <= one(objs, "Service")["metadata"]["labels"].items()
-    objs = render({"scheduler": {"certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}}})
-    assert not find(objs, "Issuer") and one(objs, "Certificate")["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer"}
+    objs = render(
+        {"scheduler": {"certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}}}
+    )
+    assert not find(objs, "Issuer") and one(objs, "Certificate")["spec"]["issuerRef"] == {
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+    }
 
 
 @needs_helm
@@ -540,11 +655,20 @@ def test_scheduler_rbac_is_least_privilege():
     objs = render(VARIANTS["everything"])
     grants = _grants(_rules(objs, "ClusterRole", "hf-hami-fast-scheduler"))
     assert grants == {
-        ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+        ("", "pods", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "pods", "patch"),
         ("", "pods/binding", "create"),
-        ("", "nodes", "get"), ("", "nodes", "list"), ("", "nodes", "watch"), ("", "nodes", "patch"),
-        ("", "resourcequotas", "get"), ("", "resourcequotas", "list"), ("", "resourcequotas", "watch"),
-        ("", "events", "create"), ("", "events", "patch"),
+        ("", "nodes", "get"),
+        ("", "nodes", "list"),
+        ("", "nodes", "watch"),
+        ("", "nodes", "patch"),
+        ("", "resourcequotas", "get"),
+        ("", "resourcequotas", "list"),
+        ("", "resourcequotas", "watch"),
+        ("", "events", "create"),
+        ("", "events", "patch"),
     }
     role = one(objs, "Role", "hf-hami-fast-scheduler-leader")
     assert role["metadata"]["namespace"] == NS
@@ -554,17 +678,30 @@ def test_scheduler_rbac_is_least_privilege():
     assert {"system:kube-scheduler", "system:volume-scheduler", "hf-hami-fast-scheduler"} <= bound
     for obj in objs:
         for rule in obj.get("rules", []):
-            assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"], (obj["metadata"]["name"], rule)
-            assert "secrets" not in rule["resources"] or obj["metadata"]["name"] == "hf-hami-fast-certgen", obj["metadata"]["name"]
-            assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"] and "impersonate" not in rule["verbs"]
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"], (
+                obj["metadata"]["name"],
+                rule,
+            )
+            assert "secrets" not in rule["resources"] or obj["metadata"]["name"] == "hf-hami-fast-certgen", obj[
+                "metadata"
+            ]["name"]
+            assert (
+                "escalate" not in rule["verbs"] and "bind" not in rule["verbs"] and "impersonate" not in rule["verbs"]
+            )
 
 
 @needs_helm
 def test_certgen_rbac_is_scoped_to_its_secret_and_webhooks():
     objs = render(VARIANTS["descheduler"])
     (cr,) = [o for o in find(objs, "ClusterRole") if o["metadata"]["name"] == "hf-hami-fast-certgen"]
-    assert cr["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
-                            "resourceNames": ["hf-hami-fast-webhook", "hf-hami-fast-descheduler-webhook"], "verbs": ["get", "update"]}]
+    assert cr["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": ["hf-hami-fast-webhook", "hf-hami-fast-descheduler-webhook"],
+            "verbs": ["get", "update"],
+        }
+    ]
     role = one(objs, "Role", "hf-hami-fast-certgen")
     assert role["rules"][1]["resourceNames"] == ["hf-hami-fast-scheduler-tls"]
     assert role["rules"][0]["verbs"] == ["create"]  # create cannot be narrowed by name
@@ -596,7 +733,9 @@ def test_descheduler_objects():
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     (wh,) = one(objs, "MutatingWebhookConfiguration", "hf-hami-fast-descheduler-webhook")["webhooks"]
     assert wh["sideEffects"] == "NoneOnDryRun" and wh["admissionReviewVersions"] == ["v1", "v1beta1"]
-    assert wh["matchConditions"] == [{"name": "hami-scheduler-pods", "expression": "object.spec.schedulerName == 'hami-scheduler'"}]
+    assert wh["matchConditions"] == [
+        {"name": "hami-scheduler-pods", "expression": "object.spec.schedulerName == 'hami-scheduler'"}
+    ]
     grants = _grants(_rules(objs, "ClusterRole", "hf-hami-fast-descheduler"))
     assert ("", "pods/eviction", "create") in grants and ("", "pods", "delete") not in grants  # the Eviction API only
     assert ("scheduling.hami.placement.com", "hamipodplacements/status", "patch") in grants
@@ -644,10 +783,19 @@ def _crd_schema() -> dict[str, Any]:
 
 
 def _placement(**spec):
-    base = {"reqID": "defrag-1", "podSelector": {"matchLabels": {"app": "infer-a"}}, "nodeName": "gpu-node-7", "gpuDevices": ["gpu-3"]}
+    base = {
+        "reqID": "defrag-1",
+        "podSelector": {"matchLabels": {"app": "infer-a"}},
+        "nodeName": "gpu-node-7",
+        "gpuDevices": ["gpu-3"],
+    }
     base.update(spec)
-    return {"apiVersion": "scheduling.hami.placement.com/v1", "kind": "HamiPodPlacement",
-            "metadata": {"name": "p", "namespace": "serving"}, "spec": {k: v for k, v in base.items() if v is not None}}
+    return {
+        "apiVersion": "scheduling.hami.placement.com/v1",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": "p", "namespace": "serving"},
+        "spec": {k: v for k, v in base.items() if v is not None},
+    }
 
 
 def test_crd_schema_accepts_valid_placements_and_rejects_invalid_ones():
@@ -656,12 +804,18 @@ def test_crd_schema_accepts_valid_placements_and_rejects_invalid_ones():
     schema = _crd_schema()
     ok = [
         _placement(),
-        _placement(gpuDevices=["gpu-0/20", "GPU-8f2c1a4e-1b2c-4d5e-9f00-0123456789ab"], evictPod="infer-a-7f9c6d5b8-x2k4q"),
+        _placement(
+            gpuDevices=["gpu-0/20", "GPU-8f2c1a4e-1b2c-4d5e-9f00-0123456789ab"], evictPod="infer-a-7f9c6d5b8-x2k4q"
+        ),
     ]
     for p in ok:
         jsonschema.validate(p, schema)
     p = _placement()
-    p["status"] = {"phase": "Completed", "assignmentDetails": [{"podName": "x", "gpuDevice": "GPU-1"}], "consumedAt": "2026-01-01T00:00:00Z"}
+    p["status"] = {
+        "phase": "Completed",
+        "assignmentDetails": [{"podName": "x", "gpuDevice": "GPU-1"}],
+        "consumedAt": "2026-01-01T00:00:00Z",
+    }
     jsonschema.validate(p, schema)
     bad = [
         _placement(reqID=None),
@@ -704,7 +858,9 @@ def test_values_schema_is_current():
 def test_default_values_match_the_schema():
     import jsonschema
 
-    jsonschema.validate(yaml.safe_load((CHART / "values.yaml").read_text()), json.loads((CHART / "values.schema.json").read_text()))
+    jsonschema.validate(
+        yaml.safe_load((CHART / "values.yaml").read_text()), json.loads((CHART / "values.schema.json").read_text())
+    )
 
 
 def test_kube_scheduler_accepts_the_rendered_config(tmp_path):
@@ -718,7 +874,12 @@ def test_kube_scheduler_accepts_the_rendered_config(tmp_path):
     cfg.write_text(one(render(), "ConfigMap")["data"]["config.yaml"])
     out = tmp_path / "written.yaml"
     # A master address is required to build clients; nothing connects before the config is written.
-    proc = subprocess.run([binary, f"--config={cfg}", f"--write-config-to={out}", "--master=https://127.0.0.1:9", "--secure-port=0"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [binary, f"--config={cfg}", f"--write-config-to={out}", "--master=https://127.0.0.1:9", "--secure-port=0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     written = yaml.safe_load(out.read_text())
     (ext,) = written["extenders"]

@@ -8,7 +8,6 @@ from pathlib import Path
 import orjson
 import pytest
 import yaml
-
 from hami_fast.cli import main
 
 V100 = "NVIDIA-Tesla V100-PCIE-32GB"
@@ -16,26 +15,67 @@ V100 = "NVIDIA-Tesla V100-PCIE-32GB"
 
 def register(prefix: str) -> str:
     devices = [
-        {"id": f"GPU-{prefix}0", "count": 10, "devmem": 32768, "devcore": 100, "type": V100, "mode": "hami-core", "health": True},
-        {"id": f"GPU-{prefix}1", "index": 1, "count": 10, "devmem": 32768, "devcore": 100, "type": V100, "mode": "hami-core", "health": True},
+        {
+            "id": f"GPU-{prefix}0",
+            "count": 10,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": V100,
+            "mode": "hami-core",
+            "health": True,
+        },
+        {
+            "id": f"GPU-{prefix}1",
+            "index": 1,
+            "count": 10,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": V100,
+            "mode": "hami-core",
+            "health": True,
+        },
     ]
     return orjson.dumps(devices).decode()
 
 
 def cluster_objects() -> list[dict]:
-    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "annotations": {"hami.io/node-nvidia-register": register(n[-1])}}} for n in ("node-a", "node-b")]
+    nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": n, "annotations": {"hami.io/node-nvidia-register": register(n[-1])}},
+        }
+        for n in ("node-a", "node-b")
+    ]
     nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-only"}})
     running = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "old", "namespace": "default", "uid": "u-old", "annotations": {"hami.io/vgpu-node": "node-a", "hami.io/vgpu-devices-allocated": "GPU-a0,NVIDIA,3000,30:;"}},
+        "metadata": {
+            "name": "old",
+            "namespace": "default",
+            "uid": "u-old",
+            "annotations": {"hami.io/vgpu-node": "node-a", "hami.io/vgpu-devices-allocated": "GPU-a0,NVIDIA,3000,30:;"},
+        },
         "spec": {"containers": [{"name": "c"}], "nodeName": "node-a"},
         "status": {"phase": "Running"},
     }
     return [*nodes, running]
 
 
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": "default"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4000, "nvidia.com/gpucores": 20}}}]}}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "new", "namespace": "default"},
+    "spec": {
+        "containers": [
+            {
+                "name": "c",
+                "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4000, "nvidia.com/gpucores": 20}},
+            }
+        ]
+    },
+}
 
 
 @pytest.fixture
@@ -58,25 +98,52 @@ def test_explain_json(files: tuple[Path, Path], capsys: pytest.CaptureFixture[st
     assert result["node"] == "node-a"
     assert result["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-a1,NVIDIA,4000,20:;"
     assert result["annotations"]["hami.io/vgpu-node"] == "node-a"
-    assert set(result["annotations"]) == {"hami.io/vgpu-node", "hami.io/vgpu-time", "hami.io/vgpu-devices-to-allocate", "hami.io/vgpu-devices-allocated"}
+    assert set(result["annotations"]) == {
+        "hami.io/vgpu-node",
+        "hami.io/vgpu-time",
+        "hami.io/vgpu-devices-to-allocate",
+        "hami.io/vgpu-devices-allocated",
+    }
     assert result["failed"] == {"cpu-only": "node unregistered"}
     assert result["scores"] == {"node-a": pytest.approx(2.4578, abs=1e-3), "node-b": 0.0}
     assert result["error"] == ""
 
 
-def test_explain_policies_and_multidoc_yaml(tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_policies_and_multidoc_yaml(
+    tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     _, pod = files
     multidoc = tmp_path / "multi.yaml"
     multidoc.write_text(yaml.safe_dump_all(cluster_objects()))
-    result = run_json(capsys, "--snapshot", str(multidoc), "--pod", str(pod), "--node-scheduler-policy", "spread", "--gpu-scheduler-policy", "binpack")
+    result = run_json(
+        capsys,
+        "--snapshot",
+        str(multidoc),
+        "--pod",
+        str(pod),
+        "--node-scheduler-policy",
+        "spread",
+        "--gpu-scheduler-policy",
+        "binpack",
+    )
     assert result["node"] == "node-b"
     assert result["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-b1,NVIDIA,4000,20:;"
 
 
-def test_explain_applies_webhook_defaults(tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_applies_webhook_defaults(
+    tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     snapshot, _ = files
     whole = tmp_path / "whole.json"
-    whole.write_text(json.dumps({"kind": "Pod", "metadata": {"name": "w", "namespace": "default"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}))
+    whole.write_text(
+        json.dumps(
+            {
+                "kind": "Pod",
+                "metadata": {"name": "w", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            }
+        )
+    )
     result = run_json(capsys, "--snapshot", str(snapshot), "--pod", str(whole))
     assert result["node"] == "node-a"
     assert result["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-a1,NVIDIA,32768,100:;"
@@ -91,16 +158,36 @@ def test_explain_text_marks_the_choice(files: tuple[Path, Path], capsys: pytest.
     assert "<- chosen" in [line for line in out.splitlines() if line.startswith("node-a")][0]
 
 
-def test_explain_reports_unfit_pod(tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_reports_unfit_pod(
+    tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     snapshot, _ = files
     big = tmp_path / "big.yaml"
-    big.write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"name": "b", "namespace": "default"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 3, "nvidia.com/gpumem": 100}}}]}}))
+    big.write_text(
+        yaml.safe_dump(
+            {
+                "kind": "Pod",
+                "metadata": {"name": "b", "namespace": "default"},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 3, "nvidia.com/gpumem": 100}}}
+                    ]
+                },
+            }
+        )
+    )
     result = run_json(capsys, "--snapshot", str(snapshot), "--pod", str(big))
     assert result["node"] is None
-    assert result["failed"] == {"node-a": "NodeInsufficientDevice", "node-b": "NodeInsufficientDevice", "cpu-only": "node unregistered"}
+    assert result["failed"] == {
+        "node-a": "NodeInsufficientDevice",
+        "node-b": "NodeInsufficientDevice",
+        "cpu-only": "node unregistered",
+    }
 
 
-def test_bad_files_give_clear_errors(tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_files_give_clear_errors(
+    tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     snapshot, pod = files
     broken = tmp_path / "broken.yaml"
     broken.write_text("kind: [unclosed")
@@ -119,9 +206,15 @@ def test_bad_files_give_clear_errors(tmp_path: Path, files: tuple[Path, Path], c
     assert "default/old" in err and "hami.io/vgpu-devices-allocated" in err
 
 
-def test_pod_without_vgpu_is_explained_as_such(tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_pod_without_vgpu_is_explained_as_such(
+    tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     snapshot, _ = files
     plain = tmp_path / "plain.yaml"
-    plain.write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"name": "p", "namespace": "x"}, "spec": {"containers": [{"name": "c"}]}}))
+    plain.write_text(
+        yaml.safe_dump(
+            {"kind": "Pod", "metadata": {"name": "p", "namespace": "x"}, "spec": {"containers": [{"name": "c"}]}}
+        )
+    )
     assert main(["explain", "--snapshot", str(snapshot), "--pod", str(plain), "--output", "json"]) == 1
     assert "requests no vGPU" in json.loads(capsys.readouterr().out)["error"]

@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
-
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.controller import Controller, Timeouts
 from hami_fast.descheduler.webhook import Pinner
@@ -28,30 +27,82 @@ EVICTIONS = re.compile(r"/pods/[^/]+/eviction$")
 
 
 def register(node: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> str:
-    return orjson.dumps([{"id": f"GPU-{node}-{i}", "index": i, "count": 10, "devmem": 16000, "devcore": 100, "type": "NVIDIA-A10",
-                          "health": i not in unhealthy} for i in range(gpus)]).decode()
+    return orjson.dumps(
+        [
+            {
+                "id": f"GPU-{node}-{i}",
+                "index": i,
+                "count": 10,
+                "devmem": 16000,
+                "devcore": 100,
+                "type": "NVIDIA-A10",
+                "health": i not in unhealthy,
+            }
+            for i in range(gpus)
+        ]
+    ).decode()
 
 
 def node(name: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> dict:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus, unhealthy)}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus, unhealthy)}},
+    }
 
 
-def pod(name: str, node_name: str | None, gpu: int = 0, mem: int = 4000, owned: bool = True, app: str = "infer") -> dict:
+def pod(
+    name: str, node_name: str | None, gpu: int = 0, mem: int = 4000, owned: bool = True, app: str = "infer"
+) -> dict:
     meta: dict = {"name": name, "namespace": NS, "uid": f"u-{name}", "labels": {"app": app}, "annotations": {}}
     if owned:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-infer", "uid": "rs-1", "controller": True}]
-    spec: dict = {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "20"}}}]}
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-infer", "uid": "rs-1", "controller": True}
+        ]
+    spec: dict = {
+        "schedulerName": "hami-scheduler",
+        "containers": [
+            {
+                "name": "c",
+                "resources": {
+                    "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "20"}
+                },
+            }
+        ],
+    }
     if node_name:
-        meta["annotations"] = {"hami.io/vgpu-node": node_name, "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},20:;", "hami.io/bind-phase": "success"}
+        meta["annotations"] = {
+            "hami.io/vgpu-node": node_name,
+            "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},20:;",
+            "hami.io/bind-phase": "success",
+        }
         spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running" if node_name else "Pending"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
 
 
-def placement(name: str, node_name: str, gpus: list[str], evict: str | None = None, req_id: str | None = None, app: str = "infer") -> dict:
-    spec: dict = {"reqID": req_id or f"req-{name}", "podSelector": {"matchLabels": {"app": app}}, "nodeName": node_name, "gpuDevices": gpus}
+def placement(
+    name: str, node_name: str, gpus: list[str], evict: str | None = None, req_id: str | None = None, app: str = "infer"
+) -> dict:
+    spec: dict = {
+        "reqID": req_id or f"req-{name}",
+        "podSelector": {"matchLabels": {"app": app}},
+        "nodeName": node_name,
+        "gpuDevices": gpus,
+    }
     if evict:
         spec["evictPod"] = evict
-    return {"apiVersion": f"{k.GROUP}/{k.VERSION}", "kind": "HamiPodPlacement", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    return {
+        "apiVersion": f"{k.GROUP}/{k.VERSION}",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
 
 
 def create_placement(kubeapi, body: dict) -> dict:
@@ -81,9 +132,20 @@ def fast() -> Timeouts:
 
 
 def admission(pod_obj: dict, uid: str = "r1", dry_run: bool = False) -> bytes:
-    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                         "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-                                     "namespace": NS, "object": pod_obj, "dryRun": dry_run}})
+    return orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "operation": "CREATE",
+                "namespace": NS,
+                "object": pod_obj,
+                "dryRun": dry_run,
+            },
+        }
+    )
 
 
 def patched(pod_obj: dict, answer: bytes) -> dict | None:
@@ -103,18 +165,36 @@ def replacement(generate: str = "infer-") -> dict:
 
 
 def bind(kubeapi, name: str, node_name: str, uuid: str, mem: int = 4000) -> None:
-    kubeapi.patch("pods", name, {"spec": {"nodeName": node_name}, "status": {"phase": "Running"}, "metadata": {"annotations": {
-        "hami.io/vgpu-node": node_name, "hami.io/vgpu-devices-allocated": f"{uuid},NVIDIA,{mem},20:;", "hami.io/bind-phase": "success"}}}, NS)
+    kubeapi.patch(
+        "pods",
+        name,
+        {
+            "spec": {"nodeName": node_name},
+            "status": {"phase": "Running"},
+            "metadata": {
+                "annotations": {
+                    "hami.io/vgpu-node": node_name,
+                    "hami.io/vgpu-devices-allocated": f"{uuid},NVIDIA,{mem},20:;",
+                    "hami.io/bind-phase": "success",
+                }
+            },
+        },
+        NS,
+    )
 
 
 # -- validation before any eviction ------------------------------------------------------------
 
-@pytest.mark.parametrize("target, gpus, message", [
-    ("nowhere", ["gpu-0"], "node nowhere not found"),
-    ("n2", ["gpu-5"], "GPU gpu-5 not found"),
-    ("n2", ["gpu-1"], "not healthy"),
-    ("n2", ["gpu-0"], "does not fit"),
-])
+
+@pytest.mark.parametrize(
+    "target, gpus, message",
+    [
+        ("nowhere", ["gpu-0"], "node nowhere not found"),
+        ("n2", ["gpu-5"], "GPU gpu-5 not found"),
+        ("n2", ["gpu-1"], "not healthy"),
+        ("n2", ["gpu-0"], "does not fit"),
+    ],
+)
 def test_invalid_target_fails_and_evicts_nothing(cluster, client, target, gpus, message):
     create_placement(cluster, placement("p", target, gpus, evict="old"))
     c = Controller(client, fast())
@@ -173,6 +253,7 @@ def test_empty_selector_and_duplicate_req_id_fail(cluster, client):
 
 # -- eviction, pinning, completion ---------------------------------------------------------------
 
+
 def test_full_move_with_restart_mid_eviction(cluster, client):
     create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
     c = Controller(client, fast())
@@ -196,13 +277,17 @@ def test_full_move_with_restart_mid_eviction(cluster, client):
     assert new is not None
     ann = new["metadata"]["annotations"]
     assert ann["nvidia.com/use-gpuuuid"] == "GPU-n1-1" and ann[k.STAMP_NAME] == f"{NS}/move"
-    terms = new["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = new["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
     new["metadata"]["name"] = "infer-abcde"
     cluster.create(new)
     c2.reconcile_all()
     st = status_of(cluster, "move")
-    assert st["phase"] == "DeletingOldPod" and st["assignmentDetails"] == [{"podName": "infer-abcde", "gpuDevice": "GPU-n1-1"}]
+    assert st["phase"] == "DeletingOldPod" and st["assignmentDetails"] == [
+        {"podName": "infer-abcde", "gpuDevice": "GPU-n1-1"}
+    ]
     bind(cluster, "infer-abcde", "n1", "GPU-n1-1")
     c2.reconcile_all()
     st = status_of(cluster, "move")
@@ -228,9 +313,15 @@ def test_replacement_on_the_wrong_gpu_fails(cluster, client):
 
 
 def test_disruption_budget_is_waited_on_not_bypassed(cluster, client):
-    cluster.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "infer-pdb", "namespace": NS},
-                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
-                    "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1}})
+    cluster.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "infer-pdb", "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
+            "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1},
+        }
+    )
     create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
     c = Controller(client, fast())
     c.reconcile_all()
@@ -252,8 +343,15 @@ def test_disruption_budget_is_waited_on_not_bypassed(cluster, client):
 
 
 def test_budget_that_never_opens_times_out_without_eviction(cluster, client):
-    cluster.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb", "namespace": NS},
-                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}}, "status": {"disruptionsAllowed": 0}})
+    cluster.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "pdb", "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    )
     create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
     c = Controller(client, Timeouts(eviction=0.3, backoff_min=0.05, backoff_max=0.05))
     deadline = time.monotonic() + 2.0
@@ -290,11 +388,20 @@ def test_webhook_ignores_other_schedulers_dry_runs_and_unvalidated(cluster, clie
     assert not status_of(cluster, "pin").get("claimedBy")
     # Existing affinity terms keep their expressions and gain the node requirement.
     withaff = replacement()
-    withaff["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+    withaff["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+            }
+        }
+    }
     out = patched(withaff, pinner.admit(admission(withaff)))
-    [term] = out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert term["matchExpressions"] and term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]
+    [term] = out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] and term["matchFields"] == [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+    ]
 
 
 def test_passive_placement_completes_when_the_pinned_pod_binds(cluster, client):
@@ -322,6 +429,7 @@ def test_dry_run_validates_but_never_evicts(cluster, client):
 
 # -- REST API on a real HTTP listener; leader election --------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -335,8 +443,19 @@ def served(cluster):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     port = free_port()
-    args = parser.parse_args(["--bind", f"127.0.0.1:{port}", "--kubeconfig", cluster.kubeconfig, "--period", "0.1",
-                              "--leader-elect", "--lease-namespace", "kube-system"])
+    args = parser.parse_args(
+        [
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--period",
+            "0.1",
+            "--leader-elect",
+            "--lease-namespace",
+            "kube-system",
+        ]
+    )
     runtime = Runtime(args)
     runtime.start()
     ready = threading.Event()
@@ -369,9 +488,15 @@ def test_rest_api(served, cluster):
     status, plan = http(f"{base}/api/v1/plan", b'{"max_moves": 3}')
     assert status == 200 and {"moves", "before", "after"} <= set(plan)
     assert http(f"{base}/api/v1/plan", b"{nope")[0] == 400
-    status, check = http(f"{base}/api/v1/placements/validate", orjson.dumps({"pod": f"{NS}/old", "nodeName": "n2", "gpuDevices": ["gpu-0"]}))
+    status, check = http(
+        f"{base}/api/v1/placements/validate",
+        orjson.dumps({"pod": f"{NS}/old", "nodeName": "n2", "gpuDevices": ["gpu-0"]}),
+    )
     assert status == 200 and check["ok"] is False and "does not fit" in check["message"]
-    status, check = http(f"{base}/api/v1/placements/validate", orjson.dumps({"pod": f"{NS}/old", "nodeName": "n1", "gpuDevices": ["gpu-1"]}))
+    status, check = http(
+        f"{base}/api/v1/placements/validate",
+        orjson.dumps({"pod": f"{NS}/old", "nodeName": "n1", "gpuDevices": ["gpu-1"]}),
+    )
     assert check == {"ok": True, "uuids": ["GPU-n1-1"], "message": ""}
     assert http(f"{base}/api/v1/placements/validate", b'{"pod": "x"}')[0] == 400
     assert cluster.count("create", EVICTIONS) == 0, "plan is a dry run"
@@ -380,7 +505,11 @@ def test_rest_api(served, cluster):
     while time.monotonic() < deadline and status_of(cluster, "move").get("phase") != "Pending":
         time.sleep(0.1)
     status, listed = http(f"{base}/api/v1/placements")
-    assert status == 200 and listed["items"][0]["phase"] == "Pending" and listed["items"][0]["resolvedUUIDs"] == ["GPU-n1-1"]
+    assert (
+        status == 200
+        and listed["items"][0]["phase"] == "Pending"
+        and listed["items"][0]["resolvedUUIDs"] == ["GPU-n1-1"]
+    )
     assert info["health"]["leader"] in (True, False)
     assert http(f"{base}/nope")[0] == 404
 
@@ -404,6 +533,7 @@ def test_leader_election_one_leader(kubeapi, client):
 
 # -- plan --apply: one placement per move, waited on, through the controller ----------------------
 
+
 class FakeReplicaSetAndScheduler(threading.Thread):
     """Stands in for the ReplicaSet controller (recreates an evicted pod through the pinning
     webhook) and for hami-scheduler (binds a pinned pod on its whitelisted GPU)."""
@@ -422,7 +552,9 @@ class FakeReplicaSetAndScheduler(threading.Thread):
                     labels = p["spec"]["podSelector"]["matchLabels"]
                     new = replacement()
                     new["metadata"]["labels"] = dict(labels)
-                    new["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = str(self.mem_by_app[labels["app"]])
+                    new["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = str(
+                        self.mem_by_app[labels["app"]]
+                    )
                     out = patched(new, self.pinner.admit(admission(new, uid=f"x{self.made}")))
                     if out is not None:
                         self.made += 1
@@ -438,9 +570,9 @@ class FakeReplicaSetAndScheduler(threading.Thread):
 
 
 def test_plan_apply_runs_moves_one_by_one(kubeapi, client):
+    from hami_fast import _native
     from hami_fast.descheduler.apply import apply_moves
     from hami_fast.descheduler.controller import ControllerLoop
-    from hami_fast import _native
 
     kubeapi.create(node("n1"))
     kubeapi.create(node("n2"))
@@ -453,7 +585,9 @@ def test_plan_apply_runs_moves_one_by_one(kubeapi, client):
     leading = threading.Event()
     leading.set()
     ControllerLoop(Controller(client, fast()), leading, stop, period=0.05).start()
-    FakeReplicaSetAndScheduler(kubeapi, client, stop, {"app-a": 4000, "app-b": 3000, "app-c": 5000, "app-d": 2000}).start()
+    FakeReplicaSetAndScheduler(
+        kubeapi, client, stop, {"app-a": 4000, "app-b": 3000, "app-c": 5000, "app-d": 2000}
+    ).start()
     try:
         results = apply_moves(client, plan["moves"], interval=0.1, timeout=20, say=lambda m: None)
     finally:
@@ -467,15 +601,30 @@ def test_plan_apply_runs_moves_one_by_one(kubeapi, client):
 def test_status_fields_are_declared_in_the_crd(cluster, client):
     """A structural schema prunes undeclared status fields: everything the controller and the
     webhook write must be in deploy/crds."""
-    import yaml
     from pathlib import Path
 
-    crd = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy" / "crds" / "hamipodplacements.scheduling.hami.placement.com.yaml").read_text())
+    import yaml
+
+    crd = yaml.safe_load(
+        (
+            Path(__file__).resolve().parents[1]
+            / "deploy"
+            / "crds"
+            / "hamipodplacements.scheduling.hami.placement.com.yaml"
+        ).read_text()
+    )
     version = crd["spec"]["versions"][0]
     assert crd["metadata"]["name"] == "hamipodplacements.scheduling.hami.placement.com" and version["name"] == "v1"
     declared = set(version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"])
-    cluster.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb", "namespace": NS},
-                    "spec": {"selector": {"matchLabels": {"app": "infer"}}}, "status": {"disruptionsAllowed": 0}})
+    cluster.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "pdb", "namespace": NS},
+            "spec": {"selector": {"matchLabels": {"app": "infer"}}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    )
     create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
     c = Controller(client, fast())
     c.reconcile_all()
@@ -495,10 +644,30 @@ def test_cli_accepts_the_helm_chart_flags():
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["--http_bind=0.0.0.0:8083", "--webhook-bind=0.0.0.0:9443", "--cert_file=/tls/tls.crt", "--key_file=/tls/tls.key",
-                              "--scheduler-name=hami-scheduler", "--leader-elect=true", "--leader-elect-resource-name=l", "--leader-elect-resource-namespace=ns",
-                              "--eviction-mode=Eviction", "--eviction-timeout=5m", "--replacement-timeout=1h30m", "--dry-run=false"])
-    assert (args.bind, args.webhook_bind, args.cert_file, args.leader_elect, args.lease_name, args.lease_namespace) == ("0.0.0.0:8083", "0.0.0.0:9443", "/tls/tls.crt", True, "l", "ns")
+    args = parser.parse_args(
+        [
+            "--http_bind=0.0.0.0:8083",
+            "--webhook-bind=0.0.0.0:9443",
+            "--cert_file=/tls/tls.crt",
+            "--key_file=/tls/tls.key",
+            "--scheduler-name=hami-scheduler",
+            "--leader-elect=true",
+            "--leader-elect-resource-name=l",
+            "--leader-elect-resource-namespace=ns",
+            "--eviction-mode=Eviction",
+            "--eviction-timeout=5m",
+            "--replacement-timeout=1h30m",
+            "--dry-run=false",
+        ]
+    )
+    assert (args.bind, args.webhook_bind, args.cert_file, args.leader_elect, args.lease_name, args.lease_namespace) == (
+        "0.0.0.0:8083",
+        "0.0.0.0:9443",
+        "/tls/tls.crt",
+        True,
+        "l",
+        "ns",
+    )
     assert (args.eviction_timeout, args.replacement_timeout, args.dry_run) == (300.0, 5400.0, False)
     with pytest.raises(SystemExit):
         parser.parse_args(["--eviction-mode=Delete"])
@@ -507,7 +676,9 @@ def test_cli_accepts_the_helm_chart_flags():
 def test_webhook_does_not_pin_to_a_target_that_went_bad(cluster, client):
     create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
     Controller(client, fast()).reconcile_all()
-    cluster.patch("nodes", "n1", {"metadata": {"annotations": {"hami.io/node-nvidia-register": register("n1", unhealthy=(1,))}}})
+    cluster.patch(
+        "nodes", "n1", {"metadata": {"annotations": {"hami.io/node-nvidia-register": register("n1", unhealthy=(1,))}}}
+    )
     assert patched(replacement(), Pinner(client).admit(admission(replacement()))) is None
     st = status_of(cluster, "pin")
     assert st["phase"] == "Failed" and "not healthy" in st["message"]
@@ -518,7 +689,6 @@ def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
     import ssl
 
     import trustme
-
     from hami_fast.descheduler.cli import Runtime, add_arguments
 
     ca = trustme.CA()
@@ -528,8 +698,19 @@ def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     api_port, hook_port = free_port(), free_port()
-    args = parser.parse_args([f"--http_bind=127.0.0.1:{api_port}", f"--webhook-bind=127.0.0.1:{hook_port}", f"--cert_file={tmp_path / 'tls.crt'}",
-                              f"--key_file={tmp_path / 'tls.key'}", "--kubeconfig", cluster.kubeconfig, "--period", "0.1", "--leader-elect=false"])
+    args = parser.parse_args(
+        [
+            f"--http_bind=127.0.0.1:{api_port}",
+            f"--webhook-bind=127.0.0.1:{hook_port}",
+            f"--cert_file={tmp_path / 'tls.crt'}",
+            f"--key_file={tmp_path / 'tls.key'}",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--period",
+            "0.1",
+            "--leader-elect=false",
+        ]
+    )
     runtime = Runtime(args)
     runtime.start()
     ready = threading.Event()
@@ -543,7 +724,9 @@ def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
             time.sleep(0.1)
         context = ssl.create_default_context()
         ca.configure_trust(context)
-        req = urllib.request.Request(f"https://127.0.0.1:{hook_port}/webhook", data=admission(replacement()), method="POST")
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{hook_port}/webhook", data=admission(replacement()), method="POST"
+        )
         with urllib.request.urlopen(req, timeout=10, context=context) as r:
             out = patched(replacement(), r.read())
         assert out["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == "GPU-n1-1"
@@ -587,7 +770,11 @@ def test_offline_api_on_a_snapshot(tmp_path):
     from hami_fast.descheduler.cli import Runtime, add_arguments
 
     snap = tmp_path / "cluster.json"
-    snap.write_bytes(orjson.dumps({"kind": "List", "items": [node("n1"), node("n2"), pod("a", "n1", 0, 4000), pod("b", "n2", 1, 3000)]}))
+    snap.write_bytes(
+        orjson.dumps(
+            {"kind": "List", "items": [node("n1"), node("n2"), pod("a", "n1", 0, 4000), pod("b", "n2", 1, 3000)]}
+        )
+    )
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     port = free_port()
@@ -604,7 +791,11 @@ def test_offline_api_on_a_snapshot(tmp_path):
         assert http(f"{base}/api/v1/placements") == (200, {"items": [], "allocations": []})
         status, plan = http(f"{base}/api/v1/plan", b'{"max_moves": 2}')
         assert status == 200 and len(plan["moves"]) == 1 and plan["after"]["free_whole_gpus"] == 3
-        review = orjson.loads(urllib.request.urlopen(urllib.request.Request(f"{base}/webhook", data=admission(replacement()), method="POST"), timeout=10).read())
+        review = orjson.loads(
+            urllib.request.urlopen(
+                urllib.request.Request(f"{base}/webhook", data=admission(replacement()), method="POST"), timeout=10
+            ).read()
+        )
         assert review["response"]["allowed"] is True and "patch" not in review["response"]
     finally:
         runtime.stop.set()
@@ -617,10 +808,14 @@ def test_claim_survives_a_conflict_with_the_controllers_own_status_write(cluster
     c.reconcile_all()
     c.reconcile_all()
     # The first claim write loses a race (409) against an unrelated status update; the placement stays open.
-    cluster.fail("PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status", 409, times=1)
+    cluster.fail(
+        "PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status", 409, times=1
+    )
     new = patched(replacement(), Pinner(client).admit(admission(replacement())))
     assert new is not None and new["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == "GPU-n1-1"
-    writes = cluster.requests("PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status")
+    writes = cluster.requests(
+        "PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status"
+    )
     assert [w.status for w in writes][-2:] == [409, 200]
     assert status_of(cluster, "move")["claimedBy"] is not None
     assert patched(replacement(), Pinner(client).admit(admission(replacement(), uid="r2"))) is None

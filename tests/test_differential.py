@@ -8,11 +8,10 @@ whether there is one.
 
 import json
 
+import hami_fast._native as native
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, note, settings
-
-import hami_fast._native as native
 from oracle import hami
 from oracle.gen import scenarios
 
@@ -35,8 +34,13 @@ def engine_explain(scenario):
 
 def oracle_explain(scenario):
     return hami.explain(
-        scenario["nodes"], scenario["pods"], scenario["quotas"], scenario["pod"], scenario["now"],
-        scenario["node_policy"], scenario["gpu_policy"],
+        scenario["nodes"],
+        scenario["pods"],
+        scenario["quotas"],
+        scenario["pod"],
+        scenario["now"],
+        scenario["node_policy"],
+        scenario["gpu_policy"],
     )
 
 

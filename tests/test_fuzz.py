@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 
 import orjson
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from hami_fast import _native
 from hami_fast._native import Cluster, EngineError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
     max_leaves=30,
 )
-annotation_text = st.text(alphabet=st.sampled_from(list("GPU-0123,:;NVIDIA {}[]\"a-z\\n")), max_size=80)
+annotation_text = st.text(alphabet=st.sampled_from(list('GPU-0123,:;NVIDIA {}[]"a-z\\n')), max_size=80)
 
 
 def dumps(value: object) -> bytes:
@@ -42,11 +41,20 @@ def test_codecs_never_crash(text: str) -> None:
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["kind", "metadata", "spec", "status", "items", "apiVersion"]), json_values, max_size=6), annotation_text)
+@given(
+    st.dictionaries(
+        st.sampled_from(["kind", "metadata", "spec", "status", "items", "apiVersion"]), json_values, max_size=6
+    ),
+    annotation_text,
+)
 def test_objects_and_watch_lines_never_crash(obj: dict, annotation: str) -> None:
     cluster = Cluster()
     if isinstance(obj.get("metadata"), dict):
-        obj["metadata"]["annotations"] = {"hami.io/node-nvidia-register": annotation, "hami.io/vgpu-node": "n", "hami.io/vgpu-devices-allocated": annotation}
+        obj["metadata"]["annotations"] = {
+            "hami.io/node-nvidia-register": annotation,
+            "hami.io/vgpu-node": "n",
+            "hami.io/vgpu-devices-allocated": annotation,
+        }
     for kind in ("Node", "Pod", "ResourceQuota", "NodeList", None):
         if kind:
             obj["kind"] = kind

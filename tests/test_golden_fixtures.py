@@ -8,11 +8,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from hami_fast._native import Cluster
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "k8s-api"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"golden fixtures not found at {FIXTURES} (../shared is absent)")
+pytestmark = pytest.mark.skipif(
+    not FIXTURES.is_dir(), reason=f"golden fixtures not found at {FIXTURES} (../shared is absent)"
+)
 
 
 def golden(name: str) -> dict:
@@ -39,7 +40,9 @@ def test_golden_pod_with_vgpu_annotations_counts_on_its_node() -> None:
     cluster.apply(orjson.dumps(node))
     pod = golden("core.v1.Pod.json")
     pod["status"]["phase"] = "Running"
-    pod["metadata"]["annotations"].update({"hami.io/vgpu-node": "nameValue", "hami.io/vgpu-devices-allocated": "GPU-1,NVIDIA,10,5:;"})
+    pod["metadata"]["annotations"].update(
+        {"hami.io/vgpu-node": "nameValue", "hami.io/vgpu-devices-allocated": "GPU-1,NVIDIA,10,5:;"}
+    )
     cluster.apply(orjson.dumps(pod))
     device = orjson.loads(cluster.usage())[0]["devices"][0]
     assert (device["used"], device["usedmem"], device["usedcores"]) == (1, 10, 5)
@@ -48,7 +51,13 @@ def test_golden_pod_with_vgpu_annotations_counts_on_its_node() -> None:
 def test_golden_pod_through_filter_is_passed_through() -> None:
     pod = golden("core.v1.Pod.json")
     response, decision = Cluster().filter(orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["a", "b"]}), 1)
-    assert orjson.loads(response) == {"Nodes": None, "NodeNames": ["a", "b"], "FailedNodes": None, "FailedAndUnresolvableNodes": None, "Error": ""}
+    assert orjson.loads(response) == {
+        "Nodes": None,
+        "NodeNames": ["a", "b"],
+        "FailedNodes": None,
+        "FailedAndUnresolvableNodes": None,
+        "Error": "",
+    }
     assert decision is None
 
 

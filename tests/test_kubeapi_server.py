@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 import urllib3
+from kubeapi.fixtures import wait_for
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
-
-from kubeapi.fixtures import wait_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "k8s-api"
 MERGE = "application/merge-patch+json"
@@ -23,18 +22,35 @@ PLACEMENTS = ("scheduling.hami.placement.com", "v1", "hamipodplacements")
 
 # -- helpers ----------------------------------------------------------------------------------
 
+
 def node(name: str, labels: dict | None = None, annotations: dict | None = None) -> dict:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
-            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}},
+    }
 
 
-def pod(name: str, ns: str = NS, labels: dict | None = None, node_name: str | None = None,
-        phase: str = "Pending", owner: bool = False) -> dict:
+def pod(
+    name: str,
+    ns: str = NS,
+    labels: dict | None = None,
+    node_name: str | None = None,
+    phase: str = "Pending",
+    owner: bool = False,
+) -> dict:
     meta: dict = {"name": name, "namespace": ns, "labels": labels or {}}
     if owner:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                                    "uid": "11111111-2222-3333-4444-555555555555", "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "rs",
+                "uid": "11111111-2222-3333-4444-555555555555",
+                "controller": True,
+            }
+        ]
     spec: dict = {"containers": [{"name": "c", "image": "busybox"}], "schedulerName": "hami-scheduler"}
     if node_name:
         spec["nodeName"] = node_name
@@ -46,8 +62,9 @@ def raw(api, method: str, path: str, body=None, content_type: str = "application
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
-    req = api.api_client.param_serialize(method=method, resource_path=path, header_params=headers, body=body,
-                                         auth_settings=["BearerToken"])
+    req = api.api_client.param_serialize(
+        method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"]
+    )
     resp = api.api_client.call_api(*req, _request_timeout=10)
     resp.read()
     return resp.status, json.loads(resp.data) if resp.data else None
@@ -83,6 +100,7 @@ def later(delay: float, fn, *args, **kwargs) -> threading.Thread:
 
 
 # -- CRUD -------------------------------------------------------------------------------------
+
 
 def test_create_get_and_errors_are_status_objects(kubeapi):
     v1 = kubeapi.core_v1
@@ -167,6 +185,7 @@ def test_label_and_field_selectors(kubeapi):
 
 # -- watch ------------------------------------------------------------------------------------
 
+
 def test_watch_stream_deserialized_from_resource_version(kubeapi):
     v1 = kubeapi.core_v1
     rv = v1.list_namespaced_pod(NS).metadata.resource_version
@@ -177,8 +196,7 @@ def test_watch_stream_deserialized_from_resource_version(kubeapi):
 
     w = watch.Watch()
     events = []
-    for ev in w.stream(v1.list_namespaced_pod, NS, resource_version=rv, timeout_seconds=10,
-                       _request_timeout=(5, 15)):
+    for ev in w.stream(v1.list_namespaced_pod, NS, resource_version=rv, timeout_seconds=10, _request_timeout=(5, 15)):
         events.append(ev)
         if len(events) == 4:
             w.stop()
@@ -207,8 +225,14 @@ def test_watch_without_resource_version_starts_with_current_state(kubeapi):
 def test_watch_raw_lines_bookmarks_and_server_timeout(kubeapi):
     v1 = kubeapi.core_v1
     rv = v1.list_node().metadata.resource_version
-    resp = v1.list_node(watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=3,
-                        _preload_content=False, _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True,
+        resource_version=rv,
+        allow_watch_bookmarks=True,
+        timeout_seconds=3,
+        _preload_content=False,
+        _request_timeout=(5, 10),
+    )
     assert resp.status == 200 and resp.headers["Content-Type"] == "application/json"
     later(0.2, kubeapi.create, node("n1"))
     later(0.5, kubeapi.send_bookmarks)
@@ -234,8 +258,14 @@ def test_watch_bookmarks_through_watch_stream_update_resource_version(kubeapi_fa
     api.create(pod("p"))
     w = watch.Watch()
     seen = []
-    for ev in w.stream(v1.list_namespaced_pod, "other-ns", resource_version=rv, allow_watch_bookmarks=True,
-                       timeout_seconds=5, _request_timeout=(5, 10)):
+    for ev in w.stream(
+        v1.list_namespaced_pod,
+        "other-ns",
+        resource_version=rv,
+        allow_watch_bookmarks=True,
+        timeout_seconds=5,
+        _request_timeout=(5, 10),
+    ):
         seen.append(ev["type"])
         if ev["type"] == "BOOKMARK":
             w.stop()
@@ -246,9 +276,16 @@ def test_watch_bookmarks_through_watch_stream_update_resource_version(kubeapi_fa
 def test_send_initial_events_ends_with_marked_bookmark(kubeapi):
     kubeapi.create(node("n1"))
     rv = kubeapi.core_v1.list_node().metadata.resource_version
-    resp = kubeapi.core_v1.list_node(watch=True, send_initial_events=True, resource_version_match="NotOlderThan",
-                                     resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=5,
-                                     _preload_content=False, _request_timeout=(5, 10))
+    resp = kubeapi.core_v1.list_node(
+        watch=True,
+        send_initial_events=True,
+        resource_version_match="NotOlderThan",
+        resource_version=rv,
+        allow_watch_bookmarks=True,
+        timeout_seconds=5,
+        _preload_content=False,
+        _request_timeout=(5, 10),
+    )
     try:
         evs = read_lines(resp, 2)
     finally:
@@ -264,8 +301,9 @@ def test_watch_410_when_resource_version_too_old(kubeapi):
     kubeapi.create(node("n1"))
     kubeapi.compact()
     # raw: HTTP 200 with one ERROR event carrying a 410 Status, then the stream ends
-    resp = v1.list_node(watch=True, resource_version=old_rv, timeout_seconds=5, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=old_rv, timeout_seconds=5, _preload_content=False, _request_timeout=(5, 10)
+    )
     try:
         evs = read_lines(resp, 5)
     finally:
@@ -276,14 +314,16 @@ def test_watch_410_when_resource_version_too_old(kubeapi):
     assert st["message"].startswith(f"too old resource version: {old_rv}")
     # the client's Watch turns it into ApiException(410) (no retry when timeout_seconds is set)
     with pytest.raises(ApiException) as e:
-        for _ in watch.Watch().stream(v1.list_node, resource_version=old_rv, timeout_seconds=5,
-                                      _request_timeout=(5, 10)):
+        for _ in watch.Watch().stream(
+            v1.list_node, resource_version=old_rv, timeout_seconds=5, _request_timeout=(5, 10)
+        ):
             pass
     assert e.value.status == 410
     # the current revision is still fine
     cur = v1.list_node().metadata.resource_version
-    resp = v1.list_node(watch=True, resource_version=cur, timeout_seconds=1, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=cur, timeout_seconds=1, _preload_content=False, _request_timeout=(5, 10)
+    )
     assert read_lines(resp, 1) == []
     resp.release_conn()
 
@@ -293,8 +333,9 @@ def test_forced_410_and_bounded_history(kubeapi_factory):
     v1 = api.core_v1
     rv = v1.list_node().metadata.resource_version
     api.expire_next_watch("/api/v1/nodes")
-    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False, _request_timeout=(5, 10)
+    )
     assert [e["type"] for e in read_lines(resp, 5)] == ["ERROR"]
     resp.release_conn()
     api.expire_next_watch(as_response=True)
@@ -302,8 +343,9 @@ def test_forced_410_and_bounded_history(kubeapi_factory):
         v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False, _request_timeout=10)
     assert e.value.status == 410 and status_of(e.value)["reason"] == "Expired"
     # fault consumed: the same watch works again
-    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=1, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=rv, timeout_seconds=1, _preload_content=False, _request_timeout=(5, 10)
+    )
     assert read_lines(resp, 1) == []
     resp.release_conn()
     api.server.watch_gone_as_response = True  # a plain HTTP 410 instead of an ERROR event
@@ -316,8 +358,9 @@ def test_forced_410_and_bounded_history(kubeapi_factory):
     rv = v1.list_node().metadata.resource_version
     for i in range(5):  # 5 events > history of 3: rv is now too old
         api.create(node(f"n{i}"))
-    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False, _request_timeout=(5, 10)
+    )
     evs = read_lines(resp, 5)
     resp.release_conn()
     assert len(evs) == 1 and evs[0]["object"]["code"] == 410
@@ -327,11 +370,25 @@ def test_watch_field_selector_sees_objects_enter_and_leave(kubeapi):
     v1 = kubeapi.core_v1
     kubeapi.create(pod("p"))
     rv = v1.list_namespaced_pod(NS).metadata.resource_version
-    resp = v1.list_pod_for_all_namespaces(watch=True, field_selector="spec.nodeName=n1", resource_version=rv,
-                                          timeout_seconds=5, _preload_content=False, _request_timeout=(5, 10))
-    later(0.2, lambda: consume(v1.create_namespaced_pod_binding(
-        "p", NS, client.V1Binding(metadata=client.V1ObjectMeta(name="p"), target=client.V1ObjectReference(name="n1")),
-        _preload_content=False)))
+    resp = v1.list_pod_for_all_namespaces(
+        watch=True,
+        field_selector="spec.nodeName=n1",
+        resource_version=rv,
+        timeout_seconds=5,
+        _preload_content=False,
+        _request_timeout=(5, 10),
+    )
+    later(
+        0.2,
+        lambda: consume(
+            v1.create_namespaced_pod_binding(
+                "p",
+                NS,
+                client.V1Binding(metadata=client.V1ObjectMeta(name="p"), target=client.V1ObjectReference(name="n1")),
+                _preload_content=False,
+            )
+        ),
+    )
     later(0.4, kubeapi.patch, "pods", "p", {"spec": {"nodeName": "n2"}}, NS)
     try:
         evs = read_lines(resp, 2)
@@ -363,8 +420,9 @@ def test_stalled_watch_triggers_the_client_read_timeout(kubeapi_factory):
     api = kubeapi_factory(bookmark_interval=0.1)
     v1 = api.core_v1
     api.stall_watches("/api/v1/pods")
-    resp = v1.list_pod_for_all_namespaces(watch=True, allow_watch_bookmarks=True, timeout_seconds=30,
-                                          _preload_content=False, _request_timeout=(5, 0.8))
+    resp = v1.list_pod_for_all_namespaces(
+        watch=True, allow_watch_bookmarks=True, timeout_seconds=30, _preload_content=False, _request_timeout=(5, 0.8)
+    )
     api.create(pod("p"))
     with pytest.raises(urllib3.exceptions.ReadTimeoutError):
         read_lines(resp, 1)
@@ -374,16 +432,22 @@ def test_stalled_watch_triggers_the_client_read_timeout(kubeapi_factory):
 
 # -- patches and updates ----------------------------------------------------------------------
 
+
 def test_merge_patch_with_null_deletion_and_exact_request_log(kubeapi):
     v1 = kubeapi.core_v1
     kubeapi.create(pod("p", labels={"keep": "1", "drop": "1"}))
-    body = {"metadata": {"annotations": {"hami.io/vgpu-node": "n1", "hami.io/vgpu-time": "1705054796"},
-                         "labels": {"hami.io/vgpu-node": "n1", "drop": None}}}
+    body = {
+        "metadata": {
+            "annotations": {"hami.io/vgpu-node": "n1", "hami.io/vgpu-time": "1705054796"},
+            "labels": {"hami.io/vgpu-node": "n1", "drop": None},
+        }
+    }
     out = v1.patch_namespaced_pod("p", NS, body, _content_type=MERGE)
     assert out.metadata.labels == {"keep": "1", "hami.io/vgpu-node": "n1"}
     assert out.metadata.annotations["hami.io/vgpu-time"] == "1705054796"
-    out = v1.patch_namespaced_pod("p", NS, {"metadata": {"annotations": {"hami.io/vgpu-time": None}}},
-                                  _content_type=MERGE)
+    out = v1.patch_namespaced_pod(
+        "p", NS, {"metadata": {"annotations": {"hami.io/vgpu-time": None}}}, _content_type=MERGE
+    )
     assert out.metadata.annotations == {"hami.io/vgpu-node": "n1"}
 
     [first, second] = kubeapi.requests("PATCH", "/api/v1/namespaces/default/pods/p")
@@ -402,22 +466,29 @@ def test_node_lock_merge_patch_resource_version_precondition(kubeapi):
     kubeapi.create(node("n1"))
     rv = v1.read_node("n1").metadata.resource_version
     lock = "2025-06-01T12:00:05Z,default,gpu-pod"
-    patched = v1.patch_node("n1", {"metadata": {"annotations": {"hami.io/mutex.lock": lock}, "resourceVersion": rv}},
-                            _content_type=MERGE)
+    patched = v1.patch_node(
+        "n1", {"metadata": {"annotations": {"hami.io/mutex.lock": lock}, "resourceVersion": rv}}, _content_type=MERGE
+    )
     assert patched.metadata.annotations["hami.io/mutex.lock"] == lock
     assert int(patched.metadata.resource_version) > int(rv)
 
     with pytest.raises(ApiException) as e:  # a second locker with the stale revision loses
-        v1.patch_node("n1", {"metadata": {"annotations": {"hami.io/mutex.lock": "other"}, "resourceVersion": rv}},
-                      _content_type=MERGE)
+        v1.patch_node(
+            "n1",
+            {"metadata": {"annotations": {"hami.io/mutex.lock": "other"}, "resourceVersion": rv}},
+            _content_type=MERGE,
+        )
     st = status_of(e.value)
     assert e.value.status == 409 and st["reason"] == "Conflict"
-    assert st["message"] == ('Operation cannot be fulfilled on nodes "n1": the object has been modified; '
-                             'please apply your changes to the latest version and try again')
+    assert st["message"] == (
+        'Operation cannot be fulfilled on nodes "n1": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
     assert v1.read_node("n1").metadata.annotations["hami.io/mutex.lock"] == lock
 
-    release = {"metadata": {"annotations": {"hami.io/mutex.lock": None},
-                            "resourceVersion": patched.metadata.resource_version}}
+    release = {
+        "metadata": {"annotations": {"hami.io/mutex.lock": None}, "resourceVersion": patched.metadata.resource_version}
+    }
     out = v1.patch_node("n1", release, _content_type=MERGE)
     assert out.metadata.annotations is None  # emptied maps disappear, as Go's omitempty does
     # a no-op patch does not bump the revision
@@ -435,11 +506,16 @@ def test_strategic_merge_and_json_patch(kubeapi):
     assert [(c.name, c.image) for c in out.spec.containers] == [("c", "busybox"), ("side", "b")]
     assert kubeapi.requests("PATCH")[-1].content_type == "application/strategic-merge-patch+json"
     # JSON patch (a list body)
-    out = v1.patch_namespaced_pod("p", NS, [
-        {"op": "add", "path": "/metadata/annotations", "value": {"a/b": "1"}},
-        {"op": "replace", "path": "/metadata/annotations/a~1b", "value": "2"},
-        {"op": "test", "path": "/spec/containers/0/name", "value": "c"},
-        {"op": "remove", "path": "/spec/containers/1"}])
+    out = v1.patch_namespaced_pod(
+        "p",
+        NS,
+        [
+            {"op": "add", "path": "/metadata/annotations", "value": {"a/b": "1"}},
+            {"op": "replace", "path": "/metadata/annotations/a~1b", "value": "2"},
+            {"op": "test", "path": "/spec/containers/0/name", "value": "c"},
+            {"op": "remove", "path": "/spec/containers/1"},
+        ],
+    )
     assert out.metadata.annotations == {"a/b": "2"} and len(out.spec.containers) == 1
     assert kubeapi.requests("PATCH")[-1].content_type == "application/json-patch+json"
     with pytest.raises(ApiException) as e:
@@ -466,8 +542,9 @@ def test_put_update_conflict_and_status_subresources(kubeapi):
         v1.replace_node("n1", n)
     assert e.value.status == 409 and status_of(e.value)["reason"] == "Conflict"
     # status subresource: status changes, labels do not
-    st = v1.patch_node_status("n1", {"metadata": {"labels": {"y": "2"}}, "status": {"allocatable": {"cpu": "4"}}},
-                              _content_type=MERGE)
+    st = v1.patch_node_status(
+        "n1", {"metadata": {"labels": {"y": "2"}}, "status": {"allocatable": {"cpu": "4"}}}, _content_type=MERGE
+    )
     assert st.status.allocatable == {"cpu": "4", "nvidia.com/gpu": "4"} and st.metadata.labels == {"x": "1"}
     kubeapi.create(pod("p"))
     p = v1.read_namespaced_pod_status("p", NS)
@@ -494,18 +571,23 @@ def test_delete_sends_deleted_event_and_honours_finalizers(kubeapi):
     with pytest.raises(ApiException) as e:
         v1.delete_node("n1")
     assert e.value.status == 404
-    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False, _request_timeout=(5, 10)
+    )
     evs = read_lines(resp, 3)
     resp.close()
     resp.release_conn()
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in evs] == [
-        ("DELETED", "n1"), ("MODIFIED", "fin"), ("DELETED", "fin")]
+        ("DELETED", "n1"),
+        ("MODIFIED", "fin"),
+        ("DELETED", "fin"),
+    ]
     assert int(evs[0]["object"]["metadata"]["resourceVersion"]) > int(rv)
     assert n["metadata"]["uid"] == evs[2]["object"]["metadata"]["uid"]
 
 
 # -- scheduler subresources and objects --------------------------------------------------------
+
 
 def test_pod_binding(kubeapi):
     v1 = kubeapi.core_v1
@@ -513,8 +595,7 @@ def test_pod_binding(kubeapi):
     body = {"metadata": {"name": "p", "uid": created.metadata.uid}, "target": {"kind": "Node", "name": "n1"}}
     code, st = consume(v1.create_namespaced_pod_binding("p", NS, body, _preload_content=False))
     assert code == 201
-    assert st == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                     "code": 201}
+    assert st == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
     bound = v1.read_namespaced_pod("p", NS)
     assert bound.spec.node_name == "n1"
     assert any(c.type == "PodScheduled" and c.status == "True" for c in bound.status.conditions)
@@ -526,24 +607,36 @@ def test_pod_binding(kubeapi):
     # a stale uid precondition, and the legacy namespaced bindings collection
     v1.create_namespaced_pod(NS, pod("q"))
     with pytest.raises(ApiException) as e:
-        v1.create_namespaced_pod_binding("q", NS, {**body, "metadata": {"name": "q", "uid": "stale"}},
-                                         _preload_content=False)
+        v1.create_namespaced_pod_binding(
+            "q", NS, {**body, "metadata": {"name": "q", "uid": "stale"}}, _preload_content=False
+        )
     assert e.value.status == 409
-    code, _ = consume(v1.create_namespaced_binding(NS, {"metadata": {"name": "q"}, "target": {"name": "n2"}},
-                                                   _preload_content=False))
+    code, _ = consume(
+        v1.create_namespaced_binding(NS, {"metadata": {"name": "q"}, "target": {"name": "n2"}}, _preload_content=False)
+    )
     assert code == 201 and kubeapi.get("pods", "q", NS)["spec"]["nodeName"] == "n2"
     assert [r.resource for r in kubeapi.requests("create") if "binding" in r.resource] == [
-        "pods/binding", "pods/binding", "pods/binding", "bindings"]
+        "pods/binding",
+        "pods/binding",
+        "pods/binding",
+        "bindings",
+    ]
 
 
 def test_eviction_honours_pod_disruption_budget(kubeapi):
     v1 = kubeapi.core_v1
     for name in ("a", "b", "free"):
-        kubeapi.create(pod(name, labels={"app": "gpu"} if name != "free" else {}, node_name="n1", phase="Running",
-                           owner=True))
-    pdb = kubeapi.policy_v1.create_namespaced_pod_disruption_budget(NS, {
-        "metadata": {"name": "gpu-pdb"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "gpu"}}},
-        "status": {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2}})
+        kubeapi.create(
+            pod(name, labels={"app": "gpu"} if name != "free" else {}, node_name="n1", phase="Running", owner=True)
+        )
+    pdb = kubeapi.policy_v1.create_namespaced_pod_disruption_budget(
+        NS,
+        {
+            "metadata": {"name": "gpu-pdb"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "gpu"}}},
+            "status": {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2},
+        },
+    )
     assert pdb.status.disruptions_allowed == 0
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": NS}}
     with pytest.raises(ApiException) as e:
@@ -565,8 +658,11 @@ def test_eviction_honours_pod_disruption_budget(kubeapi):
         v1.create_namespaced_pod_eviction("b", NS, {**eviction, "metadata": {"name": "b"}}, _preload_content=False)
     assert e.value.status == 429
     # a pod no budget covers is evicted at once; a missing pod is 404
-    code, _ = consume(v1.create_namespaced_pod_eviction("free", NS, {**eviction, "metadata": {"name": "free"}},
-                                                        _preload_content=False))
+    code, _ = consume(
+        v1.create_namespaced_pod_eviction(
+            "free", NS, {**eviction, "metadata": {"name": "free"}}, _preload_content=False
+        )
+    )
     assert code == 201 and kubeapi.get("pods", "free", NS) is None
     with pytest.raises(ApiException) as e:
         v1.create_namespaced_pod_eviction("free", NS, eviction, _preload_content=False)
@@ -577,30 +673,51 @@ def test_eviction_honours_pod_disruption_budget(kubeapi):
 def test_events_core_and_events_k8s_io(kubeapi):
     v1 = kubeapi.core_v1
     kubeapi.create(pod("p"))
-    ev = v1.create_namespaced_event(NS, client.CoreV1Event(
-        metadata=client.V1ObjectMeta(generate_name="p."),
-        involved_object=client.V1ObjectReference(kind="Pod", namespace=NS, name="p"),
-        reason="BindingSucceed", message="Successfully binding node [n1] to default/p", type="Normal",
-        source=client.V1EventSource(component="hami-scheduler")))
+    ev = v1.create_namespaced_event(
+        NS,
+        client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name="p."),
+            involved_object=client.V1ObjectReference(kind="Pod", namespace=NS, name="p"),
+            reason="BindingSucceed",
+            message="Successfully binding node [n1] to default/p",
+            type="Normal",
+            source=client.V1EventSource(component="hami-scheduler"),
+        ),
+    )
     assert ev.metadata.name.startswith("p.")
-    kubeapi.events_v1.create_namespaced_event(NS, client.EventsV1Event(
-        metadata=client.V1ObjectMeta(name="p.2"), event_time=client.V1MicroTime("2026-01-01T00:00:00.000000Z")
-        if hasattr(client, "V1MicroTime") else "2026-01-01T00:00:00.000000Z",
-        reason="BindingFailed", note="node lock contention", type="Warning", action="Binding",
-        reporting_controller="hami-scheduler", reporting_instance="hami-scheduler-0",
-        regarding=client.V1ObjectReference(kind="Pod", namespace=NS, name="p")))
+    kubeapi.events_v1.create_namespaced_event(
+        NS,
+        client.EventsV1Event(
+            metadata=client.V1ObjectMeta(name="p.2"),
+            event_time=client.V1MicroTime("2026-01-01T00:00:00.000000Z")
+            if hasattr(client, "V1MicroTime")
+            else "2026-01-01T00:00:00.000000Z",
+            reason="BindingFailed",
+            note="node lock contention",
+            type="Warning",
+            action="Binding",
+            reporting_controller="hami-scheduler",
+            reporting_instance="hami-scheduler-0",
+            regarding=client.V1ObjectReference(kind="Pod", namespace=NS, name="p"),
+        ),
+    )
     assert [(e["reason"], e["type"], e["object"], e["source"]) for e in kubeapi.events(NS)] == [
         ("BindingSucceed", "Normal", "Pod/default/p", "hami-scheduler"),
-        ("BindingFailed", "Warning", "Pod/default/p", "hami-scheduler")]
+        ("BindingFailed", "Warning", "Pod/default/p", "hami-scheduler"),
+    ]
     listed = v1.list_namespaced_event(NS, field_selector="involvedObject.name=p,reason=BindingSucceed")
     assert [e.message for e in listed.items] == ["Successfully binding node [n1] to default/p"]
 
 
 def test_lease_create_update_conflict_and_leader_election(kubeapi):
     coord = kubeapi.coordination_v1
-    lease = coord.create_namespaced_lease("kube-system", client.V1Lease(
-        metadata=client.V1ObjectMeta(name="hami-scheduler"),
-        spec=client.V1LeaseSpec(holder_identity="hami-scheduler-0_abc", lease_duration_seconds=15)))
+    lease = coord.create_namespaced_lease(
+        "kube-system",
+        client.V1Lease(
+            metadata=client.V1ObjectMeta(name="hami-scheduler"),
+            spec=client.V1LeaseSpec(holder_identity="hami-scheduler-0_abc", lease_duration_seconds=15),
+        ),
+    )
     lease.spec.holder_identity = "hami-scheduler-1_def"
     updated = coord.replace_namespaced_lease("hami-scheduler", "kube-system", lease)
     assert updated.spec.holder_identity == "hami-scheduler-1_def"
@@ -616,14 +733,23 @@ def test_lease_create_update_conflict_and_leader_election(kubeapi):
     led, stopped = threading.Event(), threading.Event()
     lock = LeaseLock("descheduler", "kube-system", "me")
     lock.api_instance = client.CoordinationV1Api(kubeapi.api_client)  # not the global default client
-    cfg = electionconfig.Config(lock, lease_duration=2, renew_deadline=1.5, retry_period=1,
-                                onstarted_leading=led.set, onstopped_leading=stopped.set)
+    cfg = electionconfig.Config(
+        lock,
+        lease_duration=2,
+        renew_deadline=1.5,
+        retry_period=1,
+        onstarted_leading=led.set,
+        onstopped_leading=stopped.set,
+    )
     elector = threading.Thread(target=leaderelection.LeaderElection(cfg).run, daemon=True)
     elector.start()
     assert led.wait(5)
     assert kubeapi.get("leases", "descheduler", "kube-system")["spec"]["holderIdentity"] == "me"
-    wait_for(lambda: kubeapi.count("update", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/descheduler"),
-             5, "a lease renewal")
+    wait_for(
+        lambda: kubeapi.count("update", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/descheduler"),
+        5,
+        "a lease renewal",
+    )
     # renewals start failing: the leader steps down within the renew deadline
     kubeapi.fail("update", "*/leases/descheduler", 500, times=None)
     assert stopped.wait(5)
@@ -634,33 +760,49 @@ def test_lease_create_update_conflict_and_leader_election(kubeapi):
 def test_hamipodplacement_custom_resource_and_status(kubeapi):
     custom = kubeapi.custom
     group, version, plural = PLACEMENTS
-    body = {"apiVersion": f"{group}/{version}", "kind": "HamiPodPlacement", "metadata": {"name": "move-1"},
-            "spec": {"reqID": "r1", "podSelector": {"matchLabels": {"app": "x"}}, "nodeName": "n2",
-                     "gpuDevices": ["gpu-0"]},
-            "status": {"phase": "Completed"}}  # dropped on create: status has its own subresource
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": "move-1"},
+        "spec": {
+            "reqID": "r1",
+            "podSelector": {"matchLabels": {"app": "x"}},
+            "nodeName": "n2",
+            "gpuDevices": ["gpu-0"],
+        },
+        "status": {"phase": "Completed"},
+    }  # dropped on create: status has its own subresource
     created = custom.create_namespaced_custom_object(group, version, NS, plural, body)
     assert "status" not in created and created["metadata"]["generation"] == 1
-    st = custom.patch_namespaced_custom_object_status(group, version, NS, plural, "move-1",
-                                                      {"status": {"phase": "Pending"}})
+    st = custom.patch_namespaced_custom_object_status(
+        group, version, NS, plural, "move-1", {"status": {"phase": "Pending"}}
+    )
     assert st["status"] == {"phase": "Pending"} and st["metadata"]["generation"] == 1
     assert kubeapi.requests("PATCH")[-1].content_type == MERGE
     # the main resource ignores status; a spec change bumps the generation
-    out = custom.patch_namespaced_custom_object(group, version, NS, plural, "move-1",
-                                                {"spec": {"nodeName": "n3"}, "status": {"phase": "Failed"}})
+    out = custom.patch_namespaced_custom_object(
+        group, version, NS, plural, "move-1", {"spec": {"nodeName": "n3"}, "status": {"phase": "Failed"}}
+    )
     assert out["status"] == {"phase": "Pending"} and out["spec"]["nodeName"] == "n3"
     assert out["metadata"]["generation"] == 2
     # strategic merge patch is not for custom resources
     with pytest.raises(ApiException) as e:
-        raw_status, _ = raw(kubeapi, "PATCH", f"/apis/{group}/{version}/namespaces/{NS}/{plural}/move-1",
-                            {"spec": {}}, "application/strategic-merge-patch+json")
+        raw_status, _ = raw(
+            kubeapi,
+            "PATCH",
+            f"/apis/{group}/{version}/namespaces/{NS}/{plural}/move-1",
+            {"spec": {}},
+            "application/strategic-merge-patch+json",
+        )
         raise ApiException(status=raw_status)
     assert e.value.status == 415
     listed = custom.list_cluster_custom_object(group, version, plural)
     assert [i["metadata"]["name"] for i in listed["items"]] == ["move-1"]
     assert listed["items"][0]["kind"] == "HamiPodPlacement"  # custom resource items keep their kind
     with pytest.raises(ApiException) as e:  # PUT without resourceVersion is refused for custom resources
-        custom.replace_namespaced_custom_object(group, version, NS, plural, "move-1",
-                                                {**body, "metadata": {"name": "move-1"}})
+        custom.replace_namespaced_custom_object(
+            group, version, NS, plural, "move-1", {**body, "metadata": {"name": "move-1"}}
+        )
     assert e.value.status == 422
     deleted = custom.delete_namespaced_custom_object(group, version, NS, plural, "move-1")
     assert deleted["metadata"]["name"] == "move-1"
@@ -670,8 +812,12 @@ def test_hamipodplacement_watch_and_status_precondition(kubeapi):
     custom = kubeapi.custom
     group, version, plural = PLACEMENTS
     rv = custom.list_namespaced_custom_object(group, version, NS, plural)["metadata"]["resourceVersion"]
-    body = {"apiVersion": f"{group}/{version}", "kind": "HamiPodPlacement", "metadata": {"name": "m"},
-            "spec": {"reqID": "r", "podSelector": {"matchLabels": {"app": "x"}}, "nodeName": "n1"}}
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "HamiPodPlacement",
+        "metadata": {"name": "m"},
+        "spec": {"reqID": "r", "podSelector": {"matchLabels": {"app": "x"}}, "nodeName": "n1"},
+    }
     created = custom.create_namespaced_custom_object(group, version, NS, plural, body)
     # two consumers race to claim the placement with the same revision: one wins
     claim = {"status": {"phase": "Completed"}, "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}}
@@ -681,17 +827,28 @@ def test_hamipodplacement_watch_and_status_precondition(kubeapi):
     assert e.value.status == 409
     w = watch.Watch()
     events = []
-    for ev in w.stream(custom.list_namespaced_custom_object, group, version, NS, plural, resource_version=rv,
-                       timeout_seconds=5, _request_timeout=(5, 10)):
+    for ev in w.stream(
+        custom.list_namespaced_custom_object,
+        group,
+        version,
+        NS,
+        plural,
+        resource_version=rv,
+        timeout_seconds=5,
+        _request_timeout=(5, 10),
+    ):
         events.append(ev)
         if len(events) == 2:
             w.stop()
     assert [(e["type"], (e["object"].get("status") or {}).get("phase")) for e in events] == [
-        ("ADDED", None), ("MODIFIED", "Completed")]
+        ("ADDED", None),
+        ("MODIFIED", "Completed"),
+    ]
     assert events[0]["object"]["kind"] == "HamiPodPlacement"
 
 
 # -- faults -----------------------------------------------------------------------------------
+
 
 def test_injected_failures_delays_and_counts(kubeapi):
     v1 = kubeapi.core_v1
@@ -758,8 +915,12 @@ def test_concurrent_lockers_only_one_wins(kubeapi):
 
     def attempt(i: int) -> None:
         try:
-            v1.patch_node("n1", {"metadata": {"annotations": {"hami.io/mutex.lock": f"t,default,p{i}"},
-                                              "resourceVersion": rv}}, _content_type=MERGE, _request_timeout=10)
+            v1.patch_node(
+                "n1",
+                {"metadata": {"annotations": {"hami.io/mutex.lock": f"t,default,p{i}"}, "resourceVersion": rv}},
+                _content_type=MERGE,
+                _request_timeout=10,
+            )
             code = 200
         except ApiException as e:
             code = e.status
@@ -782,8 +943,9 @@ def test_concurrent_writers_every_watcher_sees_every_event_in_order(kubeapi):
     seen: dict[int, list[dict]] = {}
 
     def watcher(i: int) -> None:
-        resp = v1.list_pod_for_all_namespaces(watch=True, resource_version=rv, timeout_seconds=20,
-                                              _preload_content=False, _request_timeout=(5, 25))
+        resp = v1.list_pod_for_all_namespaces(
+            watch=True, resource_version=rv, timeout_seconds=20, _preload_content=False, _request_timeout=(5, 25)
+        )
         try:
             seen[i] = read_lines(resp, expected, deadline_s=20)
         finally:
@@ -793,8 +955,9 @@ def test_concurrent_writers_every_watcher_sees_every_event_in_order(kubeapi):
     def writer(w: int) -> None:
         for j in range(per_writer):
             v1.create_namespaced_pod(f"ns{w}", pod(f"p{j}", ns=f"ns{w}"), _request_timeout=10)
-            v1.patch_namespaced_pod(f"p{j}", f"ns{w}", {"metadata": {"labels": {"j": str(j)}}},
-                                    _content_type=MERGE, _request_timeout=10)
+            v1.patch_namespaced_pod(
+                f"p{j}", f"ns{w}", {"metadata": {"labels": {"j": str(j)}}}, _content_type=MERGE, _request_timeout=10
+            )
 
     watchers = [threading.Thread(target=watcher, args=(i,)) for i in range(3)]
     for t in watchers:
@@ -822,8 +985,9 @@ def test_graceful_pod_deletion_and_eviction_of_terminating_pods(kubeapi):
     kubeapi.create(pod("pending"))
     v1.delete_namespaced_pod("pending", NS)
     assert kubeapi.get("pods", "pending", NS) is None  # never scheduled: deleted at once
-    code, _ = consume(v1.create_namespaced_pod_eviction("bound", NS, {"metadata": {"name": "bound"}},
-                                                        _preload_content=False))
+    code, _ = consume(
+        v1.create_namespaced_pod_eviction("bound", NS, {"metadata": {"name": "bound"}}, _preload_content=False)
+    )
     assert code == 201
     terminating = kubeapi.get("pods", "bound", NS)
     assert terminating["metadata"]["deletionTimestamp"] and terminating["metadata"]["deletionGracePeriodSeconds"] == 30
@@ -835,8 +999,9 @@ def test_api_server_restart_keeps_state_and_cuts_watches(kubeapi):
     v1 = kubeapi.core_v1
     kubeapi.create(node("n1"))
     rv = v1.list_node().metadata.resource_version
-    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=30, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=rv, timeout_seconds=30, _preload_content=False, _request_timeout=(5, 10)
+    )
     kubeapi.wait_for_watches(1)
     restarting = later(0.2, kubeapi.restart_server, 0.2)
     with pytest.raises(urllib3.exceptions.ProtocolError):
@@ -845,8 +1010,9 @@ def test_api_server_restart_keeps_state_and_cuts_watches(kubeapi):
     restarting.join(10)
     assert [n.metadata.name for n in v1.list_node().items] == ["n1"]  # pooled connection re-established
     kubeapi.create(node("n2"))
-    resp = v1.list_node(watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False,
-                        _request_timeout=(5, 10))
+    resp = v1.list_node(
+        watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False, _request_timeout=(5, 10)
+    )
     evs = read_lines(resp, 1)
     resp.close()
     resp.release_conn()
@@ -860,10 +1026,12 @@ def test_watch_on_an_object_path(kubeapi):
     kubeapi.patch("nodes", "n2", {"metadata": {"labels": {"x": "1"}}})
     kubeapi.patch("nodes", "n1", {"metadata": {"labels": {"x": "1"}}})
     for path in ("/api/v1/nodes/n1", "/api/v1/watch/nodes/n1"):
-        req = kubeapi.api_client.param_serialize(method="GET", resource_path=path,
-                                                 query_params=[("watch", "1"), ("resourceVersion", rv),
-                                                               ("timeoutSeconds", "1")],
-                                                 auth_settings=["BearerToken"])
+        req = kubeapi.api_client.param_serialize(
+            method="GET",
+            resource_path=path,
+            query_params=[("watch", "1"), ("resourceVersion", rv), ("timeoutSeconds", "1")],
+            auth_settings=["BearerToken"],
+        )
         resp = kubeapi.api_client.call_api(*req, _request_timeout=(5, 10)).response
         evs = read_lines(resp, 5)
         resp.release_conn()
@@ -886,12 +1054,14 @@ def test_delete_collection_dry_run_and_loopback_only(kubeapi):
 
 # -- transport --------------------------------------------------------------------------------
 
+
 def test_tls_with_test_ca_and_kubeconfig(kubeapi_tls):
     assert kubeapi_tls.url.startswith("https://127.0.0.1:")
     kubeapi_tls.create(node("n1"))
     assert [n.metadata.name for n in kubeapi_tls.core_v1.list_node().items] == ["n1"]
-    resp = kubeapi_tls.core_v1.list_node(watch=True, timeout_seconds=1, _preload_content=False,
-                                         _request_timeout=(5, 10))
+    resp = kubeapi_tls.core_v1.list_node(
+        watch=True, timeout_seconds=1, _preload_content=False, _request_timeout=(5, 10)
+    )
     assert [e["type"] for e in read_lines(resp, 5)] == ["ADDED"]
     resp.release_conn()
     cfg = json.loads(Path(kubeapi_tls.kubeconfig).read_text())
@@ -901,7 +1071,9 @@ def test_tls_with_test_ca_and_kubeconfig(kubeapi_tls):
 def test_required_token_and_discovery(kubeapi_factory):
     api = kubeapi_factory(token="s3cret")
     assert api.core_v1.list_node().items == []  # the kubeconfig carries the token
-    wrong = client.Configuration(host=api.url, api_key={"BearerToken": "wrong"}, api_key_prefix={"BearerToken": "Bearer"})
+    wrong = client.Configuration(
+        host=api.url, api_key={"BearerToken": "wrong"}, api_key_prefix={"BearerToken": "Bearer"}
+    )
     with client.ApiClient(wrong) as other:
         with pytest.raises(ApiException) as e:
             client.CoreV1Api(other).list_node()
@@ -912,15 +1084,18 @@ def test_required_token_and_discovery(kubeapi_factory):
     assert {"coordination.k8s.io", "events.k8s.io", "policy", "scheduling.hami.placement.com"} <= groups
     resources = client.CoreV1Api(api.api_client).get_api_resources()
     assert {"nodes", "pods", "pods/binding", "pods/eviction", "pods/status", "events"} <= {
-        r.name for r in resources.resources}
+        r.name for r in resources.resources
+    }
 
 
 def test_partial_object_metadata_list(kubeapi):
     kubeapi.create(node("n1", labels={"a": "b"}))
     req = kubeapi.api_client.param_serialize(
-        method="GET", resource_path="/api/v1/nodes",
+        method="GET",
+        resource_path="/api/v1/nodes",
         header_params={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"},
-        auth_settings=["BearerToken"])
+        auth_settings=["BearerToken"],
+    )
     resp = kubeapi.api_client.call_api(*req, _request_timeout=10)
     resp.read()
     body = json.loads(resp.data)
@@ -974,8 +1149,9 @@ def test_golden_objects_round_trip_over_http(kubeapi, fixture):
     kubeapi.delete(resource, name, None if cluster_scoped else ns)
     kubeapi.create(golden)
     code, seeded = raw(kubeapi, "GET", f"{collection.format(ns=ns)}/{name}")
-    assert _without(seeded, ["resourceVersion"], cluster_scoped) == _without(golden, ["resourceVersion"],
-                                                                             cluster_scoped)
+    assert _without(seeded, ["resourceVersion"], cluster_scoped) == _without(
+        golden, ["resourceVersion"], cluster_scoped
+    )
 
 
 @pytest.mark.parametrize("fixture", ["core.v1.Node.json", "core.v1.Pod.json", "coordination.k8s.io.v1.Lease.json"])
@@ -999,14 +1175,22 @@ def test_golden_binding_and_eviction_bodies_are_accepted(kubeapi):
     path = f"/api/v1/namespaces/{ns}/pods/{binding['metadata']['name']}/binding"
     code, st = raw(kubeapi, "POST", path, {**binding, "metadata": {**binding["metadata"], "uid": None}})
     assert code == 422 and st["reason"] == "Invalid"  # target.kind "kindValue" is not Node
-    code, _ = raw(kubeapi, "POST", path, {**binding, "metadata": {**binding["metadata"], "uid": None},
-                                          "target": {**binding["target"], "kind": "Node"}})
+    code, _ = raw(
+        kubeapi,
+        "POST",
+        path,
+        {**binding, "metadata": {**binding["metadata"], "uid": None}, "target": {**binding["target"], "kind": "Node"}},
+    )
     assert code == 201
     assert kubeapi.get("pods", binding["metadata"]["name"], ns)["spec"]["nodeName"] == binding["target"]["name"]
     ens = eviction["metadata"]["namespace"]
     if kubeapi.get("pods", eviction["metadata"]["name"], ens) is None:
         kubeapi.create(pod(eviction["metadata"]["name"], ns=ens, phase="Running"))
     opts = {k: v for k, v in eviction["deleteOptions"].items() if k not in ("preconditions", "dryRun")}
-    code, st = raw(kubeapi, "POST", f"/api/v1/namespaces/{ens}/pods/{eviction['metadata']['name']}/eviction",
-                   {**eviction, "deleteOptions": opts})
+    code, st = raw(
+        kubeapi,
+        "POST",
+        f"/api/v1/namespaces/{ens}/pods/{eviction['metadata']['name']}/eviction",
+        {**eviction, "deleteOptions": opts},
+    )
     assert code == 201, st

@@ -6,7 +6,6 @@ import threading
 
 import orjson
 import pytest
-
 from hami_fast import _native
 from hami_fast._native import Cluster, EngineError
 
@@ -26,7 +25,18 @@ def test_register_roundtrip_is_byte_exact() -> None:
 
 def test_legacy_register_is_accepted() -> None:
     devices = orjson.loads(_native.decode_node_register("GPU-a,10,7680,100,NVIDIA-Tesla P4,0,true,1,hami-core:"))
-    assert devices == [{"id": "GPU-a", "index": 1, "count": 10, "devmem": 7680, "devcore": 100, "type": "NVIDIA-Tesla P4", "mode": "hami-core", "health": True}]
+    assert devices == [
+        {
+            "id": "GPU-a",
+            "index": 1,
+            "count": 10,
+            "devmem": 7680,
+            "devcore": 100,
+            "type": "NVIDIA-Tesla P4",
+            "mode": "hami-core",
+            "health": True,
+        }
+    ]
 
 
 @pytest.mark.parametrize(
@@ -70,20 +80,44 @@ def test_huge_and_hostile_bodies_do_not_crash() -> None:
     response, decision = cluster.filter(deep, 1)
     assert orjson.loads(response)["Error"].startswith("decode ExtenderArgs")
     assert decision is None
-    big_pod = {"kind": "Pod", "metadata": {"name": "p", "annotations": {"x": "y" * 5_000_000}}, "spec": {"containers": []}}
+    big_pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "annotations": {"x": "y" * 5_000_000}},
+        "spec": {"containers": []},
+    }
     cluster.apply(orjson.dumps(big_pod))
     assert orjson.loads(cluster.admit(b"\xff\xfe"))["response"]["status"]["code"] == 400
 
 
 def test_filter_runs_concurrently_from_threads() -> None:
     cluster = Cluster()
-    devices = [{"id": f"G{i}", "index": i, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": True} for i in range(4)]
-    cluster.apply(orjson.dumps({"kind": "Node", "metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}}}))
+    devices = [
+        {"id": f"G{i}", "index": i, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": True}
+        for i in range(4)
+    ]
+    cluster.apply(
+        orjson.dumps(
+            {
+                "kind": "Node",
+                "metadata": {
+                    "name": "n",
+                    "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()},
+                },
+            }
+        )
+    )
     placed: list[str] = []
     lock = threading.Lock()
 
     def schedule(i: int) -> None:
-        pod = {"metadata": {"name": f"p{i}", "namespace": "d", "uid": f"u{i}"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "300"}}}]}}
+        pod = {
+            "metadata": {"name": f"p{i}", "namespace": "d", "uid": f"u{i}"},
+            "spec": {
+                "containers": [
+                    {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "300"}}}
+                ]
+            },
+        }
         response, _ = cluster.filter(orjson.dumps({"Pod": pod, "NodeNames": ["n"]}), 1)
         if orjson.loads(response)["NodeNames"]:
             with lock:

@@ -6,7 +6,6 @@ Section numbers refer to ``spec/hami-scheduler.md``.
 import json
 
 import pytest
-
 from oracle import hami
 from oracle.hami import Device, Entry, Request, Usage
 from oracle.objects import container, gpu, node, placed_pod, pod, quota
@@ -34,8 +33,9 @@ EXAMPLE_C = (
 
 
 def one_card(devmem=32768, devcore=100):
-    return Device(pos=0, id="GPU-x", count=10, devmem=devmem, devcore=devcore, type=V100, numa=0,
-                  mode="hami-core", health=True)
+    return Device(
+        pos=0, id="GPU-x", count=10, devmem=devmem, devcore=devcore, type=V100, numa=0, mode="hami-core", health=True
+    )
 
 
 def request_of(limits, requests=None):
@@ -58,8 +58,20 @@ def gpu_pod(name="new", limits=None, **kwargs):
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(3000, 3000), ("3000", 3000), ("3k", 3000), ("1Ki", 1024), ("2Mi", 2 * 2**20), ("2000m", 2),
-     ("1e3", 1000), ("1E", 10**18), ("+5", 5), ("-2", -2), ("1.0", 1), (".5k", 500)],
+    [
+        (3000, 3000),
+        ("3000", 3000),
+        ("3k", 3000),
+        ("1Ki", 1024),
+        ("2Mi", 2 * 2**20),
+        ("2000m", 2),
+        ("1e3", 1000),
+        ("1E", 10**18),
+        ("+5", 5),
+        ("-2", -2),
+        ("1.0", 1),
+        (".5k", 500),
+    ],
 )
 def test_integer_quantities(value, expected):
     assert quantity_int(value) == expected
@@ -114,7 +126,9 @@ def test_webhook_adds_count_only_for_limits():
 
 
 def test_request_fields_read_limits_before_requests():
-    request = request_of({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1000}, {"nvidia.com/gpu": 3, "nvidia.com/gpumem": 5})
+    request = request_of(
+        {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1000}, {"nvidia.com/gpu": 3, "nvidia.com/gpumem": 5}
+    )
     assert (request.nums, request.mem) == (2, 1000)
 
 
@@ -208,7 +222,9 @@ def test_encoding_round_trip(value):
 
 def test_decode_example_4():
     assert hami.decode_pod_devices("GPU-init1,NVIDIA,500,10:;GPU-main1,NVIDIA,2000,50:;") == [
-        [Entry("GPU-init1", 500, 10)], [Entry("GPU-main1", 2000, 50)], []
+        [Entry("GPU-init1", 500, 10)],
+        [Entry("GPU-main1", 2000, 50)],
+        [],
     ]
     assert hami.decode_pod_devices(";;GPU-main1,NVIDIA,2000,50:;") == [[], [], [Entry("GPU-main1", 2000, 50)], []]
 
@@ -224,7 +240,9 @@ def example_a_node():
 
 
 def test_allocation_example_1():
-    result = explain([example_a_node()], gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30}))
+    result = explain(
+        [example_a_node()], gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30})
+    )
     assert result == {
         "node": "node67-4v100",
         "annotations": {
@@ -240,8 +258,13 @@ def test_allocation_example_1():
 
 
 def test_allocation_example_2_two_containers_share_one_gpu_under_gpu_binpack():
-    p = pod("p", [container("a", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}),
-                  container("b", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 5000})])
+    p = pod(
+        "p",
+        [
+            container("a", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}),
+            container("b", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 5000}),
+        ],
+    )
     result = explain([example_a_node()], p, gpu_policy="binpack")
     assert result["annotations"]["hami.io/vgpu-devices-allocated"] == f"{GPU_1},NVIDIA,3000,0:;{GPU_1},NVIDIA,5000,0:;"
     # under the default GPU spread the second container takes the emptier card
@@ -253,25 +276,39 @@ def test_allocation_example_3_two_gpus_at_half_memory():
     limits = {"nvidia.com/gpu": 2, "nvidia.com/gpumem-percentage": 50, "nvidia.com/gpucores": 30}
     result = explain([example_a_node()], gpu_pod(limits=limits))
     # Fit walks from the end of the list: the card registered last comes first.
-    assert result["annotations"]["hami.io/vgpu-devices-allocated"] == f"{GPU_1},NVIDIA,16384,30:{GPU_0},NVIDIA,16384,30:;"
+    assert (
+        result["annotations"]["hami.io/vgpu-devices-allocated"] == f"{GPU_1},NVIDIA,16384,30:{GPU_0},NVIDIA,16384,30:;"
+    )
     reversed_register = json.dumps(list(reversed(json.loads(EXAMPLE_A))))
     result = explain([node("node67-4v100", register=reversed_register)], gpu_pod(limits=limits))
-    assert result["annotations"]["hami.io/vgpu-devices-allocated"] == f"{GPU_0},NVIDIA,16384,30:{GPU_1},NVIDIA,16384,30:;"
+    assert (
+        result["annotations"]["hami.io/vgpu-devices-allocated"] == f"{GPU_0},NVIDIA,16384,30:{GPU_1},NVIDIA,16384,30:;"
+    )
 
 
 def test_allocation_example_4_init_and_app_container():
     nodes = [node("n", [gpu("GPU-main1")])]
-    p = pod("p", [container("main", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000, "nvidia.com/gpucores": 50})],
-            init_containers=[container("init", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 500, "nvidia.com/gpucores": 10})])
+    p = pod(
+        "p",
+        [container("main", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000, "nvidia.com/gpucores": 50})],
+        init_containers=[container("init", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 500, "nvidia.com/gpucores": 10})],
+    )
     result = explain(nodes, p)
-    assert result["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-main1,NVIDIA,500,10:;GPU-main1,NVIDIA,2000,50:;"
+    assert (
+        result["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-main1,NVIDIA,500,10:;GPU-main1,NVIDIA,2000,50:;"
+    )
 
 
 def test_allocation_positional_empty_slots():
     nodes = [node("n", [gpu("GPU-main1")])]
-    p = pod("p", [container("side", {"cpu": "1"}),
-                  container("main", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000, "nvidia.com/gpucores": 50})],
-            init_containers=[container("init", {"cpu": "1"})])
+    p = pod(
+        "p",
+        [
+            container("side", {"cpu": "1"}),
+            container("main", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000, "nvidia.com/gpucores": 50}),
+        ],
+        init_containers=[container("init", {"cpu": "1"})],
+    )
     assert explain(nodes, p)["annotations"]["hami.io/vgpu-devices-allocated"] == ";;GPU-main1,NVIDIA,2000,50:;"
 
 
@@ -285,8 +322,13 @@ def test_allocation_example_5_bare_gpu_is_exclusive():
 
 
 def test_collapse_init_peak_and_app_sums():
-    slots = [[Entry("A", 500, 10)], [Entry("A", 800, 5), Entry("B", 100, 0)],
-             [Entry("A", 200, 20)], [Entry("A", 300, 30)], []]
+    slots = [
+        [Entry("A", 500, 10)],
+        [Entry("A", 800, 5), Entry("B", 100, 0)],
+        [Entry("A", 200, 20)],
+        [Entry("A", 300, 30)],
+        [],
+    ]
     assert hami.collapse(slots, n_init=2) == {
         "A": Usage(used=2, mem=800, cores=50),
         "B": Usage(used=1, mem=100, cores=0),
@@ -296,7 +338,10 @@ def test_collapse_init_peak_and_app_sums():
 def test_collapse_after_init_release_keeps_app_only():
     slots = [[Entry("A", 5000, 10), Entry("B", 100, 0)], [Entry("A", 200, 20)], [Entry("A", 300, 30)]]
     assert hami.collapse(slots, n_init=1, init_released=True) == {"A": Usage(used=2, mem=500, cores=50)}
-    assert hami.collapse(slots, n_init=1) == {"A": Usage(used=2, mem=5000, cores=50), "B": Usage(used=1, mem=100, cores=0)}
+    assert hami.collapse(slots, n_init=1) == {
+        "A": Usage(used=2, mem=5000, cores=50),
+        "B": Usage(used=1, mem=100, cores=0),
+    }
 
 
 def two_card_node():
@@ -312,17 +357,29 @@ def test_existing_pod_usage_counts_and_terminal_pods_do_not():
 
 
 def test_init_release_frees_the_init_peak():
-    old = placed_pod("old", "n", "GPU-a,NVIDIA,9000,10:;GPU-a,NVIDIA,1000,10:;", [container("c")],
-                     init_containers=[container("i")], init_statuses=[0], phase="Running")
-    p = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 5000}, annotations={"nvidia.com/use-gpuuuid": "GPU-a"})
+    old = placed_pod(
+        "old",
+        "n",
+        "GPU-a,NVIDIA,9000,10:;GPU-a,NVIDIA,1000,10:;",
+        [container("c")],
+        init_containers=[container("i")],
+        init_statuses=[0],
+        phase="Running",
+    )
+    p = gpu_pod(
+        limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 5000}, annotations={"nvidia.com/use-gpuuuid": "GPU-a"}
+    )
     assert explain([two_card_node()], p, pods=[old])["node"] == "n"
     old["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"exitCode": 1}}
-    assert explain([two_card_node()], p, pods=[old])["failed"] == {"n": "1/2 CardInsufficientMemory, 1/2 CardUuidMismatch"}
+    assert explain([two_card_node()], p, pods=[old])["failed"] == {
+        "n": "1/2 CardInsufficientMemory, 1/2 CardUuidMismatch"
+    }
 
 
 def test_same_uid_releases_previous_reservation():
-    old = placed_pod("new", "n", "GPU-a,NVIDIA,10000,0:;GPU-b,NVIDIA,10000,0:;", [container("c"), container("d")],
-                     uid="uid-same")
+    old = placed_pod(
+        "new", "n", "GPU-a,NVIDIA,10000,0:;GPU-b,NVIDIA,10000,0:;", [container("c"), container("d")], uid="uid-same"
+    )
     p = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 10000}, uid="uid-same")
     assert explain([two_card_node()], p, pods=[old])["node"] == "n"
     other = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 10000}, uid="uid-other")
@@ -343,8 +400,10 @@ def example_9_1a():
     def v100(uuid, index):
         return gpu(uuid, index=index, count=10, devmem=32768, devcore=100, type=V100)
 
-    nodes = [node("node-a", [v100("GPU-a0", 0), v100("GPU-a1", 1)]),
-             node("node-b", [v100("GPU-b0", 0), v100("GPU-b1", 1)])]
+    nodes = [
+        node("node-a", [v100("GPU-a0", 0), v100("GPU-a1", 1)]),
+        node("node-b", [v100("GPU-b0", 0), v100("GPU-b1", 1)]),
+    ]
     existing = placed_pod("old", "node-a", "GPU-a0,NVIDIA,3000,30:;", [container("c")], phase="Running")
     new = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4000, "nvidia.com/gpucores": 20})
     return nodes, existing, new
@@ -391,8 +450,17 @@ def test_worked_example_9_1a_device_scores():
 
 
 def device(type="NVIDIA-Tesla T4", count=10, devmem=16000, devcore=100, numa=0, pos=0, uuid="GPU-d"):
-    return Device(pos=pos, id=uuid, count=count, devmem=devmem, devcore=devcore, type=type, numa=numa,
-                  mode="hami-core", health=True)
+    return Device(
+        pos=pos,
+        id=uuid,
+        count=count,
+        devmem=devmem,
+        devcore=devcore,
+        type=type,
+        numa=numa,
+        mode="hami-core",
+        health=True,
+    )
 
 
 def test_device_score_example_10_1():
@@ -413,11 +481,15 @@ def test_device_ordering_doc_example():
     devices = [gpu("GPU1", devmem=8000, type="NVIDIA"), gpu("GPU2", index=1, devmem=8000, type="NVIDIA")]
     existing = placed_pod("old", "n", "GPU1,NVIDIA,2000,10:;GPU2,NVIDIA,6000,70:;", [container("a"), container("b")])
     weights = {"hami.io/device-scoring-weights": "slot=0,core=1,memory=1"}
-    new = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 20}, annotations=weights)
+    new = gpu_pod(
+        limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 20}, annotations=weights
+    )
     node_n = hami.decode_node(node("n", devices))
     usage = hami.node_usage(node_n, list(hami.counted_pods([existing], None)))
     request = hami.pod_requests(new)[0]
-    assert [hami.device_score(d, usage[d.pos], request, (0, 1, 1)) for d in node_n.devices] == pytest.approx([6.75, 17.75])
+    assert [hami.device_score(d, usage[d.pos], request, (0, 1, 1)) for d in node_n.devices] == pytest.approx(
+        [6.75, 17.75]
+    )
     binpack = explain([node("n", devices)], new, pods=[existing], gpu_policy="binpack")
     spread = explain([node("n", devices)], new, pods=[existing], gpu_policy="spread")
     assert binpack["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU2,NVIDIA,1000,20:;"
@@ -438,17 +510,31 @@ def test_node_score_zero_totals():
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(None, (1, 1, 1)), ("slot=1,core=2,memory=3", (1, 2, 3)), ("memory=0,slot=0,core=5", (0, 5, 0)),
-     (" slot = 1, core=+2 ,memory=3 ", (1, 2, 3))],
+    [
+        (None, (1, 1, 1)),
+        ("slot=1,core=2,memory=3", (1, 2, 3)),
+        ("memory=0,slot=0,core=5", (0, 5, 0)),
+        (" slot = 1, core=+2 ,memory=3 ", (1, 2, 3)),
+    ],
 )
 def test_weights(value, expected):
     assert hami.parse_weights(value) == expected
 
 
 @pytest.mark.parametrize(
-    "value", ["", "slot=1,core=1", "slot=0,core=0,memory=0", "slot=-1,core=1,memory=1", "slot=1,core=1,memory=x",
-              "slot=1,core=1,memory=1,gpu=1", "slot=1,slot=1,core=1", "slot1,core=1,memory=1", "slot=1,core=1,memory=1,",
-              "slot=1 2,core=1,memory=1"],
+    "value",
+    [
+        "",
+        "slot=1,core=1",
+        "slot=0,core=0,memory=0",
+        "slot=-1,core=1,memory=1",
+        "slot=1,core=1,memory=x",
+        "slot=1,core=1,memory=1,gpu=1",
+        "slot=1,slot=1,core=1",
+        "slot1,core=1,memory=1",
+        "slot=1,core=1,memory=1,",
+        "slot=1 2,core=1,memory=1",
+    ],
 )
 def test_invalid_weights(value):
     assert hami.parse_weights(value) is None
@@ -527,8 +613,12 @@ def test_reason_format_example():
 
 def test_reason_example_end_to_end():
     devices = [gpu(f"GPU-{i}", index=i, count=1, devmem=8000) for i in range(4)]
-    existing = placed_pod("old", "n", "GPU-0,NVIDIA,100,0:;GPU-1,NVIDIA,100,0:;GPU-2,NVIDIA,100,0:;",
-                          [container("a"), container("b"), container("c")])
+    existing = placed_pod(
+        "old",
+        "n",
+        "GPU-0,NVIDIA,100,0:;GPU-1,NVIDIA,100,0:;GPU-2,NVIDIA,100,0:;",
+        [container("a"), container("b"), container("c")],
+    )
     new = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 9000})
     assert explain([node("n", devices)], new, pods=[existing])["failed"] == {
         "n": "1/4 CardInsufficientMemory, 3/4 CardTimeSlicingExhausted"
@@ -543,16 +633,25 @@ def test_node_insufficient_device_counts_nvidia_types_only():
     devices = [gpu("GPU-a"), gpu("GPU-b", type="Tesla T4")]
     result = explain([node("n", devices)], gpu_pod(limits={"nvidia.com/gpu": 2}))
     assert result["failed"] == {"n": "NodeInsufficientDevice"}
-    result = explain([node("n", devices)], gpu_pod(limits={"nvidia.com/gpu": 1}, annotations={"nvidia.com/use-gpuuuid": "GPU-b"}))
+    result = explain(
+        [node("n", devices)], gpu_pod(limits={"nvidia.com/gpu": 1}, annotations={"nvidia.com/use-gpuuuid": "GPU-b"})
+    )
     assert result["failed"] == {"n": "1/1 CardUuidMismatch"}
 
 
 def test_checks_in_order_health_cordon_type():
-    devices = [gpu("GPU-0", health=False), gpu("GPU-1", index=1, type="NVIDIA A100"),
-               gpu("GPU-2", index=2), gpu("GPU-3", index=3, mode="mps")]
+    devices = [
+        gpu("GPU-0", health=False),
+        gpu("GPU-1", index=1, type="NVIDIA A100"),
+        gpu("GPU-2", index=2),
+        gpu("GPU-3", index=3, mode="mps"),
+    ]
     annotations = {"hami.io/device-cordon": "GPU-0, GPU-2", "hami.io/node-nvidia-register": json.dumps(devices)}
     n = node("n", annotations=annotations)
-    new = gpu_pod(limits={"nvidia.com/gpu": 1}, annotations={"nvidia.com/use-gputype": "v100", "nvidia.com/vgpu-mode": "hami-core"})
+    new = gpu_pod(
+        limits={"nvidia.com/gpu": 1},
+        annotations={"nvidia.com/use-gputype": "v100", "nvidia.com/vgpu-mode": "hami-core"},
+    )
     assert explain([n], new)["failed"] == {"n": "1/4 CardCordoned, 1/4 CardNotHealth, 2/4 CardTypeMismatch"}
 
 
@@ -570,18 +669,27 @@ def test_checks_in_order_health_cordon_type():
     ],
 )
 def test_hint_annotations(annotations, allowed):
-    devices = [gpu("A", type="NVIDIA A100"), gpu("V", index=1, type=V100), gpu("T", index=2, type="NVIDIA-Tesla T4", mode="mps")]
+    devices = [
+        gpu("A", type="NVIDIA A100"),
+        gpu("V", index=1, type=V100),
+        gpu("T", index=2, type="NVIDIA-Tesla T4", mode="mps"),
+    ]
     fits = explain([node("n", devices)], gpu_pod(limits={"nvidia.com/gpu": len(allowed)}, annotations=annotations))
     taken = hami.decode_pod_devices(fits["annotations"]["hami.io/vgpu-devices-allocated"])[0]
     assert sorted(e.uuid for e in taken) == sorted(allowed)
     if len(allowed) < 3:
-        too_many = explain([node("n", devices)], gpu_pod(limits={"nvidia.com/gpu": len(allowed) + 1}, annotations=annotations))
+        too_many = explain(
+            [node("n", devices)], gpu_pod(limits={"nvidia.com/gpu": len(allowed) + 1}, annotations=annotations)
+        )
         assert f"{len(allowed)}/3 AllocatedCardsInsufficientRequest" in too_many["failed"]["n"].split(", ")
 
 
 def test_mutex_rejects_used_cards():
     existing = placed_pod("old", "n", "GPU-a,NVIDIA,100,0:;", [container("c")])
-    new = gpu_pod(limits={"nvidia.com/gpu": 2, "nvidia.com/gpumem": 100}, annotations={"hami.io/gpu-scheduler-policy": "binpack,mutex"})
+    new = gpu_pod(
+        limits={"nvidia.com/gpu": 2, "nvidia.com/gpumem": 100},
+        annotations={"hami.io/gpu-scheduler-policy": "binpack,mutex"},
+    )
     assert explain([two_card_node()], new, pods=[existing])["failed"] == {
         "n": "1/2 AllocatedCardsInsufficientRequest, 1/2 ExclusiveDeviceAllocateConflict"
     }
@@ -595,21 +703,29 @@ def test_exclusive_request_on_shared_card_and_exhausted_cores():
     assert explain([two_card_node()], full_cores, pods=[existing])["failed"] == {
         "n": "1/2 CardInsufficientCore, 1/2 ExclusiveDeviceAllocateConflict"
     }
-    zero_core = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100}, annotations={"nvidia.com/use-gpuuuid": "GPU-b"})
+    zero_core = gpu_pod(
+        limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100}, annotations={"nvidia.com/use-gpuuuid": "GPU-b"}
+    )
     assert explain([two_card_node()], zero_core, pods=[existing])["failed"] == {
         "n": "1/2 CardComputeUnitsExhausted, 1/2 CardUuidMismatch"
     }
 
 
 def test_numa_bind_needs_one_numa_group():
-    devices = [gpu("GPU-0", numa=0), gpu("GPU-1", index=1, numa=0), gpu("GPU-2", index=2, numa=1),
-               gpu("GPU-3", index=3, numa=1)]
+    devices = [
+        gpu("GPU-0", numa=0),
+        gpu("GPU-1", index=1, numa=0),
+        gpu("GPU-2", index=2, numa=1),
+        gpu("GPU-3", index=3, numa=1),
+    ]
     existing = placed_pod("old", "n", "GPU-3,NVIDIA,32768,0:;", [container("c")])
     limits = {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 100}
     free = explain([node("n", devices)], gpu_pod(limits=limits), pods=[existing])
     # spread: [GPU-3 (busiest), GPU-0, GPU-1, GPU-2] walked from the end
     assert free["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-2,NVIDIA,100,0:GPU-1,NVIDIA,100,0:;"
-    bound = explain([node("n", devices)], gpu_pod(limits=limits, annotations={"nvidia.com/numa-bind": "true"}), pods=[existing])
+    bound = explain(
+        [node("n", devices)], gpu_pod(limits=limits, annotations={"nvidia.com/numa-bind": "true"}), pods=[existing]
+    )
     # numa-bind spread: [GPU-0, GPU-1 | GPU-3, GPU-2]; NUMA 1 has only GPU-2 free, so NUMA 0 is used
     assert bound["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-1,NVIDIA,100,0:GPU-0,NVIDIA,100,0:;"
 
@@ -617,7 +733,9 @@ def test_numa_bind_needs_one_numa_group():
 def test_numa_not_fit_reason():
     devices = [gpu("GPU-0", numa=0), gpu("GPU-1", index=1, numa=1)]
     new = gpu_pod(limits={"nvidia.com/gpu": 2, "nvidia.com/gpumem": 100}, annotations={"nvidia.com/numa-bind": "True"})
-    assert explain([node("n", devices)], new)["failed"] == {"n": "1/2 AllocatedCardsInsufficientRequest, 1/2 NumaNotFit"}
+    assert explain([node("n", devices)], new)["failed"] == {
+        "n": "1/2 AllocatedCardsInsufficientRequest, 1/2 NumaNotFit"
+    }
     new["metadata"]["annotations"]["nvidia.com/numa-bind"] = "yes"  # not a Go bool => off
     assert explain([node("n", devices)], new)["node"] == "n"
 
@@ -628,21 +746,29 @@ def test_numa_not_fit_reason():
 
 def topology_node(scores):
     devices = [gpu(f"G{i}", index=i) for i in range(4)]
-    pairs = [{"uuid": f"G{i}", "score": {f"G{j}": scores.get(frozenset((i, j)), 0) for j in range(4) if j != i}}
-             for i in range(4)]
+    pairs = [
+        {"uuid": f"G{i}", "score": {f"G{j}": scores.get(frozenset((i, j)), 0) for j in range(4) if j != i}}
+        for i in range(4)
+    ]
     return node("n", devices, annotations={"hami.io/node-nvidia-score": json.dumps(pairs)})
 
 
 def test_topology_single_card_takes_least_connected():
     n = topology_node({frozenset((0, 1)): 100, frozenset((1, 2)): 100, frozenset((2, 3)): 10, frozenset((0, 3)): 10})
-    new = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100}, annotations={"hami.io/gpu-scheduler-policy": "topology-aware"})
+    new = gpu_pod(
+        limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100},
+        annotations={"hami.io/gpu-scheduler-policy": "topology-aware"},
+    )
     # link sums: G0 110, G1 200, G2 110, G3 20
     assert explain([n], new)["annotations"]["hami.io/vgpu-devices-allocated"] == "G3,NVIDIA,100,0:;"
 
 
 def test_topology_multi_card_takes_best_connected_combination():
     n = topology_node({frozenset((0, 1)): 100, frozenset((2, 3)): 300, frozenset((0, 2)): 50})
-    new = gpu_pod(limits={"nvidia.com/gpu": 2, "nvidia.com/gpumem": 100}, annotations={"hami.io/gpu-scheduler-policy": "topology-aware"})
+    new = gpu_pod(
+        limits={"nvidia.com/gpu": 2, "nvidia.com/gpumem": 100},
+        annotations={"hami.io/gpu-scheduler-policy": "topology-aware"},
+    )
     assert explain([n], new)["annotations"]["hami.io/vgpu-devices-allocated"] == "G3,NVIDIA,100,0:G2,NVIDIA,100,0:;"
 
 
@@ -681,8 +807,11 @@ def test_quota_blocks_memory_over_the_namespace_limit():
 
 def test_quota_collapses_init_and_app_containers():
     quotas = [quota("q", "default", {"limits.nvidia.com/gpucores": 60})]
-    p = pod("p", [container("a", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100, "nvidia.com/gpucores": 30})],
-            init_containers=[container("i", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100, "nvidia.com/gpucores": 60})])
+    p = pod(
+        "p",
+        [container("a", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100, "nvidia.com/gpucores": 30})],
+        init_containers=[container("i", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100, "nvidia.com/gpucores": 60})],
+    )
     # init peak 60 on one card + app 30 elsewhere would be 90; on the same card max(60, 30) = 60
     result = explain([two_card_node()], p, quotas=quotas, gpu_policy="binpack")
     assert result["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-b,NVIDIA,100,60:;GPU-b,NVIDIA,100,30:;"
@@ -691,8 +820,10 @@ def test_quota_collapses_init_and_app_containers():
 
 
 def test_several_quotas_in_a_namespace_the_smallest_limit_applies():
-    quotas = [quota("big", "default", {"limits.nvidia.com/gpumem": 50000}),
-              quota("small", "default", {"limits.nvidia.com/gpumem": 1000, "limits.nvidia.com/gpucores": 500})]
+    quotas = [
+        quota("big", "default", {"limits.nvidia.com/gpumem": 50000}),
+        quota("small", "default", {"limits.nvidia.com/gpumem": 1000, "limits.nvidia.com/gpucores": 500}),
+    ]
     new = gpu_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000})
     assert explain([two_card_node()], new, quotas=quotas)["failed"] == {"n": "2/2 ResourceQuotaNotFit"}
     assert explain([two_card_node()], new, quotas=quotas[::-1])["failed"] == {"n": "2/2 ResourceQuotaNotFit"}
@@ -725,8 +856,11 @@ def test_no_fit_has_no_error_and_no_annotations():
 
 
 def test_init_container_failure_is_reported_first():
-    p = pod("p", [container("a", {"nvidia.com/gpu": 3})],
-            init_containers=[container("i", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 99999})])
+    p = pod(
+        "p",
+        [container("a", {"nvidia.com/gpu": 3})],
+        init_containers=[container("i", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 99999})],
+    )
     assert explain([two_card_node()], p)["failed"] == {"n": "2/2 CardInsufficientMemory"}
 
 

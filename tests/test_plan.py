@@ -9,7 +9,6 @@ from pathlib import Path
 import orjson
 import pytest
 import yaml
-
 from hami_fast import _native
 from hami_fast.cli import main
 
@@ -17,31 +16,96 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
 
 
 def register(node: str, gpus: int = 2, mem: int = 16000) -> str:
-    return orjson.dumps([{"id": f"GPU-{node}-{i}", "index": i, "count": 10, "devmem": mem, "devcore": 100, "type": "NVIDIA-A10", "health": True} for i in range(gpus)]).decode()
+    return orjson.dumps(
+        [
+            {
+                "id": f"GPU-{node}-{i}",
+                "index": i,
+                "count": 10,
+                "devmem": mem,
+                "devcore": 100,
+                "type": "NVIDIA-A10",
+                "health": True,
+            }
+            for i in range(gpus)
+        ]
+    ).decode()
 
 
 def node(name: str, gpus: int = 2) -> dict:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus)}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus)}},
+    }
 
 
 def pod(name: str, node_name: str, gpu: int, mem: int, owned: bool = True) -> dict:
-    meta: dict = {"name": name, "namespace": "team", "uid": f"u-{name}", "labels": {"app": name},
-                  "annotations": {"hami.io/vgpu-node": node_name, "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},10:;"}}
+    meta: dict = {
+        "name": name,
+        "namespace": "team",
+        "uid": f"u-{name}",
+        "labels": {"app": name},
+        "annotations": {
+            "hami.io/vgpu-node": node_name,
+            "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},10:;",
+        },
+    }
     if owned:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"rs-{name}", "uid": f"rs-{name}", "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": f"rs-{name}",
+                "uid": f"rs-{name}",
+                "controller": True,
+            }
+        ]
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "10"}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node_name, "schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": limits}}]},
-            "status": {"phase": "Running"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "nodeName": node_name,
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "c", "resources": {"limits": limits}}],
+        },
+        "status": {"phase": "Running"},
+    }
 
 
 def fragmented() -> list[dict]:
     # Two nodes, four GPUs, each partly used: 4000+3000 fit on one card, 5000+2000 on another.
-    return [node("n1"), node("n2"), pod("a", "n1", 0, 4000), pod("b", "n1", 1, 3000), pod("c", "n2", 0, 5000), pod("d", "n2", 1, 2000),
-            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "whole", "namespace": "team", "uid": "u-w", "annotations": {
-                "hami.io/vgpu-node": "n3", "hami.io/vgpu-devices-allocated": "GPU-n3-0,NVIDIA,16000,100:;"}},
-             "spec": {"nodeName": "n3", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100"}}}]}, "status": {"phase": "Running"}},
-            node("n3", 1)]
+    return [
+        node("n1"),
+        node("n2"),
+        pod("a", "n1", 0, 4000),
+        pod("b", "n1", 1, 3000),
+        pod("c", "n2", 0, 5000),
+        pod("d", "n2", 1, 2000),
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "whole",
+                "namespace": "team",
+                "uid": "u-w",
+                "annotations": {
+                    "hami.io/vgpu-node": "n3",
+                    "hami.io/vgpu-devices-allocated": "GPU-n3-0,NVIDIA,16000,100:;",
+                },
+            },
+            "spec": {
+                "nodeName": "n3",
+                "containers": [
+                    {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100"}}}
+                ],
+            },
+            "status": {"phase": "Running"},
+        },
+        node("n3", 1),
+    ]
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str]:
@@ -91,12 +155,18 @@ def test_moves_are_valid_when_they_run():
     by_name = {p["metadata"]["name"]: p for p in items if p["kind"] == "Pod"}
     for move in result["moves"]:
         name = move["pod"].split("/")[1]
-        check = orjson.loads(_native.validate_target([orjson.dumps({"kind": "List", "items": items})], move["pod"], move["to"]["node"], move["to"]["gpus"]))
+        check = orjson.loads(
+            _native.validate_target(
+                [orjson.dumps({"kind": "List", "items": items})], move["pod"], move["to"]["node"], move["to"]["gpus"]
+            )
+        )
         assert check["ok"], check
         moved = by_name[name]
         mem = moved["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"]
         moved["metadata"]["annotations"]["hami.io/vgpu-node"] = move["to"]["node"]
-        moved["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = f"{move['to']['gpus'][0]},NVIDIA,{mem},10:;"
+        moved["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = (
+            f"{move['to']['gpus'][0]},NVIDIA,{mem},10:;"
+        )
         moved["spec"]["nodeName"] = move["to"]["node"]
     final = orjson.loads(_native.fragmentation([orjson.dumps({"kind": "List", "items": items})]))
     assert final["cluster"]["free_whole_gpus"] == result["after"]["free_whole_gpus"]
@@ -111,8 +181,17 @@ def test_bad_snapshot_is_a_clear_error(tmp_path, capsys):
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"openb trace not found at {DATA}")
 def test_openb_replayed_snapshot_plans(tmp_path, capsys):
-    code, out = run_cli(capsys, "--replay", f"{DATA}/openb_node_list_gpu_node.csv,{DATA}/openb_pod_list_default.csv", "--max-moves", "50", "--output", "json",
-                        "--save-snapshot", str(tmp_path / "s.json"))
+    code, out = run_cli(
+        capsys,
+        "--replay",
+        f"{DATA}/openb_node_list_gpu_node.csv,{DATA}/openb_pod_list_default.csv",
+        "--max-moves",
+        "50",
+        "--output",
+        "json",
+        "--save-snapshot",
+        str(tmp_path / "s.json"),
+    )
     assert code == 0
     result = json.loads(out)
     assert result["nodes"] == 1213 and 0 < len(result["moves"]) <= 50

@@ -8,10 +8,8 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
-import pytest
-
-from kubeapi.fixtures import wait_for
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
+from kubeapi.fixtures import wait_for
 from serving import Service
 
 LOCK = "hami.io/mutex.lock"
@@ -36,7 +34,15 @@ class DevicePlugin(threading.Thread):
                 pod = self.kubeapi.get("pods", pod_name, ns)
                 if pod is None or pod["spec"].get("nodeName"):
                     if pod is not None:
-                        self.kubeapi.patch("pods", pod_name, {"metadata": {"annotations": {"hami.io/bind-phase": "success"}}, "status": {"phase": "Running"}}, ns)
+                        self.kubeapi.patch(
+                            "pods",
+                            pod_name,
+                            {
+                                "metadata": {"annotations": {"hami.io/bind-phase": "success"}},
+                                "status": {"phase": "Running"},
+                            },
+                            ns,
+                        )
                     self.kubeapi.patch("nodes", name, {"metadata": {"annotations": {LOCK: None}}})
             self.stop.wait(0.01)
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
-
-from kubeapi.fixtures import wait_for
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
+from kubeapi.fixtures import wait_for
 from serving import Service
 
 LOCK = "hami.io/mutex.lock"
@@ -65,7 +64,14 @@ def test_filter_patches_the_pod_then_bind_locks_and_binds(cluster) -> None:
         assert stored["metadata"]["annotations"]["hami.io/bind-time"].isdigit()
         [lock_patch] = cluster.requests("PATCH", f"/api/v1/nodes/{node}")
         assert lock_patch.json["metadata"]["resourceVersion"]
-        reasons = wait_for(lambda: {e["reason"] for e in cluster.events("default")} >= {"FilteringSucceed", "BindingSucceed"} and {e["reason"] for e in cluster.events("default")}, 5, "events")
+        reasons = wait_for(
+            lambda: (
+                {e["reason"] for e in cluster.events("default")} >= {"FilteringSucceed", "BindingSucceed"}
+                and {e["reason"] for e in cluster.events("default")}
+            ),
+            5,
+            "events",
+        )
         assert "FilteringSucceed" in reasons
         succeed = [e for e in cluster.events("default") if e["reason"] == "BindingSucceed"][0]
         assert succeed["message"] == f"Successfully binding node [{node}] to default/p1"
@@ -79,7 +85,9 @@ def test_unschedulable_pod_gets_reasons_and_an_event(cluster) -> None:
         result = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))
         assert result["NodeNames"] is None
         assert result["FailedNodes"] == {"node-0": "NodeInsufficientDevice", "node-1": "NodeInsufficientDevice"}
-        messages = wait_for(lambda: [e["message"] for e in cluster.events("default") if e["reason"] == "FilteringFailed"], 5, "event")
+        messages = wait_for(
+            lambda: [e["message"] for e in cluster.events("default") if e["reason"] == "FilteringFailed"], 5, "event"
+        )
         assert "no available node, 2 nodes do not meet" in messages or len(messages) >= 1
         assert cluster.count("PATCH") == 0
 
@@ -106,7 +114,9 @@ def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
         assert error == "node node-0 has been locked within 5m0s: node lock contention"
         assert cluster.get("pods", "b", "default")["spec"].get("nodeName") is None
         assert LOCK_VALUE.match(cluster.get("nodes", "node-0")["metadata"]["annotations"][LOCK]).group("name") == "a"
-        failed = wait_for(lambda: [e for e in cluster.events("default") if e["reason"] == "BindingFailed"], 5, "BindingFailed")
+        failed = wait_for(
+            lambda: [e for e in cluster.events("default") if e["reason"] == "BindingFailed"], 5, "BindingFailed"
+        )
         assert "node lock contention" in failed[0]["message"]
 
         # The owner disappears: its lock is dangling and is taken over.
@@ -115,7 +125,7 @@ def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
         assert LOCK_VALUE.match(cluster.get("nodes", "node-0")["metadata"]["annotations"][LOCK]).group("name") == "b"
 
         # An expired lock is released whoever owns it.
-        old = (datetime.now(timezone.utc) - timedelta(minutes=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        old = (datetime.now(UTC) - timedelta(minutes=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
         cluster.patch("nodes", "node-1", {"metadata": {"annotations": {LOCK: f"{old},default,b"}}})
         third = cluster.create(gpu_pod("c", gpu=1, mem=100))
         assert svc.post("/bind", bind_args(third, "node-1"))["Error"] == ""
@@ -178,7 +188,9 @@ def test_webhook_over_http_answers_in_the_version_received(cluster) -> None:
     pod["spec"]["schedulerName"] = "default-scheduler"
     with serve(cluster) as svc:
         for version in ("admission.k8s.io/v1", "admission.k8s.io/v1beta1"):
-            answer = svc.post("/webhook", {"apiVersion": version, "kind": "AdmissionReview", "request": {"uid": "u1", "object": pod}})
+            answer = svc.post(
+                "/webhook", {"apiVersion": version, "kind": "AdmissionReview", "request": {"uid": "u1", "object": pod}}
+            )
             assert answer["apiVersion"] == version
             assert answer["response"]["allowed"] is True and answer["response"]["patchType"] == "JSONPatch"
 
@@ -188,7 +200,11 @@ def test_non_leader_refuses_to_filter(cluster) -> None:
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": "hami-scheduler", "namespace": "kube-system"},
-        "spec": {"holderIdentity": "someone-else_1234", "leaseDurationSeconds": 15, "renewTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
+        "spec": {
+            "holderIdentity": "someone-else_1234",
+            "leaseDurationSeconds": 15,
+            "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
     }
     cluster.create(lease)
     pod = cluster.create(gpu_pod("p", gpu=1, mem=100))
@@ -198,6 +214,8 @@ def test_non_leader_refuses_to_filter(cluster) -> None:
         assert svc.request("GET", "/readyz")[0] == 503
         import socket
 
-        cluster.patch("leases", "hami-scheduler", {"spec": {"holderIdentity": f"{socket.gethostname()}_x"}}, "kube-system")
+        cluster.patch(
+            "leases", "hami-scheduler", {"spec": {"holderIdentity": f"{socket.gethostname()}_x"}}, "kube-system"
+        )
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "leadership")
         assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]

@@ -13,17 +13,30 @@ import urllib.request
 from collections import defaultdict
 
 import orjson
-
-from kubeapi.fixtures import wait_for
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
+from kubeapi.fixtures import wait_for
 from serving import free_port
 
 MIB = 1048576
 
 
 def start(kubeconfig: str, port: int, metrics: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "hami_fast.cli", "serve", "--kubeconfig", kubeconfig, "--http_bind", f"127.0.0.1:{port}",
-           "--metrics-bind-address", f"127.0.0.1:{metrics}", "--kube-qps", "0", "--watch-timeout", "5"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hami_fast.cli",
+        "serve",
+        "--kubeconfig",
+        kubeconfig,
+        "--http_bind",
+        f"127.0.0.1:{port}",
+        "--metrics-bind-address",
+        f"127.0.0.1:{metrics}",
+        "--kube-qps",
+        "0",
+        "--watch-timeout",
+        "5",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
 
 
@@ -38,7 +51,12 @@ def get(url: str) -> tuple[int, bytes]:
 
 
 def post(port: int, route: str, body: dict) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=orjson.dumps(body), method="POST", headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{route}",
+        data=orjson.dumps(body),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as r:
         return orjson.loads(r.read())
 
@@ -75,7 +93,9 @@ def test_sigkill_and_restart_loses_no_allocation(kubeapi) -> None:
         for pod in pods[:8]:
             node = post(port, "/filter", filter_args(pod, names))["NodeNames"][0]
             post(port, "/bind", bind_args(pod, node))
-            kubeapi.patch("nodes", node, {"metadata": {"annotations": {"hami.io/mutex.lock": None}}})  # the device plugin's part
+            kubeapi.patch(
+                "nodes", node, {"metadata": {"annotations": {"hami.io/mutex.lock": None}}}
+            )  # the device plugin's part
         for pod in pods[8:10]:  # filtered (annotated) but never bound
             assert post(port, "/filter", filter_args(pod, names))["NodeNames"]
         proc.send_signal(signal.SIGKILL)
@@ -85,7 +105,9 @@ def test_sigkill_and_restart_loses_no_allocation(kubeapi) -> None:
 
         proc = start(kubeapi.kubeconfig, port, metrics)
         wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz")[0] == 200, 30, "restart ready", interval=0.2)
-        seen = wait_for(lambda: (m := allocated_from_metrics(metrics)) and {k: v for k, v in m.items() if v} or None, 10, "metrics")
+        seen = wait_for(
+            lambda: (m := allocated_from_metrics(metrics)) and {k: v for k, v in m.items() if v} or None, 10, "metrics"
+        )
         assert seen == expected
         # Scheduling continues on top of the recovered state without double-granting.
         for pod in pods[10:]:

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import trustme
-
-from kubeapi.fixtures import wait_for
 from k8s_objects import filter_args, gpu_pod
+from kubeapi.fixtures import wait_for
 from serving import Service, free_port
 
 
@@ -63,11 +62,24 @@ def test_metrics_endpoint(tmp_path: Path) -> None:
         svc.post("/filter", filter_args(gpu_pod("m", gpu=1, mem=1234, cores=10), ["demo-gpu-001"]))
         svc.post("/filter", filter_args(gpu_pod("big", gpu=9, mem=1), ["demo-gpu-001"]))
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    allocated = [line for line in text.splitlines() if line.startswith("hami_gpu_memory_allocated_bytes{") and 'node="demo-gpu-001"' in line]
-    assert any(float(line.rsplit(" ", 1)[1]) == 1234 * 1048576 and 'zone="vGPU"' in line and 'device_cores="10"' in line for line in allocated), allocated
+    allocated = [
+        line
+        for line in text.splitlines()
+        if line.startswith("hami_gpu_memory_allocated_bytes{") and 'node="demo-gpu-001"' in line
+    ]
+    assert any(
+        float(line.rsplit(" ", 1)[1]) == 1234 * 1048576 and 'zone="vGPU"' in line and 'device_cores="10"' in line
+        for line in allocated
+    ), allocated
     assert 'hami_gpu_memory_limit_bytes{device_index="0"' in text or "hami_gpu_memory_limit_bytes{" in text
     assert 'hami_fast_request_duration_seconds_count{route="filter"} 2.0' in text
-    pod_line = [line for line in text.splitlines() if line.startswith("hami_vgpu_memory_allocated_bytes{") and 'pod="m"' in line]
-    assert len(pod_line) == 1 and 'node="demo-gpu-001"' in pod_line[0] and float(pod_line[0].rsplit(" ", 1)[1]) == 1234 * 1048576
+    pod_line = [
+        line for line in text.splitlines() if line.startswith("hami_vgpu_memory_allocated_bytes{") and 'pod="m"' in line
+    ]
+    assert (
+        len(pod_line) == 1
+        and 'node="demo-gpu-001"' in pod_line[0]
+        and float(pod_line[0].rsplit(" ", 1)[1]) == 1234 * 1048576
+    )
     assert 'hami_fast_filter_node_failures_total{reason="NodeInsufficientDevice"} 1.0' in text
     assert 'hami_fast_filter_results_total{result="scheduled"} 1.0' in text

@@ -8,7 +8,6 @@ import random
 from pathlib import Path
 
 import pytest
-
 from hami_fast import _native
 from hami_fast.cli import main
 from hami_fast.sim import report
@@ -21,7 +20,9 @@ needs_openb = pytest.mark.skipif(
 )
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
-POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+POD_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+)
 
 
 def write_cluster(tmp_path: Path, nodes: int = 60, pods: int = 160, seed: int = 1) -> tuple[Path, Path]:
@@ -45,7 +46,9 @@ def write_cluster(tmp_path: Path, nodes: int = 60, pods: int = 160, seed: int = 
             num, milli = rng.choice([2, 4, 8]), 1000
         spec = "T4|P100" if num and rng.random() < 0.05 else ""
         cpu = rng.choice([3152, 11300, 11400, 8000, 12000, 12500, 32000])
-        pod_lines.append(f"openb-pod-{i:04d},{cpu},{rng.choice([8192, 16384, 30517])},{num},{milli},{spec},LS,Running,0,1,0")
+        pod_lines.append(
+            f"openb-pod-{i:04d},{cpu},{rng.choice([8192, 16384, 30517])},{num},{milli},{spec},LS,Running,0,1,0"
+        )
     n, p = tmp_path / "nodes.csv", tmp_path / "pods.csv"
     n.write_text("\n".join(node_lines) + "\n")
     p.write_text("\n".join(pod_lines) + "\n")
@@ -54,9 +57,35 @@ def write_cluster(tmp_path: Path, nodes: int = 60, pods: int = 160, seed: int = 
 
 def test_cli_json_has_exactly_the_promised_keys(tmp_path, capsys):
     nodes, pods = write_cluster(tmp_path)
-    assert main(["simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "fgd", "--seed", "7", "--output", "json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--nodes",
+                str(nodes),
+                "--pods",
+                str(pods),
+                "--policy",
+                "fgd",
+                "--seed",
+                "7",
+                "--output",
+                "json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    assert list(out) == ["policy", "seed", "pods", "failed", "total_gpus", "unallocated_pct_at_100", "alloc_pct_by_arrived", "elapsed_s"]
+    assert list(out) == [
+        "policy",
+        "seed",
+        "pods",
+        "failed",
+        "total_gpus",
+        "unallocated_pct_at_100",
+        "alloc_pct_by_arrived",
+        "elapsed_s",
+    ]
     assert (out["policy"], out["seed"], out["total_gpus"]) == ("fgd", 7, 20 * 11)
     assert out["pods"] > 160, "tuned up to 1.3 × capacity"
     assert 0 < out["failed"] < out["pods"]
@@ -70,7 +99,9 @@ def test_cli_json_has_exactly_the_promised_keys(tmp_path, capsys):
 def test_text_output_and_plot(tmp_path, capsys):
     nodes, pods = write_cluster(tmp_path)
     png = tmp_path / "run.png"
-    assert main(["simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "bestfit", "--plot", str(png)]) == 0
+    assert (
+        main(["simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "bestfit", "--plot", str(png)]) == 0
+    )
     text = capsys.readouterr().out
     assert "unallocated GPU % at 100 % arrived" in text and "policy bestfit" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -129,7 +160,9 @@ def test_sweep_runs_in_parallel_and_tabulates(tmp_path, capsys):
     assert {(r["trace"], r["policy"]) for r in rows} == {(t, p) for t in ("pods", "default") for p in ("fgd", "random")}
     assert all(r["runs"] == 3 for r in rows)
     default_fgd = next(r for r in rows if r["trace"] == "default" and r["policy"] == "fgd")
-    assert default_fgd["published"] == 4.77 and default_fgd["diff"] == pytest.approx(default_fgd["mean"] - 4.77, abs=0.011)
+    assert default_fgd["published"] == 4.77 and default_fgd["diff"] == pytest.approx(
+        default_fgd["mean"] - 4.77, abs=0.011
+    )
     assert json.loads(table.read_text()) == rows
     assert len(results.read_text().splitlines()) == 12
     assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
@@ -143,7 +176,11 @@ def test_sweep_results_match_single_runs(tmp_path):
     swept = sweep(runs, jobs=2, progress=False)
     for run, got in zip(runs, swept):
         alone = replay(run)
-        assert (got["policy"], got["seed"], got["alloc_pct_by_arrived"]) == (run.policy, run.seed, alone["alloc_pct_by_arrived"])
+        assert (got["policy"], got["seed"], got["alloc_pct_by_arrived"]) == (
+            run.policy,
+            run.seed,
+            alone["alloc_pct_by_arrived"],
+        )
     agg = aggregate(swept)
     assert set(agg) == {("pods", "dotprod"), ("pods", "clustering")}
     assert "| pods | dotprod |" in report.markdown(report.rows(agg))
@@ -251,7 +288,9 @@ PUBLISHED_POINTS = [
 @needs_openb
 @pytest.mark.parametrize(("trace", "policy", "seed", "points"), PUBLISHED_POINTS)
 def test_reproduces_published_per_seed_curves(trace, policy, seed, points):
-    r = replay(Run(str(OPENB / "openb_node_list_gpu_node.csv"), str(OPENB / f"openb_pod_list_{trace}.csv"), policy, seed))
+    r = replay(
+        Run(str(OPENB / "openb_node_list_gpu_node.csv"), str(OPENB / f"openb_pod_list_{trace}.csv"), policy, seed)
+    )
     assert {x: r["alloc_pct_by_arrived"][str(x)] for x in points} == points
 
 
@@ -267,10 +306,24 @@ def test_default_trace_shape_matches_the_spec():
 def _gpu_node(name: str) -> bytes:
     p = name[-1]
     devices = [
-        {"id": f"GPU-{p}{i}", "index": i, "count": 10, "devmem": 32768, "devcore": 100, "type": "NVIDIA-Tesla V100-PCIE-32GB", "health": True}
+        {
+            "id": f"GPU-{p}{i}",
+            "index": i,
+            "count": 10,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": "NVIDIA-Tesla V100-PCIE-32GB",
+            "health": True,
+        }
         for i in range(2)
     ]
-    return json.dumps({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": json.dumps(devices)}}}).encode()
+    return json.dumps(
+        {
+            "kind": "Node",
+            "apiVersion": "v1",
+            "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": json.dumps(devices)}},
+        }
+    ).encode()
 
 
 def _vgpu_pod(name: str, mem: int, annotations: dict[str, str] | None = None) -> bytes:
@@ -284,12 +337,18 @@ def test_live_scheduler_accepts_the_simulator_policies():
     c = _native.Cluster()
     for n in ("node-a", "node-b"):
         c.apply(_gpu_node(n))
-    c.apply(_vgpu_pod("old", 1, {"hami.io/vgpu-node": "node-a", "hami.io/vgpu-devices-allocated": "GPU-a0,NVIDIA,16384,0:;"}))
+    c.apply(
+        _vgpu_pod(
+            "old", 1, {"hami.io/vgpu-node": "node-a", "hami.io/vgpu-devices-allocated": "GPU-a0,NVIDIA,16384,0:;"}
+        )
+    )
     half = _vgpu_pod("new", 16384)
     explain = lambda pod, policy: json.loads(c.explain(pod, 7, node_policy=policy))  # noqa: E731
     fgd = explain(half, "fgd")
     assert fgd["node"] == "node-a"
-    assert fgd["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-a0,NVIDIA,16384,0:;", "FGD closes the half-used GPU"
+    assert fgd["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-a0,NVIDIA,16384,0:;", (
+        "FGD closes the half-used GPU"
+    )
     assert all(0 <= s <= 100 for s in fgd["scores"].values())
     assert explain(half, "spread")["node"] == "node-b"
     assert explain(half, "bestfit")["node"] == "node-a"

@@ -117,5 +117,7 @@ def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], c
     ``gpus`` are ``gpu-N`` (``/suffix`` ignored) or UUIDs; ``pod`` is ``namespace/name``.
     """
 
-def replay_snapshot(nodes_csv: bytes, pods_csv: bytes, policy: str, arrived_pct: float = 90.0, seed: int = 42, tune: float = 1.3) -> bytes:
+def replay_snapshot(
+    nodes_csv: bytes, pods_csv: bytes, policy: str, arrived_pct: float = 90.0, seed: int = 42, tune: float = 1.3
+) -> bytes:
     """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``."""

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from hami_fast.manifests import ManifestError
 from hami_fast._native import EngineError
+from hami_fast.manifests import ManifestError
 
 
 def _add_explain(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explain", help="where would this pod go, and why not elsewhere")
-    p.add_argument("--snapshot", required=True, help="Kubernetes List of Nodes and Pods (YAML or JSON), as kubectl get -o yaml prints")
+    p.add_argument(
+        "--snapshot",
+        required=True,
+        help="Kubernetes List of Nodes and Pods (YAML or JSON), as kubectl get -o yaml prints",
+    )
     p.add_argument("--pod", required=True, help="Pod manifest as a user submits it")
     p.add_argument("--output", choices=["json", "text"], default="text")
-    p.add_argument("--node-scheduler-policy", default=None, help="binpack (default), spread, fgd, bestfit, dotprod, packing, clustering or random")
-    p.add_argument("--gpu-scheduler-policy", default=None, help="spread (default), binpack, topology-aware, mutex, numa or a chain")
+    p.add_argument(
+        "--node-scheduler-policy",
+        default=None,
+        help="binpack (default), spread, fgd, bestfit, dotprod, packing, clustering or random",
+    )
+    p.add_argument(
+        "--gpu-scheduler-policy", default=None, help="spread (default), binpack, topology-aware, mutex, numa or a chain"
+    )
 
     def run(args: argparse.Namespace) -> int:
         from hami_fast.explain import run as explain_run
@@ -27,7 +37,10 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="start hami-fast on the built-in demo cluster and drive demo pods through /webhook, /filter, /bind over HTTP")
+    p = sub.add_parser(
+        "demo",
+        help="start hami-fast on the built-in demo cluster and drive demo pods through /webhook, /filter, /bind over HTTP",
+    )
     p.add_argument("--pods", type=int, default=300)
     p.add_argument("--seed", type=int, default=7)
 
@@ -42,7 +55,9 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     from hami_fast import config
 
-    p = sub.add_parser("serve", help="run the scheduler extender and webhook (Granian), with no cluster on the demo cluster")
+    p = sub.add_parser(
+        "serve", help="run the scheduler extender and webhook (Granian), with no cluster on the demo cluster"
+    )
     config.add_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
@@ -75,7 +90,9 @@ def _add_descheduler(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine")
+    parser = argparse.ArgumentParser(
+        prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_explain(sub)
     _add_serve(sub)

@@ -46,39 +46,67 @@ def parse_duration(text: str) -> float:
 
 @dataclass
 class Config:
-    http_bind: str = field(default="127.0.0.1:8080", metadata={"flag": "--http_bind", "help": "address of the extender and webhook"})
-    cert_file: str = field(default="", metadata={"flag": "--cert_file", "help": "TLS certificate (rotations are picked up)"})
-    key_file: str = field(default="", metadata={"flag": "--key_file", "help": "TLS key"})
-    scheduler_name: str = field(default="hami-scheduler", metadata={"help": "scheduler name the webhook sets on vGPU pods"})
-    node_scheduler_policy: str = field(
-        default="binpack", metadata={"help": "binpack, spread, or fgd, bestfit, dotprod, packing, clustering, random (docs/policies.md)"}
+    http_bind: str = field(
+        default="127.0.0.1:8080", metadata={"flag": "--http_bind", "help": "address of the extender and webhook"}
     )
-    gpu_scheduler_policy: str = field(default="spread", metadata={"help": "spread, binpack, topology-aware, mutex, numa or a chain"})
+    cert_file: str = field(
+        default="", metadata={"flag": "--cert_file", "help": "TLS certificate (rotations are picked up)"}
+    )
+    key_file: str = field(default="", metadata={"flag": "--key_file", "help": "TLS key"})
+    scheduler_name: str = field(
+        default="hami-scheduler", metadata={"help": "scheduler name the webhook sets on vGPU pods"}
+    )
+    node_scheduler_policy: str = field(
+        default="binpack",
+        metadata={"help": "binpack, spread, or fgd, bestfit, dotprod, packing, clustering, random (docs/policies.md)"},
+    )
+    gpu_scheduler_policy: str = field(
+        default="spread", metadata={"help": "spread, binpack, topology-aware, mutex, numa or a chain"}
+    )
     metrics_bind_address: str = field(default=":9395", metadata={"help": "Prometheus /metrics address ('' disables)"})
     node_label_selector: str = field(default="", metadata={"help": "k=v,k=v: only these nodes are considered"})
     kube_qps: float = field(default=5.0, metadata={"help": "API client queries per second"})
     kube_burst: int = field(default=10, metadata={"help": "API client burst"})
-    kube_timeout: float = field(default=0.0, metadata={"help": "API request timeout in seconds (0: 30 s)", "duration": True})
+    kube_timeout: float = field(
+        default=0.0, metadata={"help": "API request timeout in seconds (0: 30 s)", "duration": True}
+    )
     node_lock_timeout: float = field(default=300.0, metadata={"help": "node lock expiry (e.g. 5m)", "duration": True})
-    node_lock_retry_timeout: float = field(default=28.0, metadata={"help": "PodGroup lock retry budget", "duration": True})
-    force_overwrite_default_scheduler: bool = field(default=True, metadata={"help": "take over pods naming default-scheduler"})
+    node_lock_retry_timeout: float = field(
+        default=28.0, metadata={"help": "PodGroup lock retry budget", "duration": True}
+    )
+    force_overwrite_default_scheduler: bool = field(
+        default=True, metadata={"help": "take over pods naming default-scheduler"}
+    )
     leader_elect: bool = field(default=False, metadata={"help": "follow kube-scheduler's Lease"})
     leader_elect_resource_name: str = field(default="hami-scheduler", metadata={"help": "Lease name"})
-    leader_elect_resource_namespace: str = field(default="", metadata={"help": "Lease namespace (default: POD_NAMESPACE)"})
-    watch_timeout: float = field(default=300.0, metadata={"help": "server-side timeout of each WATCH request", "duration": True})
-    kubeconfig: str = field(default="", metadata={"help": "kubeconfig path (else KUBECONFIG, ~/.kube/config, in-cluster)"})
+    leader_elect_resource_namespace: str = field(
+        default="", metadata={"help": "Lease namespace (default: POD_NAMESPACE)"}
+    )
+    watch_timeout: float = field(
+        default=300.0, metadata={"help": "server-side timeout of each WATCH request", "duration": True}
+    )
+    kubeconfig: str = field(
+        default="", metadata={"help": "kubeconfig path (else KUBECONFIG, ~/.kube/config, in-cluster)"}
+    )
     snapshot: str = field(default="", metadata={"help": "serve an in-memory cluster loaded from this List file"})
     demo: bool = field(default=False, metadata={"help": "serve the built-in demo cluster"})
     resource_name: str = field(default="nvidia.com/gpu", metadata={"help": "count resource"})
     resource_mem: str = field(default="nvidia.com/gpumem", metadata={"help": "memory resource"})
-    resource_mem_percentage: str = field(default="nvidia.com/gpumem-percentage", metadata={"help": "memory percentage resource"})
+    resource_mem_percentage: str = field(
+        default="nvidia.com/gpumem-percentage", metadata={"help": "memory percentage resource"}
+    )
     resource_cores: str = field(default="nvidia.com/gpucores", metadata={"help": "cores resource"})
     resource_priority: str = field(default="nvidia.com/priority", metadata={"help": "priority resource"})
     default_mem: int = field(default=0, metadata={"help": "default memory (MiB) when none is requested"})
     default_cores: int = field(default=0, metadata={"help": "default cores when none are requested"})
     default_gpu_num: int = field(default=1, metadata={"help": "GPUs added when only memory/cores are requested"})
     gpu_core_policy: str = field(default="default", metadata={"help": "default, force or disable"})
-    http_mode: str = field(default="auto", metadata={"help": "Granian HTTP mode: auto (HTTP/1.1 and, over TLS, HTTP/2 as kube-apiserver's webhook client may use), 1 or 2"})
+    http_mode: str = field(
+        default="auto",
+        metadata={
+            "help": "Granian HTTP mode: auto (HTTP/1.1 and, over TLS, HTTP/2 as kube-apiserver's webhook client may use), 1 or 2"
+        },
+    )
     runtime_threads: int = field(default=1, metadata={"help": "Granian Rust runtime threads"})
     log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
     config: str = field(default="", metadata={"help": "config file (YAML/JSON) with any of these options"})
@@ -108,7 +136,13 @@ class Config:
         )
 
     def managed_resources(self) -> list[str]:
-        return [self.resource_name, self.resource_mem, self.resource_mem_percentage, self.resource_cores, self.resource_priority]
+        return [
+            self.resource_name,
+            self.resource_mem,
+            self.resource_mem_percentage,
+            self.resource_cores,
+            self.resource_priority,
+        ]
 
 
 def _flag(f: dataclasses.Field) -> str:
@@ -138,9 +172,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = _flag(f)
         aliases = [flag] + ([f"--{f.name}"] if flag != f"--{f.name}" and "_" in f.name else [])
         if f.type in ("bool", bool):
-            parser.add_argument(*aliases, dest=f.name, nargs="?", const="true", default=None, help=f.metadata.get("help"))
+            parser.add_argument(
+                *aliases, dest=f.name, nargs="?", const="true", default=None, help=f.metadata.get("help")
+            )
         else:
-            parser.add_argument(*aliases, dest=f.name, default=None, help=f"{f.metadata.get('help', '')} (default {f.default!r})")
+            parser.add_argument(
+                *aliases, dest=f.name, default=None, help=f"{f.metadata.get('help', '')} (default {f.default!r})"
+            )
 
 
 def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None) -> Config:

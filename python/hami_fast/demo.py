@@ -16,8 +16,6 @@ from typing import Any
 
 import orjson
 
-from hami_fast._native import Cluster
-
 GPU_MODELS = [
     ("NVIDIA A100-SXM4-80GB", 81920, 8),
     ("NVIDIA-Tesla V100-PCIE-32GB", 32768, 4),
@@ -62,8 +60,16 @@ def demo_nodes(count: int, seed: int = 7) -> list[dict[str, Any]]:
 def demo_pod(i: int, rng: random.Random) -> dict[str, Any]:
     shape = rng.choice(["share-small", "share-small", "share-mid", "whole", "percent", "multi"])
     limits: dict[str, Any] = {
-        "share-small": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(rng.choice([1024, 2048, 4096])), "nvidia.com/gpucores": str(rng.choice([10, 20, 30]))},
-        "share-mid": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(rng.choice([8192, 12288])), "nvidia.com/gpucores": "50"},
+        "share-small": {
+            "nvidia.com/gpu": "1",
+            "nvidia.com/gpumem": str(rng.choice([1024, 2048, 4096])),
+            "nvidia.com/gpucores": str(rng.choice([10, 20, 30])),
+        },
+        "share-mid": {
+            "nvidia.com/gpu": "1",
+            "nvidia.com/gpumem": str(rng.choice([8192, 12288])),
+            "nvidia.com/gpucores": "50",
+        },
         "whole": {"nvidia.com/gpu": "1"},
         "percent": {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": str(rng.choice([25, 50]))},
         "multi": {"nvidia.com/gpu": str(rng.choice([2, 4])), "nvidia.com/gpumem": "8192", "nvidia.com/gpucores": "40"},
@@ -71,8 +77,16 @@ def demo_pod(i: int, rng: random.Random) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"demo-{shape}-{i:04d}", "namespace": "demo", "uid": f"demo-uid-{i:06d}", "labels": {"app": "demo"}},
-        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "main", "image": "cuda:12", "resources": {"limits": limits}}]},
+        "metadata": {
+            "name": f"demo-{shape}-{i:04d}",
+            "namespace": "demo",
+            "uid": f"demo-uid-{i:06d}",
+            "labels": {"app": "demo"},
+        },
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "main", "image": "cuda:12", "resources": {"limits": limits}}],
+        },
     }
 
 
@@ -111,7 +125,14 @@ class Driver:
         return orjson.loads(answer)
 
     def schedule(self, pod: dict[str, Any], node_names: list[str]) -> tuple[str | None, str]:
-        review = self.post("webhook", {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": pod["metadata"]["uid"], "namespace": "demo", "object": pod}})
+        review = self.post(
+            "webhook",
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": pod["metadata"]["uid"], "namespace": "demo", "object": pod},
+            },
+        )
         response = review["response"]
         if not response["allowed"]:
             return None, f"denied: {response['status']['message']}"
@@ -123,7 +144,9 @@ class Driver:
             return None, result["Error"] or f"pending: {dict(reasons.most_common(2))}"
         node = result["NodeNames"][0]
         meta = pod["metadata"]
-        bound = self.post("bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node})
+        bound = self.post(
+            "bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+        )
         return (node, "bound") if not bound["Error"] else (None, f"bind failed: {bound['Error']}")
 
 
@@ -154,7 +177,9 @@ def run(args: Any) -> int:
     if not ready.wait(15):
         print("hami-fast did not start", file=sys.stderr)
         return 1
-    print(f"hami-fast serving the built-in demo cluster on http://127.0.0.1:{port} ({runtime.cluster.node_count()} GPU nodes)")
+    print(
+        f"hami-fast serving the built-in demo cluster on http://127.0.0.1:{port} ({runtime.cluster.node_count()} GPU nodes)"
+    )
     node_names = sorted(n["name"] for n in orjson.loads(runtime.cluster.usage()))
     driver = Driver("127.0.0.1", port)
     placed: Counter[str] = Counter()
@@ -164,11 +189,17 @@ def run(args: Any) -> int:
         outcomes[outcome.split(":")[0]] += 1
         if node:
             placed[node] += 1
-        devices = (runtime.memory.get_pod("demo", pod["metadata"]["name"])["metadata"].get("annotations", {}) if node and runtime.memory else {}).get("hami.io/vgpu-devices-allocated", "")
+        devices = (
+            runtime.memory.get_pod("demo", pod["metadata"]["name"])["metadata"].get("annotations", {})
+            if node and runtime.memory
+            else {}
+        ).get("hami.io/vgpu-devices-allocated", "")
         print(f"{pod['metadata']['name']:<24} -> {node or '-':<13} {outcome if not node else devices}")
     runtime.stop.set()
     server.join(timeout=10)
     print(f"\n{args.pods} pods: {dict(outcomes)}; {len(placed)} of {len(node_names)} nodes used")
     for route, values in driver.latency.items():
-        print(f"  {route:<8} over HTTP: median {statistics.median(values) * 1e3:.2f} ms, p99 {_percentile(values, 0.99) * 1e3:.2f} ms ({len(values)} calls)")
+        print(
+            f"  {route:<8} over HTTP: median {statistics.median(values) * 1e3:.2f} ms, p99 {_percentile(values, 0.99) * 1e3:.2f} ms ({len(values)} calls)"
+        )
     return 0

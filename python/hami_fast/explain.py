@@ -12,11 +12,15 @@ from hami_fast._native import Cluster
 from hami_fast.manifests import as_list_bytes, load_objects, load_one
 
 
-def explain(snapshot: str, pod_path: str, node_policy: str | None, gpu_policy: str | None, now: int | None = None) -> dict[str, Any]:
+def explain(
+    snapshot: str, pod_path: str, node_policy: str | None, gpu_policy: str | None, now: int | None = None
+) -> dict[str, Any]:
     cluster = Cluster()
     cluster.apply(as_list_bytes(load_objects(snapshot)))
     pod = load_one(pod_path, "Pod")
-    answer = cluster.explain(orjson.dumps(pod, default=str), int(time.time()) if now is None else now, node_policy, gpu_policy)
+    answer = cluster.explain(
+        orjson.dumps(pod, default=str), int(time.time()) if now is None else now, node_policy, gpu_policy
+    )
     return orjson.loads(answer)
 
 

@@ -23,7 +23,9 @@ HERE = Path(__file__).parent
 
 
 def pytest_addoption(parser):
-    parser.addoption("--with-e2e", action="store_true", default=False, help="run the end-to-end tests on a real control plane")
+    parser.addoption(
+        "--with-e2e", action="store_true", default=False, help="run the end-to-end tests on a real control plane"
+    )
 
 
 def _enabled(config) -> bool:
@@ -49,7 +51,9 @@ def _unavailable(message: str):
 def cluster(tmp_path_factory):
     missing = missing_binaries()
     if missing:
-        _unavailable(f"control-plane binaries missing in {binaries_dir()}: {', '.join(missing)} (run scripts/build-control-plane.sh)")
+        _unavailable(
+            f"control-plane binaries missing in {binaries_dir()}: {', '.join(missing)} (run scripts/build-control-plane.sh)"
+        )
     if not find_helm():
         _unavailable("helm not found (run scripts/install-helm.sh)")
     logs_env = os.environ.get("HAMI_FAST_E2E_LOGS")

@@ -26,9 +26,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -109,12 +110,14 @@ class Proc:
     env: dict[str, str] | None = None
     popen: subprocess.Popen | None = None
 
-    def start(self) -> "Proc":
+    def start(self) -> Proc:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.log, "ab")
         fh.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.args)}\n".encode())
         fh.flush()
-        self.popen = subprocess.Popen(self.args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
+        self.popen = subprocess.Popen(
+            self.args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env
+        )
         fh.close()
         return self
 
@@ -160,8 +163,14 @@ class ControlPlane:
             cert.private_key_pem.write_to_path(str(d / f"{name}.key"))
             cert.cert_chain_pems[0].write_to_path(str(d / f"{name}.crt"))
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        (d / "sa.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-        (d / "sa.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        (d / "sa.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        (d / "sa.pub").write_bytes(
+            key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
         self.admin_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
         self.sa_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
         self.descheduler_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
@@ -174,49 +183,79 @@ class ControlPlane:
 
     def kubeconfig(self, name: str, token: str) -> Path:
         path = self.workdir / f"{name}.kubeconfig"
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
-            "clusters": [{"name": "e2e", "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}],
-            "users": [{"name": name, "user": {"token": token}}],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": name}}],
-        }))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "e2e",
+                    "clusters": [
+                        {"name": "e2e", "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}
+                    ],
+                    "users": [{"name": name, "user": {"token": token}}],
+                    "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": name}}],
+                }
+            )
+        )
         return path
 
     # -- processes -------------------------------------------------------------------------------
-    def start(self) -> "ControlPlane":
+    def start(self) -> ControlPlane:
         t0 = time.monotonic()
         bins = binaries_dir()
         self._credentials()
         etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
         self.server = f"https://127.0.0.1:{api_port}"
         logs = self.workdir / "logs"
-        self.procs["etcd"] = Proc("etcd", [
-            str(bins / "etcd"), "--name=e2e", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{etcd_port}", f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
-            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-            f"--initial-cluster=e2e=http://127.0.0.1:{etcd_peer}", "--log-level=warn", "--quota-backend-bytes=1073741824",
-        ], logs / "etcd.log").start()
-        self.procs["kube-apiserver"] = Proc("kube-apiserver", [
-            str(bins / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
-            # The `kubernetes` Service endpoint may not be a loopback address; nothing here needs it.
-            "--endpoint-reconciler-type=none",
-            f"--tls-cert-file={self.pki / 'apiserver.crt'}", f"--tls-private-key-file={self.pki / 'apiserver.key'}",
-            f"--token-auth-file={self.pki / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            f"--service-account-key-file={self.pki / 'sa.pub'}", f"--service-account-signing-key-file={self.pki / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            # No controller-manager creates `default` ServiceAccounts, so the ServiceAccount admission
-            # plugin is off; everything else (MutatingAdmissionWebhook included) stays on.
-            "--disable-admission-plugins=ServiceAccount",
-            "--allow-privileged=true",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            "--v=1",
-        ], logs / "kube-apiserver.log").start()
+        self.procs["etcd"] = Proc(
+            "etcd",
+            [
+                str(bins / "etcd"),
+                "--name=e2e",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=e2e=http://127.0.0.1:{etcd_peer}",
+                "--log-level=warn",
+                "--quota-backend-bytes=1073741824",
+            ],
+            logs / "etcd.log",
+        ).start()
+        self.procs["kube-apiserver"] = Proc(
+            "kube-apiserver",
+            [
+                str(bins / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                # The `kubernetes` Service endpoint may not be a loopback address; nothing here needs it.
+                "--endpoint-reconciler-type=none",
+                f"--tls-cert-file={self.pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={self.pki / 'apiserver.key'}",
+                f"--token-auth-file={self.pki / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                f"--service-account-key-file={self.pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={self.pki / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                # No controller-manager creates `default` ServiceAccounts, so the ServiceAccount admission
+                # plugin is off; everything else (MutatingAdmissionWebhook included) stays on.
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                "--v=1",
+            ],
+            logs / "kube-apiserver.log",
+        ).start()
         self.api = KubeApi(self.server, self.admin_token, str(self.ca_file))
-        wait_for("kube-apiserver /readyz", lambda: self._check_alive("kube-apiserver") and self.api.get_raw("/readyz") == "ok", timeout=180)
+        wait_for(
+            "kube-apiserver /readyz",
+            lambda: self._check_alive("kube-apiserver") and self.api.get_raw("/readyz") == "ok",
+            timeout=180,
+        )
         self.timings["apiserver_ready_s"] = time.monotonic() - t0
         return self
 
@@ -228,7 +267,11 @@ class ControlPlane:
 
     def install_chart_objects(self, objs: list[dict[str, Any]]) -> None:
         """The chart's ServiceAccount and RBAC, as helm would create them."""
-        self.api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, exist_ok=True)
+        self.api.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            exist_ok=True,
+        )
         paths = {
             "ServiceAccount": f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
             "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
@@ -243,16 +286,31 @@ class ControlPlane:
 
     def start_hami_fast(self, serve_args: list[str], port: int, metrics_port: int) -> Proc:
         """`hami-fast serve` with the chart's flags; only addresses, TLS files and the kubeconfig change."""
-        args = [a for a in serve_args if not a.startswith(("--http_bind", "--cert_file", "--key_file", "--metrics-bind-address"))]
+        args = [
+            a
+            for a in serve_args
+            if not a.startswith(("--http_bind", "--cert_file", "--key_file", "--metrics-bind-address"))
+        ]
         kubeconfig = self.kubeconfig("hami-fast", self.sa_token)
         exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
         cmd = [exe] if exe else [sys.executable, "-m", "hami_fast.cli"]
         # As in the chart's pod: POD_NAME is the hostname kube-scheduler puts first in its Lease identity.
         env = {**os.environ, "POD_NAME": socket.gethostname(), "POD_NAMESPACE": NAMESPACE}
-        proc = Proc("hami-fast", [*cmd, "serve", f"--http_bind=127.0.0.1:{port}",
-                                  f"--cert_file={self.pki / 'hami-fast.crt'}", f"--key_file={self.pki / 'hami-fast.key'}",
-                                  f"--metrics-bind-address=127.0.0.1:{metrics_port}", f"--kubeconfig={kubeconfig}", *args],
-                    self.workdir / "logs" / "hami-fast.log", env=env).start()
+        proc = Proc(
+            "hami-fast",
+            [
+                *cmd,
+                "serve",
+                f"--http_bind=127.0.0.1:{port}",
+                f"--cert_file={self.pki / 'hami-fast.crt'}",
+                f"--key_file={self.pki / 'hami-fast.key'}",
+                f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+                f"--kubeconfig={kubeconfig}",
+                *args,
+            ],
+            self.workdir / "logs" / "hami-fast.log",
+            env=env,
+        ).start()
         self.procs["hami-fast"] = proc
         self.wait_hami_fast(port, "/healthz")
         return proc
@@ -277,18 +335,29 @@ class ControlPlane:
         cfg["clientConnection"] = {"kubeconfig": str(self.kubeconfig("kube-scheduler", self.sa_token))}
         path = self.workdir / "kube-scheduler-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        proc = Proc("kube-scheduler", [str(binaries_dir() / "kube-scheduler"), f"--config={path}", "--secure-port=0", "-v=4"],
-                    self.workdir / "logs" / "kube-scheduler.log").start()
+        proc = Proc(
+            "kube-scheduler",
+            [str(binaries_dir() / "kube-scheduler"), f"--config={path}", "--secure-port=0", "-v=4"],
+            self.workdir / "logs" / "kube-scheduler.log",
+        ).start()
         self.procs["kube-scheduler"] = proc
         return proc
 
     def start_controller_manager(self) -> Proc:
         """Only the Deployment and ReplicaSet controllers: enough for workloads whose pods get replaced."""
-        proc = Proc("kube-controller-manager", [
-            str(binaries_dir() / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig('admin', self.admin_token)}",
-            "--controllers=deployment,replicaset", "--leader-elect=false", "--secure-port=0",
-            "--use-service-account-credentials=false", "-v=2",
-        ], self.workdir / "logs" / "kube-controller-manager.log").start()
+        proc = Proc(
+            "kube-controller-manager",
+            [
+                str(binaries_dir() / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig('admin', self.admin_token)}",
+                "--controllers=deployment,replicaset",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--use-service-account-credentials=false",
+                "-v=2",
+            ],
+            self.workdir / "logs" / "kube-controller-manager.log",
+        ).start()
         self.procs["kube-controller-manager"] = proc
         return proc
 
@@ -297,16 +366,33 @@ class ControlPlane:
         keep = [a for a in args if not a.startswith(("--http_bind", "--webhook-bind", "--cert_file", "--key_file"))]
         exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
         env = {**os.environ, "POD_NAME": "descheduler-e2e", "POD_NAMESPACE": NAMESPACE}
-        proc = Proc("hami-fast-descheduler", [exe or "hami-fast", "descheduler", f"--http_bind=127.0.0.1:{port}",
-                                              f"--webhook-bind=127.0.0.1:{webhook_port}",
-                                              f"--cert_file={self.pki / 'hami-fast.crt'}", f"--key_file={self.pki / 'hami-fast.key'}",
-                                              f"--kubeconfig={self.kubeconfig('descheduler', self.descheduler_token)}", *keep],
-                    self.workdir / "logs" / "descheduler.log", env=env).start()
+        proc = Proc(
+            "hami-fast-descheduler",
+            [
+                exe or "hami-fast",
+                "descheduler",
+                f"--http_bind=127.0.0.1:{port}",
+                f"--webhook-bind=127.0.0.1:{webhook_port}",
+                f"--cert_file={self.pki / 'hami-fast.crt'}",
+                f"--key_file={self.pki / 'hami-fast.key'}",
+                f"--kubeconfig={self.kubeconfig('descheduler', self.descheduler_token)}",
+                *keep,
+            ],
+            self.workdir / "logs" / "descheduler.log",
+            env=env,
+        ).start()
         self.procs["hami-fast-descheduler"] = proc
         return proc
 
     def stop(self) -> None:
-        for name in ("hami-fast-descheduler", "kube-controller-manager", "kube-scheduler", "hami-fast", "kube-apiserver", "etcd"):
+        for name in (
+            "hami-fast-descheduler",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "hami-fast",
+            "kube-apiserver",
+            "etcd",
+        ):
             if name in self.procs:
                 self.procs[name].stop()
 
@@ -328,8 +414,16 @@ class KubeApi:
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.server + path, data=data, method=method,
-                                     headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type, "Accept": "application/json"})
+        req = urllib.request.Request(
+            self.server + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": content_type,
+                "Accept": "application/json",
+            },
+        )
         try:
             with urllib.request.urlopen(req, context=self.ctx, timeout=30) as resp:
                 text = resp.read().decode()
@@ -395,7 +489,6 @@ class Cluster:
         return self.start_hami_fast()
 
 
-
 @contextlib.contextmanager
 def running_cluster(workdir: Path):
     """The whole setup: control plane, chart RBAC and webhook, hami-fast, kube-scheduler."""
@@ -409,8 +502,10 @@ def running_cluster(workdir: Path):
         # The chart's webhook registration, pointed at this hami-fast over loopback TLS.
         mwc = c.chart("MutatingWebhookConfiguration")
         for wh in mwc["webhooks"]:
-            wh["clientConfig"] = {"url": f"https://127.0.0.1:{c.port}/webhook",
-                                  "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode()}
+            wh["clientConfig"] = {
+                "url": f"https://127.0.0.1:{c.port}/webhook",
+                "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode(),
+            }
         cp.api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
         c.start_hami_fast(ready=False)  # ready once kube-scheduler holds the Lease it follows
         # The chart's KubeSchedulerConfiguration, with the extender at this hami-fast's port.
@@ -419,8 +514,16 @@ def running_cluster(workdir: Path):
         assert "https://127.0.0.1:9443" in text
         cp.start_kube_scheduler(text.replace("https://127.0.0.1:9443", cfg_url))
         # kube-scheduler holds the chart's Lease (leaderElect: true) once it runs.
-        wait_for("kube-scheduler's Lease", lambda: cp._check_alive("kube-scheduler") and
-                 cp.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/hami-scheduler")["spec"].get("holderIdentity"), timeout=90)
+        wait_for(
+            "kube-scheduler's Lease",
+            lambda: (
+                cp._check_alive("kube-scheduler")
+                and cp.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/hami-scheduler")[
+                    "spec"
+                ].get("holderIdentity")
+            ),
+            timeout=90,
+        )
         cp.wait_hami_fast(c.port, "/readyz")
         cp.timings["setup_s"] = time.monotonic() - t0
         yield c

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from controlplane import NAMESPACE, ApiError, ProcessDied, binaries_dir, free_port, render_chart, wait_for
 
 NS = "e2e"
@@ -29,32 +28,69 @@ GPU_MEM = 16384
 
 def make_node(api, name: str, gpus: int = 2, memory: int = GPU_MEM, count: int = 10) -> None:
     devices = [
-        {"id": f"GPU-{name}-{g}", **({"index": g} if g else {}), "count": count, "devmem": memory, "devcore": 100,
-         "type": "NVIDIA-Tesla T4", "mode": "hami-core", "health": True}
+        {
+            "id": f"GPU-{name}-{g}",
+            **({"index": g} if g else {}),
+            "count": count,
+            "devmem": memory,
+            "devcore": 100,
+            "type": "NVIDIA-Tesla T4",
+            "mode": "hami-core",
+            "health": True,
+        }
         for g in range(gpus)
     ]
-    api.create("/api/v1/nodes", {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"gpu": "on", "kubernetes.io/hostname": name, "e2e/node": name},
-                     "annotations": {"hami.io/node-nvidia-register": json.dumps(devices)}},
-    })
+    api.create(
+        "/api/v1/nodes",
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {"gpu": "on", "kubernetes.io/hostname": name, "e2e/node": name},
+                "annotations": {"hami.io/node-nvidia-register": json.dumps(devices)},
+            },
+        },
+    )
     # The TaintNodesByCondition admission plugin gives new nodes `node.kubernetes.io/not-ready`;
     # with no node lifecycle controller to lift it, the test does (the node reports Ready below).
     api.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
     resources = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": str(gpus * count)}
-    api.patch(f"/api/v1/nodes/{name}/status", {"status": {
-        "capacity": resources, "allocatable": resources,
-        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e node (no kubelet)",
+    api.patch(
+        f"/api/v1/nodes/{name}/status",
+        {
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "e2e node (no kubelet)",
                         "lastHeartbeatTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}],
-    }})
+                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                ],
+            }
+        },
+    )
 
 
-def gpu_pod(name: str, node: str | None = None, scheduler: str | None = None, privileged: bool = False,
-            labels: dict[str, str] | None = None, **limits: Any) -> dict[str, Any]:
+def gpu_pod(
+    name: str,
+    node: str | None = None,
+    scheduler: str | None = None,
+    privileged: bool = False,
+    labels: dict[str, str] | None = None,
+    **limits: Any,
+) -> dict[str, Any]:
     names = {"gpu": "nvidia.com/gpu", "mem": "nvidia.com/gpumem", "cores": "nvidia.com/gpucores"}
-    container: dict[str, Any] = {"name": "main", "image": "cuda:e2e",
-                                 "resources": {"limits": {names[k]: str(v) for k, v in limits.items()}}}
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "cuda:e2e",
+        "resources": {"limits": {names[k]: str(v) for k, v in limits.items()}},
+    }
     if privileged:
         container["securityContext"] = {"privileged": True}
     spec: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 0}
@@ -62,7 +98,12 @@ def gpu_pod(name: str, node: str | None = None, scheduler: str | None = None, pr
         spec["schedulerName"] = scheduler
     if node:
         spec["nodeSelector"] = {"e2e/node": node}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels or {"app": "e2e"}}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels or {"app": "e2e"}},
+        "spec": spec,
+    }
 
 
 def pods_path(name: str = "") -> str:
@@ -78,16 +119,25 @@ def wait_bound(cluster, name: str, timeout: float = 60) -> dict[str, Any]:
         _alive(cluster)
         pod = get_pod(cluster.api, name)
         return pod if pod["spec"].get("nodeName") else None
+
     try:
         return wait_for(f"pod {name} bound", bound, timeout=timeout, interval=0.3)
     except TimeoutError:
-        raise AssertionError(f"pod {name} not bound; events: {events_for(cluster.api, name)}\n{logs(cluster)}") from None
+        raise AssertionError(
+            f"pod {name} not bound; events: {events_for(cluster.api, name)}\n{logs(cluster)}"
+        ) from None
 
 
 def events_for(api, name: str) -> list[dict[str, Any]]:
     items = api.get(f"/api/v1/namespaces/{NS}/events?fieldSelector=involvedObject.name%3D{name}")["items"]
-    return [{"reason": e.get("reason"), "message": e.get("message"), "source": (e.get("source") or {}).get("component") or e.get("reportingComponent")}
-            for e in items]
+    return [
+        {
+            "reason": e.get("reason"),
+            "message": e.get("message"),
+            "source": (e.get("source") or {}).get("component") or e.get("reportingComponent"),
+        }
+        for e in items
+    ]
 
 
 def _alive(cluster) -> None:
@@ -129,10 +179,13 @@ def allocations(pod: dict[str, Any]) -> list[tuple[str, int, int]]:
 
 @pytest.fixture(scope="module")
 def nodes(cluster):
-    cluster.api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, exist_ok=True)
+    cluster.api.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, exist_ok=True
+    )
     make_node(cluster.api, "gpu-a", gpus=2)
     make_node(cluster.api, "gpu-b", gpus=1)
     make_node(cluster.api, "gpu-r", gpus=1, memory=10000)
+
     # hami-fast has registered every GPU (its Prometheus gauges list them), so no Filter runs blind.
     def registered():
         _alive(cluster)
@@ -188,9 +241,22 @@ def test_pod_that_fits_nowhere_stays_pending_with_hami_fast_reasons(cluster, nod
         raise AssertionError(f"events: {events_for(api, 'too-big')}\n{logs(cluster)}") from None
     assert event["source"] in ("hami-scheduler", None) or "scheduler" in event["source"], event
     # kube-scheduler records the event and the pod condition separately: wait for the condition too.
-    pod = wait_for("PodScheduled=False/Unschedulable", lambda: next(
-        (p for p in [get_pod(api, "too-big")] if any(c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
-                                                     for c in p["status"].get("conditions", []))), None), timeout=30, interval=0.3)
+    pod = wait_for(
+        "PodScheduled=False/Unschedulable",
+        lambda: next(
+            (
+                p
+                for p in [get_pod(api, "too-big")]
+                if any(
+                    c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
+                    for c in p["status"].get("conditions", [])
+                )
+            ),
+            None,
+        ),
+        timeout=30,
+        interval=0.3,
+    )
     assert not pod["spec"].get("nodeName") and pod["status"]["phase"] == "Pending"
     assert "hami.io/vgpu-node" not in pod["metadata"].get("annotations", {})
     api.delete(pods_path("too-big"))
@@ -204,8 +270,13 @@ def test_privileged_vgpu_pod_is_denied_at_admission(cluster, nodes):
     assert status["message"] == 'admission webhook "vgpu.hami.io" denied the request: container main is privileged'
 
     # Privileged pods without vGPU resources are not HAMi's business.
-    plain = cluster.api.create(pods_path(), {**gpu_pod("priv-plain", privileged=True), "spec": {
-        "containers": [{"name": "main", "image": "busybox", "securityContext": {"privileged": True}}]}})
+    plain = cluster.api.create(
+        pods_path(),
+        {
+            **gpu_pod("priv-plain", privileged=True),
+            "spec": {"containers": [{"name": "main", "image": "busybox", "securityContext": {"privileged": True}}]},
+        },
+    )
     assert plain["spec"]["schedulerName"] == "default-scheduler"
     cluster.api.delete(pods_path("priv-plain"))
 
@@ -221,7 +292,7 @@ def test_webhook_opt_out_label_skips_mutation(cluster, nodes):
 def test_restarting_hami_fast_loses_no_allocation(cluster, nodes):
     api = cluster.api
     # gpu-r: one GPU of 10000 MiB. r1 takes 6000.
-    pod = api.create(pods_path(), gpu_pod("r1", node="gpu-r", gpu=1, mem=6000))
+    api.create(pods_path(), gpu_pod("r1", node="gpu-r", gpu=1, mem=6000))
     r1 = wait_bound(cluster, "r1")
     device_plugin_allocate(api, r1)
     proc = cluster.cp.procs["hami-fast"]
@@ -242,8 +313,11 @@ def test_restarting_hami_fast_loses_no_allocation(cluster, nodes):
 
     def refused():
         _alive(cluster)
-        return any(e["reason"] == "FailedScheduling" and "CardInsufficientMemory" in (e["message"] or "")
-                   for e in events_for(api, "r3"))
+        return any(
+            e["reason"] == "FailedScheduling" and "CardInsufficientMemory" in (e["message"] or "")
+            for e in events_for(api, "r3")
+        )
+
     wait_for("r3 refused for memory", refused, timeout=60, interval=0.5)
     assert not get_pod(api, "r3")["spec"].get("nodeName")
     used = defaultdict(int)
@@ -265,7 +339,9 @@ def test_restarting_hami_fast_loses_no_allocation(cluster, nodes):
     try:
         wait_for("r3 bound or r1's 6000 MiB released in hami-fast", bound_or_released, timeout=30, interval=0.3)
     except TimeoutError:
-        raise AssertionError(f"GPU-gpu-r-0 allocated MiB over time: {seen[:5]}...{seen[-5:]}; r3 events {events_for(api, 'r3')}\n{logs(cluster)}") from None
+        raise AssertionError(
+            f"GPU-gpu-r-0 allocated MiB over time: {seen[:5]}...{seen[-5:]}; r3 events {events_for(api, 'r3')}\n{logs(cluster)}"
+        ) from None
     name = "r3"
     if not get_pod(api, "r3")["spec"].get("nodeName"):
         # kube-scheduler retried r3 on the deletion event before hami-fast saw it (a race HAMi has
@@ -299,20 +375,32 @@ def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
     api, cp = cluster.api, cluster.cp
     # The chart with the descheduler: its CRD, RBAC and webhook registration.
     objs = render_chart({"descheduler.enabled": True})
-    cp.install_chart_objects([o for o in objs if "descheduler" in o["metadata"]["name"] or o["kind"] == "CustomResourceDefinition"])
-    wait_for("HamiPodPlacement CRD established", lambda: any(
-        c["type"] == "Established" and c["status"] == "True"
-        for c in api.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/hamipodplacements.scheduling.hami.placement.com")["status"].get("conditions", [])),
-        timeout=30)
+    cp.install_chart_objects(
+        [o for o in objs if "descheduler" in o["metadata"]["name"] or o["kind"] == "CustomResourceDefinition"]
+    )
+    wait_for(
+        "HamiPodPlacement CRD established",
+        lambda: any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in api.get(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/hamipodplacements.scheduling.hami.placement.com"
+            )["status"].get("conditions", [])
+        ),
+        timeout=30,
+    )
     port, webhook_port = free_port(), free_port()
     (mwc,) = [o for o in objs if o["kind"] == "MutatingWebhookConfiguration" and "descheduler" in o["metadata"]["name"]]
     for wh in mwc["webhooks"]:
-        wh["clientConfig"] = {"url": f"https://127.0.0.1:{webhook_port}/webhook", "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode()}
+        wh["clientConfig"] = {
+            "url": f"https://127.0.0.1:{webhook_port}/webhook",
+            "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode(),
+        }
     api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
     (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-descheduler")]
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     cp.start_descheduler(container["args"], port, webhook_port)
     cp.start_controller_manager()
+
     def api_up():
         _alive(cluster)
         if not cp.procs["hami-fast-descheduler"].alive():
@@ -326,14 +414,27 @@ def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
     # A Deployment with one vGPU replica (its pods name hami-scheduler, as the descheduler requires).
     template = gpu_pod("unused", scheduler="hami-scheduler", labels={"app": "infer"}, gpu=1, mem=2000)
     template["spec"]["nodeSelector"] = {"gpu": "on"}
-    api.create(f"/apis/apps/v1/namespaces/{NS}/deployments", {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer", "namespace": NS},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "infer"}},
-                 "template": {"metadata": {"labels": {"app": "infer"}}, "spec": template["spec"]}}})
+    api.create(
+        f"/apis/apps/v1/namespaces/{NS}/deployments",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "infer", "namespace": NS},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "infer"}},
+                "template": {"metadata": {"labels": {"app": "infer"}}, "spec": template["spec"]},
+            },
+        },
+    )
 
     def infer_pods():
         _alive(cluster)
-        return [p for p in api.get(pods_path() + "?labelSelector=app%3Dinfer")["items"] if not p["metadata"].get("deletionTimestamp")]
+        return [
+            p
+            for p in api.get(pods_path() + "?labelSelector=app%3Dinfer")["items"]
+            if not p["metadata"].get("deletionTimestamp")
+        ]
 
     (old,) = wait_for("the Deployment's pod", infer_pods, timeout=60)
     old = wait_bound(cluster, old["metadata"]["name"])
@@ -345,12 +446,26 @@ def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
     placements = f"/apis/scheduling.hami.placement.com/v1/namespaces/{NS}/hamipodplacements"
     # As the descheduler's guide says: create the placement without evictPod, let it be validated,
     # then add evictPod.
-    api.create(placements, {
-        "apiVersion": "scheduling.hami.placement.com/v1", "kind": "HamiPodPlacement",
-        "metadata": {"name": "move-infer", "namespace": NS},
-        "spec": {"reqID": "e2e-move-1", "podSelector": {"matchLabels": {"app": "infer"}}, "nodeName": "gpu-a",
-                 "gpuDevices": [f"gpu-{target_index}"]}})
-    validated = wait_for("placement validated", lambda: (api.get(placements + "/move-infer").get("status") or {}).get("phase"), timeout=60, interval=0.5)
+    api.create(
+        placements,
+        {
+            "apiVersion": "scheduling.hami.placement.com/v1",
+            "kind": "HamiPodPlacement",
+            "metadata": {"name": "move-infer", "namespace": NS},
+            "spec": {
+                "reqID": "e2e-move-1",
+                "podSelector": {"matchLabels": {"app": "infer"}},
+                "nodeName": "gpu-a",
+                "gpuDevices": [f"gpu-{target_index}"],
+            },
+        },
+    )
+    validated = wait_for(
+        "placement validated",
+        lambda: (api.get(placements + "/move-infer").get("status") or {}).get("phase"),
+        timeout=60,
+        interval=0.5,
+    )
     assert validated == "Pending", api.get(placements + "/move-infer").get("status")
     time.sleep(3)  # the pinning webhook's placement cache (2 s) has seen it
     api.patch(placements + "/move-infer", {"spec": {"evictPod": old["metadata"]["name"]}})
@@ -362,7 +477,9 @@ def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
     try:
         new = wait_for("the replacement bound", replacement, timeout=120, interval=0.5)
     except TimeoutError:
-        raise AssertionError(f"placement: {api.get(placements + '/move-infer').get('status')}\n{logs(cluster)}") from None
+        raise AssertionError(
+            f"placement: {api.get(placements + '/move-infer').get('status')}\n{logs(cluster)}"
+        ) from None
     # The old pod went through the Eviction API and is gone; the replacement was pinned and landed.
     with pytest.raises(ApiError) as gone:
         get_pod(api, old["metadata"]["name"])
@@ -374,15 +491,24 @@ def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
         pytest.xfail(
             "known descheduler race (issue 5): the replacement's pinning webhook claim conflicted (409) with the "
             "controller's status write right after the eviction, and the webhook skipped the placement instead of "
-            f"re-reading it, so {new['metadata']['name']} was admitted unpinned; placement status {status}")
+            f"re-reading it, so {new['metadata']['name']} was admitted unpinned; placement status {status}"
+        )
     assert ann.get("nvidia.com/use-gpuuuid") == target_uuid, (
         f"replacement {new['metadata']['name']} not pinned: annotations {ann}\nplacement status "
-        f"{api.get(placements + '/move-infer').get('status')}\n{logs(cluster)}")
+        f"{api.get(placements + '/move-infer').get('status')}\n{logs(cluster)}"
+    )
     assert new["spec"]["nodeName"] == "gpu-a"
     assert [a[0] for a in allocations(new)] == [target_uuid]
     device_plugin_allocate(api, new)
-    status = wait_for("placement Completed", lambda: (api.get(placements + "/move-infer").get("status") or {}).get("phase") == "Completed"
-                      and api.get(placements + "/move-infer")["status"], timeout=60, interval=0.5)
+    status = wait_for(
+        "placement Completed",
+        lambda: (
+            (api.get(placements + "/move-infer").get("status") or {}).get("phase") == "Completed"
+            and api.get(placements + "/move-infer")["status"]
+        ),
+        timeout=60,
+        interval=0.5,
+    )
     assert any(d.get("podName") == new["metadata"]["name"] for d in status.get("assignmentDetails", []))
     api.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/infer")
 
@@ -390,13 +516,25 @@ def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
 def test_chart_rbac_is_what_authorises_the_components(cluster, nodes):
     """kube-scheduler and hami-fast ran as the chart's ServiceAccount: with only the chart's RBAC
     they could watch, patch, bind and lease. Nothing else is granted to that identity."""
-    review = cluster.api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": f"system:serviceaccount:{NAMESPACE}:e2e-hami-fast-scheduler",
-                 "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"],
-                 "resourceAttributes": {"verb": "get", "resource": "secrets", "namespace": NAMESPACE}}})
+    review = cluster.api.create(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{NAMESPACE}:e2e-hami-fast-scheduler",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"],
+                "resourceAttributes": {"verb": "get", "resource": "secrets", "namespace": NAMESPACE},
+            },
+        },
+    )
     assert review["status"]["allowed"] is False
-    review["spec"]["resourceAttributes"] = {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": NS}
+    review["spec"]["resourceAttributes"] = {
+        "verb": "create",
+        "resource": "pods",
+        "subresource": "binding",
+        "namespace": NS,
+    }
     review.pop("status")
     assert cluster.api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)["status"]["allowed"] is True
 
@@ -408,16 +546,40 @@ def test_helm_install_of_the_chart_is_accepted_by_the_real_apiserver(cluster, no
 
     kubeconfig = cluster.cp.kubeconfig("admin", cluster.cp.admin_token)
     base = [find_helm(), "--kubeconfig", str(kubeconfig), "--namespace", "chart-test"]
-    values = ["--set", "descheduler.enabled=true", "--set", "descheduler.crds.install=false",
-              "--set", "scheduler.replicas=2", "--set", "scheduler.admissionWebhook.whitelistNamespaces={kube-system}"]
-    proc = subprocess.run([*base, "install", "chk", str(CHART), "--create-namespace", "--no-hooks", "--wait=false", *values],
-                          capture_output=True, text=True, timeout=120)
+    values = [
+        "--set",
+        "descheduler.enabled=true",
+        "--set",
+        "descheduler.crds.install=false",
+        "--set",
+        "scheduler.replicas=2",
+        "--set",
+        "scheduler.admissionWebhook.whitelistNamespaces={kube-system}",
+    ]
+    proc = subprocess.run(
+        [*base, "install", "chk", str(CHART), "--create-namespace", "--no-hooks", "--wait=false", *values],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     try:
         assert proc.returncode == 0, proc.stderr
-        listed = subprocess.run([*base, "get", "manifest", "chk"], capture_output=True, text=True, timeout=60, check=True).stdout
+        listed = subprocess.run(
+            [*base, "get", "manifest", "chk"], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
         kinds = sorted({line.split(":", 1)[1].strip() for line in listed.splitlines() if line.startswith("kind:")})
-        assert {"Deployment", "MutatingWebhookConfiguration", "ClusterRole", "Role", "Service", "ConfigMap", "PodDisruptionBudget"} <= set(kinds)
-        mwc = cluster.api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/chk-hami-fast-webhook")
+        assert {
+            "Deployment",
+            "MutatingWebhookConfiguration",
+            "ClusterRole",
+            "Role",
+            "Service",
+            "ConfigMap",
+            "PodDisruptionBudget",
+        } <= set(kinds)
+        mwc = cluster.api.get(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/chk-hami-fast-webhook"
+        )
         assert mwc["webhooks"][0]["admissionReviewVersions"] == ["v1", "v1beta1"]
         dep = cluster.api.get("/apis/apps/v1/namespaces/chart-test/deployments/chk-hami-fast-scheduler")
         assert dep["spec"]["replicas"] == 2

@@ -13,5 +13,14 @@ from .resources import PLACEMENT_GROUP, Registry, ResourceType
 from .server import KubeAPIServer
 from .store import ApiError, Store
 
-__all__ = ["ApiError", "Faults", "KubeAPIServer", "PLACEMENT_GROUP", "Registry", "RequestRecord", "ResourceType",
-           "Rule", "Store"]
+__all__ = [
+    "ApiError",
+    "Faults",
+    "KubeAPIServer",
+    "PLACEMENT_GROUP",
+    "Registry",
+    "RequestRecord",
+    "ResourceType",
+    "Rule",
+    "Store",
+]

@@ -22,8 +22,9 @@ def main() -> None:
     ap.add_argument("--bookmark-interval", type=float, default=60.0)
     ap.add_argument("--history-size", type=int, default=100_000)
     args = ap.parse_args()
-    server = KubeAPIServer(args.host, args.port, bookmark_interval=args.bookmark_interval,
-                           history_size=args.history_size)
+    server = KubeAPIServer(
+        args.host, args.port, bookmark_interval=args.bookmark_interval, history_size=args.history_size
+    )
     if args.load:
         with open(args.load) as f:
             text = f.read()
@@ -37,8 +38,10 @@ def main() -> None:
     server.start()
     if args.kubeconfig:
         server.write_kubeconfig(args.kubeconfig)
-    print(f"kubeapi listening on {server.url}" + (f", kubeconfig {args.kubeconfig}" if args.kubeconfig else ""),
-          flush=True)
+    print(
+        f"kubeapi listening on {server.url}" + (f", kubeconfig {args.kubeconfig}" if args.kubeconfig else ""),
+        flush=True,
+    )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:

@@ -17,8 +17,10 @@ import json
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable  # Pattern: a compiled re
 from dataclasses import dataclass
-from typing import Any, Callable, Pattern  # Pattern: a compiled re
+from re import Pattern
+from typing import Any
 
 
 @dataclass
@@ -80,9 +82,19 @@ class Rule:
         return (self.times is None or self.times > 0) and _match(self.verb, self.path, rec)
 
 
-_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
-            410: "Expired", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
-            503: "ServiceUnavailable", 504: "Timeout"}
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 
 
 class Faults:
@@ -121,13 +133,32 @@ class Faults:
 
     # -- injected errors and delays ------------------------------------------------------------
 
-    def fail(self, verb: str | None, path: str | Pattern | None, status: int = 500, *, times: int | None = 1,
-             reason: str | None = None, message: str | None = None, after: bool = False, delay: float = 0.0,
-             retry_after: int | None = None) -> Rule:
+    def fail(
+        self,
+        verb: str | None,
+        path: str | Pattern | None,
+        status: int = 500,
+        *,
+        times: int | None = 1,
+        reason: str | None = None,
+        message: str | None = None,
+        after: bool = False,
+        delay: float = 0.0,
+        retry_after: int | None = None,
+    ) -> Rule:
         """Answer the next `times` matching requests with a Status error `status`. With
         after=True the request is carried out first and only the answer is an error."""
-        rule = Rule(verb, path, status, reason or _REASONS.get(status, "InternalError"),
-                    message or f"injected fault: {status}", delay, times, after, retry_after)
+        rule = Rule(
+            verb,
+            path,
+            status,
+            reason or _REASONS.get(status, "InternalError"),
+            message or f"injected fault: {status}",
+            delay,
+            times,
+            after,
+            retry_after,
+        )
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -161,7 +192,9 @@ class Faults:
 
     # -- watch faults --------------------------------------------------------------------------
 
-    def expire_next_watch(self, path: str | Pattern | None = None, *, times: int = 1, as_response: bool = False) -> None:
+    def expire_next_watch(
+        self, path: str | Pattern | None = None, *, times: int = 1, as_response: bool = False
+    ) -> None:
         """The next `times` watch requests (matching `path`) get 410: by default as an ERROR
         event in a 200 stream (what the watch cache does), or as a plain HTTP 410 response."""
         with self._lock:

@@ -33,7 +33,8 @@ import os
 import ssl
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -47,8 +48,7 @@ from .store import ApiError
 class KubeAPI:
     """Handle on a running :class:`KubeAPIServer` plus an official client configured for it."""
 
-    def __init__(self, server: KubeAPIServer, kubeconfig: str, ca_pem: bytes | None = None,
-                 ca_file: str | None = None):
+    def __init__(self, server: KubeAPIServer, kubeconfig: str, ca_pem: bytes | None = None, ca_file: str | None = None):
         from kubernetes import config
 
         self.server = server
@@ -64,26 +64,31 @@ class KubeAPI:
     @property
     def core_v1(self):
         from kubernetes import client
+
         return client.CoreV1Api(self.api_client)
 
     @property
     def coordination_v1(self):
         from kubernetes import client
+
         return client.CoordinationV1Api(self.api_client)
 
     @property
     def events_v1(self):
         from kubernetes import client
+
         return client.EventsV1Api(self.api_client)
 
     @property
     def policy_v1(self):
         from kubernetes import client
+
         return client.PolicyV1Api(self.api_client)
 
     @property
     def custom(self):
         from kubernetes import client
+
         return client.CustomObjectsApi(self.api_client)
 
     def close(self) -> None:
@@ -104,14 +109,21 @@ class KubeAPI:
         except ApiError:
             return None
 
-    def list(self, resource: str, namespace: str | None = None, *, label_selector: str | None = None,
-             field_selector: str | None = None) -> list[dict]:
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict]:
         rt = self.registry.resolve(resource)
         items, _, _, _ = self.store.list(rt, namespace, selectors.matcher(label_selector, field_selector))
         return copy.deepcopy(items)
 
-    def update(self, resource: str, name: str, change: Callable[[dict], dict | None],
-               namespace: str | None = None) -> dict:
+    def update(
+        self, resource: str, name: str, change: Callable[[dict], dict | None], namespace: str | None = None
+    ) -> dict:
         """Read-modify-write bypassing API rules (status included); `change` may mutate in place."""
         rt = self.registry.resolve(resource)
 
@@ -139,13 +151,24 @@ class KubeAPI:
         for res in ("events", "events.events.k8s.io"):
             for ev in self.list(res, namespace):
                 regarding = ev.get("involvedObject") or ev.get("regarding") or {}
-                source = (ev.get("source") or {}).get("component") or ev.get("reportingController") \
-                    or ev.get("reportingComponent") or ""
-                out.append({"reason": ev.get("reason"), "type": ev.get("type"),
-                            "message": ev.get("message", ev.get("note")),
-                            "object": f"{regarding.get('kind', '')}/{regarding.get('namespace', '')}/"
-                                      f"{regarding.get('name', '')}",
-                            "source": source, "rv": int(ev["metadata"]["resourceVersion"]), "raw": ev})
+                source = (
+                    (ev.get("source") or {}).get("component")
+                    or ev.get("reportingController")
+                    or ev.get("reportingComponent")
+                    or ""
+                )
+                out.append(
+                    {
+                        "reason": ev.get("reason"),
+                        "type": ev.get("type"),
+                        "message": ev.get("message", ev.get("note")),
+                        "object": f"{regarding.get('kind', '')}/{regarding.get('namespace', '')}/"
+                        f"{regarding.get('name', '')}",
+                        "source": source,
+                        "rv": int(ev["metadata"]["resourceVersion"]),
+                        "raw": ev,
+                    }
+                )
         out.sort(key=lambda e: e["rv"])
         return out
 
@@ -160,12 +183,15 @@ class KubeAPI:
     def count(self, verb: str | None = None, path: Any = None) -> int:
         return self.faults.count(verb, path)
 
-    def wait_for_requests(self, verb: str | None = None, path: Any = None, n: int = 1,
-                          timeout: float = 5.0) -> list[RequestRecord]:
+    def wait_for_requests(
+        self, verb: str | None = None, path: Any = None, n: int = 1, timeout: float = 5.0
+    ) -> list[RequestRecord]:
         """Block until at least n matching requests have been answered; returns them."""
+
         def done():
             recs = [r for r in self.requests(verb, path) if r.status is not None]
             return recs if len(recs) >= n else None
+
         return wait_for(done, timeout, f"{n} {verb or 'any'} request(s) on {path or '*'}")
 
     def clear_log(self) -> None:
@@ -212,8 +238,9 @@ class KubeAPI:
 
     def wait_for_watches(self, n: int = 1, path: Any = None, timeout: float = 5.0) -> list:
         """Block until at least n watches matching path are open (the product has synced)."""
-        return wait_for(lambda: len(self.watches(path)) >= n and self.watches(path), timeout,
-                        f"{n} watch(es) on {path or '*'}")
+        return wait_for(
+            lambda: len(self.watches(path)) >= n and self.watches(path), timeout, f"{n} watch(es) on {path or '*'}"
+        )
 
 
 def _strip_for_delete(cur: dict) -> dict:
@@ -224,8 +251,9 @@ def _strip_for_delete(cur: dict) -> dict:
     return cur
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition",
-             interval: float = 0.01) -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition", interval: float = 0.01
+) -> Any:
     """Poll until predicate() is truthy (returned) or fail the test after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:

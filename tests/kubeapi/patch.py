@@ -79,8 +79,9 @@ def _merge_list(current: list, patch: list, merge_key: str) -> list:
         if not isinstance(item, dict) or merge_key not in item:
             out.append(copy.deepcopy(item))
             continue
-        idx = next((i for i, cur in enumerate(out)
-                    if isinstance(cur, dict) and cur.get(merge_key) == item[merge_key]), None)
+        idx = next(
+            (i for i, cur in enumerate(out) if isinstance(cur, dict) and cur.get(merge_key) == item[merge_key]), None
+        )
         if item.get("$patch") == "delete":
             if idx is not None:
                 del out[idx]
@@ -92,6 +93,7 @@ def _merge_list(current: list, patch: list, merge_key: str) -> list:
 
 
 # -- RFC 6902 ---------------------------------------------------------------------------------
+
 
 def _pointer(path: str) -> list[str]:
     if path == "":

@@ -48,18 +48,45 @@ PLACEMENT_GROUP = "scheduling.hami.placement.com"
 BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "Namespace", False, ("status",), short_names=("ns",)),
     ResourceType("", "v1", "nodes", "Node", False, ("status",), short_names=("no",)),
-    ResourceType("", "v1", "pods", "Pod", True, ("status", "binding", "eviction"),
-                 return_deleted_object=True, tracks_generation=True, short_names=("po",)),
+    ResourceType(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        ("status", "binding", "eviction"),
+        return_deleted_object=True,
+        tracks_generation=True,
+        short_names=("po",),
+    ),
     ResourceType("", "v1", "bindings", "Binding", True, verbs=("create",)),
     ResourceType("", "v1", "events", "Event", True, short_names=("ev",)),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("status",), short_names=("quota",)),
     ResourceType("", "v1", "configmaps", "ConfigMap", True, short_names=("cm",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
-    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("status",),
-                 tracks_generation=True, short_names=("pdb",)),
-    ResourceType(PLACEMENT_GROUP, "v1", "hamipodplacements", "HamiPodPlacement", True, ("status",),
-                 custom=True, return_deleted_object=True, tracks_generation=True, short_names=("hpp",)),
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        True,
+        ("status",),
+        tracks_generation=True,
+        short_names=("pdb",),
+    ),
+    ResourceType(
+        PLACEMENT_GROUP,
+        "v1",
+        "hamipodplacements",
+        "HamiPodPlacement",
+        True,
+        ("status",),
+        custom=True,
+        return_deleted_object=True,
+        tracks_generation=True,
+        short_names=("hpp",),
+    ),
 )
 
 
@@ -101,8 +128,11 @@ class Registry:
     # -- discovery -------------------------------------------------------------------------
 
     def api_versions(self) -> dict:
-        return {"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+        }
 
     def api_group_list(self) -> dict:
         groups: dict[str, list[str]] = {}
@@ -123,12 +153,31 @@ class Registry:
             return None
         resources = []
         for rt in rts:
-            resources.append({"name": rt.plural, "singularName": rt.kind.lower(), "namespaced": rt.namespaced,
-                              "kind": rt.kind, "verbs": list(rt.verbs), "shortNames": list(rt.short_names)})
+            resources.append(
+                {
+                    "name": rt.plural,
+                    "singularName": rt.kind.lower(),
+                    "namespaced": rt.namespaced,
+                    "kind": rt.kind,
+                    "verbs": list(rt.verbs),
+                    "shortNames": list(rt.short_names),
+                }
+            )
             for sub in rt.subresources:
                 verbs = ["get", "patch", "update"] if sub == "status" else ["create"]
                 kind = {"status": rt.kind, "binding": "Binding", "eviction": "Eviction"}[sub]
-                resources.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                                  "kind": kind, "verbs": verbs})
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "kind": kind,
+                        "verbs": verbs,
+                    }
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }

@@ -66,8 +66,9 @@ def route(registry: Registry, method: str, path: str, query: dict) -> Route:
     if not segs:
         raise NotFoundPath
     if segs == ["version"]:
-        return Route(doc={"major": "1", "minor": "35", "gitVersion": "v1.35.0-hami-fast-test",
-                          "platform": "linux/amd64"})
+        return Route(
+            doc={"major": "1", "minor": "35", "gitVersion": "v1.35.0-hami-fast-test", "platform": "linux/amd64"}
+        )
     if segs[0] in ("healthz", "readyz", "livez"):
         return Route(doc={"__text__": "ok"})
     if segs[0] == "api":
@@ -109,8 +110,12 @@ def route(registry: Registry, method: str, path: str, query: dict) -> Route:
         else:
             verb = "get" if name else "list"
     else:
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
-                "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
+        verb = {
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if name else "deletecollection",
+        }.get(method, method.lower())
     return Route(rt, ns, name, sub, verb, legacy_watch)
 
 
@@ -119,7 +124,7 @@ class _HTTPServer(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, addr, handler, api: "KubeAPIServer", ssl_context: ssl.SSLContext | None):
+    def __init__(self, addr, handler, api: KubeAPIServer, ssl_context: ssl.SSLContext | None):
         if ":" in addr[0]:
             self.address_family = socket.AF_INET6
         self.api = api
@@ -184,8 +189,9 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
-    def _send(self, code: int, payload: bytes, content_type: str = "application/json",
-              retry_after: int | None = None) -> None:
+    def _send(
+        self, code: int, payload: bytes, content_type: str = "application/json", retry_after: int | None = None
+    ) -> None:
         self.send_response(code)
         if retry_after is not None:
             self.send_header("Retry-After", str(retry_after))
@@ -215,10 +221,19 @@ class Handler(BaseHTTPRequestHandler):
             r = route(api.registry, self.command, url.path, query)
         except NotFoundPath:
             r = None
-        rec = api.faults.record(dict(
-            method=self.command, path=url.path, query=query, headers=headers, body=body,
-            verb=r.verb if r else "", resource=r.resource if r else "",
-            namespace=r.namespace if r else None, name=r.name if r else None))
+        rec = api.faults.record(
+            dict(
+                method=self.command,
+                path=url.path,
+                query=query,
+                headers=headers,
+                body=body,
+                verb=r.verb if r else "",
+                resource=r.resource if r else "",
+                namespace=r.namespace if r else None,
+                name=r.name if r else None,
+            )
+        )
         self._record = rec
         started = time.monotonic()
         try:
@@ -250,7 +265,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(code, payload)
         except ApiError as e:
             self._send_error(e)
-        except (ConnectionError, BrokenPipeError, socket.timeout):
+        except (TimeoutError, ConnectionError, BrokenPipeError):
             self.close_connection = True
         finally:
             rec.duration = time.monotonic() - started
@@ -259,7 +274,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _transform(self, obj: dict) -> dict:
         if "as=PartialObjectMetadata" in self.headers.get("Accept", ""):
-            return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+            return {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata", {}),
+            }
         return obj
 
     def _dispatch(self, r: Route, query: dict, body: bytes, headers: dict) -> tuple[int, bytes]:
@@ -274,42 +293,77 @@ class Handler(BaseHTTPRequestHandler):
 
         if r.verb == "get":
             if r.subresource not in (None, "status"):
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             return 200, dumps(self._transform(store.get(rt, r.namespace, r.name)))
         if r.verb == "list":
             return 200, self._list(r, query)
         if r.verb == "create":
             ct = headers.get("content-type", "application/json").split(";")[0].strip()
             if ct not in ("application/json", ""):
-                raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
-                                                            f"accepted media types include: application/json")
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: application/json",
+                )
             obj = parsed()
             if r.subresource == "binding" or rt.plural == "bindings":
                 name = r.name or ((obj or {}).get("metadata") or {}).get("name")
                 if not name:
                     raise ApiError(400, "BadRequest", "a binding must name the pod")
                 store.bind(r.namespace, name, obj or {})
-                return 201, dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+                return 201, dumps(
+                    {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+                )
             if r.subresource == "eviction":
                 store.evict(r.namespace, r.name, obj or {})
-                return 201, dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+                return 201, dumps(
+                    {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+                )
             if r.name is not None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             return 201, dumps(store.create(rt, r.namespace, obj, dry_run=dry_run))
         if r.verb == "update":
             if r.name is None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             obj = parsed()
-            return 200, dumps(store.update(rt, r.namespace, r.name, lambda cur: obj, subresource=r.subresource,
-                                           require_rv=rt.custom, dry_run=dry_run))
+            return 200, dumps(
+                store.update(
+                    rt,
+                    r.namespace,
+                    r.name,
+                    lambda cur: obj,
+                    subresource=r.subresource,
+                    require_rv=rt.custom,
+                    dry_run=dry_run,
+                )
+            )
         if r.verb == "patch":
             if r.name is None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-            return 200, dumps(store.patch(rt, r.namespace, r.name, headers.get("content-type", ""), parsed(),
-                                          subresource=r.subresource, dry_run=dry_run))
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
+            return 200, dumps(
+                store.patch(
+                    rt,
+                    r.namespace,
+                    r.name,
+                    headers.get("content-type", ""),
+                    parsed(),
+                    subresource=r.subresource,
+                    dry_run=dry_run,
+                )
+            )
         if r.verb == "delete":
             if r.subresource is not None:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             options = parsed() or {}
             if "gracePeriodSeconds" in query:
                 options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
@@ -319,8 +373,9 @@ class Handler(BaseHTTPRequestHandler):
             details = {"name": r.name, "kind": rt.plural, "uid": obj["metadata"]["uid"]}
             if rt.group:
                 details["group"] = rt.group
-            return 200, dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                               "details": details})
+            return 200, dumps(
+                {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+            )
         if r.verb == "deletecollection":
             match = self._matcher(query)
             items, _, _, _ = store.list(rt, r.namespace, match)
@@ -345,8 +400,9 @@ class Handler(BaseHTTPRequestHandler):
             limit = int(query["limit"]) if query.get("limit") else None
         except ValueError:
             raise ApiError(400, "BadRequest", f"invalid limit {query['limit']!r}")
-        items, rv, cont, remaining = self.server.api.store.list(rt, r.namespace, self._matcher(query), limit,
-                                                                query.get("continue") or None)
+        items, rv, cont, remaining = self.server.api.store.list(
+            rt, r.namespace, self._matcher(query), limit, query.get("continue") or None
+        )
         meta: dict = {"resourceVersion": str(rv)}
         if cont:
             meta["continue"] = cont
@@ -404,8 +460,9 @@ class Handler(BaseHTTPRequestHandler):
         initial: list[dict] = []
         start_rv = 0
         if expire:
-            gone = ApiError(410, "Expired", f"too old resource version: {query.get('resourceVersion', '')} "
-                                            f"({store.compacted_rv})")
+            gone = ApiError(
+                410, "Expired", f"too old resource version: {query.get('resourceVersion', '')} ({store.compacted_rv})"
+            )
         else:
             try:
                 initial, start_rv = store.watch_start(rt, ns, query.get("resourceVersion"), send_initial, match)
@@ -487,7 +544,7 @@ class Handler(BaseHTTPRequestHandler):
                 if ending:
                     self._end_stream()
                     return
-        except (ConnectionError, BrokenPipeError, socket.timeout, OSError):
+        except (TimeoutError, ConnectionError, BrokenPipeError, OSError):
             self.close_connection = True
         finally:
             api.faults.unregister_watch(w)
@@ -516,10 +573,20 @@ class KubeAPIServer:
     ``with KubeAPIServer() as api: api.url`` or ``api.start()`` / ``api.stop()``.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, ssl_context: ssl.SSLContext | None = None,
-                 token: str | None = None, history_size: int = 10_000, bookmark_interval: float = 1.0,
-                 default_watch_timeout: float = 1800.0, max_watch_timeout: float = 3600.0,
-                 watch_gone_as_response: bool = False, registry: Registry | None = None):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        token: str | None = None,
+        history_size: int = 10_000,
+        bookmark_interval: float = 1.0,
+        default_watch_timeout: float = 1800.0,
+        max_watch_timeout: float = 3600.0,
+        watch_gone_as_response: bool = False,
+        registry: Registry | None = None,
+    ):
         if host not in LOOPBACK:
             raise ValueError("the test API server only listens on loopback addresses")
         self.host, self.port = host, port
@@ -539,13 +606,14 @@ class KubeAPIServer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> "KubeAPIServer":
+    def start(self) -> KubeAPIServer:
         """Listen (again: after stop(), the same port and the same in-memory state)."""
         self.stopping = False
         self._httpd = _HTTPServer((self.host, self.port), Handler, self, self.ssl_context)
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"kubeapi-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"kubeapi-{self.port}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -580,7 +648,7 @@ class KubeAPIServer:
         time.sleep(downtime)
         self.start()
 
-    def __enter__(self) -> "KubeAPIServer":
+    def __enter__(self) -> KubeAPIServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -607,8 +675,14 @@ class KubeAPIServer:
         """Drop the event history: watches/continue tokens from older resourceVersions get 410."""
         return self.store.compact()
 
-    def write_kubeconfig(self, path: str | os.PathLike, *, token: str | None = "test-token",
-                         ca_pem: bytes | None = None, namespace: str = "default") -> str:
+    def write_kubeconfig(
+        self,
+        path: str | os.PathLike,
+        *,
+        token: str | None = "test-token",
+        ca_pem: bytes | None = None,
+        namespace: str = "default",
+    ) -> str:
         import base64
 
         cluster: dict = {"server": self.url}
@@ -616,11 +690,17 @@ class KubeAPIServer:
             cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
         user = {"token": self.token or token} if (self.token or token) else {}
         cfg = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
             "clusters": [{"name": "kubeapi-test", "cluster": cluster}],
             "users": [{"name": "kubeapi-test", "user": user}],
-            "contexts": [{"name": "kubeapi-test",
-                          "context": {"cluster": "kubeapi-test", "user": "kubeapi-test", "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "kubeapi-test",
+                    "context": {"cluster": "kubeapi-test", "user": "kubeapi-test", "namespace": namespace},
+                }
+            ],
             "current-context": "kubeapi-test",
         }
         with open(path, "w") as f:

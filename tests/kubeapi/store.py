@@ -18,8 +18,9 @@ import string
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import patch as patchlib
 from .resources import Registry, ResourceType
@@ -30,7 +31,7 @@ JSON_PATCH = "application/json-patch+json"
 
 
 def now_rfc3339(offset_seconds: float = 0) -> str:
-    t = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=offset_seconds)
+    t = _dt.datetime.now(_dt.UTC) + _dt.timedelta(seconds=offset_seconds)
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -44,6 +45,7 @@ try:  # a product dependency; much faster than json/deepcopy for big objects
         """A deep copy of a JSON value."""
         return _orjson.loads(_orjson.dumps(obj))
 except ImportError:  # pragma: no cover
+
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -53,11 +55,13 @@ except ImportError:  # pragma: no cover
 
 # -- errors -----------------------------------------------------------------------------------
 
+
 class ApiError(Exception):
     """An error answered as a `Status` object."""
 
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None,
-                 retry_after: int | None = None):
+    def __init__(
+        self, code: int, reason: str, message: str, details: dict | None = None, retry_after: int | None = None
+    ):
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
         self.retry_after = retry_after
@@ -65,8 +69,15 @@ class ApiError(Exception):
             self.details = {**(details or {}), "retryAfterSeconds": retry_after}
 
     def status(self) -> dict:
-        st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-              "message": self.message, "reason": self.reason, "code": self.code}
+        st = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
         if self.details is not None:
             st["details"] = self.details
         return st
@@ -94,8 +105,9 @@ def already_exists(rt: ResourceType, name: str) -> ApiError:
 
 def conflict(rt: ResourceType, name: str, why: str | None = None, what: str | None = None) -> ApiError:
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
-    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {what or rt.qualified} "{name}": {why}',
-                    _details(rt, name))
+    return ApiError(
+        409, "Conflict", f'Operation cannot be fulfilled on {what or rt.qualified} "{name}": {why}', _details(rt, name)
+    )
 
 
 def expired(message: str) -> ApiError:
@@ -111,6 +123,7 @@ def invalid(rt: ResourceType, name: str, message: str) -> ApiError:
 
 
 # -- history ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Event:
@@ -239,8 +252,14 @@ class Store:
                 raise not_found(rt, name)
             return obj
 
-    def list(self, rt: ResourceType, ns: str | None, match: Callable[[dict], bool] | None = None,
-             limit: int | None = None, continue_token: str | None = None) -> tuple[list[dict], int, str | None, int | None]:
+    def list(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        match: Callable[[dict], bool] | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> tuple[list[dict], int, str | None, int | None]:
         """Items (shared, do not mutate), list resourceVersion, continue token, remaining count."""
         with self.lock:
             if continue_token:
@@ -251,8 +270,10 @@ class Store:
                     raise bad_request("continue key is not valid: incorrect encoded start resourceVersion")
                 snap = self._snapshots.get(sid)
                 if snap is None or list_rv < self.compacted_rv:
-                    raise expired("The provided continue parameter is too old to display a consistent list result. "
-                                  "You can start a new list without the continue parameter.")
+                    raise expired(
+                        "The provided continue parameter is too old to display a consistent list result. "
+                        "You can start a new list without the continue parameter."
+                    )
                 items = snap[1]
             else:
                 list_rv, start = self.rv, 0
@@ -273,8 +294,14 @@ class Store:
             token = base64.urlsafe_b64encode(dumps({"id": sid, "rv": list_rv, "start": end})).decode()
             return items[start:end], list_rv, token, len(items) - end
 
-    def watch_start(self, rt: ResourceType, ns: str | None, resource_version: str | None,
-                    send_initial: bool | None, match: Callable[[dict], bool] | None) -> tuple[list[dict], int]:
+    def watch_start(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        resource_version: str | None,
+        send_initial: bool | None,
+        match: Callable[[dict], bool] | None,
+    ) -> tuple[list[dict], int]:
         """Initial objects to send as ADDED, and the revision to stream events after."""
         with self.lock:
             if resource_version in (None, "", "0") or send_initial:
@@ -303,19 +330,24 @@ class Store:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, ns: str | None, body: dict, *, keep_system_fields: bool = False,
-               dry_run: bool = False) -> dict:
+    def create(
+        self, rt: ResourceType, ns: str | None, body: dict, *, keep_system_fields: bool = False, dry_run: bool = False
+    ) -> dict:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
         obj = clone(body)
         if obj.get("kind") not in (None, "", rt.kind) or obj.get("apiVersion") not in (None, "", rt.api_version):
-            raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the expected "
-                              f"API version ({rt.api_version})")
+            raise bad_request(
+                f"the API version in the data ({obj.get('apiVersion')}) does not match the expected "
+                f"API version ({rt.api_version})"
+            )
         obj = _typed(rt, obj)
         meta = _meta(obj)
         if not meta.get("name"):
             if meta.get("generateName"):
-                meta["name"] = meta["generateName"] + "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
+                meta["name"] = meta["generateName"] + "".join(
+                    random.choices(string.ascii_lowercase + string.digits, k=5)
+                )
             else:
                 raise invalid(rt, "", "metadata.name: Required value: name or generateName is required")
         name = meta["name"]
@@ -323,7 +355,9 @@ class Store:
             if ns is None:
                 ns = meta.get("namespace") or "default"
             if meta.get("namespace") not in (None, "", ns):
-                raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
@@ -349,9 +383,18 @@ class Store:
             self._record("ADDED", rt, key[0], obj, None)
             return obj
 
-    def update(self, rt: ResourceType, ns: str | None, name: str, change: Callable[[dict], dict], *,
-               subresource: str | None = None, require_rv: bool = False, raw: bool = False,
-               dry_run: bool = False) -> dict:
+    def update(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        change: Callable[[dict], dict],
+        *,
+        subresource: str | None = None,
+        require_rv: bool = False,
+        raw: bool = False,
+        dry_run: bool = False,
+    ) -> dict:
         """Read-modify-write. `change` gets a deep copy of the current object and returns the new
         one. A metadata.resourceVersion left in the result is a precondition (409 on mismatch).
         `raw` skips the status-subresource rules (for test seeding and internal writes)."""
@@ -366,17 +409,24 @@ class Store:
                 raise bad_request("the body of the request was in an unknown format")
             cur_meta, meta = cur["metadata"], _meta(new)
             if meta.get("name", name) != name:
-                raise bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
+                raise bad_request(
+                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+                )
             if rt.namespaced and meta.get("namespace", key[0]) not in ("", key[0]):
-                raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             want_rv = meta.get("resourceVersion")
             if want_rv not in (None, "") and want_rv != cur_meta["resourceVersion"]:
                 raise conflict(rt, name)
             if require_rv and want_rv in (None, ""):
                 raise invalid(rt, name, "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update")
             if meta.get("uid") not in (None, "") and meta["uid"] != cur_meta["uid"]:
-                raise conflict(rt, name, f"Precondition failed: UID in precondition: {meta['uid']}, "
-                                         f"UID in object meta: {cur_meta['uid']}")
+                raise conflict(
+                    rt,
+                    name,
+                    f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {cur_meta['uid']}",
+                )
             if not raw and rt.has_status:
                 if subresource == "status":
                     status = new.get("status")
@@ -412,16 +462,28 @@ class Store:
                 return cur  # a no-op write does not bump the resourceVersion
             if dry_run:
                 return new
-            if (meta.get("deletionTimestamp") and not meta.get("finalizers")
-                    and not meta.get("deletionGracePeriodSeconds")):
+            if (
+                meta.get("deletionTimestamp")
+                and not meta.get("finalizers")
+                and not meta.get("deletionGracePeriodSeconds")
+            ):
                 return self._remove(rt, key, cur)  # the last finalizer is gone
             meta["resourceVersion"] = self._next_rv()
             bucket[key] = new
             self._record("MODIFIED", rt, key[0], new, cur)
             return new
 
-    def patch(self, rt: ResourceType, ns: str | None, name: str, content_type: str, body: Any, *,
-              subresource: str | None = None, dry_run: bool = False) -> dict:
+    def patch(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        content_type: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict:
         ct = (content_type or "").split(";")[0].strip().lower()
         if ct == MERGE_PATCH:
             if not isinstance(body, dict):
@@ -429,23 +491,33 @@ class Store:
             fn = lambda cur: patchlib.merge_patch(cur, body)  # noqa: E731
         elif ct == STRATEGIC_MERGE_PATCH:
             if rt.custom:
-                raise ApiError(415, "UnsupportedMediaType",
-                               f"the body of the request was in an unknown format - accepted media types include: "
-                               f"{JSON_PATCH}, {MERGE_PATCH}, application/apply-patch+yaml")
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"{JSON_PATCH}, {MERGE_PATCH}, application/apply-patch+yaml",
+                )
             if not isinstance(body, dict):
                 raise bad_request("a strategic merge patch must be a JSON object")
             fn = lambda cur: patchlib.strategic_merge_patch(cur, body)  # noqa: E731
         elif ct == JSON_PATCH:
             fn = lambda cur: patchlib.json_patch(cur, body)  # noqa: E731
         else:
-            raise ApiError(415, "UnsupportedMediaType",
-                           f"the body of the request was in an unknown format - accepted media types include: "
-                           f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}",
+            )
         try:
             return self.update(rt, ns, name, fn, subresource=subresource, dry_run=dry_run)
         except patchlib.PatchError as e:
-            raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}",
-                           _details(rt, name))
+            raise ApiError(
+                422,
+                "Invalid",
+                f"the server rejected our request due to an error in our request: {e}",
+                _details(rt, name),
+            )
 
     def _remove(self, rt: ResourceType, key: tuple[str, str], cur: dict) -> dict:
         gone = clone(cur)
@@ -454,8 +526,9 @@ class Store:
         self._record("DELETED", rt, key[0], gone, cur)
         return gone
 
-    def delete(self, rt: ResourceType, ns: str | None, name: str, options: dict | None = None,
-               dry_run: bool = False) -> tuple[dict, bool]:
+    def delete(
+        self, rt: ResourceType, ns: str | None, name: str, options: dict | None = None, dry_run: bool = False
+    ) -> tuple[dict, bool]:
         """Returns (object, deleted_now). Objects with finalizers (or bound pods with graceful
         deletion enabled) only get a deletionTimestamp."""
         options = options or {}
@@ -467,17 +540,28 @@ class Store:
             pre = options.get("preconditions") or {}
             cur_meta = cur["metadata"]
             if pre.get("uid") and pre["uid"] != cur_meta["uid"]:
-                raise conflict(rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
-                                         f"UID in object meta: {cur_meta['uid']}")
+                raise conflict(
+                    rt,
+                    name,
+                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {cur_meta['uid']}",
+                )
             if pre.get("resourceVersion") and pre["resourceVersion"] != cur_meta["resourceVersion"]:
-                raise conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: "
-                                         f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                         f"{cur_meta['resourceVersion']}")
+                raise conflict(
+                    rt,
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: "
+                    f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                    f"{cur_meta['resourceVersion']}",
+                )
             if dry_run:
                 return cur, False
             grace = options.get("gracePeriodSeconds")
-            graceful = (rt.key == ("", "pods") and self.pod_graceful_delete and (cur.get("spec") or {}).get("nodeName")
-                        and grace != 0)
+            graceful = (
+                rt.key == ("", "pods")
+                and self.pod_graceful_delete
+                and (cur.get("spec") or {}).get("nodeName")
+                and grace != 0
+            )
             if cur_meta.get("finalizers") or graceful:
                 if cur_meta.get("deletionTimestamp"):
                     return cur, False
@@ -504,11 +588,16 @@ class Store:
         def assign(pod: dict) -> dict:
             meta = pod["metadata"]
             if bmeta.get("uid") and bmeta["uid"] != meta["uid"]:
-                raise conflict(pods, name, f"Precondition failed: UID in precondition: {bmeta['uid']}, "
-                                           f"UID in object meta: {meta['uid']}", what="pods/binding")
+                raise conflict(
+                    pods,
+                    name,
+                    f"Precondition failed: UID in precondition: {bmeta['uid']}, UID in object meta: {meta['uid']}",
+                    what="pods/binding",
+                )
             if meta.get("deletionTimestamp"):
-                raise conflict(pods, name, f"pod {name} is being deleted, cannot be assigned to a host",
-                               what="pods/binding")
+                raise conflict(
+                    pods, name, f"pod {name} is being deleted, cannot be assigned to a host", what="pods/binding"
+                )
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
                 raise conflict(pods, name, f'pod {name} is already assigned to node "{node}"', what="pods/binding")
@@ -517,8 +606,9 @@ class Store:
                 meta.setdefault("annotations", {}).update(bmeta["annotations"])
             status = pod.setdefault("status", {})
             conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                          "lastTransitionTime": now_rfc3339()})
+            conds.append(
+                {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+            )
             status["conditions"] = conds
             meta.pop("resourceVersion", None)
             return pod
@@ -537,29 +627,46 @@ class Store:
             labels = pod["metadata"].get("labels") or {}
             ignore_pdb = phase in ("Succeeded", "Failed", "Pending") or bool(pod["metadata"].get("deletionTimestamp"))
             if not ignore_pdb:
-                matching = [p for p in self._bucket(pdbs).values()
-                            if p["metadata"]["namespace"] == ns
-                            and _label_selector_matches((p.get("spec") or {}).get("selector"), labels)]
+                matching = [
+                    p
+                    for p in self._bucket(pdbs).values()
+                    if p["metadata"]["namespace"] == ns
+                    and _label_selector_matches((p.get("spec") or {}).get("selector"), labels)
+                ]
                 if len(matching) > 1:
-                    raise ApiError(500, "InternalError",
-                                   "This pod has more than one PodDisruptionBudget, which the eviction subresource "
-                                   "does not support.")
+                    raise ApiError(
+                        500,
+                        "InternalError",
+                        "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+                        "does not support.",
+                    )
                 if matching:
                     pdb = matching[0]
                     st = pdb.get("status") or {}
                     if int(st.get("disruptionsAllowed") or 0) <= 0:
-                        raise ApiError(429, "TooManyRequests",
-                                       "Cannot evict pod as it would violate the pod's disruption budget.",
-                                       {"causes": [{"reason": "DisruptionBudget",
-                                                    "message": f"The disruption budget {pdb['metadata']['name']} needs "
-                                                               f"{st.get('desiredHealthy', 0)} healthy pods and has "
-                                                               f"{st.get('currentHealthy', 0)} currently"}]})
+                        raise ApiError(
+                            429,
+                            "TooManyRequests",
+                            "Cannot evict pod as it would violate the pod's disruption budget.",
+                            {
+                                "causes": [
+                                    {
+                                        "reason": "DisruptionBudget",
+                                        "message": f"The disruption budget {pdb['metadata']['name']} needs "
+                                        f"{st.get('desiredHealthy', 0)} healthy pods and has "
+                                        f"{st.get('currentHealthy', 0)} currently",
+                                    }
+                                ]
+                            },
+                        )
                     if not dry_run:
+
                         def spend(p: dict) -> dict:
                             s = p.setdefault("status", {})
                             s["disruptionsAllowed"] = int(s.get("disruptionsAllowed") or 0) - 1
                             s.setdefault("disruptedPods", {})[name] = now_rfc3339()
                             return p
+
                         self.update(pdbs, ns, pdb["metadata"]["name"], spend, raw=True)
             self.delete(pods, ns, name, options, dry_run=dry_run)
 

@@ -21,8 +21,20 @@ GPU_TYPES = [
     "Tesla P4",  # not an NVIDIA type for Fit
 ]
 GPU_POLICIES = [
-    "binpack", "spread", "mutex", "topology-aware", "numa", "binpack,numa", "spread,numa", "numa,binpack",
-    "numa,spread", "binpack,mutex", "spread,topology-aware", "topology-aware,numa", "mutex,numa", "binpack,spread",
+    "binpack",
+    "spread",
+    "mutex",
+    "topology-aware",
+    "numa",
+    "binpack,numa",
+    "spread,numa",
+    "numa,binpack",
+    "numa,spread",
+    "binpack,mutex",
+    "spread,topology-aware",
+    "topology-aware,numa",
+    "mutex,numa",
+    "binpack,spread",
     "unknown",
 ]
 
@@ -56,10 +68,24 @@ MEM_QUOTA = st.sampled_from([0, 4000, 20000, 50000, 200000])
 CORE_QUOTA = st.sampled_from([0, 50, 100, 300, 1000])
 
 # the pod to place
-RESOURCE_KINDS = st.sampled_from([
-    "mem", "bare", "mem", "pct", "mem+cores", "mem+cores", "pct+cores", "mem+pct", "mem-only",
-    "cores-only", "pct-only", "requests", "none", "odd",
-])
+RESOURCE_KINDS = st.sampled_from(
+    [
+        "mem",
+        "bare",
+        "mem",
+        "pct",
+        "mem+cores",
+        "mem+cores",
+        "pct+cores",
+        "mem+pct",
+        "mem-only",
+        "cores-only",
+        "pct-only",
+        "requests",
+        "none",
+        "odd",
+    ]
+)
 NUMS = st.sampled_from([1, 1, 1, 2, 2, 3, 4])
 MEM = st.sampled_from([100, 1000, 2000, 3000, 4096, 8000, 16000, 30000, 50000]) | st.integers(0, 41000)
 PCT = st.sampled_from([0, 10, 25, 50, 50, 100]) | st.integers(1, 100)
@@ -92,15 +118,24 @@ def quantity(draw, value):
 
 
 def gpu_device(draw, uuid, index):
-    return gpu(uuid, index=index, count=draw(COUNTS), devmem=draw(DEVMEM), devcore=draw(DEVCORES),
-               type=draw(TYPES), numa=draw(NUMAS), mode=draw(MODES), health=draw(HEALTH))
+    return gpu(
+        uuid,
+        index=index,
+        count=draw(COUNTS),
+        devmem=draw(DEVMEM),
+        devcore=draw(DEVCORES),
+        type=draw(TYPES),
+        numa=draw(NUMAS),
+        mode=draw(MODES),
+        health=draw(HEALTH),
+    )
 
 
 def pair_scores(draw, uuids):
     """Symmetric pair scores (§3.4) with some pairs left out."""
     table = {}
     for i, a in enumerate(uuids):
-        for b in uuids[i + 1:]:
+        for b in uuids[i + 1 :]:
             if chance(draw, 80):
                 table[a, b] = table[b, a] = draw(PAIR_VALUE)
     entries = [{"uuid": a, "score": {b: table[a, b] for b in uuids if (a, b) in table}} for a in uuids]
@@ -207,15 +242,25 @@ def gpu_resources(draw):
         "nvidia.com/gpucores": draw(CORES),
     }
     names = {
-        "bare": ["gpu"], "mem": ["gpu", "gpumem"], "pct": ["gpu", "gpumem-percentage"],
-        "mem+cores": ["gpu", "gpumem", "gpucores"], "pct+cores": ["gpu", "gpumem-percentage", "gpucores"],
-        "mem+pct": ["gpu", "gpumem", "gpumem-percentage"], "mem-only": ["gpumem"], "cores-only": ["gpucores"],
-        "pct-only": ["gpumem-percentage"], "requests": ["gpu", "gpumem", "gpucores"],
+        "bare": ["gpu"],
+        "mem": ["gpu", "gpumem"],
+        "pct": ["gpu", "gpumem-percentage"],
+        "mem+cores": ["gpu", "gpumem", "gpucores"],
+        "pct+cores": ["gpu", "gpumem-percentage", "gpucores"],
+        "mem+pct": ["gpu", "gpumem", "gpumem-percentage"],
+        "mem-only": ["gpumem"],
+        "cores-only": ["gpucores"],
+        "pct-only": ["gpumem-percentage"],
+        "requests": ["gpu", "gpumem", "gpucores"],
         "odd": ["gpu", "gpumem", "gpucores"],
     }[kind]
     chosen = {f"nvidia.com/{n}": quantity(draw, values[f"nvidia.com/{n}"]) for n in names}
     if kind == "odd":
-        for name, odd in (("nvidia.com/gpu", ODD_COUNT), ("nvidia.com/gpumem", ODD_MEM), ("nvidia.com/gpucores", ODD_CORES)):
+        for name, odd in (
+            ("nvidia.com/gpu", ODD_COUNT),
+            ("nvidia.com/gpumem", ODD_MEM),
+            ("nvidia.com/gpucores", ODD_CORES),
+        ):
             value = draw(odd)
             if value is not None:
                 chosen[name] = value
@@ -233,8 +278,9 @@ def weights():
     valid = st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)).filter(any).map(
         lambda w: f"slot={w[0]},core={w[1]},memory={w[2]}"
     ) | st.sampled_from(["memory=2, slot=1, core=0", " slot = 1,core=1,memory=+3 "])
-    invalid = st.sampled_from(["slot=1,core=1", "slot=0,core=0,memory=0", "slot=-1,core=1,memory=1",
-                               "slot=1,core=x,memory=1", "bogus"])
+    invalid = st.sampled_from(
+        ["slot=1,core=1", "slot=0,core=0,memory=0", "slot=-1,core=1,memory=1", "slot=1,core=x,memory=1", "bogus"]
+    )
     return st.one_of(valid, valid, valid, valid, valid, invalid)
 
 

@@ -3,11 +3,30 @@
 import json
 
 
-def gpu(uuid, *, index=0, count=10, devmem=32768, devcore=100, type="NVIDIA-Tesla V100-PCIE-32GB",
-        numa=0, mode="hami-core", health=True):
+def gpu(
+    uuid,
+    *,
+    index=0,
+    count=10,
+    devmem=32768,
+    devcore=100,
+    type="NVIDIA-Tesla V100-PCIE-32GB",
+    numa=0,
+    mode="hami-core",
+    health=True,
+):
     """One device of ``hami.io/node-nvidia-register`` (§3.2), zero values omitted like the plugin."""
-    device = {"id": uuid, "index": index, "count": count, "devmem": devmem, "devcore": devcore,
-              "type": type, "numa": numa, "mode": mode, "health": health}
+    device = {
+        "id": uuid,
+        "index": index,
+        "count": count,
+        "devmem": devmem,
+        "devcore": devcore,
+        "type": type,
+        "numa": numa,
+        "mode": mode,
+        "health": health,
+    }
     return {key: value for key, value in device.items() if value not in (0, "", False)}
 
 
@@ -35,8 +54,17 @@ def container(name, limits=None, requests=None):
     return {"name": name, "image": "busybox", "resources": resources}
 
 
-def pod(name, containers, *, init_containers=None, namespace="default", uid=None, annotations=None,
-        phase=None, init_statuses=None):
+def pod(
+    name,
+    containers,
+    *,
+    init_containers=None,
+    namespace="default",
+    uid=None,
+    annotations=None,
+    phase=None,
+    init_statuses=None,
+):
     """A Pod. ``init_statuses`` = list of exit codes (None = still running) per init container."""
     spec = {"containers": containers, "schedulerName": "hami-scheduler"}
     if init_containers:
@@ -73,12 +101,14 @@ def _init_status(name, exit_code):
 def placed_pod(name, node_name, allocated, containers, **kwargs):
     """A pod HAMi already placed: annotated with ``hami.io/vgpu-node`` and the device list."""
     annotations = dict(kwargs.pop("annotations", None) or {})
-    annotations.update({
-        "hami.io/vgpu-node": node_name,
-        "hami.io/vgpu-time": "1700000000",
-        "hami.io/vgpu-devices-to-allocate": allocated,
-        "hami.io/vgpu-devices-allocated": allocated,
-    })
+    annotations.update(
+        {
+            "hami.io/vgpu-node": node_name,
+            "hami.io/vgpu-time": "1700000000",
+            "hami.io/vgpu-devices-to-allocate": allocated,
+            "hami.io/vgpu-devices-allocated": allocated,
+        }
+    )
     return pod(name, containers, annotations=annotations, **kwargs)
 
 

@@ -7,8 +7,9 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
@@ -26,7 +27,13 @@ MAX_BODY = 4 * 1024 * 1024
 class Source:
     """Where the API reads the cluster: the live API server, or a fixed snapshot (offline)."""
 
-    def __init__(self, client: KubeClient | None = None, snapshot: bytes | None = None, config: bytes | None = None, max_age: float = 2.0) -> None:
+    def __init__(
+        self,
+        client: KubeClient | None = None,
+        snapshot: bytes | None = None,
+        config: bytes | None = None,
+        max_age: float = 2.0,
+    ) -> None:
         self.client, self.snapshot, self.config, self.max_age = client, snapshot, config, max_age
         self._cached: tuple[float, list[bytes]] | None = None
         self._lock = threading.Lock()
@@ -56,13 +63,24 @@ def cluster_info(source: Source, leading: bool) -> dict[str, Any]:
     for n in usage:
         devices = []
         for d in n["devices"]:
-            devices.append({
-                "name": f"gpu-{d['index']}", "index": d["index"], "uuid": d["uuid"], "type": d["type"], "numa": d["numa"],
-                "health": d["health"], "cordoned": d["cordoned"],
-                "capacity": {"shares": d["count"], "memoryMiB": d["devmem"], "cores": d["devcore"]},
-                "used": {"shares": d["used"], "memoryMiB": d["usedmem"], "cores": d["usedcores"]},
-                "free": {"shares": d["count"] - d["used"], "memoryMiB": d["devmem"] - d["usedmem"], "cores": d["devcore"] - d["usedcores"]},
-            })
+            devices.append(
+                {
+                    "name": f"gpu-{d['index']}",
+                    "index": d["index"],
+                    "uuid": d["uuid"],
+                    "type": d["type"],
+                    "numa": d["numa"],
+                    "health": d["health"],
+                    "cordoned": d["cordoned"],
+                    "capacity": {"shares": d["count"], "memoryMiB": d["devmem"], "cores": d["devcore"]},
+                    "used": {"shares": d["used"], "memoryMiB": d["usedmem"], "cores": d["usedcores"]},
+                    "free": {
+                        "shares": d["count"] - d["used"],
+                        "memoryMiB": d["devmem"] - d["usedmem"],
+                        "cores": d["devcore"] - d["usedcores"],
+                    },
+                }
+            )
         nodes.append({"name": n["name"], "registered": n["registered"], "error": n["error"], "devices": devices})
     gpus = [d for n in nodes for d in n["devices"]]
     return {
@@ -70,8 +88,13 @@ def cluster_info(source: Source, leading: bool) -> dict[str, Any]:
         "schedulerName": k.SCHEDULER_NAME,
         "health": {"kubeAPI": "ok" if source.client is not None else "snapshot", "leader": leading},
         "nodes": nodes,
-        "summary": {"nodes": len(nodes), "gpus": len(gpus), "healthyGpus": sum(1 for d in gpus if d["health"]),
-                    "fullyFreeGpus": frag["cluster"]["free_whole_gpus"], "fragmentation": frag["cluster"]},
+        "summary": {
+            "nodes": len(nodes),
+            "gpus": len(gpus),
+            "healthyGpus": sum(1 for d in gpus if d["health"]),
+            "fullyFreeGpus": frag["cluster"]["free_whole_gpus"],
+            "fragmentation": frag["cluster"],
+        },
     }
 
 
@@ -79,26 +102,48 @@ def placements(source: Source) -> dict[str, Any]:
     items, allocations = [], []
     for p in source.placements():
         meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
-        items.append({
-            "namespace": meta["namespace"], "name": meta["name"], "reqID": spec.get("reqID"),
-            "podSelector": spec.get("podSelector"), "nodeName": spec.get("nodeName"), "gpuDevices": spec.get("gpuDevices"),
-            "resolvedUUIDs": status.get("resolvedUUIDs", []), "evictPod": spec.get("evictPod"),
-            "phase": status.get("phase", ""), "claimedBy": status.get("claimedBy"),
-            "assignmentDetails": status.get("assignmentDetails", []), "consumedAt": status.get("consumedAt"), "message": status.get("message", ""),
-        })
+        items.append(
+            {
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "reqID": spec.get("reqID"),
+                "podSelector": spec.get("podSelector"),
+                "nodeName": spec.get("nodeName"),
+                "gpuDevices": spec.get("gpuDevices"),
+                "resolvedUUIDs": status.get("resolvedUUIDs", []),
+                "evictPod": spec.get("evictPod"),
+                "phase": status.get("phase", ""),
+                "claimedBy": status.get("claimedBy"),
+                "assignmentDetails": status.get("assignmentDetails", []),
+                "consumedAt": status.get("consumedAt"),
+                "message": status.get("message", ""),
+            }
+        )
         for detail in status.get("assignmentDetails") or []:
-            allocations.append({"pod": f"{meta['namespace']}/{detail['podName']}", "placement": f"{meta['namespace']}/{meta['name']}",
-                                "node": spec.get("nodeName"), "gpuDevice": detail["gpuDevice"], "result": status.get("phase")})
+            allocations.append(
+                {
+                    "pod": f"{meta['namespace']}/{detail['podName']}",
+                    "placement": f"{meta['namespace']}/{meta['name']}",
+                    "node": spec.get("nodeName"),
+                    "gpuDevice": detail["gpuDevice"],
+                    "result": status.get("phase"),
+                }
+            )
     return {"items": items, "allocations": allocations}
 
 
 class ApiApp:
-    def __init__(self, source: Source, pinner: Pinner | None, leading: Callable[[], bool], executor: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, source: Source, pinner: Pinner | None, leading: Callable[[], bool], executor: ThreadPoolExecutor
+    ) -> None:
         self.source, self.pinner, self.leading, self.executor = source, pinner, leading, executor
         self.routes: dict[str, tuple[str, Callable[[bytes], tuple[int, bytes]]]] = {
             "/api/v1/cluster-info": ("GET", lambda _: (200, orjson.dumps(cluster_info(self.source, self.leading())))),
             "/api/v1/placements": ("GET", lambda _: (200, orjson.dumps(placements(self.source)))),
-            "/api/v1/fragmentation": ("GET", lambda _: (200, _native.fragmentation(self.source.inputs(), self.source.config))),
+            "/api/v1/fragmentation": (
+                "GET",
+                lambda _: (200, _native.fragmentation(self.source.inputs(), self.source.config)),
+            ),
             "/api/v1/plan": ("POST", self.plan),
             "/api/v1/placements/validate": ("POST", self.validate),
             "/webhook": ("POST", self.webhook),
@@ -120,7 +165,7 @@ class ApiApp:
             req = orjson.loads(body or b"{}")
             pod, node, gpus = str(req.get("pod", "")), str(req["nodeName"]), [str(g) for g in req["gpuDevices"]]
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            return 400, orjson.dumps({"error": f"want {{\"pod\": \"ns/name\", \"nodeName\": .., \"gpuDevices\": [..]}}: {exc}"})
+            return 400, orjson.dumps({"error": f'want {{"pod": "ns/name", "nodeName": .., "gpuDevices": [..]}}: {exc}'})
         return 200, _native.validate_target(self.source.inputs(), pod, node, gpus, self.source.config)
 
     def webhook(self, body: bytes) -> tuple[int, bytes]:
@@ -142,7 +187,9 @@ class ApiApp:
             return
         method, handler = route
         if scope.method != method:
-            protocol.response_bytes(405, [("content-type", "text/plain"), ("allow", method)], b"405 method not allowed\n")
+            protocol.response_bytes(
+                405, [("content-type", "text/plain"), ("allow", method)], b"405 method not allowed\n"
+            )
             return
         chunks, size = [], 0
         async for chunk in protocol:

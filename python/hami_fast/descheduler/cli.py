@@ -38,22 +38,68 @@ def flag(value: str) -> bool:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     # Flag spellings follow the Helm chart (deploy/helm/hami-fast/templates/descheduler/deployment.yaml).
-    p.add_argument("--bind", "--http_bind", "--http-bind", dest="bind", default="0.0.0.0:8083", help="REST API address (default 0.0.0.0:8083); serves /webhook too unless --webhook-bind is set")
-    p.add_argument("--webhook-bind", default="", help="separate listener for the pinning webhook (TLS with --cert-file/--key-file)")
+    p.add_argument(
+        "--bind",
+        "--http_bind",
+        "--http-bind",
+        dest="bind",
+        default="0.0.0.0:8083",
+        help="REST API address (default 0.0.0.0:8083); serves /webhook too unless --webhook-bind is set",
+    )
+    p.add_argument(
+        "--webhook-bind", default="", help="separate listener for the pinning webhook (TLS with --cert-file/--key-file)"
+    )
     p.add_argument("--kubeconfig", default="", help="kubeconfig path (default: KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--snapshot", default="", help="serve the read-only API on a snapshot file instead of a cluster")
-    p.add_argument("--scheduler-name", default="hami-scheduler", help="pods pinned by the webhook must use this scheduler")
-    p.add_argument("--leader-elect", type=flag, nargs="?", const=True, default=False, help="lead through the descheduler's own Lease; followers serve the API read-only")
+    p.add_argument(
+        "--scheduler-name", default="hami-scheduler", help="pods pinned by the webhook must use this scheduler"
+    )
+    p.add_argument(
+        "--leader-elect",
+        type=flag,
+        nargs="?",
+        const=True,
+        default=False,
+        help="lead through the descheduler's own Lease; followers serve the API read-only",
+    )
     p.add_argument("--lease-name", "--leader-elect-resource-name", dest="lease_name", default="hami-gpu-descheduler")
-    p.add_argument("--lease-namespace", "--leader-elect-resource-namespace", dest="lease_namespace", default=os.environ.get("POD_NAMESPACE", "kube-system"))
-    p.add_argument("--eviction-mode", choices=["Eviction"], default="Eviction", help="only the Eviction API: pods are never deleted directly")
-    p.add_argument("--dry-run", type=flag, nargs="?", const=True, default=False, help="validate placements, never evict")
-    p.add_argument("--eviction-timeout", type=duration, default=300.0, help="how long a disruption budget may block an eviction (seconds or 5m)")
+    p.add_argument(
+        "--lease-namespace",
+        "--leader-elect-resource-namespace",
+        dest="lease_namespace",
+        default=os.environ.get("POD_NAMESPACE", "kube-system"),
+    )
+    p.add_argument(
+        "--eviction-mode",
+        choices=["Eviction"],
+        default="Eviction",
+        help="only the Eviction API: pods are never deleted directly",
+    )
+    p.add_argument(
+        "--dry-run", type=flag, nargs="?", const=True, default=False, help="validate placements, never evict"
+    )
+    p.add_argument(
+        "--eviction-timeout",
+        type=duration,
+        default=300.0,
+        help="how long a disruption budget may block an eviction (seconds or 5m)",
+    )
     p.add_argument("--replacement-timeout", type=duration, default=600.0)
     p.add_argument("--bind-timeout", type=duration, default=900.0)
     p.add_argument("--period", type=duration, default=1.0, help="reconcile period")
-    p.add_argument("--max-in-flight", type=int, default=2, help="evictions whose replacement has not completed yet, cluster-wide (one per workload always)")
-    p.add_argument("--cert-file", "--cert_file", dest="cert_file", default="", help="TLS certificate (for the webhook listener, else the API)")
+    p.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=2,
+        help="evictions whose replacement has not completed yet, cluster-wide (one per workload always)",
+    )
+    p.add_argument(
+        "--cert-file",
+        "--cert_file",
+        dest="cert_file",
+        default="",
+        help="TLS certificate (for the webhook listener, else the API)",
+    )
     p.add_argument("--key-file", "--key_file", dest="key_file", default="")
     p.add_argument("--kube-qps", type=float, default=20.0)
     p.add_argument("--kube-burst", type=int, default=40)
@@ -86,7 +132,12 @@ class Runtime:
                 self.threads.append(elector)
             else:
                 self.leading.set()
-            timeouts = Timeouts(eviction=args.eviction_timeout, replacement=args.replacement_timeout, bind=args.bind_timeout, max_in_flight=args.max_in_flight)
+            timeouts = Timeouts(
+                eviction=args.eviction_timeout,
+                replacement=args.replacement_timeout,
+                bind=args.bind_timeout,
+                max_in_flight=args.max_in_flight,
+            )
             self.controller = Controller(client, timeouts, dry_run=args.dry_run, scheduler_name=args.scheduler_name)
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
         self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="desched-api")
@@ -99,8 +150,12 @@ class Runtime:
     async def serve(self, ready: threading.Event | None = None) -> None:
         def listener(bind: str, tls: bool) -> Server:
             host, _, port = bind.rpartition(":")
-            ssl: dict[str, Any] = {"ssl_cert": Path(self.args.cert_file), "ssl_key": Path(self.args.key_file)} if tls else {}
-            return Server(self.app, address=host or "0.0.0.0", port=int(port), interface=Interfaces.RSGI, log_enabled=False, **ssl)
+            ssl: dict[str, Any] = (
+                {"ssl_cert": Path(self.args.cert_file), "ssl_key": Path(self.args.key_file)} if tls else {}
+            )
+            return Server(
+                self.app, address=host or "0.0.0.0", port=int(port), interface=Interfaces.RSGI, log_enabled=False, **ssl
+            )
 
         has_tls = bool(self.args.cert_file and self.args.key_file)
         servers = [listener(self.args.bind, has_tls and not self.args.webhook_bind)]
@@ -113,7 +168,11 @@ class Runtime:
             except (RuntimeError, ValueError):
                 pass
         tasks = [asyncio.create_task(server.serve()) for server in servers]
-        log.info("descheduler API on %s%s", self.args.bind, f", webhook on {self.args.webhook_bind}" if self.args.webhook_bind else "")
+        log.info(
+            "descheduler API on %s%s",
+            self.args.bind,
+            f", webhook on {self.args.webhook_bind}" if self.args.webhook_bind else "",
+        )
         if ready:
             loop.call_later(0.3, ready.set)
         while not any(t.done() for t in tasks) and not self.stop.is_set():

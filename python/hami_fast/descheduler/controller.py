@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -39,7 +39,7 @@ def _age(stamp: str | None) -> float:
     if not stamp:
         return 0.0
     then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    return (datetime.now(timezone.utc) - then).total_seconds()
+    return (datetime.now(UTC) - then).total_seconds()
 
 
 def controller_owner(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -50,8 +50,14 @@ def controller_owner(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class Controller:
-    def __init__(self, client: KubeClient, timeouts: Timeouts | None = None, dry_run: bool = False, config: bytes | None = None,
-                 scheduler_name: str = k.SCHEDULER_NAME) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        timeouts: Timeouts | None = None,
+        dry_run: bool = False,
+        config: bytes | None = None,
+        scheduler_name: str = k.SCHEDULER_NAME,
+    ) -> None:
         self.client, self.timeouts, self.dry_run, self.config = client, timeouts or Timeouts(), dry_run, config
         self.scheduler_name = scheduler_name
         self.next_attempt: dict[str, float] = {}
@@ -64,21 +70,36 @@ class Controller:
         meta = placement["metadata"]
         stamp = k.now_rfc3339()
         body = {
-            "apiVersion": "v1", "kind": "Event",
+            "apiVersion": "v1",
+            "kind": "Event",
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": f"{k.GROUP}/{k.VERSION}", "kind": "HamiPodPlacement", "namespace": meta["namespace"],
-                               "name": meta["name"], "uid": meta.get("uid", "")},
-            "type": event_type, "reason": reason, "message": message[:1024],
-            "source": {"component": "hami-gpu-descheduler"}, "reportingComponent": "hami-gpu-descheduler",
-            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "involvedObject": {
+                "apiVersion": f"{k.GROUP}/{k.VERSION}",
+                "kind": "HamiPodPlacement",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta.get("uid", ""),
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": "hami-gpu-descheduler"},
+            "reportingComponent": "hami-gpu-descheduler",
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
         }
         try:
             self.client.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=orjson.dumps(body))
         except ApiError as exc:
             log.debug("event not posted: %s", exc)
 
-    REASONS = {"Pending": ("Normal", "TargetValidated"), "DeletingOldPod": ("Normal", "Evicted"),
-               "Completed": ("Normal", "Completed"), "Failed": ("Warning", "Failed")}
+    REASONS = {
+        "Pending": ("Normal", "TargetValidated"),
+        "DeletingOldPod": ("Normal", "Evicted"),
+        "Completed": ("Normal", "Completed"),
+        "Failed": ("Warning", "Failed"),
+    }
 
     def _write(self, placement: dict[str, Any], **changes: Any) -> dict[str, Any] | None:
         status = placement.setdefault("status", {})
@@ -130,20 +151,28 @@ class Controller:
     def _target_check(self, placement: dict[str, Any], pod_key: str) -> dict[str, Any]:
         spec = placement.get("spec") or {}
         inputs = k.snapshot_inputs(self.client)
-        return orjson.loads(_native.validate_target(inputs, pod_key, spec.get("nodeName", ""), list(spec.get("gpuDevices") or []), self.config))
+        return orjson.loads(
+            _native.validate_target(
+                inputs, pod_key, spec.get("nodeName", ""), list(spec.get("gpuDevices") or []), self.config
+            )
+        )
 
     def validate(self, placement: dict[str, Any], everyone: list[dict[str, Any]]) -> None:
         spec = placement.get("spec") or {}
         meta = placement["metadata"]
         if not ((spec.get("podSelector") or {}).get("matchLabels")):
-            return self.fail(placement, "spec.podSelector.matchLabels is empty: it would match every pod in the namespace")
+            return self.fail(
+                placement, "spec.podSelector.matchLabels is empty: it would match every pod in the namespace"
+            )
         req_id = spec.get("reqID")
         for other in everyone:
             o_meta, o_status = other["metadata"], other.get("status") or {}
             if o_meta.get("uid") == meta.get("uid") or (other.get("spec") or {}).get("reqID") != req_id:
                 continue
             if o_status.get("phase") in ("Pending", "DeletingOldPod", "PartiallyCompleted", "Completed"):
-                return self.fail(placement, f"reqID {req_id!r} was already executed by {o_meta['namespace']}/{o_meta['name']}")
+                return self.fail(
+                    placement, f"reqID {req_id!r} was already executed by {o_meta['namespace']}/{o_meta['name']}"
+                )
         evictee = spec.get("evictPod") or ""
         pod_key = f"{meta['namespace']}/{evictee}" if evictee else ""
         if evictee:
@@ -153,7 +182,13 @@ class Controller:
         result = self._target_check(placement, pod_key)
         if not result["ok"]:
             return self.fail(placement, f"invalid target: {result['message']}")
-        self._write(placement, phase="Pending", message="target validated", resolvedUUIDs=result["uuids"], validatedAt=k.now_rfc3339())
+        self._write(
+            placement,
+            phase="Pending",
+            message="target validated",
+            resolvedUUIDs=result["uuids"],
+            validatedAt=k.now_rfc3339(),
+        )
 
     def pending(self, placement: dict[str, Any]) -> None:
         spec, status = placement.get("spec") or {}, placement.get("status") or {}
@@ -168,15 +203,29 @@ class Controller:
         namespace, name = placement["metadata"]["namespace"], spec["evictPod"]
         # Pacing: a bounded number of moves at once, and never two of one workload (same selector).
         selector = (spec.get("podSelector") or {}).get("matchLabels")
-        same = [p for p in self.in_flight if p["metadata"]["namespace"] == namespace and ((p.get("spec") or {}).get("podSelector") or {}).get("matchLabels") == selector]
+        same = [
+            p
+            for p in self.in_flight
+            if p["metadata"]["namespace"] == namespace
+            and ((p.get("spec") or {}).get("podSelector") or {}).get("matchLabels") == selector
+        ]
         if same or len(self.in_flight) >= self.timeouts.max_in_flight:
-            why = f"waiting: {same[0]['metadata']['name']} moves the same workload" if same else f"waiting: {len(self.in_flight)} moves in flight (max {self.timeouts.max_in_flight})"
+            why = (
+                f"waiting: {same[0]['metadata']['name']} moves the same workload"
+                if same
+                else f"waiting: {len(self.in_flight)} moves in flight (max {self.timeouts.max_in_flight})"
+            )
             if status.get("message") != why:
                 self._write(placement, message=why)
             return
         pod = k.get_pod(self.client, namespace, name)
         if pod is None:
-            return self._write(placement, phase="DeletingOldPod", message=f"pod {name} already gone; waiting for the replacement", evictedAt=k.now_rfc3339())
+            return self._write(
+                placement,
+                phase="DeletingOldPod",
+                message=f"pod {name} already gone; waiting for the replacement",
+                evictedAt=k.now_rfc3339(),
+            )
         problem = self.evictee_problem(placement, pod)
         if problem:
             return self.fail(placement, problem)
@@ -189,18 +238,37 @@ class Controller:
         attempts = int(status.get("evictionAttempts") or 0) + 1
         if code == 429:
             if _age(first) > self.timeouts.eviction:
-                return self.fail(placement, f"eviction of {namespace}/{name} blocked by a PodDisruptionBudget for {self.timeouts.eviction:.0f}s; nothing was evicted")
+                return self.fail(
+                    placement,
+                    f"eviction of {namespace}/{name} blocked by a PodDisruptionBudget for {self.timeouts.eviction:.0f}s; nothing was evicted",
+                )
             delay = min(self.timeouts.backoff_max, self.timeouts.backoff_min * 2 ** min(attempts - 1, 10))
             self.next_attempt[uid] = time.monotonic() + delay
             if attempts == 1:
-                self.event(placement, "Warning", "EvictionBlocked", f"eviction of {namespace}/{name} refused by a PodDisruptionBudget; retrying with backoff")
-            self._write(placement, message=f"eviction of {namespace}/{name} refused (429, disruption budget); retry {attempts} in {delay:.0f}s",
-                        evictionAttempts=attempts, firstEvictionAttempt=first)
+                self.event(
+                    placement,
+                    "Warning",
+                    "EvictionBlocked",
+                    f"eviction of {namespace}/{name} refused by a PodDisruptionBudget; retrying with backoff",
+                )
+            self._write(
+                placement,
+                message=f"eviction of {namespace}/{name} refused (429, disruption budget); retry {attempts} in {delay:.0f}s",
+                evictionAttempts=attempts,
+                firstEvictionAttempt=first,
+            )
             return
         self.next_attempt.pop(uid, None)
         self.in_flight.append(placement)
-        self._write(placement, phase="DeletingOldPod", message=f"evicted {namespace}/{name}; waiting for the replacement",
-                    evictionAttempts=attempts, firstEvictionAttempt=first, evictedAt=k.now_rfc3339(), evictedUID=pod["metadata"].get("uid", ""))
+        self._write(
+            placement,
+            phase="DeletingOldPod",
+            message=f"evicted {namespace}/{name}; waiting for the replacement",
+            evictionAttempts=attempts,
+            firstEvictionAttempt=first,
+            evictedAt=k.now_rfc3339(),
+            evictedUID=pod["metadata"].get("uid", ""),
+        )
 
     def evictee_problem(self, placement: dict[str, Any], pod: dict[str, Any] | None) -> str:
         """Why `spec.evictPod` may not be evicted for this placement, or ''."""
@@ -222,16 +290,24 @@ class Controller:
     def deleting(self, placement: dict[str, Any]) -> None:
         status = placement.get("status") or {}
         if not status.get("claimedBy") and _age(status.get("evictedAt")) > self.timeouts.replacement:
-            return self.fail(placement, f"no replacement pod was pinned within {self.timeouts.replacement:.0f}s after the eviction")
+            return self.fail(
+                placement, f"no replacement pod was pinned within {self.timeouts.replacement:.0f}s after the eviction"
+            )
         self.watch_replacement(placement)
 
     def watch_replacement(self, placement: dict[str, Any]) -> None:
         meta, spec, status = placement["metadata"], placement.get("spec") or {}, placement.get("status") or {}
         stamp = f"{meta['namespace']}/{meta['name']}"
-        pinned = [p for p in k.list_pods(self.client, meta["namespace"]) if ((p.get("metadata") or {}).get("annotations") or {}).get(k.STAMP_NAME) == stamp]
+        pinned = [
+            p
+            for p in k.list_pods(self.client, meta["namespace"])
+            if ((p.get("metadata") or {}).get("annotations") or {}).get(k.STAMP_NAME) == stamp
+        ]
         if not pinned:
             if status.get("claimedBy") and _age(status.get("consumedAt")) > self.timeouts.replacement:
-                return self.fail(placement, "the placement was claimed but no pinned pod appeared (creation failed or was rejected)")
+                return self.fail(
+                    placement, "the placement was claimed but no pinned pod appeared (creation failed or was rejected)"
+                )
             return
         pod = pinned[0]
         pod_name = pod["metadata"]["name"]
@@ -245,9 +321,17 @@ class Controller:
         if node and allocated:
             used = {entry.split(",")[0] for slot in allocated.split(";") for entry in slot.split(":") if entry}
             if node != spec.get("nodeName") or not used <= set(uuids):
-                return self.fail(placement, f"pod {pod_name} landed on {node} GPUs {sorted(used)}, not on the target {spec.get('nodeName')} {uuids}")
-            return self._write(placement, phase="Completed", message=f"pod {pod_name} runs on {node} {sorted(used)}", assignmentDetails=details,
-                               consumedAt=status.get("consumedAt") or k.now_rfc3339())
+                return self.fail(
+                    placement,
+                    f"pod {pod_name} landed on {node} GPUs {sorted(used)}, not on the target {spec.get('nodeName')} {uuids}",
+                )
+            return self._write(
+                placement,
+                phase="Completed",
+                message=f"pod {pod_name} runs on {node} {sorted(used)}",
+                assignmentDetails=details,
+                consumedAt=status.get("consumedAt") or k.now_rfc3339(),
+            )
         if status.get("assignmentDetails") != details:
             self._write(placement, assignmentDetails=details, message=f"pod {pod_name} pinned; waiting for it to bind")
         elif _age(status.get("consumedAt")) > self.timeouts.bind:
@@ -257,7 +341,9 @@ class Controller:
 class ControllerLoop(threading.Thread):
     """Reconciles every `period` seconds while this replica leads."""
 
-    def __init__(self, controller: Controller, leading: threading.Event, stop: threading.Event, period: float = 1.0) -> None:
+    def __init__(
+        self, controller: Controller, leading: threading.Event, stop: threading.Event, period: float = 1.0
+    ) -> None:
         super().__init__(name="placement-controller", daemon=True)
         self.controller, self.leading, self.stop_event, self.period = controller, leading, stop, period
 

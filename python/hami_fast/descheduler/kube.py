@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -26,7 +26,7 @@ ALLOCATED = "hami.io/vgpu-devices-allocated"
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def placements_path(namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
@@ -86,7 +86,11 @@ def evict(client: KubeClient, namespace: str, name: str, grace_seconds: int | No
 
     Never deletes directly: a disruption budget that says no is waited on by the caller.
     """
-    body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
     if grace_seconds is not None:
         body["deleteOptions"] = {"gracePeriodSeconds": grace_seconds}
     path = path_of("api", "v1", "namespaces", namespace, "pods", name, "eviction")
@@ -101,8 +105,16 @@ def evict(client: KubeClient, namespace: str, name: str, grace_seconds: int | No
 class LeaseElector(threading.Thread):
     """Leader election on the descheduler's own coordination.k8s.io Lease (acquire, renew, expire)."""
 
-    def __init__(self, client: KubeClient, namespace: str, name: str, stop: threading.Event, identity: str = "",
-                 duration: int = 15, period: float = 2.0) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        stop: threading.Event,
+        identity: str = "",
+        duration: int = 15,
+        period: float = 2.0,
+    ) -> None:
         super().__init__(name="descheduler-lease", daemon=True)
         self.client, self.namespace, self.lease_name, self.stop_event = client, namespace, name, stop
         self.identity = identity or socket.gethostname()
@@ -114,15 +126,23 @@ class LeaseElector(threading.Thread):
         return path_of(*(parts + ([self.lease_name] if named else [])))
 
     def try_acquire(self) -> bool:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         try:
             lease = self.client.request("GET", self.path(), limited=False).json()
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.lease_name, "namespace": self.namespace},
-                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self.duration, "acquireTime": stamp, "renewTime": stamp}}
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.lease_name, "namespace": self.namespace},
+                "spec": {
+                    "holderIdentity": self.identity,
+                    "leaseDurationSeconds": self.duration,
+                    "acquireTime": stamp,
+                    "renewTime": stamp,
+                },
+            }
             try:
                 self.client.request("POST", self.path(named=False), body=orjson.dumps(body), limited=False)
                 return True
@@ -134,7 +154,9 @@ class LeaseElector(threading.Thread):
         expired = True
         if renew:
             renewed = datetime.fromisoformat(str(renew).replace("Z", "+00:00"))
-            expired = datetime.now(timezone.utc) - renewed > timedelta(seconds=int(spec.get("leaseDurationSeconds") or self.duration))
+            expired = datetime.now(UTC) - renewed > timedelta(
+                seconds=int(spec.get("leaseDurationSeconds") or self.duration)
+            )
         if holder != self.identity and not expired:
             return False
         if holder != self.identity:

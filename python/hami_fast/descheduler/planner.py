@@ -25,8 +25,16 @@ def snapshot_bytes(path: str | Path) -> bytes:
     return as_list_bytes(load_objects(path))
 
 
-def plan(inputs: list[bytes], max_moves: int | None = None, max_moves_pct: float = 5.0, planner: str = "drain", baseline: bool = True) -> dict[str, Any]:
-    options = orjson.dumps({"max_moves": max_moves, "max_moves_pct": max_moves_pct, "planner": planner, "baseline": baseline})
+def plan(
+    inputs: list[bytes],
+    max_moves: int | None = None,
+    max_moves_pct: float = 5.0,
+    planner: str = "drain",
+    baseline: bool = True,
+) -> dict[str, Any]:
+    options = orjson.dumps(
+        {"max_moves": max_moves, "max_moves_pct": max_moves_pct, "planner": planner, "baseline": baseline}
+    )
     return orjson.loads(_native.plan(inputs, options))
 
 
@@ -34,7 +42,14 @@ def render_table(result: dict[str, Any]) -> str:
     lines = []
     moves = result["moves"]
     if moves:
-        rows = [(m["pod"], f"{m['from']['node']}/{','.join(m['from']['gpus'])}", f"{m['to']['node']}/{','.join(m['to']['gpus'])}") for m in moves]
+        rows = [
+            (
+                m["pod"],
+                f"{m['from']['node']}/{','.join(m['from']['gpus'])}",
+                f"{m['to']['node']}/{','.join(m['to']['gpus'])}",
+            )
+            for m in moves
+        ]
         w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("POD", "FROM", "TO"))]
         lines.append(f"{'#':>3}  {'POD':<{w[0]}}  {'FROM':<{w[1]}}  TO")
         for i, (p, f, t) in enumerate(rows, 1):
@@ -49,29 +64,49 @@ def render_table(result: dict[str, Any]) -> str:
     width = max(len(c[0]) for c in cols) + 2
     lines.append(f"{'':<26}" + "".join(f"{c[0]:>{width}}" for c in cols))
     lines.append(f"{'moves':<26}" + "".join(f"{m:>{width}}" for m in moves_row))
-    for key, label in (("free_whole_gpus", "free whole GPUs"), ("fragmentation", "fragmentation (GPUs)"), ("fragmentation_pct_of_idle", "fragmentation % of idle")):
+    for key, label in (
+        ("free_whole_gpus", "free whole GPUs"),
+        ("fragmentation", "fragmentation (GPUs)"),
+        ("fragmentation_pct_of_idle", "fragmentation % of idle"),
+    ):
         lines.append(f"{label:<26}" + "".join(f"{c[1][key]:>{width}}" for c in cols))
     lines.append("")
-    lines.append(f"{result['pods']} GPU pods ({result['movable_pods']} movable) on {result['nodes']} nodes; budget {result['max_moves']} moves; planned in {result['elapsed_ms']:.1f} ms")
+    lines.append(
+        f"{result['pods']} GPU pods ({result['movable_pods']} movable) on {result['nodes']} nodes; budget {result['max_moves']} moves; planned in {result['elapsed_ms']:.1f} ms"
+    )
     return "\n".join(lines)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="defragmentation plan (dry run) for a cluster snapshot")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--snapshot", help="Kubernetes List of Nodes and Pods (JSON or YAML), e.g. kubectl get nodes,pods -A -o json")
+    src.add_argument(
+        "--snapshot", help="Kubernetes List of Nodes and Pods (JSON or YAML), e.g. kubectl get nodes,pods -A -o json"
+    )
     src.add_argument("--live", action="store_true", help="plan on the live cluster (kubeconfig)")
-    src.add_argument("--replay", metavar="NODES_CSV,PODS_CSV", help="build the snapshot by replaying a trace (openb CSVs) to --arrived %%")
+    src.add_argument(
+        "--replay",
+        metavar="NODES_CSV,PODS_CSV",
+        help="build the snapshot by replaying a trace (openb CSVs) to --arrived %%",
+    )
     p.add_argument("--policy", default="spread", help="node policy of --replay (default spread)")
-    p.add_argument("--arrived", type=float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)")
+    p.add_argument(
+        "--arrived", type=float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)"
+    )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-snapshot", help="write the replayed snapshot (JSON) here")
     p.add_argument("--max-moves", type=int, default=None, help="move budget (default: 5%% of GPU pods)")
     p.add_argument("--planner", choices=["drain", "greedy"], default="drain")
     p.add_argument("--no-baseline", action="store_true", help="skip the greedy baseline beside the plan")
     p.add_argument("--output", choices=["json", "table"], default="table")
-    p.add_argument("--apply", action="store_true", help="with --live: write one HamiPodPlacement per move, in order, waiting for each")
-    p.add_argument("--kubeconfig", default="", help="for --live / --apply (default: KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="with --live: write one HamiPodPlacement per move, in order, waiting for each",
+    )
+    p.add_argument(
+        "--kubeconfig", default="", help="for --live / --apply (default: KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
     p.add_argument("--interval", type=float, default=5.0, help="--apply: seconds between moves (rate limit)")
     p.add_argument("--move-timeout", type=float, default=900.0, help="--apply: seconds to wait for each placement")
 
@@ -91,7 +126,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             nodes, _, pods = args.replay.partition(",")
             if not pods:
                 raise ValueError("--replay wants NODES_CSV,PODS_CSV")
-            snap = _native.replay_snapshot(Path(nodes).read_bytes(), Path(pods).read_bytes(), args.policy, args.arrived, args.seed)
+            snap = _native.replay_snapshot(
+                Path(nodes).read_bytes(), Path(pods).read_bytes(), args.policy, args.arrived, args.seed
+            )
             if args.save_snapshot:
                 Path(args.save_snapshot).write_bytes(snap)
             inputs = [snap]
@@ -106,7 +143,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         if args.apply and client is not None:
             from hami_fast.descheduler.apply import apply_moves
 
-            done = apply_moves(client, result["moves"], args.interval, args.move_timeout, say=lambda m: print(m, file=sys.stderr))
+            done = apply_moves(
+                client, result["moves"], args.interval, args.move_timeout, say=lambda m: print(m, file=sys.stderr)
+            )
             return 0 if all(r["phase"] == "Completed" for r in done) and len(done) == len(result["moves"]) else 1
         return 0
 

@@ -48,20 +48,43 @@ def pin_patch(pod: dict[str, Any], placement: dict[str, Any]) -> list[dict[str, 
     if not (pod.get("metadata") or {}).get("annotations"):
         ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
     else:
-        ops += [{"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value} for key, value in annotations.items()]
+        ops += [
+            {"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}
+            for key, value in annotations.items()
+        ]
     requirement = {"key": "metadata.name", "operator": "In", "values": [node]}
     term = {"matchFields": [requirement]}
     pod_spec = pod.get("spec") or {}
     affinity = pod_spec.get("affinity")
     required = {"nodeSelectorTerms": [term]}
     if not affinity:
-        ops.append({"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}})
+        ops.append(
+            {
+                "op": "add",
+                "path": "/spec/affinity",
+                "value": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
+            }
+        )
     elif not affinity.get("nodeAffinity"):
-        ops.append({"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {"requiredDuringSchedulingIgnoredDuringExecution": required}})
+        ops.append(
+            {
+                "op": "add",
+                "path": "/spec/affinity/nodeAffinity",
+                "value": {"requiredDuringSchedulingIgnoredDuringExecution": required},
+            }
+        )
     elif not affinity["nodeAffinity"].get("requiredDuringSchedulingIgnoredDuringExecution"):
-        ops.append({"op": "add", "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", "value": required})
+        ops.append(
+            {
+                "op": "add",
+                "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+                "value": required,
+            }
+        )
     else:
-        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].get("nodeSelectorTerms") or []
+        terms = (
+            affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].get("nodeSelectorTerms") or []
+        )
         base = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
         if not terms:
             ops.append({"op": "add", "path": base, "value": [term]})
@@ -93,7 +116,10 @@ class Pinner:
             raise
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         try:
-            devices = {d.get("id"): d for d in orjson.loads(_native.decode_node_register(annotations.get("hami.io/node-nvidia-register", "")))}
+            devices = {
+                d.get("id"): d
+                for d in orjson.loads(_native.decode_node_register(annotations.get("hami.io/node-nvidia-register", "")))
+            }
         except (_native.EngineError, orjson.JSONDecodeError) as exc:
             return f"node {node_name} is not registered: {exc}"
         cordoned = {u.strip() for u in annotations.get("hami.io/device-cordon", "").split(",") if u.strip()}
@@ -112,8 +138,13 @@ class Pinner:
             review = orjson.loads(body)
             request = review["request"]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                 "response": {"uid": "", "allowed": True, "warnings": [f"unreadable AdmissionReview: {exc}"]}})
+            return orjson.dumps(
+                {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": {"uid": "", "allowed": True, "warnings": [f"unreadable AdmissionReview: {exc}"]},
+                }
+            )
         response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
         try:
             patch = self.pin(request)
@@ -123,7 +154,13 @@ class Pinner:
         if patch:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
-        return orjson.dumps({"apiVersion": review.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview", "response": response})
+        return orjson.dumps(
+            {
+                "apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),
+                "kind": "AdmissionReview",
+                "response": response,
+            }
+        )
 
     def _claim(self, placement: dict[str, Any], pod_meta: dict[str, Any], attempts: int = 5) -> dict[str, Any] | None:
         """Claim with a resourceVersion-guarded status write. A conflict may come from the controller's
@@ -132,7 +169,11 @@ class Pinner:
         for _ in range(attempts):
             status = placement.setdefault("status", {})
             stamp = k.now_rfc3339()
-            status["claimedBy"] = {"podName": pod_meta.get("name") or "", "generateName": pod_meta.get("generateName") or "", "claimedAt": stamp}
+            status["claimedBy"] = {
+                "podName": pod_meta.get("name") or "",
+                "generateName": pod_meta.get("generateName") or "",
+                "claimedAt": stamp,
+            }
             status["consumedAt"] = stamp
             try:
                 return k.put_status(self.client, placement)
@@ -159,11 +200,14 @@ class Pinner:
         namespace = request.get("namespace") or meta.get("namespace") or "default"
         labels = meta.get("labels") or {}
         with self.lock:
-            candidates = [p for p in k.list_placements(self.client, namespace)
-                          if (p.get("status") or {}).get("phase") in OPEN_PHASES
-                          and not (p.get("status") or {}).get("claimedBy")
-                          and (p.get("status") or {}).get("resolvedUUIDs")
-                          and labels_match((p.get("spec") or {}).get("podSelector"), labels)]
+            candidates = [
+                p
+                for p in k.list_placements(self.client, namespace)
+                if (p.get("status") or {}).get("phase") in OPEN_PHASES
+                and not (p.get("status") or {}).get("claimedBy")
+                and (p.get("status") or {}).get("resolvedUUIDs")
+                and labels_match((p.get("spec") or {}).get("podSelector"), labels)
+            ]
             candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
             for placement in candidates:
                 problem = self.target_problem(placement)

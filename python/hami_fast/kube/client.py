@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import quote
 
 import orjson
@@ -79,12 +80,16 @@ def path_of(*segments: str) -> str:
 
 
 class KubeClient:
-    def __init__(self, api_client: k8s_client.ApiClient, qps: float = 5.0, burst: int = 10, timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_client: k8s_client.ApiClient, qps: float = 5.0, burst: int = 10, timeout: float = 30.0
+    ) -> None:
         self.api_client = api_client
         self.bucket = TokenBucket(qps, burst)
         self.timeout = timeout or 30.0
 
-    def _prepare(self, method: str, path: str, query: list[tuple[str, Any]] | None, content_type: str | None) -> tuple[str, dict[str, str]]:
+    def _prepare(
+        self, method: str, path: str, query: list[tuple[str, Any]] | None, content_type: str | None
+    ) -> tuple[str, dict[str, str]]:
         headers = {"Accept": JSON}
         if content_type:
             headers["Content-Type"] = content_type
@@ -110,7 +115,12 @@ class KubeClient:
         url, headers = self._prepare(method, path, query, content_type or (JSON if body is not None else None))
         try:
             raw = self.api_client.rest_client.pool_manager.request(
-                method, url, body=body, headers=headers, timeout=urllib3.Timeout(total=timeout or self.timeout), retries=False
+                method,
+                url,
+                body=body,
+                headers=headers,
+                timeout=urllib3.Timeout(total=timeout or self.timeout),
+                retries=False,
             )
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
@@ -131,7 +141,12 @@ class KubeClient:
         """A WATCH: yields raw event lines; raises ApiError on a non-200 answer; stops when the server closes."""
         url, headers = self._prepare("GET", path, query, None)
         raw = self.api_client.rest_client.pool_manager.request(
-            "GET", url, headers=headers, preload_content=False, timeout=urllib3.Timeout(connect=10, read=read_timeout), retries=False
+            "GET",
+            url,
+            headers=headers,
+            preload_content=False,
+            timeout=urllib3.Timeout(connect=10, read=read_timeout),
+            retries=False,
         )
         try:
             if raw.status != 200:

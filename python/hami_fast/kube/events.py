@@ -6,7 +6,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -26,7 +27,9 @@ def _now() -> str:
     return _stamp[1]
 
 
-def event_body(namespace: str, name: str, uid: str, event_type: str, reason: str, message: str, component: str) -> bytes:
+def event_body(
+    namespace: str, name: str, uid: str, event_type: str, reason: str, message: str, component: str
+) -> bytes:
     now = _now()
     return orjson.dumps(
         {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from hami_fast.kube.client import ApiError, KubeClient, path_of
@@ -23,7 +23,7 @@ def is_holder(lease: dict[str, Any], identity: str, now: datetime | None = None)
     if not renew:
         return False
     renewed = datetime.fromisoformat(str(renew).replace("Z", "+00:00"))
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return (now - renewed).total_seconds() < duration
 
 
@@ -37,7 +37,15 @@ class AlwaysLeader:
 
 
 class LeaseFollower(threading.Thread):
-    def __init__(self, client: KubeClient, namespace: str, name: str, stop: threading.Event, identity: str = "", period: float = 2.0) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        stop: threading.Event,
+        identity: str = "",
+        period: float = 2.0,
+    ) -> None:
         super().__init__(name="lease-follower", daemon=True)
         self.client, self.namespace, self.lease_name, self.stop_event = client, namespace, name, stop
         self.identity = identity or socket.gethostname()
@@ -53,6 +61,10 @@ class LeaseFollower(threading.Thread):
                 log.debug("lease not readable: %s", exc)
                 leading = False
             if leading != self.leading.is_set():
-                log.info("leadership %s", "acquired" if leading else "lost", extra={"lease": f"{self.namespace}/{self.lease_name}"})
+                log.info(
+                    "leadership %s",
+                    "acquired" if leading else "lost",
+                    extra={"lease": f"{self.namespace}/{self.lease_name}"},
+                )
                 (self.leading.set if leading else self.leading.clear)()
             self.stop_event.wait(self.period)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
-from hami_fast._native import EngineError, parse_node_lock, format_node_lock
+from hami_fast._native import EngineError, format_node_lock, parse_node_lock
 
 LOCK_KEY = "hami.io/mutex.lock"
 
@@ -33,7 +33,7 @@ class Conflict(Exception):
 
 
 def rfc3339_now() -> str:
-    now = datetime.now(timezone.utc).astimezone()
+    now = datetime.now(UTC).astimezone()
     text = now.isoformat(timespec="seconds")
     return text.replace("+00:00", "Z")
 
@@ -44,8 +44,8 @@ def lock_age_seconds(timestamp: str) -> float | None:
     except ValueError:
         return None
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - stamp).total_seconds()
+        stamp = stamp.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - stamp).total_seconds()
 
 
 def _duration_text(seconds: float) -> str:
@@ -93,7 +93,9 @@ class NodeLocker:
             elif owner_name and not self.store.pod_exists(owner_ns, owner_name):
                 self.release(node, namespace, name, check_owner=False)
             else:
-                raise LockContention(f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention")
+                raise LockContention(
+                    f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention"
+                )
         self._set(node, namespace, name)
 
     def _set(self, node: str, namespace: str, name: str) -> None:
@@ -104,7 +106,9 @@ class NodeLocker:
                 if value and value.endswith(suffix):
                     return
                 if value:
-                    raise LockContention(f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention")
+                    raise LockContention(
+                        f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention"
+                    )
                 try:
                     self.store.write_lock(node, format_node_lock(rfc3339_now(), namespace, name), version)
                     return

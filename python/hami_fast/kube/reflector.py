@@ -109,7 +109,12 @@ class Reflector(threading.Thread):
         removed = self.cluster.retain(self.resource.kind, keys)
         self.stats.lists += 1
         self.stats.resource_version = version
-        log.info("listed %d objects (%d removed since last list)", len(keys), removed, extra={"kind": self.resource.kind, "resourceVersion": version})
+        log.info(
+            "listed %d objects (%d removed since last list)",
+            len(keys),
+            removed,
+            extra={"kind": self.resource.kind, "resourceVersion": version},
+        )
         return version
 
     def watch(self, version: str) -> None:

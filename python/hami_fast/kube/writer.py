@@ -84,14 +84,21 @@ class KubeWriter:
 
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None:
         try:
-            self.client.request("PATCH", path_of("api", "v1", "nodes", node), body=lock_patch(value, resource_version), content_type=MERGE_PATCH)
+            self.client.request(
+                "PATCH",
+                path_of("api", "v1", "nodes", node),
+                body=lock_patch(value, resource_version),
+                content_type=MERGE_PATCH,
+            )
         except ApiError as exc:
             if exc.status == 409:
                 raise Conflict(str(exc)) from exc
             raise
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        self.client.request("POST", self._pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node))
+        self.client.request(
+            "POST", self._pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node)
+        )
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -120,13 +127,20 @@ class MemoryWriter:
         self.cluster = cluster
         self.lock = threading.RLock()
         self.nodes = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Node"}
-        self.pods = {f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}": o for o in objects if o.get("kind") == "Pod"}
+        self.pods = {
+            f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}": o
+            for o in objects
+            if o.get("kind") == "Pod"
+        }
         self.versions: dict[str, int] = {}
 
     def remember_pod(self, namespace: str, name: str, uid: str) -> None:
         """A pod first seen by Filter (nobody created it here): keep its identity to patch and bind it."""
         with self.lock:
-            self.pods.setdefault(f"{namespace}/{name}", {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace, "uid": uid}})
+            self.pods.setdefault(
+                f"{namespace}/{name}",
+                {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace, "uid": uid}},
+            )
 
     def _pod(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.pods.get(f"{namespace}/{name}")
@@ -164,7 +178,13 @@ class MemoryWriter:
         with self.lock:
             pod = self._pod(namespace, name)
             if pod.get("spec", {}).get("nodeName"):
-                raise ApiError(409, "Conflict", f"pod {namespace}/{name} is already assigned to node {pod['spec']['nodeName']}", "POST", "binding")
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"pod {namespace}/{name} is already assigned to node {pod['spec']['nodeName']}",
+                    "POST",
+                    "binding",
+                )
             pod.setdefault("spec", {})["nodeName"] = node
             pod.setdefault("status", {})["phase"] = "Running"
             merge(pod, {"metadata": {"annotations": {"hami.io/bind-phase": "success"}}})

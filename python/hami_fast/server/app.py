@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
@@ -26,7 +27,13 @@ def _content_length(scope: Any) -> int:
 
 def review_error(message: str) -> bytes:
     status = {"code": 400, "message": message}
-    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "", "allowed": False, "status": status}})
+    return orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": "", "allowed": False, "status": status},
+        }
+    )
 
 
 class App:
@@ -58,7 +65,9 @@ class App:
             return
         method, handler, too_big, inline = route
         if scope.method != method:
-            protocol.response_bytes(405, [("content-type", "text/plain"), ("allow", method)], b"405 method not allowed\n")
+            protocol.response_bytes(
+                405, [("content-type", "text/plain"), ("allow", method)], b"405 method not allowed\n"
+            )
             return
         if handler is None:
             ok = scope.path == "/healthz" or self.scheduler.ready()
@@ -69,7 +78,11 @@ class App:
             protocol.response_bytes(200, JSON_HEADERS, too_big(f"request body larger than {MAX_BODY} bytes"))
             return
         try:
-            answer = handler(body) if inline else await asyncio.get_running_loop().run_in_executor(self.executor, handler, body)
+            answer = (
+                handler(body)
+                if inline
+                else await asyncio.get_running_loop().run_in_executor(self.executor, handler, body)
+            )
         except Exception as exc:  # never leave kube-scheduler without an answer
             log.exception("handler failed", extra={"path": scope.path})
             answer = too_big(f"internal error: {exc}")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -26,47 +27,82 @@ class UsageCollector:
         mem_limit = GaugeMetricFamily("hami_gpu_memory_limit_bytes", "GPU device memory limit", labels=labels)
         core_limit = GaugeMetricFamily("hami_gpu_core_limit_ratio", "GPU device core limit", labels=labels)
         mem_alloc = GaugeMetricFamily(
-            "hami_gpu_memory_allocated_bytes", "GPU device memory allocated", labels=["node", "device_uuid", "device_index", "device_cores", "device_type", "zone"]
+            "hami_gpu_memory_allocated_bytes",
+            "GPU device memory allocated",
+            labels=["node", "device_uuid", "device_index", "device_cores", "device_type", "zone"],
         )
         shared = GaugeMetricFamily("hami_gpu_shared_count", "Tasks sharing the GPU", labels=labels)
         core_alloc = GaugeMetricFamily("hami_gpu_core_allocated_ratio", "GPU device cores allocated", labels=labels)
         overview = GaugeMetricFamily(
             "hami_node_gpu_overview",
             "GPU overview on the node",
-            labels=["node", "device_uuid", "device_index", "device_cores", "device_memory_limit", "device_type", "zone"],
+            labels=[
+                "node",
+                "device_uuid",
+                "device_index",
+                "device_cores",
+                "device_memory_limit",
+                "device_type",
+                "zone",
+            ],
         )
-        mem_ratio = GaugeMetricFamily("hami_node_gpu_memory_allocated_ratio", "Allocated over total device memory", labels=labels)
+        mem_ratio = GaugeMetricFamily(
+            "hami_node_gpu_memory_allocated_ratio", "Allocated over total device memory", labels=labels
+        )
         for node in orjson.loads(self.cluster.usage()):
             for d in node["devices"]:
                 base = [node["name"], d["uuid"], str(d["index"]), d["type"], "vGPU"]
                 mem_limit.add_metric(base, d["devmem"] * MIB)
                 core_limit.add_metric(base, d["devcore"])
-                mem_alloc.add_metric([node["name"], d["uuid"], str(d["index"]), str(d["usedcores"]), d["type"], "vGPU"], d["usedmem"] * MIB)
+                mem_alloc.add_metric(
+                    [node["name"], d["uuid"], str(d["index"]), str(d["usedcores"]), d["type"], "vGPU"],
+                    d["usedmem"] * MIB,
+                )
                 shared.add_metric(base, d["used"])
                 core_alloc.add_metric(base, d["usedcores"])
                 overview.add_metric(
-                    [node["name"], d["uuid"], str(d["index"]), str(d["usedcores"]), str(d["devmem"] * MIB), d["type"], "vGPU"], d["usedmem"] * MIB
+                    [
+                        node["name"],
+                        d["uuid"],
+                        str(d["index"]),
+                        str(d["usedcores"]),
+                        str(d["devmem"] * MIB),
+                        d["type"],
+                        "vGPU",
+                    ],
+                    d["usedmem"] * MIB,
                 )
                 if d["devmem"] > 0:
                     mem_ratio.add_metric(base, d["usedmem"] / d["devmem"])
         yield from self._accounting()
-        build = GaugeMetricFamily("hami_build_info", "Build information", labels=["version", "revision", "build_date", "go_version", "compiler", "platform"])
+        build = GaugeMetricFamily(
+            "hami_build_info",
+            "Build information",
+            labels=["version", "revision", "build_date", "go_version", "compiler", "platform"],
+        )
         build.add_metric([__version__, "", "", "", "hami-fast (rust+python)", "linux"], 1)
         yield from (mem_limit, core_limit, mem_alloc, shared, core_alloc, overview, mem_ratio, build)
-
 
     def _accounting(self) -> Iterator[Metric]:
         accounting = orjson.loads(self.cluster.accounting())
         pod_labels = ["namespace", "node", "pod", "container_index", "device_uuid", "zone"]
-        vgpu_mem = GaugeMetricFamily("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated to a pod", labels=pod_labels)
-        vgpu_core = GaugeMetricFamily("hami_vgpu_core_allocated_ratio", "vGPU cores allocated to a pod", labels=pod_labels)
+        vgpu_mem = GaugeMetricFamily(
+            "hami_vgpu_memory_allocated_bytes", "vGPU memory allocated to a pod", labels=pod_labels
+        )
+        vgpu_core = GaugeMetricFamily(
+            "hami_vgpu_core_allocated_ratio", "vGPU cores allocated to a pod", labels=pod_labels
+        )
         for pod in accounting["pods"]:
             for d in pod["devices"]:
                 labels = [pod["namespace"], pod["node"], pod["name"], "0", d["uuid"], "vGPU"]
                 vgpu_mem.add_metric(labels, d["usedmem"] * MIB)
                 vgpu_core.add_metric(labels, d["usedcores"])
-        used = GaugeMetricFamily("hami_resource_quota_used", "vGPU quota used", labels=["namespace", "quota_name", "limit", "zone"])
-        limit = GaugeMetricFamily("hami_resource_quota_limit", "vGPU quota limit", labels=["namespace", "quota_name", "zone"])
+        used = GaugeMetricFamily(
+            "hami_resource_quota_used", "vGPU quota used", labels=["namespace", "quota_name", "limit", "zone"]
+        )
+        limit = GaugeMetricFamily(
+            "hami_resource_quota_limit", "vGPU quota limit", labels=["namespace", "quota_name", "zone"]
+        )
         for q in accounting["quotas"]:
             used.add_metric([q["namespace"], q["resource"], str(q["limit"]), "vGPU"], q["used"])
             limit.add_metric([q["namespace"], q["resource"], "vGPU"], q["limit"])
@@ -77,11 +113,21 @@ class Metrics:
     def __init__(self, cluster: Cluster) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(UsageCollector(cluster))  # type: ignore[arg-type]
-        self.latency = Histogram("hami_fast_request_duration_seconds", "Latency of extender and webhook calls", ["route"], buckets=BUCKETS, registry=self.registry)
-        self.filter_failures = Counter("hami_fast_filter_node_failures", "Nodes rejected by Filter, by reason", ["reason"], registry=self.registry)
+        self.latency = Histogram(
+            "hami_fast_request_duration_seconds",
+            "Latency of extender and webhook calls",
+            ["route"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.filter_failures = Counter(
+            "hami_fast_filter_node_failures", "Nodes rejected by Filter, by reason", ["reason"], registry=self.registry
+        )
         self.filter_results = Counter("hami_fast_filter_results", "Filter outcomes", ["result"], registry=self.registry)
         self.bind_results = Counter("hami_fast_bind_results", "Bind outcomes", ["result"], registry=self.registry)
-        self.webhook_results = Counter("hami_fast_webhook_results", "Webhook outcomes", ["result"], registry=self.registry)
+        self.webhook_results = Counter(
+            "hami_fast_webhook_results", "Webhook outcomes", ["result"], registry=self.registry
+        )
 
     def time(self, route: str) -> Any:
         return self.latency.labels(route).time()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -21,7 +22,9 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 def filter_error(message: str) -> bytes:
-    return orjson.dumps({"Nodes": None, "NodeNames": None, "FailedNodes": None, "FailedAndUnresolvableNodes": None, "Error": message})
+    return orjson.dumps(
+        {"Nodes": None, "NodeNames": None, "FailedNodes": None, "FailedAndUnresolvableNodes": None, "Error": message}
+    )
 
 
 def bind_result(error: str = "") -> bytes:
@@ -73,7 +76,10 @@ class Scheduler:
             self.metrics.filter_results.labels("unschedulable").inc()
             for event in decision["events"]:
                 self._event(pod, event["type"], event["reason"], event["message"])
-            log.info("no node fits", extra={"pod": f"{pod['namespace']}/{pod['name']}", "reasons": decision["failed_reasons"]})
+            log.info(
+                "no node fits",
+                extra={"pod": f"{pod['namespace']}/{pod['name']}", "reasons": decision["failed_reasons"]},
+            )
             return response
         try:
             if self.before_patch:
@@ -84,14 +90,21 @@ class Scheduler:
             self.metrics.filter_results.labels("patch_failed").inc()
             message = f"patch pod annotations: {exc}"
             self._event(pod, "Warning", "FilteringFailed", message)
-            log.warning("filter patch failed, reservation rolled back", extra={"pod": f"{pod['namespace']}/{pod['name']}", "error": str(exc)})
+            log.warning(
+                "filter patch failed, reservation rolled back",
+                extra={"pod": f"{pod['namespace']}/{pod['name']}", "error": str(exc)},
+            )
             return filter_error(message)
         self.metrics.filter_results.labels("scheduled").inc()
         for event in decision["events"]:
             self._event(pod, event["type"], event["reason"], event["message"])
         log.info(
             "filter chose node",
-            extra={"pod": f"{pod['namespace']}/{pod['name']}", "node": decision["node"], "devices": decision["annotations"].get("hami.io/vgpu-devices-allocated")},
+            extra={
+                "pod": f"{pod['namespace']}/{pod['name']}",
+                "node": decision["node"],
+                "devices": decision["annotations"].get("hami.io/vgpu-devices-allocated"),
+            },
         )
         return response
 
@@ -109,7 +122,11 @@ class Scheduler:
                 pod_group = bool(((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL))
                 self.locker.acquire(node, namespace, name, pod_group=pod_group)
                 locked = True
-                patch = {"metadata": {"annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}}}
+                patch = {
+                    "metadata": {
+                        "annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}
+                    }
+                }
                 self.writer.patch_pod(namespace, name, orjson.dumps(patch))
                 self.writer.bind(namespace, name, uid, node)
             except Exception as exc:
@@ -122,7 +139,9 @@ class Scheduler:
                 log.warning("bind failed", extra={"pod": f"{namespace}/{name}", "node": node, "error": str(exc)})
                 return bind_result(str(exc))
             self.metrics.bind_results.labels("bound").inc()
-            self._event(pod_ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}")
+            self._event(
+                pod_ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}"
+            )
             log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
             return bind_result()
 

@@ -45,7 +45,9 @@ class Runtime:
     events: Any = None
 
 
-def _memory_runtime(config: Config, cluster: Cluster, metrics: Metrics, objects: list[dict[str, Any]], stop: threading.Event) -> Runtime:
+def _memory_runtime(
+    config: Config, cluster: Cluster, metrics: Metrics, objects: list[dict[str, Any]], stop: threading.Event
+) -> Runtime:
     cluster.apply(orjson.dumps({"kind": "List", "items": objects}, default=str))
     writer = MemoryWriter(cluster, objects)
     memory_events = kube_events.MemoryEvents()
@@ -53,7 +55,9 @@ def _memory_runtime(config: Config, cluster: Cluster, metrics: Metrics, objects:
     synced = threading.Event()
     synced.set()
 
-    scheduler = Scheduler(config, cluster, writer, sink.emit, metrics, synced, AlwaysLeader().leading, before_patch=writer.remember_pod)
+    scheduler = Scheduler(
+        config, cluster, writer, sink.emit, metrics, synced, AlwaysLeader().leading, before_patch=writer.remember_pod
+    )
     runtime = Runtime(config, cluster, scheduler, stop, metrics, memory=writer, events=memory_events)
     return runtime
 
@@ -65,11 +69,15 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
-    reflectors = [Reflector(client, cluster, r, stop, watch_seconds=int(config.watch_timeout)) for r in (nodes, PODS, QUOTAS)]
+    reflectors = [
+        Reflector(client, cluster, r, stop, watch_seconds=int(config.watch_timeout)) for r in (nodes, PODS, QUOTAS)
+    ]
     gate = SyncGate([r.stats.synced for r in reflectors], stop)
     if config.leader_elect:
         namespace = config.leader_elect_resource_namespace or os.environ.get("POD_NAMESPACE", "kube-system")
-        leader: Any = LeaseFollower(client, namespace, config.leader_elect_resource_name, stop, identity=os.environ.get("POD_NAME", ""))
+        leader: Any = LeaseFollower(
+            client, namespace, config.leader_elect_resource_name, stop, identity=os.environ.get("POD_NAME", "")
+        )
     else:
         leader = AlwaysLeader()
     sink = kube_events.EventSink(kube_events.kube_poster(client))
@@ -145,10 +153,18 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
             pass
     while not runtime.stop.is_set() and not stop_async.is_set():
         stamp = _cert_stamp(config)
-        tls: dict[str, Any] = {"ssl_cert": Path(config.cert_file), "ssl_key": Path(config.key_file)} if config.tls else {}
+        tls: dict[str, Any] = (
+            {"ssl_cert": Path(config.cert_file), "ssl_key": Path(config.key_file)} if config.tls else {}
+        )
         server = Server(
-            app, address=host, port=port, interface=Interfaces.RSGI, http=HTTPModes(config.http_mode),
-            runtime_threads=config.runtime_threads, log_enabled=False, **tls,
+            app,
+            address=host,
+            port=port,
+            interface=Interfaces.RSGI,
+            http=HTTPModes(config.http_mode),
+            runtime_threads=config.runtime_threads,
+            log_enabled=False,
+            **tls,
         )
         task = asyncio.create_task(server.serve())
         log.info("serving", extra={"address": f"{'https' if config.tls else 'http'}://{host}:{port}"})

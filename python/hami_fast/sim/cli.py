@@ -21,25 +21,47 @@ examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds the ``simulate`` subcommand to a ``hami-fast`` subparsers object."""
-    p = sub.add_parser("simulate", help=HELP, description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "simulate", help=HELP, description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--nodes", required=True, help="node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
-    p.add_argument("--pods", required=True, nargs="+", help="pod list CSV(s) (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])")
+    p.add_argument(
+        "--pods",
+        required=True,
+        nargs="+",
+        help="pod list CSV(s) (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])",
+    )
     p.add_argument(
         "--policy",
         default="fgd",
         help="fgd, bestfit, dotprod, packing, clustering, random, binpack, spread; a comma list or 'all' sweeps",
     )
-    p.add_argument("--seed", type=int, default=42, help="seed of the shuffle, tuning and node order (Go math/rand stream)")
+    p.add_argument(
+        "--seed", type=int, default=42, help="seed of the shuffle, tuning and node order (Go math/rand stream)"
+    )
     p.add_argument("--seeds", default=None, help="sweep seeds: N, N-M or a comma list (e.g. 42-51)")
-    p.add_argument("--tune", type=float, default=1.3, help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)")
+    p.add_argument(
+        "--tune", type=float, default=1.3, help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)"
+    )
     p.add_argument("--output", choices=["json", "text"], default="text")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="allocation/fragmentation vs arrived figure")
     p.add_argument("--table", default=None, metavar="FILE", help="sweep: write the table (.md, .json or .csv)")
-    p.add_argument("--figures", default=None, metavar="DIR", help="sweep: write per-trace curves and per-family bar charts")
-    p.add_argument("--results", default=None, metavar="FILE.jsonl", help="sweep: write every run's summary, one JSON per line")
+    p.add_argument(
+        "--figures", default=None, metavar="DIR", help="sweep: write per-trace curves and per-family bar charts"
+    )
+    p.add_argument(
+        "--results", default=None, metavar="FILE.jsonl", help="sweep: write every run's summary, one JSON per line"
+    )
     p.add_argument("--jobs", type=int, default=None, help="sweep: parallel processes (default: all cores)")
-    p.add_argument("--from-results", default=None, metavar="FILE.jsonl", help="re-tabulate and re-plot a saved sweep instead of replaying")
-    p.add_argument("--progress", dest="progress", action="store_true", default=None, help="always draw the progress bar")
+    p.add_argument(
+        "--from-results",
+        default=None,
+        metavar="FILE.jsonl",
+        help="re-tabulate and re-plot a saved sweep instead of replaying",
+    )
+    p.add_argument(
+        "--progress", dest="progress", action="store_true", default=None, help="always draw the progress bar"
+    )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw the progress bar")
     p.set_defaults(func=run)
 
@@ -54,7 +76,12 @@ def run(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policy)
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if args.from_results:
-        return _sweep(args, policies, seeds, saved=[json.loads(line) for line in Path(args.from_results).read_text().splitlines() if line.strip()])
+        return _sweep(
+            args,
+            policies,
+            seeds,
+            saved=[json.loads(line) for line in Path(args.from_results).read_text().splitlines() if line.strip()],
+        )
     if len(policies) == 1 and len(seeds) == 1 and len(args.pods) == 1:
         result = replay(Run(args.nodes, args.pods[0], policies[0], seeds[0], args.tune))
         if args.output == "json":
@@ -69,17 +96,29 @@ def run(args: argparse.Namespace) -> int:
     return _sweep(args, policies, seeds)
 
 
-def _sweep(args: argparse.Namespace, policies: list[str], seeds: list[int], saved: list[dict[str, Any]] | None = None) -> int:
+def _sweep(
+    args: argparse.Namespace, policies: list[str], seeds: list[int], saved: list[dict[str, Any]] | None = None
+) -> int:
     from hami_fast.sim import report
     from hami_fast.sim.runner import Run, aggregate, sweep
 
     if saved is not None:
         results = saved
     else:
-        runs = [Run(args.nodes, pods, policy, seed, args.tune) for pods in args.pods for policy in policies for seed in seeds]
+        runs = [
+            Run(args.nodes, pods, policy, seed, args.tune)
+            for pods in args.pods
+            for policy in policies
+            for seed in seeds
+        ]
         sink = open(args.results, "w") if args.results else None
         try:
-            results = sweep(runs, jobs=args.jobs, progress=args.progress, on_result=(lambda r: _write_line(sink, r)) if sink else None)
+            results = sweep(
+                runs,
+                jobs=args.jobs,
+                progress=args.progress,
+                on_result=(lambda r: _write_line(sink, r)) if sink else None,
+            )
         finally:
             if sink:
                 sink.close()
@@ -140,14 +179,24 @@ def draw_figures(results: list[dict[str, Any]], out_dir: Path | None, plot_file:
     if out_dir is None:
         return written
     for trace, rs in by_trace.items():
-        written.append(plots.plot_allocation(rs, out_dir / f"alloc_{trace}.png", title=f"{trace}: median over seeds, 25–75 % band"))
+        written.append(
+            plots.plot_allocation(rs, out_dir / f"alloc_{trace}.png", title=f"{trace}: median over seeds, 25–75 % band")
+        )
         written.append(plots.plot_fragmentation(rs, out_dir / f"frag_{trace}.png", title=f"{trace}: median over seeds"))
     agg = aggregate(results)
     policies = [p for p in POLICIES if any(k[1] == p for k in agg)]
     for family, traces in FAMILIES.items():
         present = [t for t in traces if t in by_trace]
         if present:
-            written.append(plots.plot_bars(agg, present, policies, out_dir / f"bars_{family}.png", title=f"{family}: unallocated GPU % at 100 % arrived"))
+            written.append(
+                plots.plot_bars(
+                    agg,
+                    present,
+                    policies,
+                    out_dir / f"bars_{family}.png",
+                    title=f"{family}: unallocated GPU % at 100 % arrived",
+                )
+            )
     return written
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 COLORS = {
     "random": "#9e9e9e",
@@ -27,7 +28,9 @@ def _pyplot():
     return plt
 
 
-def _curve(results: Sequence[dict[str, Any]], key: str, xs: range) -> tuple[list[int], list[float], list[float], list[float]]:
+def _curve(
+    results: Sequence[dict[str, Any]], key: str, xs: range
+) -> tuple[list[int], list[float], list[float], list[float]]:
     """Median and 25/75 % quantiles over runs of a ``*_by_arrived`` curve, on the x where all runs have a value."""
     out_x, med, lo, hi = [], [], [], []
     for x in xs:
@@ -95,8 +98,12 @@ def plot_fragmentation(results: Sequence[dict[str, Any]], path: str | Path, titl
         x, med, _, _ = _curve(rs, "frag_ratio_by_arrived", range(0, 131))
         ax2.plot(x, med, label=policy, color=c, lw=1.5)
     ax1.axhline(0, color="k", ls="--", lw=1, label="ideal (no fragment)")
-    ax1.set(xlabel="arrived workload (% of GPU capacity)", ylabel="fragment / all GPUs (%)", xlim=(0, 130), ylim=(-0.5, 25))
-    ax2.set(xlabel="arrived workload (% of GPU capacity)", ylabel="fragment / idle GPUs (%)", xlim=(0, 130), ylim=(0, 105))
+    ax1.set(
+        xlabel="arrived workload (% of GPU capacity)", ylabel="fragment / all GPUs (%)", xlim=(0, 130), ylim=(-0.5, 25)
+    )
+    ax2.set(
+        xlabel="arrived workload (% of GPU capacity)", ylabel="fragment / idle GPUs (%)", xlim=(0, 130), ylim=(0, 105)
+    )
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
     ax1.legend(fontsize=8, ncol=2)
@@ -107,7 +114,11 @@ def plot_fragmentation(results: Sequence[dict[str, Any]], path: str | Path, titl
 
 
 def plot_bars(
-    agg: dict[tuple[str, str], dict[str, float]], traces: Sequence[str], policies: Sequence[str], path: str | Path, title: str = ""
+    agg: dict[tuple[str, str], dict[str, float]],
+    traces: Sequence[str],
+    policies: Sequence[str],
+    path: str | Path,
+    title: str = "",
 ) -> Path:
     """Figs. 11–12 style: unallocated % at 100 % arrived, mean ± sd over seeds, a bar group per
     trace, FGD's value labelled."""

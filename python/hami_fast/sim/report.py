@@ -28,7 +28,9 @@ def _trace_key(name: str) -> tuple[int, str]:
 def rows(agg: dict[tuple[str, str], dict[str, float]]) -> list[dict[str, Any]]:
     """One row per (trace, policy) in a stable order, with the published mean and the difference."""
     out = []
-    for trace, policy in sorted(agg, key=lambda k: (_trace_key(k[0]), POLICIES.index(k[1]) if k[1] in POLICIES else 99)):
+    for trace, policy in sorted(
+        agg, key=lambda k: (_trace_key(k[0]), POLICIES.index(k[1]) if k[1] in POLICIES else 99)
+    ):
         a = agg[(trace, policy)]
         published = UNALLOCATED_AT_100.get(trace, {}).get(policy)
         diff = None if published is None else round(a["mean"] - published, 2) + 0.0

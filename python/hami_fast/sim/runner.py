@@ -8,10 +8,11 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from hami_fast import _native
 
@@ -65,7 +66,16 @@ def replay(run: Run) -> dict[str, Any]:
 
 def summary(result: dict[str, Any]) -> dict[str, Any]:
     """The ``--output json`` object of a single run (the keys the CLI promises)."""
-    keys = ["policy", "seed", "pods", "failed", "total_gpus", "unallocated_pct_at_100", "alloc_pct_by_arrived", "elapsed_s"]
+    keys = [
+        "policy",
+        "seed",
+        "pods",
+        "failed",
+        "total_gpus",
+        "unallocated_pct_at_100",
+        "alloc_pct_by_arrived",
+        "elapsed_s",
+    ]
     return {k: result[k] for k in keys}
 
 

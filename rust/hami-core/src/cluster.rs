@@ -4,11 +4,11 @@ use crate::codec::{self, decode_pod_devices, PodHints};
 use crate::config::Config;
 use crate::fit::QuotaState;
 use crate::k8s::{ListPage, Pod, QuotaSpec, WatchEvent};
-use crate::view::{parse_object, parse_raw, MetaView, ObjectView, PodSpecView, PodStatusView};
-use serde_json::value::RawValue;
 use crate::model::{collapse, Collapsed, GpuNode, CORDONED};
 use crate::nodes::NodeTable;
+use crate::view::{parse_object, parse_raw, MetaView, ObjectView, PodSpecView, PodStatusView};
 use rustc_hash::FxHashMap;
+use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -110,7 +110,8 @@ impl Cluster {
             "ResourceQuota" => self.apply_quota(view).map(|_| Applied::Quota),
             _ if view.kind.ends_with("List") || view.items.is_some() => {
                 let items = view.items.as_deref().unwrap_or_default();
-                let errors: Vec<String> = items.iter().filter_map(|item| self.apply_raw_item(item, &view.kind).err()).collect();
+                let errors: Vec<String> =
+                    items.iter().filter_map(|item| self.apply_raw_item(item, &view.kind).err()).collect();
                 if errors.is_empty() {
                     Ok(Applied::List(items.len()))
                 } else {
@@ -179,7 +180,11 @@ impl Cluster {
     /// One page of a LIST response: applies every item, returns the list metadata and item keys.
     pub fn apply_list_page(&mut self, bytes: &[u8]) -> Result<ListInfo, String> {
         let page: ListPage = serde_json::from_slice(bytes).map_err(|e| format!("decode list: {e}"))?;
-        let mut info = ListInfo { resource_version: page.metadata.resource_version, continue_token: page.metadata.continue_token, ..Default::default() };
+        let mut info = ListInfo {
+            resource_version: page.metadata.resource_version,
+            continue_token: page.metadata.continue_token,
+            ..Default::default()
+        };
         for item in page.items {
             match parse_object(item.get().as_bytes()) {
                 Ok(view) => {
@@ -265,7 +270,8 @@ impl Cluster {
             return Ok(Applied::PodIgnored);
         };
         let spec: PodSpecView = parse_raw(view.spec).map_err(|e| format!("{}: spec: {e}", pod_name()))?;
-        let slots = decode_pod_devices(allocated).map_err(|e| format!("{}: annotation {}: {e}", pod_name(), codec::ALLOCATED_KEY))?;
+        let slots = decode_pod_devices(allocated)
+            .map_err(|e| format!("{}: annotation {}: {e}", pod_name(), codec::ALLOCATED_KEY))?;
         let init_count = spec.init_containers.len();
         let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
         let record = self.record(&meta.namespace, &meta.name, node, footprint);
@@ -284,13 +290,20 @@ impl Cluster {
 
     /// A record with its namespace and node names shared with other records.
     pub fn record(&mut self, namespace: &str, name: &str, node: &str, footprint: Vec<Collapsed>) -> PodRecord {
-        PodRecord { namespace: self.shared(namespace), name: name.into(), node: self.shared(node), footprint: footprint.into_boxed_slice() }
+        PodRecord {
+            namespace: self.shared(namespace),
+            name: name.into(),
+            node: self.shared(node),
+            footprint: footprint.into_boxed_slice(),
+        }
     }
 
     /// Records (or replaces) a pod's footprint on its node and in its namespace's quota usage.
     pub fn reserve(&mut self, uid: String, record: PodRecord) {
         self.release(&uid);
-        if let Some(t) = self.nodes.get(&record.node).and_then(|n| crate::policy::node::live_task_type(n, &record.footprint)) {
+        if let Some(t) =
+            self.nodes.get(&record.node).and_then(|n| crate::policy::node::live_task_type(n, &record.footprint))
+        {
             if self.recent.len() == FGD_RECENT_PODS {
                 self.recent.pop_front();
             }
@@ -344,15 +357,26 @@ impl Cluster {
 
     fn apply_quota(&mut self, view: &ObjectView) -> Result<(), String> {
         let meta = &view.metadata;
-        let spec: QuotaSpec = parse_raw(view.spec).map_err(|e| format!("ResourceQuota {}/{}: spec: {e}", meta.namespace, meta.name))?;
+        let spec: QuotaSpec =
+            parse_raw(view.spec).map_err(|e| format!("ResourceQuota {}/{}: spec: {e}", meta.namespace, meta.name))?;
         let limit = |resource: &str| -> Result<Option<i64>, String> {
             let key = format!("limits.{resource}");
             spec.hard
                 .get(&key)
-                .map(|v| v.as_int().ok_or_else(|| format!("ResourceQuota {}/{}: spec.hard[{key}]={:?} is not an integer", meta.namespace, meta.name, v.0)))
+                .map(|v| {
+                    v.as_int().ok_or_else(|| {
+                        format!(
+                            "ResourceQuota {}/{}: spec.hard[{key}]={:?} is not an integer",
+                            meta.namespace, meta.name, v.0
+                        )
+                    })
+                })
                 .transpose()
         };
-        let limits = QuotaLimits { mem: limit(&self.config.resource_memory_name)?, cores: limit(&self.config.resource_core_name)? };
+        let limits = QuotaLimits {
+            mem: limit(&self.config.resource_memory_name)?,
+            cores: limit(&self.config.resource_core_name)?,
+        };
         self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
         Ok(())
     }
@@ -392,7 +416,6 @@ pub fn pod_key(pod: &Pod) -> String {
         pod.metadata.uid.clone()
     }
 }
-
 
 #[derive(serde::Serialize)]
 struct DeviceReport<'a> {
@@ -490,11 +513,16 @@ impl Cluster {
                 namespace: &r.namespace,
                 name: &r.name,
                 node: &r.node,
-                devices: r.footprint.iter().map(|c| PodDeviceReport { uuid: &c.uuid, usedmem: c.mem, usedcores: c.cores }).collect(),
+                devices: r
+                    .footprint
+                    .iter()
+                    .map(|c| PodDeviceReport { uuid: &c.uuid, usedmem: c.mem, usedcores: c.cores })
+                    .collect(),
             })
             .collect();
         pods.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
-        let (mem_name, core_name) = (self.config.resource_memory_name.as_str(), self.config.resource_core_name.as_str());
+        let (mem_name, core_name) =
+            (self.config.resource_memory_name.as_str(), self.config.resource_core_name.as_str());
         let mut quotas = Vec::new();
         for (namespace, by_name) in &self.quotas {
             let (used_mem, used_cores) = self.ns_usage.get(namespace).copied().unwrap_or_default();

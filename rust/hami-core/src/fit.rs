@@ -55,15 +55,23 @@ pub fn fit_host(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> Result<(), S
     if short == [false; 3] {
         return Ok(());
     }
-    let reasons: Vec<&str> =
-        [TOO_MANY_PODS, INSUFFICIENT_CPU, INSUFFICIENT_MEMORY].into_iter().zip(short).filter(|(_, s)| *s).map(|(r, _)| r).collect();
+    let reasons: Vec<&str> = [TOO_MANY_PODS, INSUFFICIENT_CPU, INSUFFICIENT_MEMORY]
+        .into_iter()
+        .zip(short)
+        .filter(|(_, s)| *s)
+        .map(|(r, _)| r)
+        .collect();
     Err(reasons.join(", "))
 }
 
 /// [`fit_host`] without the reason text: (too many pods, CPU short, memory short).
 pub fn host_shortfall(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> [bool; 3] {
     let Some(h) = &node.host else { return [false; 3] };
-    [h.pods_requested + 1 > h.pods, cpu_milli > 0 && h.cpu_left() < cpu_milli, memory_mib > 0 && h.memory_left() < memory_mib]
+    [
+        h.pods_requested + 1 > h.pods,
+        cpu_milli > 0 && h.cpu_left() < cpu_milli,
+        memory_mib > 0 && h.memory_left() < memory_mib,
+    ]
 }
 
 #[derive(Debug, Clone)]
@@ -227,7 +235,9 @@ fn identity_check(node: &GpuNode, i: usize, hints: &PodHints) -> Option<&'static
         Some(CARD_NOT_HEALTH)
     } else if h.has(CORDONED) {
         Some(CARD_CORDONED)
-    } else if h.has(MIG) || (hints.filters_devices() && !hints.device_allowed(&node.devices[i].device_type, &node.devices[i].mode)) {
+    } else if h.has(MIG)
+        || (hints.filters_devices() && !hints.device_allowed(&node.devices[i].device_type, &node.devices[i].mode))
+    {
         Some(CARD_TYPE_MISMATCH)
     } else {
         None
@@ -342,7 +352,15 @@ fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: u
 }
 
 /// Quota check (§13.3): earlier containers + picked so far + the candidate, collapsed.
-fn exceeds_quota(q: &QuotaState, node: &GpuNode, earlier: &PodDevices, slot: usize, picked: &[Pick], candidate: Pick, init_count: usize) -> bool {
+fn exceeds_quota(
+    q: &QuotaState,
+    node: &GpuNode,
+    earlier: &PodDevices,
+    slot: usize,
+    picked: &[Pick],
+    candidate: Pick,
+    init_count: usize,
+) -> bool {
     let as_device = |p: &Pick| ContainerDevice {
         uuid: node.devices[p.index].id.clone(),
         device_type: VENDOR_NVIDIA.to_owned(),

@@ -140,12 +140,7 @@ impl FragMemo {
     }
 
     pub fn frag(&mut self, node: &NodeShape, workload: &Workload) -> f64 {
-        if node.gpu_free.len() > 8
-            || node
-                .gpu_free
-                .iter()
-                .any(|&f| !(0..=i64::from(u16::MAX)).contains(&f))
-        {
+        if node.gpu_free.len() > 8 || node.gpu_free.iter().any(|&f| !(0..=i64::from(u16::MAX)).contains(&f)) {
             return node_frag(node, workload);
         }
         let model = self.model_id(node.model);
@@ -154,10 +149,7 @@ impl FragMemo {
             *k = f as u16;
         }
         key[..node.gpu_free.len()].sort_unstable_by(|a, b| b.cmp(a));
-        *self
-            .map
-            .entry((model, node.cpu_left, key))
-            .or_insert_with(|| node_frag(node, workload))
+        *self.map.entry((model, node.cpu_left, key)).or_insert_with(|| node_frag(node, workload))
     }
 
     pub fn len(&self) -> usize {
@@ -214,15 +206,7 @@ mod tests {
     use super::*;
 
     fn t(cpu: i64, milli: i64, n: u32, spec: &str, pct: f64) -> (TaskType, f64) {
-        (
-            TaskType {
-                cpu_milli: cpu,
-                gpu_milli: milli,
-                num_gpu: n,
-                gpu_spec: spec.into(),
-            },
-            pct / 100.0,
-        )
+        (TaskType { cpu_milli: cpu, gpu_milli: milli, num_gpu: n, gpu_spec: spec.into() }, pct / 100.0)
     }
 
     /// The typical-pod list of the simulator's `frag_test.go` (shares as printed there, not renormalised).
@@ -264,12 +248,7 @@ mod tests {
             (7000, 1000, 1, "V100M16", 0.25),
             (24000, 1000, 1, "T4", 0.25),
         ];
-        Workload {
-            types: rows
-                .iter()
-                .map(|&(c, m, n, s, p)| t(c, m, n, s, p))
-                .collect(),
-        }
+        Workload { types: rows.iter().map(|&(c, m, n, s, p)| t(c, m, n, s, p)).collect() }
     }
 
     fn with_cpu_types() -> Workload {
@@ -306,20 +285,11 @@ mod tests {
             (2000, 80, 1, 0.27),
             (1000, 1000, 1, 0.27),
         ];
-        Workload {
-            types: rows.iter().map(|&(c, m, n, p)| t(c, m, n, "", p)).collect(),
-        }
+        Workload { types: rows.iter().map(|&(c, m, n, p)| t(c, m, n, "", p)).collect() }
     }
 
     fn frag(cpu_left: i64, free: &[i64], model: &str, w: &Workload) -> f64 {
-        node_frag(
-            &NodeShape {
-                cpu_left,
-                gpu_free: free,
-                model,
-            },
-            w,
-        )
+        node_frag(&NodeShape { cpu_left, gpu_free: free, model }, w)
     }
 
     #[test]
@@ -328,15 +298,11 @@ mod tests {
         assert!((frag(1000, &[200, 1000, 1000, 500], "1080", &w) - 2566.62).abs() < 0.01);
         assert!((frag(1000, &[1000; 4], "1080", &w) - 3802.40).abs() < 0.01);
         assert!((frag(1000, &[1000; 8], "1080", &w) - 7604.80).abs() < 0.01);
-        let first = Workload {
-            types: vec![w.types[0].clone()],
-        };
+        let first = Workload { types: vec![w.types[0].clone()] };
         assert!((frag(1000, &[200, 1000, 1000, 500], "1080", &first) - 251.91).abs() < 0.01);
         let w = with_cpu_types();
         assert!((frag(64000, &[1000; 8], "P100", &w) - 887.20).abs() < 0.01);
-        assert!(
-            (frag(32000, &[1000, 1000, 1000, 1000, 0, 0, 0, 0], "P100", &w) - 554.4).abs() < 0.01
-        );
+        assert!((frag(32000, &[1000, 1000, 1000, 1000, 0, 0, 0, 0], "P100", &w) - 554.4).abs() < 0.01);
         assert!((frag(0, &[1000, 1000, 1000, 1000, 0, 0, 0, 0], "P100", &w) - 4000.0).abs() < 0.01);
     }
 
@@ -351,18 +317,11 @@ mod tests {
 
     #[test]
     fn typical_keeps_popular_types_and_renormalises() {
-        let ty = |cpu| TaskType {
-            cpu_milli: cpu,
-            gpu_milli: 1000,
-            num_gpu: 1,
-            gpu_spec: String::new(),
-        };
+        let ty = |cpu| TaskType { cpu_milli: cpu, gpu_milli: 1000, num_gpu: 1, gpu_spec: String::new() };
         let tasks = std::iter::repeat_n(ty(1), 6).chain(std::iter::repeat_n(ty(2), 3)).chain([ty(3)]);
         let w = Workload::typical(tasks, 80.0);
         assert_eq!(w.types.len(), 2);
-        assert!(
-            (w.types[0].1 - 6.0 / 9.0).abs() < 1e-12 && (w.types[1].1 - 3.0 / 9.0).abs() < 1e-12
-        );
+        assert!((w.types[0].1 - 6.0 / 9.0).abs() < 1e-12 && (w.types[1].1 - 3.0 / 9.0).abs() < 1e-12);
         // Equal counts: the larger tuple first.
         let w = Workload::typical([ty(5), ty(7)], 50.0);
         assert_eq!(w.types[0].0.cpu_milli, 7);
@@ -373,22 +332,8 @@ mod tests {
     fn memo_ignores_device_order() {
         let w = gpu_types();
         let mut memo = FragMemo::default();
-        let a = memo.frag(
-            &NodeShape {
-                cpu_left: 1000,
-                gpu_free: &[200, 1000, 1000, 500],
-                model: "1080",
-            },
-            &w,
-        );
-        let b = memo.frag(
-            &NodeShape {
-                cpu_left: 1000,
-                gpu_free: &[1000, 500, 200, 1000],
-                model: "1080",
-            },
-            &w,
-        );
+        let a = memo.frag(&NodeShape { cpu_left: 1000, gpu_free: &[200, 1000, 1000, 500], model: "1080" }, &w);
+        let b = memo.frag(&NodeShape { cpu_left: 1000, gpu_free: &[1000, 500, 200, 1000], model: "1080" }, &w);
         assert_eq!(a, b);
         assert_eq!(memo.len(), 1);
     }

@@ -45,10 +45,7 @@ pub struct Resources {
 impl Resources {
     /// Limits first, then requests, as HAMi reads every vGPU resource.
     pub fn get(&self, name: &str) -> Option<&Quantity> {
-        self.limits
-            .as_ref()
-            .and_then(|l| l.get(name))
-            .or_else(|| self.requests.as_ref().and_then(|r| r.get(name)))
+        self.limits.as_ref().and_then(|l| l.get(name)).or_else(|| self.requests.as_ref().and_then(|r| r.get(name)))
     }
 
     pub fn limit(&self, name: &str) -> Option<&Quantity> {

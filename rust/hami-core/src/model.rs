@@ -50,7 +50,12 @@ pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released
             let a = &acc[uuid];
             let (app_mem, app_cores, app_slots) = a.app;
             if init_released {
-                return (app_slots > 0).then(|| Collapsed { uuid: uuid.into(), mem: app_mem, cores: app_cores, slots: app_slots });
+                return (app_slots > 0).then(|| Collapsed {
+                    uuid: uuid.into(),
+                    mem: app_mem,
+                    cores: app_cores,
+                    slots: app_slots,
+                });
             }
             let (init_mem, init_cores) = a.init.unwrap_or((0, 0));
             let init_slots = i64::from(a.init.is_some());
@@ -173,7 +178,12 @@ impl GpuNode {
         out
     }
 
-    fn set_devices(&mut self, devices: Vec<Device>, pairs: &BTreeMap<String, BTreeMap<String, i64>>, cordon: Option<&str>) {
+    fn set_devices(
+        &mut self,
+        devices: Vec<Device>,
+        pairs: &BTreeMap<String, BTreeMap<String, i64>>,
+        cordon: Option<&str>,
+    ) {
         let cordoned_ids = cordon.map(codec::split_list).unwrap_or_default();
         self.hot = devices.iter().map(|d| DeviceHot::of(d, cordoned_ids.contains(&d.id))).collect();
         if !pairs.is_empty() {
@@ -230,7 +240,12 @@ impl GpuNode {
 
     pub fn copy_usage_from(&mut self, other: &Self) {
         self.usage.clone_from(&other.usage);
-        self.totals = Totals { used: other.totals.used, usedcores: other.totals.usedcores, usedmem: other.totals.usedmem, ..self.totals };
+        self.totals = Totals {
+            used: other.totals.used,
+            usedcores: other.totals.usedcores,
+            usedmem: other.totals.usedmem,
+            ..self.totals
+        };
     }
 
     /// Same devices, same order: usage carries over unchanged.
@@ -249,7 +264,12 @@ mod tests {
 
     #[test]
     fn collapse_init_peak_and_app_sums() {
-        let slots = vec![vec![d("A", 500, 10)], vec![d("A", 900, 5)], vec![d("A", 300, 20), d("B", 100, 0)], vec![d("A", 400, 30)]];
+        let slots = vec![
+            vec![d("A", 500, 10)],
+            vec![d("A", 900, 5)],
+            vec![d("A", 300, 20), d("B", 100, 0)],
+            vec![d("A", 400, 30)],
+        ];
         let c = collapse(&slots, 2, false);
         assert_eq!(c[0], Collapsed { uuid: "A".into(), mem: 900, cores: 50, slots: 2 });
         assert_eq!(c[1], Collapsed { uuid: "B".into(), mem: 100, cores: 0, slots: 1 });

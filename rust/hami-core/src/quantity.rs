@@ -82,9 +82,7 @@ pub fn parse_int_quantity(text: &str) -> Option<i64> {
         b'+' => (false, &s[1..]),
         _ => (false, s),
     };
-    let number_end = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
+    let number_end = body.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(body.len());
     let (number, suffix) = body.split_at(number_end);
     let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && frac.is_empty() {

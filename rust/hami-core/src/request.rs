@@ -117,7 +117,8 @@ mod tests {
         assert_eq!((r.nums, r.resolved_memory(32768), r.coresreq), (1, 32768, 100));
         let r = req(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"3k","nvidia.com/gpucores":30}"#).unwrap();
         assert_eq!((r.nums, r.resolved_memory(32768), r.coresreq), (1, 3000, 30));
-        let r = req(r#"{"nvidia.com/gpu":"2","nvidia.com/gpumem-percentage":"50","nvidia.com/gpucores":"30"}"#).unwrap();
+        let r =
+            req(r#"{"nvidia.com/gpu":"2","nvidia.com/gpumem-percentage":"50","nvidia.com/gpucores":"30"}"#).unwrap();
         assert_eq!((r.nums, r.resolved_memory(32768), r.coresreq), (2, 16384, 30));
         let r = req(r#"{"nvidia.com/gpu":"1","nvidia.com/gpumem-percentage":"40"}"#).unwrap();
         assert_eq!((r.resolved_memory(32768), r.coresreq), (13107, 0));

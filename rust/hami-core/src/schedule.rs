@@ -3,21 +3,21 @@
 use crate::cluster::{pod_key, Cluster, PodRecord};
 use crate::codec::{self, encode_pod_devices, GpuPolicy, NodePolicy, PodDevices, PodHints};
 use crate::fit::{fit_pod, order_free_request, quick_fit, NodeFit, PodContext, NODE_UNREGISTERED};
-use crate::k8s::Pod;
-use crate::nodes::NodeTable;
-use crate::view::ObjectView;
-use crate::wire::parse_node_names;
-use std::hash::{Hash, Hasher};
-use std::borrow::Cow;
 use crate::frag::{FragMemo, NodeShape, Workload};
-use crate::policy::node as np;
+use crate::k8s::Pod;
 use crate::model::{collapse, GpuNode};
+use crate::nodes::NodeTable;
+use crate::policy::node as np;
 use crate::request::PodRequest;
+use crate::view::ObjectView;
 use crate::webhook::apply_defaults;
+use crate::wire::parse_node_names;
 use crate::wire::{ExtenderArgs, ExtenderFilterResult, NodeItems};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 /// Every candidate's outcome; devices are resolved for the chosen node only.
 #[derive(Debug, Default)]
@@ -64,7 +64,12 @@ pub struct Placement<'a> {
 
 impl<'a> Placement<'a> {
     /// Policies: pod annotation, else the given override, else the configured default.
-    pub fn new(cluster: &Cluster, pod: &'a Pod, node_policy: Option<&str>, gpu_policy: Option<&str>) -> Result<Self, String> {
+    pub fn new(
+        cluster: &Cluster,
+        pod: &'a Pod,
+        node_policy: Option<&str>,
+        gpu_policy: Option<&str>,
+    ) -> Result<Self, String> {
         let hints = Cluster::hints_for(pod)?;
         let node_policy = hints
             .node_policy
@@ -126,10 +131,13 @@ impl CandidateCache {
         let key = (hasher.finish(), text.len(), nodes.generation());
         if key != self.key || self.entries.is_empty() {
             let names = parse_node_names(raw)?;
-            self.entries = names.into_iter().map(|n| {
-                let id = nodes.id(&n);
-                (n.into_owned(), id)
-            }).collect();
+            self.entries = names
+                .into_iter()
+                .map(|n| {
+                    let id = nodes.id(&n);
+                    (n.into_owned(), id)
+                })
+                .collect();
             self.key = key;
         }
         Ok(())
@@ -191,7 +199,13 @@ fn evaluate_nodes<'n, 'c>(
                     None => np::gpu_preference_best_fit(&free, &pod),
                 };
                 let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| Some(preference.clone());
-                let ctx = PodContext { request: ctx.request, hints: ctx.hints, gpu_policy: ctx.gpu_policy, quota: ctx.quota, device_preference: Some(&prefer) };
+                let ctx = PodContext {
+                    request: ctx.request,
+                    hints: ctx.hints,
+                    gpu_policy: ctx.gpu_policy,
+                    quota: ctx.quota,
+                    device_preference: Some(&prefer),
+                };
                 Some(fit_pod(node, &ctx))
             }
             None => lookup(name).map(|node| fit_pod(node, &ctx)),
@@ -225,7 +239,13 @@ fn evaluate_nodes<'n, 'c>(
 /// the recent placements ([`Cluster::target_workload`]), or the pod itself before any.
 /// `random` scores each node by a hash of (pod UID, node name): uniform, reproducible per pod.
 /// Returns FGD's GPU of each fit for a sharing pod.
-fn rescore(cluster: &Cluster, placement: &Placement, scorer: np::Scorer, fits: &mut [(&str, f64)], nodes: &[&GpuNode]) -> Vec<Option<usize>> {
+fn rescore(
+    cluster: &Cluster,
+    placement: &Placement,
+    scorer: np::Scorer,
+    fits: &mut [(&str, f64)],
+    nodes: &[&GpuNode],
+) -> Vec<Option<usize>> {
     let mut workload = if scorer == np::Scorer::Fgd { cluster.target_workload() } else { Workload::default() };
     let mut memo = FragMemo::default();
     let mut scores: Vec<i64> = Vec::with_capacity(fits.len());
@@ -366,7 +386,11 @@ fn failed_events(eval: &Evaluation, total: usize) -> Vec<Event> {
             Event {
                 event_type: "Warning",
                 reason: "FilteringFailed",
-                message: format!("{} nodes {reason}({})", nodes.len(), capped_list(nodes.iter().map(|n| (*n).to_owned()))),
+                message: format!(
+                    "{} nodes {reason}({})",
+                    nodes.len(),
+                    capped_list(nodes.iter().map(|n| (*n).to_owned()))
+                ),
             }
         })
         .collect();
@@ -392,7 +416,10 @@ impl Cluster {
         };
         if placement.request.is_empty() {
             return match parse_node_names(args.node_names) {
-                Ok(names) => FilterOutcome { response: ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(), decision: None },
+                Ok(names) => FilterOutcome {
+                    response: ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(),
+                    decision: None,
+                },
                 Err(e) => FilterOutcome::error(e),
             };
         }
@@ -404,8 +431,18 @@ impl Cluster {
         if let Err(e) = cache.refresh(args.node_names, &self.nodes) {
             return FilterOutcome::error(e);
         }
-        let saved = if record { self.release(&key); None } else { self.set_aside(&key) };
-        let eval = evaluate_nodes(self, &placement, cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| self.nodes.by_id(i)))), |n| self.nodes.get(n));
+        let saved = if record {
+            self.release(&key);
+            None
+        } else {
+            self.set_aside(&key)
+        };
+        let eval = evaluate_nodes(
+            self,
+            &placement,
+            cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| self.nodes.by_id(i)))),
+            |n| self.nodes.get(n),
+        );
         if let Some(record) = saved {
             self.reserve(key.clone(), record);
         }
@@ -424,7 +461,15 @@ impl Cluster {
         saved
     }
 
-    fn decide(&mut self, placement: &Placement, eval: &Evaluation, total: usize, now: i64, record: bool, key: &str) -> FilterOutcome {
+    fn decide(
+        &mut self,
+        placement: &Placement,
+        eval: &Evaluation,
+        total: usize,
+        now: i64,
+        record: bool,
+        key: &str,
+    ) -> FilterOutcome {
         let meta = &placement.pod.metadata;
         let pod = PodRef { namespace: &meta.namespace, name: &meta.name, uid: &meta.uid };
         let Some((node, fit)) = &eval.chosen else {
@@ -477,7 +522,8 @@ impl Cluster {
         }
         let lookup = |name: &str| temp.iter().find(|(g, _)| g.name == name).map(|(g, _)| g);
         let eval = evaluate_nodes(self, placement, temp.iter().map(|(g, _)| (g.name.as_str(), Some(g))), lookup);
-        let chosen = eval.chosen.as_ref().and_then(|(name, _)| temp.iter().find(|(g, _)| g.name == *name)).map(|(_, raw)| *raw);
+        let chosen =
+            eval.chosen.as_ref().and_then(|(name, _)| temp.iter().find(|(g, _)| g.name == *name)).map(|(_, raw)| *raw);
         let response = ExtenderFilterResult {
             nodes: chosen.map(|raw| NodeItems { items: vec![raw] }),
             failed_nodes: Some(eval.failed_map()),
@@ -487,7 +533,13 @@ impl Cluster {
     }
 
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.
-    pub fn explain(&mut self, pod_bytes: &[u8], now: i64, node_policy: Option<&str>, gpu_policy: Option<&str>) -> Vec<u8> {
+    pub fn explain(
+        &mut self,
+        pod_bytes: &[u8],
+        now: i64,
+        node_policy: Option<&str>,
+        gpu_policy: Option<&str>,
+    ) -> Vec<u8> {
         #[derive(Serialize, Default)]
         struct Explain {
             node: Option<String>,
@@ -504,13 +556,18 @@ impl Cluster {
             }
             let placement = Placement::new(self, &pod, node_policy, gpu_policy)?;
             if placement.request.is_empty() {
-                return Err(format!("Pod {} requests no vGPU resource; kube-scheduler places it without hami-fast", pod.key()));
+                return Err(format!(
+                    "Pod {} requests no vGPU resource; kube-scheduler places it without hami-fast",
+                    pod.key()
+                ));
             }
             let mut names: Vec<String> = self.nodes.names().cloned().collect();
             names.sort();
             let key = pod_key(&pod);
             let saved = self.set_aside(&key);
-            let eval = evaluate_nodes(self, &placement, names.iter().map(|n| (n.as_str(), self.nodes.get(n))), |n| self.nodes.get(n));
+            let eval = evaluate_nodes(self, &placement, names.iter().map(|n| (n.as_str(), self.nodes.get(n))), |n| {
+                self.nodes.get(n)
+            });
             let chosen = eval.chosen.as_ref().map(|(n, f)| ((*n).to_owned(), allocation_annotations(n, &f.slots, now)));
             let (scores, failed) = (eval.scores(), eval.failed_map());
             drop(eval);

@@ -170,9 +170,10 @@ impl PodStatusView<'_> {
     pub fn init_succeeded(&self, init_count: usize) -> bool {
         init_count > 0
             && self.init_container_statuses.len() >= init_count
-            && self.init_container_statuses.iter().all(|s| {
-                matches!(s.state.as_ref().and_then(|st| st.terminated.as_ref()), Some(t) if t.exit_code == 0)
-            })
+            && self
+                .init_container_statuses
+                .iter()
+                .all(|s| matches!(s.state.as_ref().and_then(|st| st.terminated.as_ref()), Some(t) if t.exit_code == 0))
     }
 }
 

@@ -34,7 +34,9 @@ fn add_limit(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Ve
     let op = if c_had_resources(resources) {
         match resources.limits {
             None => PatchOp { op: "add", path: format!("{base}/resources/limits"), value: json!({ name: q }) },
-            Some(_) => PatchOp { op: "add", path: format!("{base}/resources/limits/{}", escape(name)), value: json!(q) },
+            Some(_) => {
+                PatchOp { op: "add", path: format!("{base}/resources/limits/{}", escape(name)), value: json!(q) }
+            }
         }
     } else {
         PatchOp { op: "add", path: format!("{base}/resources"), value: json!({"limits": { name: q }}) }
@@ -146,28 +148,41 @@ impl Cluster {
     pub fn admit(&self, body: &[u8]) -> Vec<u8> {
         let (version, uid, verdict) = match serde_json::from_slice::<Review>(body) {
             Err(e) => (None, String::new(), Verdict::Fail(400, format!("decode AdmissionReview: {e}"))),
-            Ok(Review { api_version, request: None }) => (api_version, String::new(), Verdict::Fail(400, "AdmissionReview has no request".into())),
+            Ok(Review { api_version, request: None }) => {
+                (api_version, String::new(), Verdict::Fail(400, "AdmissionReview has no request".into()))
+            }
             Ok(Review { api_version, request: Some(req) }) => {
                 let verdict = self.review_pod(&req);
                 (api_version, req.uid, verdict)
             }
         };
         let response = match verdict {
-            Verdict::Allow(message) => json!({"uid": uid, "allowed": true, "status": {"code": 200, "message": message.unwrap_or_default()}}),
+            Verdict::Allow(message) => {
+                json!({"uid": uid, "allowed": true, "status": {"code": 200, "message": message.unwrap_or_default()}})
+            }
             Verdict::Patch(ops) if ops.is_empty() => json!({"uid": uid, "allowed": true, "status": {"code": 200}}),
             Verdict::Patch(ops) => {
-                let patch = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&ops).unwrap_or_default());
+                let patch =
+                    base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&ops).unwrap_or_default());
                 json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch})
             }
-            Verdict::Deny(message) => json!({"uid": uid, "allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": message}}),
-            Verdict::Fail(code, message) => json!({"uid": uid, "allowed": false, "status": {"code": code, "message": message}}),
+            Verdict::Deny(message) => {
+                json!({"uid": uid, "allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": message}})
+            }
+            Verdict::Fail(code, message) => {
+                json!({"uid": uid, "allowed": false, "status": {"code": code, "message": message}})
+            }
         };
-        let version = version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or_else(|| "admission.k8s.io/v1".into());
-        serde_json::to_vec(&json!({"apiVersion": version, "kind": "AdmissionReview", "response": response})).unwrap_or_default()
+        let version =
+            version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or_else(|| "admission.k8s.io/v1".into());
+        serde_json::to_vec(&json!({"apiVersion": version, "kind": "AdmissionReview", "response": response}))
+            .unwrap_or_default()
     }
 
     fn review_pod(&self, req: &ReviewRequest) -> Verdict {
-        let Some(raw) = req.object else { return Verdict::Fail(400, "AdmissionReview request.object is missing".into()) };
+        let Some(raw) = req.object else {
+            return Verdict::Fail(400, "AdmissionReview request.object is missing".into());
+        };
         #[derive(Deserialize)]
         struct Kind {
             #[serde(default)]
@@ -216,7 +231,11 @@ impl Cluster {
                 }
             }
             if pod.spec.runtime_class_name.is_none() && !cfg.runtime_class_name.is_empty() {
-                m.ops.push(PatchOp { op: "add", path: "/spec/runtimeClassName".into(), value: json!(cfg.runtime_class_name) });
+                m.ops.push(PatchOp {
+                    op: "add",
+                    path: "/spec/runtimeClassName".into(),
+                    value: json!(cfg.runtime_class_name),
+                });
             }
             if self.exceeds_admission_quota(pod) {
                 return Verdict::Deny("exceeding resource quota".into());

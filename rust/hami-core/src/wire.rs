@@ -1,10 +1,10 @@
 //! kube-scheduler extender wire types: Go field names out, keys matched case-insensitively in.
 
 use crate::k8s::Pod;
+use crate::view::Text;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use crate::view::Text;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,7 +21,8 @@ pub struct ExtenderArgs<'a> {
 /// Parses a raw `NodeNames` array (`null` reads as empty).
 pub fn parse_node_names(raw: Option<&RawValue>) -> Result<Vec<Cow<'_, str>>, String> {
     let Some(raw) = raw else { return Ok(Vec::new()) };
-    let names: Option<Vec<Text>> = serde_json::from_str(raw.get()).map_err(|e| format!("decode ExtenderArgs.NodeNames: {e}"))?;
+    let names: Option<Vec<Text>> =
+        serde_json::from_str(raw.get()).map_err(|e| format!("decode ExtenderArgs.NodeNames: {e}"))?;
     Ok(names.unwrap_or_default().into_iter().map(|t| t.0).collect())
 }
 
@@ -147,11 +148,13 @@ mod tests {
 
     #[test]
     fn args_keys_are_case_insensitive() {
-        let a: ExtenderArgs = serde_json::from_str(r#"{"pod":{"metadata":{"name":"p"}},"nodes":null,"nodenames":["a","b"]}"#).unwrap();
+        let a: ExtenderArgs =
+            serde_json::from_str(r#"{"pod":{"metadata":{"name":"p"}},"nodes":null,"nodenames":["a","b"]}"#).unwrap();
         assert_eq!(a.pod.unwrap().metadata.name, "p");
         assert!(a.nodes.is_none());
         assert_eq!(parse_node_names(a.node_names).unwrap(), vec!["a", "b"]);
-        let a: ExtenderArgs = serde_json::from_str(r#"{"Pod":null,"Nodes":{"items":[]},"NodeNames":null,"Extra":1}"#).unwrap();
+        let a: ExtenderArgs =
+            serde_json::from_str(r#"{"Pod":null,"Nodes":{"items":[]},"NodeNames":null,"Extra":1}"#).unwrap();
         assert!(a.pod.is_none() && a.nodes.is_some() && a.node_names.is_none());
     }
 
@@ -166,7 +169,9 @@ mod tests {
 
     #[test]
     fn binding_args() {
-        let b = parse_binding_args(br#"{"PodName":"gpu-pod","PodNamespace":"default","PodUID":"1b4c","Node":"node-b"}"#).unwrap();
+        let b =
+            parse_binding_args(br#"{"PodName":"gpu-pod","PodNamespace":"default","PodUID":"1b4c","Node":"node-b"}"#)
+                .unwrap();
         assert_eq!(b.pod_uid, "1b4c");
         let b = parse_binding_args(br#"{"podname":"p","node":"n"}"#).unwrap();
         assert_eq!(b.pod_name, "p");

@@ -61,13 +61,19 @@ fn worked_example_9_1a() {
     let mut c = cluster_9_1a();
     let p = pod("new", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000", "nvidia.com/gpucores": "20"}));
     let (resp, decision) = filter(&mut c, &p, &["node-a", "node-b"]);
-    assert_eq!(resp, json!({"Nodes": null, "NodeNames": ["node-a"], "FailedNodes": null, "FailedAndUnresolvableNodes": null, "Error": ""}));
+    assert_eq!(
+        resp,
+        json!({"Nodes": null, "NodeNames": ["node-a"], "FailedNodes": null, "FailedAndUnresolvableNodes": null, "Error": ""})
+    );
     let d = decision.unwrap();
     assert_eq!(devices_of(&d), "GPU-a1,NVIDIA,4000,20:;");
     assert_eq!(d["annotations"]["hami.io/vgpu-devices-to-allocate"], "GPU-a1,NVIDIA,4000,20:;");
     assert_eq!(d["annotations"]["hami.io/vgpu-node"], "node-a");
     assert_eq!(d["annotations"]["hami.io/vgpu-time"], "1705054796");
-    assert_eq!(d["events"][0]["message"], "find fit node(node-a), 0 nodes not fit, 2 nodes fit(node-b:0.00,node-a:2.46)");
+    assert_eq!(
+        d["events"][0]["message"],
+        "find fit node(node-a), 0 nodes not fit, 2 nodes fit(node-b:0.00,node-a:2.46)"
+    );
     let patch: Value = serde_json::from_str(d["patch"].as_str().unwrap()).unwrap();
     assert_eq!(patch["metadata"]["labels"]["hami.io/vgpu-node"], "node-a");
 }
@@ -81,13 +87,17 @@ fn policies_change_node_and_device() {
     let binpack_gpu = explain(&mut c, &p, None, Some("binpack"));
     assert_eq!(binpack_gpu["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-a0,NVIDIA,4000,20:;");
     let mut annotated = p.clone();
-    annotated["metadata"]["annotations"] = json!({"hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "binpack"});
+    annotated["metadata"]["annotations"] =
+        json!({"hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "binpack"});
     let by_pod = explain(&mut c, &annotated, Some("binpack"), Some("spread"));
     assert_eq!(by_pod["node"], "node-b");
     let mut empty_policy = p.clone();
     empty_policy["metadata"]["annotations"] = json!({"hami.io/gpu-scheduler-policy": ""});
     let spread_like = explain(&mut c, &empty_policy, None, Some("binpack"));
-    assert_eq!(spread_like["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-a1,NVIDIA,4000,20:;", "an empty annotation overrides and sorts as spread");
+    assert_eq!(
+        spread_like["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-a1,NVIDIA,4000,20:;",
+        "an empty annotation overrides and sorts as spread"
+    );
     assert_eq!(by_pod["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-b1,NVIDIA,4000,20:;");
 }
 
@@ -124,7 +134,10 @@ fn usage_is_incremental_and_released() {
     apply(&mut c, &placed_pod("early", "n", "GPU-n0,NVIDIA,20000,50:;"));
     apply(&mut c, &two_gpu_node("n"));
     let big = pod("big", json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "20000"}));
-    assert_eq!(explain(&mut c, &big, None, None)["failed"]["n"], "1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory");
+    assert_eq!(
+        explain(&mut c, &big, None, None)["failed"]["n"],
+        "1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory"
+    );
     let mut done = placed_pod("early", "n", "GPU-n0,NVIDIA,20000,50:;");
     done["status"] = json!({"phase": "Succeeded"});
     apply(&mut c, &done);
@@ -149,7 +162,10 @@ fn node_reregistration_rebuilds_only_on_inventory_change() {
     assert_eq!(usage[0]["devices"][1]["usedmem"], 1000);
     assert_eq!(usage[0]["devices"][0]["cordoned"], true);
     let exclusive = pod("w", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100", "nvidia.com/gpucores": "100"}));
-    assert_eq!(explain(&mut c, &exclusive, None, None)["failed"]["n"], "1/2 CardCordoned, 1/2 ExclusiveDeviceAllocateConflict");
+    assert_eq!(
+        explain(&mut c, &exclusive, None, None)["failed"]["n"],
+        "1/2 CardCordoned, 1/2 ExclusiveDeviceAllocateConflict"
+    );
     // Devices change order: usage is rebuilt from the pods on the node.
     apply(&mut c, &node("n", vec![gpu("GPU-n1", 0, 0), gpu("GPU-n9", 1, 0)]));
     let usage: Value = serde_json::from_slice(&c.usage_json()).unwrap();
@@ -272,13 +288,22 @@ fn numa_bind_mutex_and_topology() {
     apply(&mut c, &placed_pod("busy", "n", "G2,NVIDIA,100,0:;"));
     let mut two = pod("two", json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "100"}));
     two["metadata"]["annotations"] = json!({"nvidia.com/numa-bind": "true"});
-    assert_eq!(explain(&mut c, &two, None, None)["annotations"]["hami.io/vgpu-devices-allocated"], "G1,NVIDIA,100,0:G2,NVIDIA,100,0:;");
+    assert_eq!(
+        explain(&mut c, &two, None, None)["annotations"]["hami.io/vgpu-devices-allocated"],
+        "G1,NVIDIA,100,0:G2,NVIDIA,100,0:;"
+    );
     two["metadata"]["annotations"] = json!({"hami.io/gpu-scheduler-policy": "mutex"});
-    assert_eq!(explain(&mut c, &two, None, None)["annotations"]["hami.io/vgpu-devices-allocated"], "G1,NVIDIA,100,0:G0,NVIDIA,100,0:;");
+    assert_eq!(
+        explain(&mut c, &two, None, None)["annotations"]["hami.io/vgpu-devices-allocated"],
+        "G1,NVIDIA,100,0:G0,NVIDIA,100,0:;"
+    );
     let three = pod("three", json!({"nvidia.com/gpu": "3", "nvidia.com/gpumem": "100"}));
     let mut mutex3 = three.clone();
     mutex3["metadata"]["annotations"] = json!({"hami.io/gpu-scheduler-policy": "mutex"});
-    assert_eq!(explain(&mut c, &mutex3, None, None)["failed"]["n"], "1/3 ExclusiveDeviceAllocateConflict, 2/3 AllocatedCardsInsufficientRequest");
+    assert_eq!(
+        explain(&mut c, &mutex3, None, None)["failed"]["n"],
+        "1/3 ExclusiveDeviceAllocateConflict, 2/3 AllocatedCardsInsufficientRequest"
+    );
 
     let mut t = Cluster::new(Config::default());
     let mut n = node("t", (0..4).map(|i| gpu(&format!("T{i}"), i, 0)).collect());
@@ -307,11 +332,17 @@ fn type_uuid_and_mode_filters() {
     apply(&mut c, &node("n", vec![t4, gpu("V-1", 1, 0), mig]));
     let mut p = pod("p", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100"}));
     p["metadata"]["annotations"] = json!({"nvidia.com/use-gputype": "t4"});
-    assert!(explain(&mut c, &p, None, None)["annotations"]["hami.io/vgpu-devices-allocated"].as_str().unwrap().starts_with("T4-0,"));
+    assert!(explain(&mut c, &p, None, None)["annotations"]["hami.io/vgpu-devices-allocated"]
+        .as_str()
+        .unwrap()
+        .starts_with("T4-0,"));
     p["metadata"]["annotations"] = json!({"nvidia.com/nouse-gputype": "T4,V100"});
     assert_eq!(explain(&mut c, &p, None, None)["failed"]["n"], "3/3 CardTypeMismatch");
     p["metadata"]["annotations"] = json!({"nvidia.com/use-gpuuuid": "V-1"});
-    assert!(explain(&mut c, &p, None, None)["annotations"]["hami.io/vgpu-devices-allocated"].as_str().unwrap().starts_with("V-1,"));
+    assert!(explain(&mut c, &p, None, None)["annotations"]["hami.io/vgpu-devices-allocated"]
+        .as_str()
+        .unwrap()
+        .starts_with("V-1,"));
     p["metadata"]["annotations"] = json!({"nvidia.com/use-gpuuuid": "nope"});
     assert_eq!(explain(&mut c, &p, None, None)["failed"]["n"], "1/3 CardTypeMismatch, 2/3 CardUuidMismatch");
 }
@@ -319,15 +350,24 @@ fn type_uuid_and_mode_filters() {
 #[test]
 fn quota_limits_memory() {
     let mut c = cluster_9_1a();
-    apply(&mut c, &json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"limits.nvidia.com/gpumem": "10000"}}}));
+    apply(
+        &mut c,
+        &json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"limits.nvidia.com/gpumem": "10000"}}}),
+    );
     let ok = pod("ok", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7000"}));
     assert!(explain(&mut c, &ok, None, None)["node"].is_string());
     let too_big = pod("big", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7001"}));
     assert_eq!(explain(&mut c, &too_big, None, None)["failed"]["node-a"], "2/2 ResourceQuotaNotFit");
     let accounting: Value = serde_json::from_slice(&c.accounting_json()).unwrap();
-    assert_eq!(accounting["quotas"], json!([{"namespace": "default", "name": "q", "resource": "nvidia.com/gpumem", "limit": 10000, "used": 3000}]));
+    assert_eq!(
+        accounting["quotas"],
+        json!([{"namespace": "default", "name": "q", "resource": "nvidia.com/gpumem", "limit": 10000, "used": 3000}])
+    );
     assert_eq!(accounting["pods"][0]["devices"], json!([{"uuid": "GPU-a0", "usedmem": 3000, "usedcores": 30}]));
-    c.delete(json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}}).to_string().as_bytes()).unwrap();
+    c.delete(
+        json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}}).to_string().as_bytes(),
+    )
+    .unwrap();
     assert!(explain(&mut c, &too_big, None, None)["node"].is_string());
 }
 
@@ -357,7 +397,10 @@ fn webhook_defaults_and_denials() {
     );
     let mem_only = pod("m", json!({"nvidia.com/gpumem": "3000"}));
     let ops = patch_ops(&admit(&c, "admission.k8s.io/v1", &mem_only));
-    assert_eq!(ops[0], json!({"op": "add", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu", "value": "1"}));
+    assert_eq!(
+        ops[0],
+        json!({"op": "add", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu", "value": "1"})
+    );
     assert_eq!(ops[1], json!({"op": "add", "path": "/spec/schedulerName", "value": "hami-scheduler"}));
     assert_eq!(ops.as_array().unwrap().len(), 2);
 
@@ -365,7 +408,10 @@ fn webhook_defaults_and_denials() {
     privileged["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
     let r = admit(&c, "admission.k8s.io/v1", &privileged);
     assert_eq!(r["response"]["allowed"], false);
-    assert_eq!(r["response"]["status"], json!({"code": 403, "reason": "Forbidden", "message": "container c is privileged"}));
+    assert_eq!(
+        r["response"]["status"],
+        json!({"code": 403, "reason": "Forbidden", "message": "container c is privileged"})
+    );
     let mut plain_priv = pod("pp", json!({"cpu": "1"}));
     plain_priv["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
     assert_eq!(admit(&c, "admission.k8s.io/v1", &plain_priv)["response"]["allowed"], true);
@@ -383,7 +429,10 @@ fn webhook_defaults_and_denials() {
     let bad_pct = pod("b", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "120"}));
     let r = admit(&c, "admission.k8s.io/v1", &bad_pct);
     assert_eq!(r["response"]["status"]["code"], 500);
-    assert!(r["response"]["status"]["message"].as_str().unwrap().contains("invalid nvidia.com/gpumem-percentage value 120 in container c"));
+    assert!(r["response"]["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("invalid nvidia.com/gpumem-percentage value 120 in container c"));
 
     let mut empty = pod("e", json!({}));
     empty["spec"]["containers"] = json!([]);
@@ -395,7 +444,10 @@ fn webhook_defaults_and_denials() {
 #[test]
 fn webhook_quota_denial() {
     let mut c = Cluster::new(Config::default());
-    apply(&mut c, &json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"limits.nvidia.com/gpucores": "50"}}}));
+    apply(
+        &mut c,
+        &json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"limits.nvidia.com/gpucores": "50"}}}),
+    );
     let r = admit(&c, "admission.k8s.io/v1", &pod("p", json!({"nvidia.com/gpu": "2", "nvidia.com/gpucores": "30"})));
     assert_eq!(r["response"]["status"]["message"], "exceeding resource quota");
     let r = admit(&c, "admission.k8s.io/v1", &pod("p", json!({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30"})));
@@ -412,9 +464,13 @@ fn watch_events_drive_the_cluster() {
     assert_eq!(c.pod_count(), 1);
     c.apply_watch_event(ev("DELETED", &placed_pod("p", "n", "GPU-n0,NVIDIA,5,5:;")).as_bytes()).unwrap();
     assert_eq!(c.pod_count(), 0);
-    let bookmark = c.apply_watch_event(ev("BOOKMARK", &json!({"kind": "Pod", "metadata": {"resourceVersion": "9"}})).as_bytes()).unwrap();
+    let bookmark = c
+        .apply_watch_event(ev("BOOKMARK", &json!({"kind": "Pod", "metadata": {"resourceVersion": "9"}})).as_bytes())
+        .unwrap();
     assert_eq!(bookmark.resource_version, "9");
-    let gone = c.apply_watch_event(ev("ERROR", &json!({"kind": "Status", "code": 410, "reason": "Expired"})).as_bytes()).unwrap();
+    let gone = c
+        .apply_watch_event(ev("ERROR", &json!({"kind": "Status", "code": 410, "reason": "Expired"})).as_bytes())
+        .unwrap();
     assert_eq!(gone.code, 410);
     let bad = c.apply_watch_event(ev("MODIFIED", &placed_pod("x", "n", "broken,,:;")).as_bytes()).unwrap();
     assert!(bad.error.unwrap().contains("default/x"));

@@ -64,7 +64,9 @@ fn fgd_closes_the_half_used_gpu() {
 fn each_policy_scores_on_its_own_scale() {
     let mut c = cluster();
     let half = pod("new", "16384", json!({}));
-    for (policy, expected) in [("bestfit", "node-a"), ("packing", "node-a"), ("clustering", "node-a"), ("dotprod", "node-a")] {
+    for (policy, expected) in
+        [("bestfit", "node-a"), ("packing", "node-a"), ("clustering", "node-a"), ("dotprod", "node-a")]
+    {
         let out = explain(&mut c, &half, policy);
         assert_eq!(out["node"], expected, "{policy}: {out}");
         for s in out["scores"].as_object().unwrap().values() {
@@ -82,9 +84,11 @@ fn each_policy_scores_on_its_own_scale() {
 #[test]
 fn random_is_reproducible_per_pod_and_annotation_selects_the_policy() {
     let mut c = cluster();
-    let chosen: Vec<Value> = (0..20).map(|i| explain(&mut c, &pod(&format!("p{i}"), "8000", json!({})), "random")["node"].clone()).collect();
+    let chosen: Vec<Value> =
+        (0..20).map(|i| explain(&mut c, &pod(&format!("p{i}"), "8000", json!({})), "random")["node"].clone()).collect();
     assert!(chosen.contains(&json!("node-a")) && chosen.contains(&json!("node-b")), "{chosen:?}");
-    let again: Vec<Value> = (0..20).map(|i| explain(&mut c, &pod(&format!("p{i}"), "8000", json!({})), "random")["node"].clone()).collect();
+    let again: Vec<Value> =
+        (0..20).map(|i| explain(&mut c, &pod(&format!("p{i}"), "8000", json!({})), "random")["node"].clone()).collect();
     assert_eq!(chosen, again);
     // The pod annotation wins over the flag, as for binpack/spread.
     let annotated = pod("new", "16384", json!({"hami.io/node-scheduler-policy": "spread"}));

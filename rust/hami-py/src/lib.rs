@@ -8,7 +8,12 @@ use pyo3::types::PyBytes;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 
-create_exception!(hami_fast._native, EngineError, PyValueError, "Bad input: the message names the object and the field.");
+create_exception!(
+    hami_fast._native,
+    EngineError,
+    PyValueError,
+    "Bad input: the message names the object and the field."
+);
 
 fn engine_error(message: String) -> PyErr {
     EngineError::new_err(message)
@@ -16,8 +21,11 @@ fn engine_error(message: String) -> PyErr {
 
 /// Runs engine code without the GIL; a panic becomes an EngineError instead of crossing the FFI boundary.
 fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send) -> PyResult<T> {
-    py.detach(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err("internal error in hami-core (panic); input rejected".into())))
-        .map_err(engine_error)
+    py.detach(|| {
+        catch_unwind(AssertUnwindSafe(f))
+            .unwrap_or_else(|_| Err("internal error in hami-core (panic); input rejected".into()))
+    })
+    .map_err(engine_error)
 }
 
 #[pyclass(frozen, module = "hami_fast._native")]
@@ -49,7 +57,11 @@ impl Cluster {
     }
 
     /// -> (event type, resourceVersion, key, Status code, error of the object or None)
-    fn apply_watch_event(&self, py: Python<'_>, line: &[u8]) -> PyResult<(String, String, String, i32, Option<String>)> {
+    fn apply_watch_event(
+        &self,
+        py: Python<'_>,
+        line: &[u8],
+    ) -> PyResult<(String, String, String, i32, Option<String>)> {
         let e = run(py, || self.lock().apply_watch_event(line))?;
         Ok((e.event_type, e.resource_version, e.key, e.code, e.error))
     }
@@ -66,7 +78,13 @@ impl Cluster {
     }
 
     #[pyo3(signature = (args, now, record=true))]
-    fn filter<'py>(&self, py: Python<'py>, args: &[u8], now: i64, record: bool) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
+    fn filter<'py>(
+        &self,
+        py: Python<'py>,
+        args: &[u8],
+        now: i64,
+        record: bool,
+    ) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
         let outcome = run(py, || Ok(self.lock().filter(args, now, record)))?;
         Ok((PyBytes::new(py, &outcome.response), outcome.decision.map(|d| PyBytes::new(py, &d))))
     }
@@ -76,7 +94,14 @@ impl Cluster {
     }
 
     #[pyo3(signature = (pod, now, node_policy=None, gpu_policy=None))]
-    fn explain<'py>(&self, py: Python<'py>, pod: &[u8], now: i64, node_policy: Option<&str>, gpu_policy: Option<&str>) -> PyResult<Bound<'py, PyBytes>> {
+    fn explain<'py>(
+        &self,
+        py: Python<'py>,
+        pod: &[u8],
+        now: i64,
+        node_policy: Option<&str>,
+        gpu_policy: Option<&str>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().explain(pod, now, node_policy, gpu_policy)))?;
         Ok(PyBytes::new(py, &out))
     }
@@ -107,31 +132,36 @@ impl Cluster {
 
 #[pyfunction]
 fn decode_node_register<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyBytes>> {
-    let devices = codec::decode_node_register(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::REGISTER_KEY)))?;
+    let devices = codec::decode_node_register(value)
+        .map_err(|e| engine_error(format!("annotation {}: {e}", codec::REGISTER_KEY)))?;
     Ok(PyBytes::new(py, &serde_json::to_vec(&devices).unwrap_or_default()))
 }
 
 #[pyfunction]
 fn encode_node_register(devices: &[u8]) -> PyResult<String> {
-    let devices: Vec<codec::Device> = serde_json::from_slice(devices).map_err(|e| engine_error(format!("devices: {e}")))?;
+    let devices: Vec<codec::Device> =
+        serde_json::from_slice(devices).map_err(|e| engine_error(format!("devices: {e}")))?;
     Ok(codec::encode_node_register(&devices))
 }
 
 #[pyfunction]
 fn decode_pod_devices<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyBytes>> {
-    let slots = codec::decode_pod_devices(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::ALLOCATED_KEY)))?;
+    let slots = codec::decode_pod_devices(value)
+        .map_err(|e| engine_error(format!("annotation {}: {e}", codec::ALLOCATED_KEY)))?;
     Ok(PyBytes::new(py, &serde_json::to_vec(&slots).unwrap_or_default()))
 }
 
 #[pyfunction]
 fn encode_pod_devices(containers: &[u8]) -> PyResult<String> {
-    let slots: codec::PodDevices = serde_json::from_slice(containers).map_err(|e| engine_error(format!("containers: {e}")))?;
+    let slots: codec::PodDevices =
+        serde_json::from_slice(containers).map_err(|e| engine_error(format!("containers: {e}")))?;
     Ok(codec::encode_pod_devices(&slots))
 }
 
 #[pyfunction]
 fn parse_node_lock(value: &str) -> PyResult<(String, String, String)> {
-    let lock = codec::parse_node_lock(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::NODE_LOCK_KEY)))?;
+    let lock =
+        codec::parse_node_lock(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::NODE_LOCK_KEY)))?;
     Ok((lock.timestamp, lock.namespace, lock.name))
 }
 
@@ -172,7 +202,14 @@ fn replay<'py>(
             })
         };
         let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
-        let options = replay::Options { policy: replay::Policy::parse(policy)?, seed, tune, shuffle, check_all, ..replay::Options::default() };
+        let options = replay::Options {
+            policy: replay::Policy::parse(policy)?,
+            seed,
+            tune,
+            shuffle,
+            check_all,
+            ..replay::Options::default()
+        };
         let value = replay::replay_csv(nodes_name, &nodes, pods_name, &pods, options)?;
         serde_json::to_vec(&value).map_err(|e| e.to_string())
     })?;
@@ -187,7 +224,9 @@ fn node_frag(cpu_left: i64, gpu_free: Vec<i64>, model: &str, types: Vec<(i64, i6
     let workload = Workload {
         types: types
             .into_iter()
-            .map(|(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)| (TaskType { cpu_milli, gpu_milli, num_gpu, gpu_spec }, share))
+            .map(|(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)| {
+                (TaskType { cpu_milli, gpu_milli, num_gpu, gpu_spec }, share)
+            })
             .collect(),
     };
     node_frag(&NodeShape { cpu_left, gpu_free: &gpu_free, model }, &workload)
@@ -201,7 +240,12 @@ fn config_of(config: Option<&[u8]>) -> Result<hami_core::Config, String> {
 /// the plan JSON out (`hami-fast plan`, `POST /api/v1/plan`).
 #[pyfunction]
 #[pyo3(signature = (inputs, options=None, config=None))]
-fn plan<'py>(py: Python<'py>, inputs: Vec<Vec<u8>>, options: Option<&[u8]>, config: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+fn plan<'py>(
+    py: Python<'py>,
+    inputs: Vec<Vec<u8>>,
+    options: Option<&[u8]>,
+    config: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyBytes>> {
     let out = run(py, || {
         let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
         hami_core::plan::plan_bytes(&refs, options.unwrap_or(b""), &config_of(config)?)
@@ -223,7 +267,14 @@ fn fragmentation<'py>(py: Python<'py>, inputs: Vec<Vec<u8>>, config: Option<&[u8
 /// A placement target checked before any eviction: `{"ok", "uuids", "message"}` JSON.
 #[pyfunction]
 #[pyo3(signature = (inputs, pod, node, gpus, config=None))]
-fn validate_target<'py>(py: Python<'py>, inputs: Vec<Vec<u8>>, pod: &str, node: &str, gpus: Vec<String>, config: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+fn validate_target<'py>(
+    py: Python<'py>,
+    inputs: Vec<Vec<u8>>,
+    pod: &str,
+    node: &str,
+    gpus: Vec<String>,
+    config: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyBytes>> {
     let out = run(py, || {
         let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
         hami_core::plan::validate_target_bytes(&refs, pod, node, &gpus, &config_of(config)?)
@@ -234,12 +285,30 @@ fn validate_target<'py>(py: Python<'py>, inputs: Vec<Vec<u8>>, pod: &str, node: 
 /// A trace replay stopped at `arrived_pct` % of GPU capacity, as a Kubernetes `List` (JSON).
 #[pyfunction]
 #[pyo3(signature = (nodes_csv, pods_csv, policy, arrived_pct=90.0, seed=42, tune=1.3))]
-fn replay_snapshot<'py>(py: Python<'py>, nodes_csv: &[u8], pods_csv: &[u8], policy: &str, arrived_pct: f64, seed: i64, tune: f64) -> PyResult<Bound<'py, PyBytes>> {
+fn replay_snapshot<'py>(
+    py: Python<'py>,
+    nodes_csv: &[u8],
+    pods_csv: &[u8],
+    policy: &str,
+    arrived_pct: f64,
+    seed: i64,
+    tune: f64,
+) -> PyResult<Bound<'py, PyBytes>> {
     use hami_core::replay;
     let out = run(py, || {
-        let text = |name: &str, b: &[u8]| std::str::from_utf8(b).map(str::to_owned).map_err(|_| format!("{name}: not UTF-8 text"));
-        let options = replay::Options { policy: replay::Policy::parse(policy)?, seed, tune, ..replay::Options::default() };
-        let value = replay::snapshot::snapshot_csv("nodes.csv", &text("nodes.csv", nodes_csv)?, "pods.csv", &text("pods.csv", pods_csv)?, options, arrived_pct)?;
+        let text = |name: &str, b: &[u8]| {
+            std::str::from_utf8(b).map(str::to_owned).map_err(|_| format!("{name}: not UTF-8 text"))
+        };
+        let options =
+            replay::Options { policy: replay::Policy::parse(policy)?, seed, tune, ..replay::Options::default() };
+        let value = replay::snapshot::snapshot_csv(
+            "nodes.csv",
+            &text("nodes.csv", nodes_csv)?,
+            "pods.csv",
+            &text("pods.csv", pods_csv)?,
+            options,
+            arrived_pct,
+        )?;
         serde_json::to_vec(&value).map_err(|e| e.to_string())
     })?;
     Ok(PyBytes::new(py, &out))

@@ -204,7 +204,8 @@ impl PodHints {
 
     /// Type filters, compared case-insensitively as substrings of the device model.
     pub fn type_allowed(&self, device_type_upper: &str) -> bool {
-        let allowed = self.use_types.is_empty() || self.use_types.iter().any(|t| device_type_upper.contains(t.as_str()));
+        let allowed =
+            self.use_types.is_empty() || self.use_types.iter().any(|t| device_type_upper.contains(t.as_str()));
         allowed && !self.nouse_types.iter().any(|t| device_type_upper.contains(t.as_str()))
     }
 
@@ -213,7 +214,8 @@ impl PodHints {
     }
 
     pub fn uuid_allowed(&self, uuid: &str) -> bool {
-        (self.use_uuids.is_empty() || self.use_uuids.iter().any(|u| u == uuid)) && !self.nouse_uuids.iter().any(|u| u == uuid)
+        (self.use_uuids.is_empty() || self.use_uuids.iter().any(|u| u == uuid))
+            && !self.nouse_uuids.iter().any(|u| u == uuid)
     }
 }
 
@@ -227,7 +229,10 @@ mod tests {
 
     #[test]
     fn weights() {
-        assert_eq!(ScoringWeights::parse("slot=1,core=2,memory=0").unwrap(), ScoringWeights { slot: 1, core: 2, memory: 0 });
+        assert_eq!(
+            ScoringWeights::parse("slot=1,core=2,memory=0").unwrap(),
+            ScoringWeights { slot: 1, core: 2, memory: 0 }
+        );
         assert!(ScoringWeights::parse("slot=0,core=0,memory=0").unwrap_err().contains("greater than 0"));
         assert!(ScoringWeights::parse("slot=1,core=2").unwrap_err().contains("all of"));
         assert!(ScoringWeights::parse("slot=-1,core=2,memory=1").unwrap_err().contains("slot"));

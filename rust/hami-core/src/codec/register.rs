@@ -50,7 +50,12 @@ pub struct Device {
     pub devmem: i32,
     #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_zero_i32")]
     pub devcore: i32,
-    #[serde(default, rename = "type", deserialize_with = "crate::k8s::nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "type",
+        deserialize_with = "crate::k8s::nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub device_type: String,
     #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_zero_i32")]
     pub numa: i32,
@@ -68,8 +73,7 @@ pub fn decode_node_register(value: &str) -> Result<Vec<Device>, String> {
     let devices = if trimmed.starts_with('[') {
         serde_json::from_str::<Vec<Device>>(trimmed).map_err(|e| format!("invalid JSON: {e}"))?
     } else {
-        decode_legacy_register(trimmed)
-            .map_err(|e| format!("neither a JSON array nor the legacy colon form: {e}"))?
+        decode_legacy_register(trimmed).map_err(|e| format!("neither a JSON array nor the legacy colon form: {e}"))?
     };
     if devices.is_empty() {
         return Err("no gpu found on node".into());
@@ -99,7 +103,8 @@ fn decode_legacy_device(segment: &str) -> Result<Device, String> {
     };
     let health = f[6].trim().parse::<bool>().map_err(|_| format!("field health={:?} is not a bool", f[6]))?;
     let (index, mode) = if f.len() == 9 {
-        let index = f[7].trim().parse::<u32>().map_err(|_| format!("field index={:?} is not a non-negative integer", f[7]))?;
+        let index =
+            f[7].trim().parse::<u32>().map_err(|_| format!("field index={:?} is not a non-negative integer", f[7]))?;
         (index, f[8].to_owned())
     } else {
         (0, "hami-core".to_owned())
@@ -171,7 +176,10 @@ mod tests {
 
     #[test]
     fn null_fields_read_as_zero_values() {
-        let d = decode_node_register(r#"[{"id":"GPU-1","count":10,"devmem":100,"devcore":100,"type":null,"health":null,"numa":null}]"#).unwrap();
+        let d = decode_node_register(
+            r#"[{"id":"GPU-1","count":10,"devmem":100,"devcore":100,"type":null,"health":null,"numa":null}]"#,
+        )
+        .unwrap();
         assert!(!d[0].health && d[0].device_type.is_empty() && d[0].numa == 0);
     }
 
@@ -198,7 +206,9 @@ mod tests {
 
     #[test]
     fn pair_scores() {
-        let s = decode_pair_scores(r#"[{"uuid":"GPU-0","score":{"GPU-1":100}},{"uuid":"GPU-1","score":{"GPU-0":100}}]"#).unwrap();
+        let s =
+            decode_pair_scores(r#"[{"uuid":"GPU-0","score":{"GPU-1":100}},{"uuid":"GPU-1","score":{"GPU-0":100}}]"#)
+                .unwrap();
         assert_eq!(s["GPU-0"]["GPU-1"], 100);
         assert!(decode_pair_scores("{").is_err());
     }

@@ -121,7 +121,8 @@ pub fn cpu_milli(text: &str) -> Option<i64> {
 
 /// A memory quantity in MiB (rounded up).
 pub fn memory_mib(text: &str) -> Option<i64> {
-    let bytes = crate::quantity::parse_int_quantity(text).or_else(|| text.trim().parse::<f64>().ok().map(|f| f.ceil() as i64))?;
+    let bytes = crate::quantity::parse_int_quantity(text)
+        .or_else(|| text.trim().parse::<f64>().ok().map(|f| f.ceil() as i64))?;
     Some((bytes + (1 << 20) - 1) >> 20)
 }
 
@@ -205,7 +206,8 @@ impl Snapshot {
         let mut allocatable: HashMap<String, (i64, i64)> = HashMap::new();
         let mut host_used: HashMap<String, (i64, i64, i64)> = HashMap::new();
         for (n, bytes) in inputs.iter().enumerate() {
-            let env: Envelope = serde_json::from_slice(bytes).map_err(|e| format!("snapshot input {n}: decode: {e}"))?;
+            let env: Envelope =
+                serde_json::from_slice(bytes).map_err(|e| format!("snapshot input {n}: decode: {e}"))?;
             // The engine's cluster takes the whole input (List items without `kind` take the
             // list's); an item it cannot use (e.g. a malformed annotation) is left out of the plan.
             let _ = cluster.apply(bytes);
@@ -253,8 +255,16 @@ impl Snapshot {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         for n in &mut nodes {
             if let Some(&(cpu, mem)) = allocatable.get(&n.name) {
-                let (cpu_requested, memory_requested, pods_requested) = host_used.get(&n.name).copied().unwrap_or_default();
-                n.host = Some(HostResources { cpu_milli: cpu, memory_mib: mem, pods: i64::MAX / 4, cpu_requested, memory_requested, pods_requested });
+                let (cpu_requested, memory_requested, pods_requested) =
+                    host_used.get(&n.name).copied().unwrap_or_default();
+                n.host = Some(HostResources {
+                    cpu_milli: cpu,
+                    memory_mib: mem,
+                    pods: i64::MAX / 4,
+                    cpu_requested,
+                    memory_requested,
+                    pods_requested,
+                });
             }
         }
         let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
@@ -284,7 +294,8 @@ impl Snapshot {
             });
         }
         out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let workload = Workload::typical(out.iter().filter_map(|p| np::live_task_type(&nodes[p.node], &p.footprint)), 95.0);
+        let workload =
+            Workload::typical(out.iter().filter_map(|p| np::live_task_type(&nodes[p.node], &p.footprint)), 95.0);
         Ok(Self { nodes, index, pods: out, workload })
     }
 
@@ -330,7 +341,12 @@ impl Snapshot {
                 node: n.name.clone(),
                 registered: n.is_registered(),
                 gpus: n.devices.len(),
-                free_whole_gpus: n.usage.iter().zip(&n.hot).filter(|(u, h)| is_whole_free(u) && h.has(HEALTHY) && !h.has(CORDONED)).count(),
+                free_whole_gpus: n
+                    .usage
+                    .iter()
+                    .zip(&n.hot)
+                    .filter(|(u, h)| is_whole_free(u) && h.has(HEALTHY) && !h.has(CORDONED))
+                    .count(),
                 partly_used_gpus: n.usage.iter().filter(|u| !is_whole_free(u)).count(),
                 fragmentation: round3(node_frag(n, &self.workload, &mut memo) / MILLI as f64),
                 free_milli: np::live_free_milli(n),
@@ -518,7 +534,9 @@ impl<'s> Planner<'s> {
                 if (cores >= 100 && u.used > 0) || u.usedcores >= 100 {
                     continue;
                 }
-                if !p.hints.type_allowed(&n.devices[d].device_type.to_uppercase()) || !p.hints.uuid_allowed(&n.devices[d].id) {
+                if !p.hints.type_allowed(&n.devices[d].device_type.to_uppercase())
+                    || !p.hints.uuid_allowed(&n.devices[d].id)
+                {
                     continue;
                 }
                 fits.push((free_mem - mem, d));
@@ -534,7 +552,8 @@ impl<'s> Planner<'s> {
                 free[d] = (left.max(0) * MILLI) / devmem;
                 leftover += left;
             }
-            let after = self.memo.frag(&NodeShape { cpu_left: 0, gpu_free: &free, model: node_model(n) }, &self.s.workload);
+            let after =
+                self.memo.frag(&NodeShape { cpu_left: 0, gpu_free: &free, model: node_model(n) }, &self.s.workload);
             out.push((after - self.frags[t], leftover, t));
         }
         out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
@@ -566,7 +585,13 @@ impl<'s> Planner<'s> {
             order.sort_by_key(|&d| (i64::from(node.hot[d].devmem) - usage[d].usedmem, d));
             Some(order)
         };
-        let ctx = PodContext { request: &p.request, hints: &hints, gpu_policy: &p.gpu_policy, quota: None, device_preference: Some(&prefer) };
+        let ctx = PodContext {
+            request: &p.request,
+            hints: &hints,
+            gpu_policy: &p.gpu_policy,
+            quota: None,
+            device_preference: Some(&prefer),
+        };
         let fit = fit_pod(n, &ctx).ok()?;
         Some(collapse(&fit.slots, p.request.init_count, false))
     }
@@ -576,7 +601,12 @@ impl<'s> Planner<'s> {
     }
 
     /// Moves a lifted pod to the best target the Fit accepts; returns (target, old node, old footprint).
-    fn relocate(&mut self, pi: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool, max_delta: f64) -> Option<(usize, Vec<Collapsed>)> {
+    fn relocate(
+        &mut self,
+        pi: usize,
+        allowed: &dyn Fn(usize, usize, &GpuNode) -> bool,
+        max_delta: f64,
+    ) -> Option<(usize, Vec<Collapsed>)> {
         let ranked = self.rank_targets(pi, allowed);
         for &(delta, _, t) in ranked.iter().take(8) {
             if delta > max_delta {
@@ -595,7 +625,8 @@ impl<'s> Planner<'s> {
 
     fn record_move(&mut self, pi: usize, from_node: usize, from_fp: &[Collapsed]) {
         let p = &self.s.pods[pi];
-        let mv = Move { pod: p.key(), from: self.place_of(from_node, from_fp), to: self.place_of(p.node, &p.footprint) };
+        let mv =
+            Move { pod: p.key(), from: self.place_of(from_node, from_fp), to: self.place_of(p.node, &p.footprint) };
         self.moves.push(mv);
         self.moved.insert(pi);
     }
@@ -620,7 +651,10 @@ impl<'s> Planner<'s> {
                 break;
             }
             let pods: Vec<usize> = self.on_gpu.get(&(n, d)).cloned().unwrap_or_default();
-            if pods.is_empty() || self.moves.len() + pods.len() > self.budget || pods.iter().any(|pi| self.moved.contains(pi)) {
+            if pods.is_empty()
+                || self.moves.len() + pods.len() > self.budget
+                || pods.iter().any(|pi| self.moved.contains(pi))
+            {
                 continue;
             }
             if pods.iter().any(|&pi| self.s.pods[pi].blocked.is_some()) {
@@ -629,7 +663,8 @@ impl<'s> Planner<'s> {
             let mut order = pods.clone();
             order.sort_by_key(|&pi| std::cmp::Reverse(demand(&self.s.pods[pi]).1));
             // Targets: partly used GPUs other than the ones being drained; whole free GPUs stay free.
-            let allowed = move |t: usize, dev: usize, node: &GpuNode| (t, dev) != (n, d) && !is_whole_free(&node.usage[dev]);
+            let allowed =
+                move |t: usize, dev: usize, node: &GpuNode| (t, dev) != (n, d) && !is_whole_free(&node.usage[dev]);
             let mut done: Vec<(usize, usize, Vec<Collapsed>)> = Vec::new();
             let mut ok = true;
             for &pi in &order {
@@ -701,7 +736,8 @@ impl<'s> Planner<'s> {
                     self.land(pi, t, fp);
                     let total_before = self.frags[src] + if t != src { self.frags[t] } else { 0.0 };
                     let after_src = node_frag(&self.s.nodes[src], &self.s.workload, &mut self.memo);
-                    let after_t = if t != src { node_frag(&self.s.nodes[t], &self.s.workload, &mut self.memo) } else { 0.0 };
+                    let after_t =
+                        if t != src { node_frag(&self.s.nodes[t], &self.s.workload, &mut self.memo) } else { 0.0 };
                     if after_src + after_t < total_before - 1.0 {
                         self.refresh_frag(src);
                         self.refresh_frag(t);
@@ -762,13 +798,14 @@ pub fn validate_moves(snapshot: &Snapshot, moves: &[Move]) -> Result<Measures, S
         if now != mv.from {
             return Err(format!("move {k}: pod {} is on {:?}, not on {:?}", mv.pod, now, mv.from));
         }
-        let &t = planner.s.index.get(&mv.to.node).ok_or_else(|| format!("move {k}: node {} does not exist", mv.to.node))?;
+        let &t =
+            planner.s.index.get(&mv.to.node).ok_or_else(|| format!("move {k}: node {} does not exist", mv.to.node))?;
         let targets: HashSet<String> = mv.to.gpus.iter().cloned().collect();
         planner.lift(pi);
         let allowed = |_: usize, d: usize, n: &GpuNode| targets.contains(&n.devices[d].id);
-        let fp = planner
-            .fit_on(pi, t, &allowed)
-            .ok_or_else(|| format!("move {k}: pod {} does not fit on {}/{:?} at that point", mv.pod, mv.to.node, mv.to.gpus))?;
+        let fp = planner.fit_on(pi, t, &allowed).ok_or_else(|| {
+            format!("move {k}: pod {} does not fit on {}/{:?} at that point", mv.pod, mv.to.node, mv.to.gpus)
+        })?;
         planner.land(pi, t, fp);
         planner.refresh_frag(t);
         let src = planner.s.index[&mv.from.node];
@@ -818,7 +855,13 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
         let p = &planner.s.pods[pi];
         let mut hints = p.hints.clone();
         hints.use_uuids = uuids.clone();
-        let ctx = PodContext { request: &p.request, hints: &hints, gpu_policy: &p.gpu_policy, quota: None, device_preference: None };
+        let ctx = PodContext {
+            request: &p.request,
+            hints: &hints,
+            gpu_policy: &p.gpu_policy,
+            quota: None,
+            device_preference: None,
+        };
         let reason = fit_pod(&planner.s.nodes[t], &ctx).err().unwrap_or_default();
         return Err(format!("pod {pod} does not fit on {node} GPUs {uuids:?} even with its old copy gone: {reason}"));
     }
@@ -894,10 +937,16 @@ impl Default for PlanOptions {
 
 /// The binding's entry point: objects in, plan JSON out.
 pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>, String> {
-    let options: PlanOptions = if options.is_empty() { PlanOptions::default() } else { serde_json::from_slice(options).map_err(|e| format!("plan options: {e}"))? };
+    let options: PlanOptions = if options.is_empty() {
+        PlanOptions::default()
+    } else {
+        serde_json::from_slice(options).map_err(|e| format!("plan options: {e}"))?
+    };
     let strategy = Strategy::parse(&options.planner)?;
     let snapshot = Snapshot::from_objects(inputs, config)?;
-    let budget = options.max_moves.unwrap_or_else(|| ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize);
+    let budget = options
+        .max_moves
+        .unwrap_or_else(|| ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize);
     serde_json::to_vec(&plan_json(&snapshot, budget, strategy, options.baseline)).map_err(|e| e.to_string())
 }
 
@@ -913,7 +962,13 @@ pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>,
 }
 
 /// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": ".."}`.
-pub fn validate_target_bytes(inputs: &[&[u8]], pod: &str, node: &str, gpus: &[String], config: &Config) -> Result<Vec<u8>, String> {
+pub fn validate_target_bytes(
+    inputs: &[&[u8]],
+    pod: &str,
+    node: &str,
+    gpus: &[String],
+    config: &Config,
+) -> Result<Vec<u8>, String> {
     let snapshot = Snapshot::from_objects(inputs, config)?;
     let out = match validate_target(&snapshot, pod, node, gpus) {
         Ok(uuids) => serde_json::json!({"ok": true, "uuids": uuids, "message": ""}),

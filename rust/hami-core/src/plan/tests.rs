@@ -12,7 +12,11 @@ fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Value {
 /// A pod of `mem` MiB per GPU on the given GPUs of `node`; `owned` adds a ReplicaSet owner.
 fn pod(name: &str, node: &str, gpus: &[u32], mem: i64, owned: bool) -> serde_json::Value {
     let alloc: String = gpus.iter().map(|g| format!("{node}-g{g},NVIDIA,{mem},0:")).collect::<String>() + ";";
-    let owners = if owned { json!([{"kind": "ReplicaSet", "name": format!("rs-{name}"), "controller": true}]) } else { json!([]) };
+    let owners = if owned {
+        json!([{"kind": "ReplicaSet", "name": format!("rs-{name}"), "controller": true}])
+    } else {
+        json!([])
+    };
     json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "labels": {"app": name},
         "ownerReferences": owners,
         "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": alloc}},
@@ -28,7 +32,14 @@ fn snap(items: Vec<serde_json::Value>) -> Snapshot {
 #[test]
 fn drain_frees_a_whole_gpu_and_moves_are_valid() {
     // A whole-GPU pod on c makes whole GPUs part of the workload the fragment is measured against.
-    let s = snap(vec![node("a", 1, &[]), node("b", 1, &[]), node("c", 1, &[]), pod("p1", "a", &[0], 300, true), pod("p2", "b", &[0], 400, true), pod("w", "c", &[0], 1000, false)]);
+    let s = snap(vec![
+        node("a", 1, &[]),
+        node("b", 1, &[]),
+        node("c", 1, &[]),
+        pod("p1", "a", &[0], 300, true),
+        pod("p2", "b", &[0], 400, true),
+        pod("w", "c", &[0], 1000, false),
+    ]);
     assert_eq!(s.measures().free_whole_gpus, 0);
     let r = plan(&s, 5, Strategy::Drain);
     assert_eq!(r.moves.len(), 1, "{:?}", r.moves);
@@ -73,7 +84,12 @@ fn budget_and_capacity_are_respected() {
 
 #[test]
 fn unhealthy_gpus_are_never_targets() {
-    let s = snap(vec![node("a", 2, &[1]), node("b", 1, &[]), pod("p1", "b", &[0], 100, true), pod("q", "a", &[1], 100, true)]);
+    let s = snap(vec![
+        node("a", 2, &[1]),
+        node("b", 1, &[]),
+        pod("p1", "b", &[0], 100, true),
+        pod("q", "a", &[1], 100, true),
+    ]);
     for strategy in [Strategy::Drain, Strategy::Greedy] {
         let r = plan(&s, 5, strategy);
         assert!(r.moves.iter().all(|m| m.to.gpus != vec!["a-g1".to_string()]), "{:?}", r.moves);
@@ -83,7 +99,12 @@ fn unhealthy_gpus_are_never_targets() {
 
 #[test]
 fn validate_moves_rejects_a_stale_sequence() {
-    let s = snap(vec![node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 700, true), pod("p2", "b", &[0], 200, true)]);
+    let s = snap(vec![
+        node("a", 1, &[]),
+        node("b", 1, &[]),
+        pod("p1", "a", &[0], 700, true),
+        pod("p2", "b", &[0], 200, true),
+    ]);
     let mv = |p: &str, from: &str, to: &str| Move {
         pod: format!("ns/{p}"),
         from: Place { node: from.into(), gpus: vec![format!("{from}-g0")] },
@@ -93,15 +114,27 @@ fn validate_moves_rejects_a_stale_sequence() {
     // p1 (700) cannot join p2 once p2 went... p2 is on a; 700 + 200 on a is fine, but then moving p1 to b is a no-op check:
     let err = validate_moves(&s, &[mv("p2", "b", "a"), mv("p2", "b", "a")]).unwrap_err();
     assert!(err.contains("move 1"), "{err}");
-    let s2 = snap(vec![node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 700, true), pod("p2", "b", &[0], 400, true)]);
+    let s2 = snap(vec![
+        node("a", 1, &[]),
+        node("b", 1, &[]),
+        pod("p1", "a", &[0], 700, true),
+        pod("p2", "b", &[0], 400, true),
+    ]);
     let err = validate_moves(&s2, &[mv("p2", "b", "a")]).unwrap_err();
     assert!(err.contains("does not fit"), "{err}");
 }
 
 #[test]
 fn target_validation() {
-    let s = snap(vec![node("a", 2, &[1]), node("b", 1, &[]), pod("p1", "a", &[0], 900, true), pod("p2", "b", &[0], 500, true)]);
-    let v = |pod: &str, node: &str, gpus: &[&str]| validate_target(&s, pod, node, &gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>());
+    let s = snap(vec![
+        node("a", 2, &[1]),
+        node("b", 1, &[]),
+        pod("p1", "a", &[0], 900, true),
+        pod("p2", "b", &[0], 500, true),
+    ]);
+    let v = |pod: &str, node: &str, gpus: &[&str]| {
+        validate_target(&s, pod, node, &gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>())
+    };
     assert!(v("ns/p1", "nope", &["gpu-0"]).unwrap_err().contains("node nope not found"));
     assert!(v("ns/p1", "a", &["gpu-7"]).unwrap_err().contains("GPU gpu-7 not found"));
     assert!(v("ns/p1", "a", &["gpu-1"]).unwrap_err().contains("not healthy"));
@@ -131,7 +164,11 @@ fn random_clusters_give_valid_plans() {
         let mut used: HashMap<(usize, u32), i64> = HashMap::new();
         for k in 0..(nodes * 3) {
             let n = next(nodes as u64) as usize;
-            let gpus = items[n]["metadata"]["annotations"]["hami.io/node-nvidia-register"].as_str().unwrap().matches("\"id\"").count() as u32;
+            let gpus = items[n]["metadata"]["annotations"]["hami.io/node-nvidia-register"]
+                .as_str()
+                .unwrap()
+                .matches("\"id\"")
+                .count() as u32;
             let g = next(gpus as u64) as u32;
             let mem = 100 * (1 + next(5) as i64);
             let u = used.entry((n, g)).or_default();
@@ -149,14 +186,20 @@ fn random_clusters_give_valid_plans() {
             assert_eq!(validate_moves(&s, &r.moves).unwrap(), r.after, "round {round}");
             assert!(r.after.free_whole_gpus >= r.before.free_whole_gpus, "round {round}");
         }
-        assert!(drain.after.free_whole_gpus >= greedy.after.free_whole_gpus || drain.after.fragmentation <= greedy.after.fragmentation, "round {round}");
+        assert!(
+            drain.after.free_whole_gpus >= greedy.after.free_whole_gpus
+                || drain.after.fragmentation <= greedy.after.fragmentation,
+            "round {round}"
+        );
     }
 }
 
 #[test]
 fn plan_json_has_the_documented_shape() {
     let list = json!({"kind": "List", "items": [node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 300, true), pod("p2", "b", &[0], 400, true)]}).to_string();
-    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[list.as_bytes()], br#"{"max_moves": 3}"#, &Config::default()).unwrap()).unwrap();
+    let out: serde_json::Value =
+        serde_json::from_slice(&plan_bytes(&[list.as_bytes()], br#"{"max_moves": 3}"#, &Config::default()).unwrap())
+            .unwrap();
     let m = &out["moves"][0];
     assert_eq!(m["pod"], "ns/p1");
     assert_eq!(m["from"], json!({"node": "a", "gpus": ["a-g0"]}));
@@ -174,12 +217,17 @@ fn plan_json_has_the_documented_shape() {
     let mut p1 = pod("p1", "a", &[0], 300, true);
     p1.as_object_mut().unwrap().remove("kind");
     let pods = json!({"kind": "PodList", "items": [p1, pod("p2", "b", &[0], 400, true)]}).to_string();
-    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], br#"{"max_moves": 2}"#, &Config::default()).unwrap()).unwrap();
+    let out: serde_json::Value = serde_json::from_slice(
+        &plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], br#"{"max_moves": 2}"#, &Config::default()).unwrap(),
+    )
+    .unwrap();
     assert_eq!(out["pods"], 2);
     assert_eq!(out["nodes"], 2);
     assert_eq!(out["moves"].as_array().unwrap().len(), 1);
     // The default budget is 5 % of the GPU pods: none for two pods.
-    let out: serde_json::Value = serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], b"", &Config::default()).unwrap()).unwrap();
+    let out: serde_json::Value =
+        serde_json::from_slice(&plan_bytes(&[nodes.as_bytes(), pods.as_bytes()], b"", &Config::default()).unwrap())
+            .unwrap();
     assert_eq!(out["max_moves"], 0);
 }
 

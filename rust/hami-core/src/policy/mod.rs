@@ -23,7 +23,11 @@ pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &Scori
         return 0.0;
     }
     let (slots, cores, memory) = if d.device_type == VENDOR_NVIDIA {
-        let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET { mem * r.mem_percentage / 100 } else { r.memreq };
+        let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET {
+            mem * r.mem_percentage / 100
+        } else {
+            r.memreq
+        };
         (1, r.coresreq, m)
     } else {
         (0, 0, 0)
@@ -51,7 +55,13 @@ fn by_key(key: SortKey, a: (f64, i32), b: (f64, i32)) -> Ordering {
 }
 
 /// Device indexes in policy order; Fit tries them from the end. Final tiebreak: register order.
-pub fn device_order(node: &GpuNode, usage: &[DeviceUsage], scores: &[f64], policy: &GpuPolicy, numa_bind: bool) -> Vec<usize> {
+pub fn device_order(
+    node: &GpuNode,
+    usage: &[DeviceUsage],
+    scores: &[f64],
+    policy: &GpuPolicy,
+    numa_bind: bool,
+) -> Vec<usize> {
     let mut order: Vec<usize> = (0..node.devices.len()).collect();
     let key = |i: usize| (scores[i], node.hot[i].numa);
     let keys: Vec<SortKey> = if let Some(chain) = policy.chain_keys(numa_bind) {
@@ -70,7 +80,9 @@ pub fn device_order(node: &GpuNode, usage: &[DeviceUsage], scores: &[f64], polic
     } else {
         vec![SortKey::ScoreDescending, SortKey::NumaAscending]
     };
-    order.sort_by(|&a, &b| keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))).then(a.cmp(&b))
+    });
     order
 }
 
@@ -79,7 +91,15 @@ mod tests {
     use super::*;
 
     fn dev(t: &str, count: i32, mem: i32) -> Device {
-        Device { id: "x".into(), count, devmem: mem, devcore: 100, device_type: t.into(), health: true, ..Default::default() }
+        Device {
+            id: "x".into(),
+            count,
+            devmem: mem,
+            devcore: 100,
+            device_type: t.into(),
+            health: true,
+            ..Default::default()
+        }
     }
 
     #[test]

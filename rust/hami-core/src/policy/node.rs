@@ -27,14 +27,8 @@ pub enum Scorer {
 }
 
 impl Scorer {
-    pub const ALL: [Scorer; 6] = [
-        Self::Random,
-        Self::DotProd,
-        Self::Clustering,
-        Self::Packing,
-        Self::BestFit,
-        Self::Fgd,
-    ];
+    pub const ALL: [Scorer; 6] =
+        [Self::Random, Self::DotProd, Self::Clustering, Self::Packing, Self::BestFit, Self::Fgd];
 
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name.trim().to_ascii_lowercase().as_str() {
@@ -176,12 +170,7 @@ pub fn subtract(shape: &NodeShape, pod: &PodShape) -> Option<(i64, Vec<i64>)> {
 
 /// FGD: `int(100·sigmoid(−Δ/1000))` where Δ is the node's fragment increase. For a sharing pod
 /// every fitting GPU is tried and the best (first on ties) is returned as the GPU to use.
-pub fn fgd(
-    node: &NodeView,
-    pod: &PodShape,
-    workload: &Workload,
-    memo: &mut FragMemo,
-) -> (i64, Option<usize>) {
+pub fn fgd(node: &NodeView, pod: &PodShape, workload: &Workload, memo: &mut FragMemo) -> (i64, Option<usize>) {
     let before = memo.frag(&node.shape, workload);
     fgd_from(node, pod, workload, memo, before)
 }
@@ -211,11 +200,7 @@ pub fn fgd_from(
             }
             free[i] -= pod.gpu_milli;
             let after = memo.frag(
-                &NodeShape {
-                    cpu_left: node.shape.cpu_left - pod.cpu_milli,
-                    gpu_free: free,
-                    model: node.shape.model,
-                },
+                &NodeShape { cpu_left: node.shape.cpu_left - pod.cpu_milli, gpu_free: free, model: node.shape.model },
                 workload,
             );
             free[i] += pod.gpu_milli;
@@ -227,17 +212,9 @@ pub fn fgd_from(
         return best.map_or((0, None), |(s, i)| (s, Some(i)));
     }
     match subtract(&node.shape, pod) {
-        Some((cpu_left, free)) => (
-            score_of(memo.frag(
-                &NodeShape {
-                    cpu_left,
-                    gpu_free: &free,
-                    model: node.shape.model,
-                },
-                workload,
-            )),
-            None,
-        ),
+        Some((cpu_left, free)) => {
+            (score_of(memo.frag(&NodeShape { cpu_left, gpu_free: &free, model: node.shape.model }, workload)), None)
+        }
         None => (0, None),
     }
 }
@@ -255,11 +232,7 @@ fn fgd_share_slow(
         if free[i] >= pod.gpu_milli {
             free[i] -= pod.gpu_milli;
             let after = memo.frag(
-                &NodeShape {
-                    cpu_left: node.shape.cpu_left - pod.cpu_milli,
-                    gpu_free: &free,
-                    model: node.shape.model,
-                },
+                &NodeShape { cpu_left: node.shape.cpu_left - pod.cpu_milli, gpu_free: &free, model: node.shape.model },
                 workload,
             );
             free[i] += pod.gpu_milli;
@@ -294,11 +267,7 @@ pub fn normalize(scores: &mut [i64]) {
     };
     let range = hi - lo;
     for s in scores.iter_mut() {
-        *s = if range == 0 {
-            0
-        } else {
-            (*s - lo) * MAX_NODE_SCORE / range
-        };
+        *s = if range == 0 { 0 } else { (*s - lo) * MAX_NODE_SCORE / range };
     }
 }
 
@@ -308,14 +277,8 @@ pub fn dot_product(node: &NodeView, pod: &PodShape) -> i64 {
     if node.shape.cpu_left < pod.cpu_milli {
         return 0;
     }
-    let n = [
-        node.shape.cpu_left as f64 / MAX_SPEC_CPU,
-        node.free_total() as f64 / MAX_SPEC_GPU as f64,
-    ];
-    let p = [
-        pod.cpu_milli as f64 / MAX_SPEC_CPU,
-        pod.total_milli() as f64 / MAX_SPEC_GPU as f64,
-    ];
+    let n = [node.shape.cpu_left as f64 / MAX_SPEC_CPU, node.free_total() as f64 / MAX_SPEC_GPU as f64];
+    let p = [pod.cpu_milli as f64 / MAX_SPEC_CPU, pod.total_milli() as f64 / MAX_SPEC_GPU as f64];
     let dot = (n[0] * p[0] + n[1] * p[1]) / 2.0;
     ((1.0 - dot) * MAX_NODE_SCORE as f64) as i64
 }
@@ -386,11 +349,7 @@ pub fn gpu_preference_best_fit(free: &[i64], pod: &PodShape) -> Vec<usize> {
 /// A preference list that starts with `first`, then the best-fit order.
 pub fn gpu_preference_first(first: usize, free: &[i64], pod: &PodShape) -> Vec<usize> {
     let mut out = vec![first];
-    out.extend(
-        gpu_preference_best_fit(free, pod)
-            .into_iter()
-            .filter(|&i| i != first),
-    );
+    out.extend(gpu_preference_best_fit(free, pod).into_iter().filter(|&i| i != first));
     out
 }
 
@@ -401,7 +360,15 @@ pub fn live_free_milli(node: &GpuNode) -> Vec<i64> {
     node.devices
         .iter()
         .zip(&node.usage)
-        .map(|(d, u)| if d.devmem > 0 { ((i64::from(d.devmem) - u.usedmem).max(0) * MILLI) / i64::from(d.devmem) } else { 0 })
+        .map(
+            |(d, u)| {
+                if d.devmem > 0 {
+                    ((i64::from(d.devmem) - u.usedmem).max(0) * MILLI) / i64::from(d.devmem)
+                } else {
+                    0
+                }
+            },
+        )
         .collect()
 }
 
@@ -422,7 +389,12 @@ pub fn live_task_type(node: &GpuNode, footprint: &[Collapsed]) -> Option<TaskTyp
     let first = footprint.first()?;
     let devmem = node.device_index(&first.uuid).map(|i| i64::from(node.devices[i].devmem)).filter(|&m| m > 0)?;
     let milli = ((first.mem * MILLI / devmem + 25) / 50 * 50).clamp(50, MILLI);
-    Some(TaskType { cpu_milli: 0, gpu_milli: if footprint.len() > 1 { MILLI } else { milli }, num_gpu: footprint.len() as u32, gpu_spec: String::new() })
+    Some(TaskType {
+        cpu_milli: 0,
+        gpu_milli: if footprint.len() > 1 { MILLI } else { milli },
+        num_gpu: footprint.len() as u32,
+        gpu_spec: String::new(),
+    })
 }
 
 /// Live cluster: GpuClustering's tag of a placed pod.
@@ -439,46 +411,25 @@ mod tests {
     use super::*;
 
     fn view<'a>(cpu_left: i64, free: &'a [i64], tags: &'a [(GpuTag, u32)]) -> NodeView<'a> {
-        NodeView {
-            shape: NodeShape {
-                cpu_left,
-                gpu_free: free,
-                model: "G2",
-            },
-            tags,
-        }
+        NodeView { shape: NodeShape { cpu_left, gpu_free: free, model: "G2" }, tags }
     }
 
     fn pod(cpu: i64, milli: i64, n: u32) -> PodShape<'static> {
-        PodShape {
-            cpu_milli: cpu,
-            gpu_milli: milli,
-            num_gpu: n,
-            gpu_spec: "",
-        }
+        PodShape { cpu_milli: cpu, gpu_milli: milli, num_gpu: n, gpu_spec: "" }
     }
 
     #[test]
     fn packing_cases() {
         // Case 1: only partially used GPUs needed.
-        assert_eq!(
-            packing(&view(1000, &[1000, 200, 1000, 500], &[]), &pod(1, 100, 1)),
-            98
-        );
+        assert_eq!(packing(&view(1000, &[1000, 200, 1000, 500], &[]), &pod(1, 100, 1)), 98);
         // Case 2: a used node where a free GPU is needed.
-        assert_eq!(
-            packing(&view(1000, &[1000, 200, 1000, 500], &[]), &pod(1, 1000, 2)),
-            48
-        );
+        assert_eq!(packing(&view(1000, &[1000, 200, 1000, 500], &[]), &pod(1, 1000, 2)), 48);
         // Case 3: the node is entirely free.
         assert_eq!(packing(&view(1000, &[1000; 4], &[]), &pod(1, 1000, 1)), 29);
         assert_eq!(packing(&view(1000, &[1000; 8], &[]), &pod(1, 500, 1)), 25);
         assert_eq!(packing(&view(1000, &[1000; 4], &[]), &pod(1, 0, 0)), 0);
         assert_eq!(packing(&view(1000, &[1000, 30], &[]), &pod(1, 10, 1)), 100);
-        assert_eq!(
-            packing(&view(1000, &[1000, 930, 0], &[]), &pod(1, 10, 1)),
-            91
-        );
+        assert_eq!(packing(&view(1000, &[1000, 930, 0], &[]), &pod(1, 10, 1)), 91);
     }
 
     #[test]
@@ -486,40 +437,19 @@ mod tests {
         let free = [1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000];
         assert_eq!(clustering(&view(1, &free, &[]), &pod(1, 500, 1)), 25);
         let free = [0, 0, 0, 0, 1000, 1000, 1000, 1000];
-        assert_eq!(
-            clustering(&view(1, &free, &[(GpuTag::Share, 2)]), &pod(1, 500, 1)),
-            12 + 75
-        );
-        assert_eq!(
-            clustering(
-                &view(1, &free, &[(GpuTag::Share, 2), (GpuTag::Whole(1), 1)]),
-                &pod(1, 500, 1)
-            ),
-            12 + 50
-        );
-        assert_eq!(
-            clustering(&view(1, &free, &[(GpuTag::Whole(1), 1)]), &pod(1, 500, 1)),
-            12
-        );
+        assert_eq!(clustering(&view(1, &free, &[(GpuTag::Share, 2)]), &pod(1, 500, 1)), 12 + 75);
+        assert_eq!(clustering(&view(1, &free, &[(GpuTag::Share, 2), (GpuTag::Whole(1), 1)]), &pod(1, 500, 1)), 12 + 50);
+        assert_eq!(clustering(&view(1, &free, &[(GpuTag::Whole(1), 1)]), &pod(1, 500, 1)), 12);
         assert_eq!(clustering(&view(1, &free, &[]), &pod(1, 0, 0)), 0);
     }
 
     #[test]
     fn best_fit_and_dot_product() {
         // s = ½·(64000−8000)/128000 + ½·(8000−1000)/8000 = 0.21875 + 0.4375 → 34.375 → 34
-        assert_eq!(
-            best_fit(&view(64000, &[1000; 8], &[]), &pod(8000, 1000, 1)),
-            34
-        );
+        assert_eq!(best_fit(&view(64000, &[1000; 8], &[]), &pod(8000, 1000, 1)), 34);
         // dot = (0.5·0.0625 + 1·0.125)/2 = 0.078125 → 92.1875 → 92
-        assert_eq!(
-            dot_product(&view(64000, &[1000; 8], &[]), &pod(8000, 1000, 1)),
-            92
-        );
-        assert_eq!(
-            dot_product(&view(4000, &[1000; 8], &[]), &pod(8000, 1000, 1)),
-            0
-        );
+        assert_eq!(dot_product(&view(64000, &[1000; 8], &[]), &pod(8000, 1000, 1)), 92);
+        assert_eq!(dot_product(&view(4000, &[1000; 8], &[]), &pod(8000, 1000, 1)), 0);
         let mut s = vec![30, 40, 50];
         normalize(&mut s);
         assert_eq!(s, vec![0, 50, 100]);
@@ -530,60 +460,26 @@ mod tests {
 
     #[test]
     fn subtract_takes_tightest_gpus_first() {
-        let shape = NodeShape {
-            cpu_left: 10,
-            gpu_free: &[1000, 300, 500, 300],
-            model: "",
-        };
-        assert_eq!(
-            subtract(&shape, &pod(4, 300, 1)),
-            Some((6, vec![1000, 0, 500, 300]))
-        );
+        let shape = NodeShape { cpu_left: 10, gpu_free: &[1000, 300, 500, 300], model: "" };
+        assert_eq!(subtract(&shape, &pod(4, 300, 1)), Some((6, vec![1000, 0, 500, 300])));
         assert_eq!(subtract(&shape, &pod(4, 1000, 2)), None);
         assert_eq!(subtract(&shape, &pod(11, 0, 0)), None);
-        assert_eq!(
-            gpu_preference_best_fit(&[1000, 300, 500, 300], &pod(1, 200, 1)),
-            vec![1, 3, 2, 0]
-        );
-        assert_eq!(
-            gpu_preference_first(2, &[1000, 300, 500, 300], &pod(1, 200, 1)),
-            vec![2, 1, 3, 0]
-        );
+        assert_eq!(gpu_preference_best_fit(&[1000, 300, 500, 300], &pod(1, 200, 1)), vec![1, 3, 2, 0]);
+        assert_eq!(gpu_preference_first(2, &[1000, 300, 500, 300], &pod(1, 200, 1)), vec![2, 1, 3, 0]);
     }
 
     #[test]
     fn fgd_prefers_the_gpu_that_fragments_least() {
         // Half-GPU and whole-GPU tasks, equally popular. Before: F = ½·(500+700) = 600.
-        let ty = |m| {
-            (
-                TaskType {
-                    cpu_milli: 1,
-                    gpu_milli: m,
-                    num_gpu: 1,
-                    gpu_spec: String::new(),
-                },
-                0.5,
-            )
-        };
-        let w = Workload {
-            types: vec![ty(500), ty(1000)],
-        };
+        let ty = |m| (TaskType { cpu_milli: 1, gpu_milli: m, num_gpu: 1, gpu_spec: String::new() }, 0.5);
+        let w = Workload { types: vec![ty(500), ty(1000)] };
         let mut memo = FragMemo::default();
         let free = [1000, 500, 1000, 700];
         // 500 on GPU 1 closes it: F = 350, Δ = −250 → int(100·σ(0.25)) = 56 (GPU 3 → 53, GPU 0/2 → 43).
-        assert_eq!(
-            fgd(&view(100, &free, &[]), &pod(1, 500, 1), &w, &mut memo),
-            (56, Some(1))
-        );
+        assert_eq!(fgd(&view(100, &free, &[]), &pod(1, 500, 1), &w, &mut memo), (56, Some(1)));
         // 200 on GPU 3 leaves 500, still usable by half-GPU tasks: F = 500, Δ = −100 → 52.
-        assert_eq!(
-            fgd(&view(100, &free, &[]), &pod(1, 200, 1), &w, &mut memo),
-            (52, Some(3))
-        );
+        assert_eq!(fgd(&view(100, &free, &[]), &pod(1, 200, 1), &w, &mut memo), (52, Some(3)));
         // Whole GPU: subtract takes GPU 0; F stays ½·(500+700) = 600, Δ = 0 → 50.
-        assert_eq!(
-            fgd(&view(100, &free, &[]), &pod(1, 1000, 1), &w, &mut memo),
-            (50, None)
-        );
+        assert_eq!(fgd(&view(100, &free, &[]), &pod(1, 1000, 1), &w, &mut memo), (50, None));
     }
 }

@@ -40,11 +40,7 @@ impl GoRand {
         if seed == 0 {
             seed = 89_482_311;
         }
-        let mut rng = Self {
-            tap: 0,
-            feed: RNG_LEN - RNG_TAP,
-            vec: [0; RNG_LEN],
-        };
+        let mut rng = Self { tap: 0, feed: RNG_LEN - RNG_TAP, vec: [0; RNG_LEN] };
         let mut x = seed as i32;
         for i in -20i32..RNG_LEN as i32 {
             x = seedrand(x);
@@ -62,16 +58,8 @@ impl GoRand {
     }
 
     pub fn uint64(&mut self) -> u64 {
-        self.tap = if self.tap == 0 {
-            RNG_LEN - 1
-        } else {
-            self.tap - 1
-        };
-        self.feed = if self.feed == 0 {
-            RNG_LEN - 1
-        } else {
-            self.feed - 1
-        };
+        self.tap = if self.tap == 0 { RNG_LEN - 1 } else { self.tap - 1 };
+        self.feed = if self.feed == 0 { RNG_LEN - 1 } else { self.feed - 1 };
         let x = self.vec[self.feed].wrapping_add(self.vec[self.tap]);
         self.vec[self.feed] = x;
         x as u64

@@ -45,28 +45,17 @@ pub enum Policy {
     Spread,
 }
 
-pub const POLICY_NAMES: [&str; 8] = [
-    "random",
-    "dotprod",
-    "clustering",
-    "packing",
-    "bestfit",
-    "fgd",
-    "binpack",
-    "spread",
-];
+pub const POLICY_NAMES: [&str; 8] =
+    ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread"];
 
 impl Policy {
     pub fn parse(name: &str) -> Result<Self, String> {
         match name.trim().to_ascii_lowercase().as_str() {
             "binpack" => Ok(Self::Binpack),
             "spread" => Ok(Self::Spread),
-            other => Scorer::parse(other).map(Self::Sim).ok_or_else(|| {
-                format!(
-                    "unknown policy {name:?} (want one of {})",
-                    POLICY_NAMES.join(", ")
-                )
-            }),
+            other => Scorer::parse(other)
+                .map(Self::Sim)
+                .ok_or_else(|| format!("unknown policy {name:?} (want one of {})", POLICY_NAMES.join(", "))),
         }
     }
 
@@ -155,17 +144,9 @@ impl Task {
     fn new(row: &PodRow) -> Self {
         // As the trace converter and the simulator read a row: GPU annotations only when
         // num_gpu > 0, per-GPU milli clamped to 1000, a CPU request of 0 counted as 100m.
-        let (num_gpu, milli) = if row.num_gpu > 0 {
-            (row.num_gpu, row.gpu_milli.min(MILLI))
-        } else {
-            (0, 0)
-        };
+        let (num_gpu, milli) = if row.num_gpu > 0 { (row.num_gpu, row.gpu_milli.min(MILLI)) } else { (0, 0) };
         let spec = if num_gpu > 0 {
-            row.gpu_spec
-                .split('|')
-                .filter(|t| !t.is_empty())
-                .collect::<Vec<_>>()
-                .join("|")
+            row.gpu_spec.split('|').filter(|t| !t.is_empty()).collect::<Vec<_>>().join("|")
         } else {
             String::new()
         };
@@ -179,21 +160,13 @@ impl Task {
             init_count: 0,
         });
         let hints = PodHints {
-            use_types: spec
-                .split('|')
-                .filter(|t| !t.is_empty())
-                .map(str::to_uppercase)
-                .collect(),
+            use_types: spec.split('|').filter(|t| !t.is_empty()).map(str::to_uppercase).collect(),
             ..PodHints::default()
         };
         Self {
             cpu: row.cpu_milli,
             memory: row.memory_mib,
-            shape_cpu: if row.cpu_milli == 0 {
-                100
-            } else {
-                row.cpu_milli
-            },
+            shape_cpu: if row.cpu_milli == 0 { 100 } else { row.cpu_milli },
             milli,
             num_gpu,
             spec,
@@ -203,12 +176,7 @@ impl Task {
     }
 
     fn shape(&self) -> PodShape<'_> {
-        PodShape {
-            cpu_milli: self.shape_cpu,
-            gpu_milli: self.milli,
-            num_gpu: self.num_gpu,
-            gpu_spec: &self.spec,
-        }
+        PodShape { cpu_milli: self.shape_cpu, gpu_milli: self.milli, num_gpu: self.num_gpu, gpu_spec: &self.spec }
     }
 
     fn total_milli(&self) -> i64 {
@@ -232,27 +200,16 @@ struct SimNode {
 
 impl SimNode {
     fn view(&self) -> NodeView<'_> {
-        NodeView {
-            shape: self.shape(),
-            tags: &self.tags,
-        }
+        NodeView { shape: self.shape(), tags: &self.tags }
     }
 
     fn shape(&self) -> NodeShape<'_> {
         let cpu_left = self.gpu.host.map_or(0, |h| h.cpu_left());
-        NodeShape {
-            cpu_left,
-            gpu_free: &self.free,
-            model: &self.model,
-        }
+        NodeShape { cpu_left, gpu_free: &self.free, model: &self.model }
     }
 
     fn refresh_free(&mut self) {
-        for (f, (d, u)) in self
-            .free
-            .iter_mut()
-            .zip(self.gpu.devices.iter().zip(&self.gpu.usage))
-        {
+        for (f, (d, u)) in self.free.iter_mut().zip(self.gpu.devices.iter().zip(&self.gpu.usage)) {
             *f = i64::from(d.devmem) - u.usedmem;
         }
         self.packed = pack(&self.free);
@@ -260,12 +217,11 @@ impl SimNode {
 
     fn shape_key(&self) -> ShapeKey {
         let cpu_left = self.gpu.host.map_or(0, |h| h.cpu_left());
-        let exact = (self.free.len() > 8 || self.free.iter().any(|&f| !(0..=0xffff).contains(&f)))
-            .then(|| {
-                let mut v = self.free.clone();
-                v.sort_unstable();
-                v
-            });
+        let exact = (self.free.len() > 8 || self.free.iter().any(|&f| !(0..=0xffff).contains(&f))).then(|| {
+            let mut v = self.free.clone();
+            v.sort_unstable();
+            v
+        });
         (self.model_id, cpu_left, self.packed, exact)
     }
 }
@@ -274,10 +230,7 @@ impl SimNode {
 fn pack(free: &[i64]) -> u128 {
     let mut sorted: Vec<u16> = free.iter().map(|&f| f.clamp(0, 0xffff) as u16).collect();
     sorted.sort_unstable_by(|a, b| b.cmp(a));
-    sorted
-        .iter()
-        .take(8)
-        .fold(0u128, |acc, &f| (acc << 16) | u128::from(f))
+    sorted.iter().take(8).fold(0u128, |acc, &f| (acc << 16) | u128::from(f))
 }
 
 fn build_node(row: &NodeRow, name: String, model_id: usize) -> SimNode {
@@ -303,17 +256,7 @@ fn build_node(row: &NodeRow, name: String, model_id: usize) -> SimNode {
     let free = vec![i64::from(DEVICE_UNITS); row.gpu as usize];
     let packed = pack(&free);
     let type_upper = if row.gpu > 0 { format!("NVIDIA-{}", row.model).to_uppercase() } else { String::new() };
-    SimNode {
-        name,
-        type_upper,
-        model_id,
-        packed,
-        gpu,
-        model: row.model.clone(),
-        free,
-        tags: Vec::new(),
-        frag: 0.0,
-    }
+    SimNode { name, type_upper, model_id, packed, gpu, model: row.model.clone(), free, tags: Vec::new(), frag: 0.0 }
 }
 
 /// A replay in progress: the cluster, the ordered pod stream and the RNG.
@@ -337,11 +280,7 @@ impl Replay {
     /// Builds the cluster and the pod stream exactly as the simulator does for `seed`:
     /// `Seed(S)`, one `Int()`, `Shuffle` of the pods sorted by name, tuning, `Perm` of the nodes
     /// sorted by name (the `%04d-` prefixes that break score ties).
-    pub fn new(
-        node_rows: &[NodeRow],
-        pod_rows: &[PodRow],
-        options: Options,
-    ) -> Result<Self, String> {
+    pub fn new(node_rows: &[NodeRow], pod_rows: &[PodRow], options: Options) -> Result<Self, String> {
         if node_rows.is_empty() || pod_rows.is_empty() {
             return Err("replay needs at least one node and one pod".into());
         }
@@ -351,12 +290,7 @@ impl Replay {
         let workload = Workload::typical(
             by_name.iter().map(|&i| {
                 let t = &tasks[i];
-                TaskType {
-                    cpu_milli: t.shape_cpu,
-                    gpu_milli: t.milli,
-                    num_gpu: t.num_gpu,
-                    gpu_spec: t.spec.clone(),
-                }
+                TaskType { cpu_milli: t.shape_cpu, gpu_milli: t.milli, num_gpu: t.num_gpu, gpu_spec: t.spec.clone() }
             }),
             options.typical_pct,
         );
@@ -368,14 +302,7 @@ impl Replay {
         }
         let node_milli: i64 = node_rows.iter().map(|n| i64::from(n.gpu) * MILLI).sum();
         let total_gpus: i64 = node_rows.iter().map(|n| i64::from(n.gpu)).sum();
-        let tuned = tune(
-            &mut order,
-            &by_name,
-            &tasks,
-            &mut rng,
-            options.tune,
-            node_milli,
-        );
+        let tuned = tune(&mut order, &by_name, &tasks, &mut rng, options.tune, node_milli);
         let mut node_order: Vec<usize> = (0..node_rows.len()).collect();
         node_order.sort_by(|&a, &b| node_rows[a].name.cmp(&node_rows[b].name));
         for _ in 0..options.hidden_draws {
@@ -393,11 +320,7 @@ impl Replay {
                     models.push(model);
                     models.len() - 1
                 });
-                let mut n = build_node(
-                    &node_rows[i],
-                    format!("{p:04}-{}", node_rows[i].name),
-                    model_id,
-                );
+                let mut n = build_node(&node_rows[i], format!("{p:04}-{}", node_rows[i].name), model_id);
                 n.frag = memo.frag(&n.shape(), &workload);
                 n
             })
@@ -431,8 +354,7 @@ impl Replay {
                 continue;
             };
             let typed = !n.type_upper.is_empty() && task.hints.type_allowed(&n.type_upper);
-            let index_fits = typed
-                && n.free.iter().filter(|&&f| f >= task.milli).count() >= task.num_gpu as usize;
+            let index_fits = typed && n.free.iter().filter(|&&f| f >= task.milli).count() >= task.num_gpu as usize;
             if self.options.check_all {
                 let policy = GpuPolicy::parse("binpack");
                 let ctx = PodContext {
@@ -443,11 +365,7 @@ impl Replay {
                     device_preference: None,
                 };
                 let engine_fits = fit_pod(&n.gpu, &ctx).is_ok();
-                assert_eq!(
-                    index_fits, engine_fits,
-                    "capacity index disagrees with fit_pod on node {}",
-                    n.name
-                );
+                assert_eq!(index_fits, engine_fits, "capacity index disagrees with fit_pod on node {}", n.name);
             }
             if index_fits {
                 out.push(i);
@@ -464,20 +382,13 @@ impl Replay {
         let pick = |nodes: &[SimNode], scored: &[(usize, i64)]| -> usize {
             scored
                 .iter()
-                .min_by(|a, b| {
-                    b.1.cmp(&a.1)
-                        .then_with(|| nodes[a.0].name.cmp(&nodes[b.0].name))
-                })
+                .min_by(|a, b| b.1.cmp(&a.1).then_with(|| nodes[a.0].name.cmp(&nodes[b.0].name)))
                 .map(|s| s.0)
                 .unwrap_or(cands[0])
         };
         match self.options.policy {
             Policy::Sim(Scorer::Random) => {
-                let node = if cands.len() == 1 {
-                    cands[0]
-                } else {
-                    cands[self.rng.intn(cands.len())]
-                };
+                let node = if cands.len() == 1 { cands[0] } else { cands[self.rng.intn(cands.len())] };
                 Some((node, None))
             }
             Policy::Sim(Scorer::Fgd) => {
@@ -492,14 +403,7 @@ impl Replay {
                     let s = match by_shape.get(&key) {
                         Some(&s) => s,
                         None => {
-                            let s = np::fgd_from(
-                                &n.view(),
-                                &shape,
-                                &self.workload,
-                                &mut self.memo,
-                                n.frag,
-                            )
-                            .0;
+                            let s = np::fgd_from(&n.view(), &shape, &self.workload, &mut self.memo, n.frag).0;
                             by_shape.insert(key, s);
                             s
                         }
@@ -550,15 +454,8 @@ impl Replay {
                 let spread = self.options.policy == Policy::Spread;
                 let best = cands.iter().copied().min_by(|&a, &b| {
                     let (na, nb) = (&self.nodes[a], &self.nodes[b]);
-                    let (sa, sb) = (
-                        node_score(&na.gpu.totals),
-                        node_score(&nb.gpu.totals),
-                    );
-                    let by = if spread {
-                        sa.total_cmp(&sb)
-                    } else {
-                        sb.total_cmp(&sa)
-                    };
+                    let (sa, sb) = (node_score(&na.gpu.totals), node_score(&nb.gpu.totals));
+                    let by = if spread { sa.total_cmp(&sb) } else { sb.total_cmp(&sa) };
                     by.then_with(|| na.name.cmp(&nb.name))
                 });
                 best.map(|b| (b, None))
@@ -567,12 +464,7 @@ impl Replay {
     }
 
     /// GPU preference on the chosen node (the simulator's `gpuSelMethod`), or `None` for HAMi's order.
-    fn gpu_preference(
-        &mut self,
-        task: &Task,
-        node: usize,
-        fgd_gpu: Option<usize>,
-    ) -> Option<Vec<usize>> {
+    fn gpu_preference(&mut self, task: &Task, node: usize, fgd_gpu: Option<usize>) -> Option<Vec<usize>> {
         let shape = task.shape();
         let free = &self.nodes[node].free;
         let selection = match self.options.policy {
@@ -605,19 +497,10 @@ impl Replay {
     }
 
     /// Places the task on `node` through the engine's Fit and books it.
-    fn place(
-        &mut self,
-        task: &Task,
-        node: usize,
-        preference: Option<Vec<usize>>,
-    ) -> Result<(), String> {
+    fn place(&mut self, task: &Task, node: usize, preference: Option<Vec<usize>>) -> Result<(), String> {
         let n = &mut self.nodes[node];
         if let Some(request) = &task.request {
-            let policy = GpuPolicy::parse(if self.options.policy == Policy::Spread {
-                "spread"
-            } else {
-                "binpack"
-            });
+            let policy = GpuPolicy::parse(if self.options.policy == Policy::Spread { "spread" } else { "binpack" });
             let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| preference.clone();
             let ctx = PodContext {
                 request,
@@ -678,11 +561,7 @@ impl Replay {
                     n.frag = new;
                 }
             }
-            events.push(Event {
-                arrived,
-                used,
-                frag,
-            });
+            events.push(Event { arrived, used, frag });
         }
         Ok(Outcome {
             policy: self.options.policy,
@@ -750,16 +629,8 @@ impl Outcome {
         if total == 0.0 {
             return BTreeMap::new();
         }
-        let keyed: Vec<(i64, f64)> = self
-            .events
-            .iter()
-            .map(|e| {
-                (
-                    round_to(e.arrived as f64 / total / 10.0, 0) as i64,
-                    value(e),
-                )
-            })
-            .collect();
+        let keyed: Vec<(i64, f64)> =
+            self.events.iter().map(|e| (round_to(e.arrived as f64 / total / 10.0, 0) as i64, value(e))).collect();
         let last = keyed.iter().map(|k| k.0).max().unwrap_or(0).max(130);
         let mut out = BTreeMap::new();
         for x in 0..=last {
@@ -797,30 +668,19 @@ impl Outcome {
         let capacity = self.total_gpus as f64 * MILLI as f64;
         self.discrete(|e| {
             let idle = capacity - e.used as f64;
-            round_to(
-                if idle > 0.0 {
-                    100.0 * e.frag / idle
-                } else {
-                    0.0
-                },
-                2,
-            )
+            round_to(if idle > 0.0 { 100.0 * e.frag / idle } else { 0.0 }, 2)
         })
     }
 
     /// 100 − allocated % at arrived = `pct` (the bar charts use 100).
     pub fn unallocated_at(&self, pct: u32) -> Option<f64> {
-        self.alloc_by_arrived()
-            .get(&pct)
-            .map(|a| round_to(100.0 - a, 2))
+        self.alloc_by_arrived().get(&pct).map(|a| round_to(100.0 - a, 2))
     }
 
     /// The summary as JSON (the CLI's `--output json` object plus curves for plots).
     pub fn to_json(&self, elapsed_s: f64) -> serde_json::Value {
         let keyed = |m: BTreeMap<u32, f64>| {
-            m.into_iter()
-                .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-                .collect::<serde_json::Map<_, _>>()
+            m.into_iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>()
         };
         serde_json::json!({
             "policy": self.policy.as_str(),

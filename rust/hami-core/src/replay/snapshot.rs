@@ -94,12 +94,21 @@ impl Replay {
             })
             .collect();
         list.extend(items);
-        Ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"arrivedPct": arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64}, "items": list}))
+        Ok(
+            json!({"apiVersion": "v1", "kind": "List", "metadata": {"arrivedPct": arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64}, "items": list}),
+        )
     }
 }
 
 /// Parses both CSVs, replays up to `arrived_pct` % and returns the snapshot `List`.
-pub fn snapshot_csv(nodes_file: &str, nodes_csv: &str, pods_file: &str, pods_csv: &str, options: super::Options, arrived_pct: f64) -> Result<Value, String> {
+pub fn snapshot_csv(
+    nodes_file: &str,
+    nodes_csv: &str,
+    pods_file: &str,
+    pods_csv: &str,
+    options: super::Options,
+    arrived_pct: f64,
+) -> Result<Value, String> {
     let nodes = super::csv::parse_nodes(nodes_file, nodes_csv)?;
     let pods = super::csv::parse_pods(pods_file, pods_csv)?;
     super::Replay::new(&nodes, &pods, options)?.snapshot_at(arrived_pct)

@@ -30,27 +30,15 @@ fn pods(n: usize) -> Vec<PodRow> {
                 memory_mib: 16384,
                 num_gpu,
                 gpu_milli,
-                gpu_spec: if i % 11 == 0 && num_gpu > 0 {
-                    "T4|P100".into()
-                } else {
-                    String::new()
-                },
+                gpu_spec: if i % 11 == 0 && num_gpu > 0 { "T4|P100".into() } else { String::new() },
             }
         })
         .collect()
 }
 
 fn run(policy: &str, seed: i64, check_all: bool) -> Outcome {
-    let options = Options {
-        policy: Policy::parse(policy).unwrap(),
-        seed,
-        check_all,
-        ..Options::default()
-    };
-    Replay::new(&nodes(30), &pods(150), options)
-        .unwrap()
-        .run()
-        .unwrap()
+    let options = Options { policy: Policy::parse(policy).unwrap(), seed, check_all, ..Options::default() };
+    Replay::new(&nodes(30), &pods(150), options).unwrap().run().unwrap()
 }
 
 #[test]
@@ -60,19 +48,9 @@ fn every_policy_replays_and_agrees_with_the_engine_fit() {
         assert_eq!(out.events.len(), out.pods, "{name}");
         let capacity = out.total_gpus * MILLI;
         let last = out.events.last().unwrap();
-        assert!(
-            last.used <= capacity && last.used > 0,
-            "{name}: used {}",
-            last.used
-        );
-        assert!(
-            last.arrived as f64 >= 1.2 * capacity as f64,
-            "{name}: tuned to 1.3x"
-        );
-        assert!(
-            out.failed > 0,
-            "{name}: an over-subscribed cluster rejects pods"
-        );
+        assert!(last.used <= capacity && last.used > 0, "{name}: used {}", last.used);
+        assert!(last.arrived as f64 >= 1.2 * capacity as f64, "{name}: tuned to 1.3x");
+        assert!(out.failed > 0, "{name}: an over-subscribed cluster rejects pods");
         for w in out.events.windows(2) {
             assert!(w[1].arrived >= w[0].arrived && w[1].used >= w[0].used);
         }
@@ -93,25 +71,16 @@ fn same_seed_same_replay_other_seed_other_order() {
 
 #[test]
 fn fgd_fragments_less_than_random() {
-    let mean_frag = |p: &str| {
-        (42..46)
-            .map(|s| run(p, s, false).events.iter().map(|e| e.frag).sum::<f64>())
-            .sum::<f64>()
-    };
+    let mean_frag =
+        |p: &str| (42..46).map(|s| run(p, s, false).events.iter().map(|e| e.frag).sum::<f64>()).sum::<f64>();
     assert!(mean_frag("fgd") < mean_frag("random"));
 }
 
 #[test]
 fn tuning_up_and_down() {
     let t = |tune: f64| {
-        let options = Options {
-            tune,
-            ..Options::default()
-        };
-        Replay::new(&nodes(30), &pods(150), options)
-            .unwrap()
-            .run()
-            .unwrap()
+        let options = Options { tune, ..Options::default() };
+        Replay::new(&nodes(30), &pods(150), options).unwrap().run().unwrap()
     };
     let capacity = 30 / 3 * 11 * MILLI;
     let up = t(2.0);
@@ -136,21 +105,9 @@ fn metrics_are_discretised_like_the_analysis_scripts() {
         total_gpus: 10,
         typical_types: 1,
         events: vec![
-            Event {
-                arrived: 5000,
-                used: 5000,
-                frag: 0.0,
-            },
-            Event {
-                arrived: 5040,
-                used: 4000,
-                frag: 1000.0,
-            },
-            Event {
-                arrived: 10000,
-                used: 9000,
-                frag: 500.0,
-            },
+            Event { arrived: 5000, used: 5000, frag: 0.0 },
+            Event { arrived: 5040, used: 4000, frag: 1000.0 },
+            Event { arrived: 10000, used: 9000, frag: 500.0 },
         ],
     };
     let alloc = out.alloc_by_arrived();
@@ -166,13 +123,7 @@ fn metrics_are_discretised_like_the_analysis_scripts() {
 
 #[test]
 fn cpu_only_and_host_limits() {
-    let nodes = vec![NodeRow {
-        name: "a".into(),
-        cpu_milli: 10000,
-        memory_mib: 1000,
-        gpu: 1,
-        model: "T4".into(),
-    }];
+    let nodes = vec![NodeRow { name: "a".into(), cpu_milli: 10000, memory_mib: 1000, gpu: 1, model: "T4".into() }];
     let row = |name: &str, cpu, mem, n, m| PodRow {
         name: name.into(),
         cpu_milli: cpu,
@@ -201,11 +152,7 @@ fn cpu_only_and_host_limits() {
     let typed = vec![row("q1", 1, 1, 1, 1000)];
     let mut typed = typed;
     typed[0].gpu_spec = "V100M16".into();
-    let options = Options {
-        tune: 0.0,
-        check_all: true,
-        ..Options::default()
-    };
+    let options = Options { tune: 0.0, check_all: true, ..Options::default() };
     let out = Replay::new(&nodes, &typed, options).unwrap().run().unwrap();
     assert_eq!(out.failed, 1, "GPU model outside gpu_spec");
 }
@@ -213,7 +160,8 @@ fn cpu_only_and_host_limits() {
 #[test]
 fn host_fit_reasons_as_kube_scheduler_words_them() {
     use crate::fit::fit_host;
-    let host = HostResources { cpu_milli: 1000, memory_mib: 100, pods: 1, pods_requested: 1, ..HostResources::default() };
+    let host =
+        HostResources { cpu_milli: 1000, memory_mib: 100, pods: 1, pods_requested: 1, ..HostResources::default() };
     let node = GpuNode::with_devices("n", Vec::new(), Some(host));
     assert_eq!(fit_host(&node, 2000, 200).unwrap_err(), "Too many pods, Insufficient cpu, Insufficient memory");
     let node = GpuNode::with_devices("n", Vec::new(), Some(HostResources { pods: 2, ..host }));
