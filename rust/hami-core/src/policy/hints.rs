@@ -1,104 +1,12 @@
 //! User hints carried by pod annotations: type and UUID filters, NUMA binding, policies, weights.
 
-use super::split_list;
+use super::{GpuPolicy, NodePolicy};
+use crate::codec::{
+    split_list, GPU_POLICY_KEY, NODE_POLICY_KEY, NOUSE_TYPE_KEY, NOUSE_UUID_KEY, NUMA_BIND_KEY, USE_TYPE_KEY,
+    USE_UUID_KEY, VGPU_MODE_KEY, WEIGHTS_KEY,
+};
+use crate::error::Error;
 use crate::k8s::StringMap;
-use crate::policy::node::Scorer;
-
-pub const USE_TYPE_KEY: &str = "nvidia.com/use-gputype";
-pub const NOUSE_TYPE_KEY: &str = "nvidia.com/nouse-gputype";
-pub const USE_UUID_KEY: &str = "nvidia.com/use-gpuuuid";
-pub const NOUSE_UUID_KEY: &str = "nvidia.com/nouse-gpuuuid";
-pub const NUMA_BIND_KEY: &str = "nvidia.com/numa-bind";
-pub const VGPU_MODE_KEY: &str = "nvidia.com/vgpu-mode";
-pub const NODE_POLICY_KEY: &str = "hami.io/node-scheduler-policy";
-pub const GPU_POLICY_KEY: &str = "hami.io/gpu-scheduler-policy";
-pub const WEIGHTS_KEY: &str = "hami.io/device-scoring-weights";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum NodePolicy {
-    #[default]
-    Binpack,
-    Spread,
-    /// A node policy of the FGD paper's simulator (`fgd`, `bestfit`, `dotprod`, `packing`,
-    /// `clustering`, `random`), see [`crate::policy::node`].
-    Scored(Scorer),
-}
-
-impl NodePolicy {
-    /// HAMi: `spread` is spread, anything else behaves as binpack — except the names of the
-    /// simulator-derived policies, which select them.
-    pub fn parse(value: &str) -> Self {
-        let value = value.trim();
-        if value == "spread" {
-            Self::Spread
-        } else if let Some(s) = Scorer::parse(value).filter(|_| value == value.to_ascii_lowercase()) {
-            Self::Scored(s)
-        } else {
-            Self::Binpack
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Binpack => "binpack",
-            Self::Spread => "spread",
-            Self::Scored(s) => s.as_str(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    ScoreAscending,
-    ScoreDescending,
-    NumaAscending,
-}
-
-/// GPU policy: how devices are ordered and which extra Fit filters apply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuPolicy {
-    pub text: String,
-    pub mutex: bool,
-    pub topology: bool,
-}
-
-impl GpuPolicy {
-    pub fn parse(value: &str) -> Self {
-        let text = value.trim().to_owned();
-        Self { mutex: text.contains("mutex"), topology: text.contains("topology-aware"), text }
-    }
-
-    fn is_chain(&self) -> bool {
-        self.text.contains(',') || self.text == "numa"
-    }
-
-    /// Comma chains (or bare `numa`): sort keys in written order, deduplicated; numa first under numa-bind.
-    pub fn chain_keys(&self, numa_bind: bool) -> Option<Vec<SortKey>> {
-        if !self.is_chain() {
-            return None;
-        }
-        let mut keys = Vec::new();
-        for token in self.text.split(',').map(str::trim) {
-            let key = match token {
-                "binpack" => SortKey::ScoreAscending,
-                "spread" => SortKey::ScoreDescending,
-                "numa" => SortKey::NumaAscending,
-                _ => continue,
-            };
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
-        if keys.is_empty() {
-            keys.push(SortKey::ScoreDescending);
-        }
-        if numa_bind && keys[0] != SortKey::NumaAscending {
-            keys.retain(|k| *k != SortKey::NumaAscending);
-            keys.insert(0, SortKey::NumaAscending);
-        }
-        Some(keys)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScoringWeights {
@@ -168,12 +76,13 @@ fn parse_go_bool(value: &str) -> bool {
 
 impl PodHints {
     /// Reads the hints; a malformed `hami.io/device-scoring-weights` is an error naming the annotation.
-    pub fn from_annotations(annotations: &StringMap) -> Result<Self, String> {
+    pub fn from_annotations(annotations: &StringMap) -> Result<Self, Error> {
         let get = |k: &str| annotations.get(k).map(String::as_str);
         let upper = |k: &str| get(k).map(|v| split_list(&v.to_uppercase())).unwrap_or_default();
         let list = |k: &str| get(k).map(split_list).unwrap_or_default();
         let weights = match get(WEIGHTS_KEY) {
-            Some(v) => ScoringWeights::parse(v).map_err(|e| format!("annotation {WEIGHTS_KEY}={v:?}: {e}"))?,
+            Some(v) => ScoringWeights::parse(v)
+                .map_err(|e| Error::invalid("", format!("{v:?}: {e}")).field(format!("annotation {WEIGHTS_KEY}")))?,
             None => ScoringWeights::default(),
         };
         Ok(Self {
@@ -239,7 +148,7 @@ mod tests {
         assert!(ScoringWeights::parse("slot=1,core=2,gpu=1").unwrap_err().contains("gpu"));
         assert!(ScoringWeights::parse("slot=1,slot=2,memory=1").unwrap_err().contains("twice"));
         let err = PodHints::from_annotations(&ann(&[(WEIGHTS_KEY, "bad")])).unwrap_err();
-        assert!(err.contains(WEIGHTS_KEY));
+        assert!(err.to_string().contains(WEIGHTS_KEY));
     }
 
     #[test]
@@ -258,21 +167,5 @@ mod tests {
         assert!(!h.uuid_allowed("GPU-1") && h.uuid_allowed("GPU-2"));
         assert!(h.numa_bind);
         assert!(h.mode_allowed("hami-core") && !h.mode_allowed("mig") && h.mode_allowed(""));
-    }
-
-    #[test]
-    fn policy_chains() {
-        assert_eq!(GpuPolicy::parse("binpack").chain_keys(false), None);
-        assert_eq!(GpuPolicy::parse("numa").chain_keys(false), Some(vec![SortKey::NumaAscending]));
-        assert_eq!(
-            GpuPolicy::parse("binpack,numa,binpack").chain_keys(true),
-            Some(vec![SortKey::NumaAscending, SortKey::ScoreAscending])
-        );
-        assert_eq!(GpuPolicy::parse("mutex,topology-aware").chain_keys(false), Some(vec![SortKey::ScoreDescending]));
-        assert!(GpuPolicy::parse("binpack,mutex").mutex);
-        assert_eq!(NodePolicy::parse("whatever"), NodePolicy::Binpack);
-        assert_eq!(NodePolicy::parse(" fgd "), NodePolicy::Scored(Scorer::Fgd));
-        assert_eq!(NodePolicy::parse("bestfit").as_str(), "bestfit");
-        assert_eq!(NodePolicy::parse("FGD"), NodePolicy::Binpack, "names are case-sensitive, as HAMi's spread");
     }
 }
