@@ -107,7 +107,7 @@ def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
 
 def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
     first, second = cluster.create(gpu_pod("a", gpu=1, mem=100)), cluster.create(gpu_pod("b", gpu=1, mem=100))
-    with serve(cluster) as svc:
+    with serve(cluster, bind_wait_timeout=0) as svc:  # HAMi's fail-fast; waiting: tests/test_bind_queue.py
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         assert svc.post("/bind", bind_args(first, "node-0"))["Error"] == ""
         error = svc.post("/bind", bind_args(second, "node-0"))["Error"]

@@ -6,6 +6,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -14,6 +16,7 @@ from hami_fast._native import Cluster, EngineError, parse_binding_args
 from hami_fast.config import Config
 from hami_fast.kube.nodelock import LockContention, NodeLocker
 from hami_fast.kube.writer import NotFound, Writer
+from hami_fast.server.bindqueue import BindJob, BindQueue
 from hami_fast.server.metrics import Metrics
 
 log = logging.getLogger("hami_fast.scheduler")
@@ -31,6 +34,26 @@ def bind_result(error: str = "") -> bytes:
     return orjson.dumps({"Error": error})
 
 
+def _resolved(answer: bytes) -> Future[bytes]:
+    future: Future[bytes] = Future()
+    future.set_result(answer)
+    return future
+
+
+@dataclass
+class PendingBind:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    job: BindJob | None = None
+    looked_up: bool = False
+
+    @property
+    def ref(self) -> dict[str, str]:
+        return {"namespace": self.namespace, "name": self.name, "uid": self.uid}
+
+
 class Scheduler:
     def __init__(
         self,
@@ -45,7 +68,8 @@ class Scheduler:
     ) -> None:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
-        self.locker = NodeLocker(writer, config.node_lock_timeout, config.node_lock_retry_timeout)
+        self.locker = NodeLocker(writer, config.node_lock_timeout)
+        self.binds = BindQueue(on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
 
     def ready(self) -> bool:
@@ -108,42 +132,71 @@ class Scheduler:
         )
         return response
 
+    def submit_bind(self, body: bytes) -> Future[bytes]:
+        """Queue the bind behind earlier binds to the same node; the Future resolves to the extender's answer."""
+        started = time.perf_counter()
+        try:
+            name, namespace, uid, node = parse_binding_args(body)
+        except EngineError as exc:
+            self.metrics.bind_results.labels("bad_request").inc()
+            return _resolved(bind_result(str(exc)))
+        pending = PendingBind(namespace, name, uid, node)
+        pending.job = BindJob.within(
+            node,
+            lambda: self._bind_attempt(pending),
+            lambda exc: self._bind_failed(pending, exc),
+            self.config.bind_wait_timeout,
+        )
+        future = self.binds.submit(pending.job)
+        future.add_done_callback(lambda _: self.metrics.latency.labels("bind").observe(time.perf_counter() - started))
+        return future
+
     def bind(self, body: bytes) -> bytes:
-        with self.metrics.time("bind"):
-            try:
-                name, namespace, uid, node = parse_binding_args(body)
-            except EngineError as exc:
-                self.metrics.bind_results.labels("bad_request").inc()
-                return bind_result(str(exc))
-            pod_ref = {"namespace": namespace, "name": name, "uid": uid}
-            locked = False
-            try:
+        return self.submit_bind(body).result()
+
+    def _bind_attempt(self, pending: PendingBind) -> bytes:
+        """One try: LockContention (nothing written) while another pod holds the lock, else the answer."""
+        namespace, name, uid, node = pending.namespace, pending.name, pending.uid, pending.node
+        locked = False
+        try:
+            if not pending.looked_up:
                 pod = self.writer.get_pod(namespace, name)
-                pod_group = bool(((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL))
-                self.locker.acquire(node, namespace, name, pod_group=pod_group)
-                locked = True
-                patch = {
-                    "metadata": {
-                        "annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}
-                    }
+                pending.looked_up = True
+                if ((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL) and pending.job:
+                    # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.
+                    retry_until = pending.job.enqueued + self.config.node_lock_retry_timeout
+                    pending.job.deadline = max(pending.job.deadline, retry_until)
+            self.locker.acquire(node, namespace, name)
+            locked = True
+            patch = {
+                "metadata": {
+                    "annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}
                 }
-                self.writer.patch_pod(namespace, name, orjson.dumps(patch))
-                self.writer.bind(namespace, name, uid, node)
-            except Exception as exc:
-                if isinstance(exc, NotFound) and str(exc).startswith("pod "):
-                    self.cluster.release(uid)
-                if locked:
-                    self._release_quietly(node, namespace, name)
-                self.metrics.bind_results.labels("contention" if isinstance(exc, LockContention) else "failed").inc()
-                self._event(pod_ref, "Warning", "BindingFailed", str(exc))
-                log.warning("bind failed", extra={"pod": f"{namespace}/{name}", "node": node, "error": str(exc)})
-                return bind_result(str(exc))
-            self.metrics.bind_results.labels("bound").inc()
-            self._event(
-                pod_ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}"
-            )
-            log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
-            return bind_result()
+            }
+            self.writer.patch_pod(namespace, name, orjson.dumps(patch))
+            self.writer.bind(namespace, name, uid, node)
+        except LockContention:
+            raise
+        except Exception as exc:
+            if isinstance(exc, NotFound) and str(exc).startswith("pod "):
+                self.cluster.release(uid)
+            if locked:
+                self._release_quietly(node, namespace, name)
+            return self._bind_failed(pending, exc)
+        self.metrics.bind_results.labels("bound").inc()
+        self._event(
+            pending.ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}"
+        )
+        log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
+        return bind_result()
+
+    def _bind_failed(self, pending: PendingBind, exc: Exception) -> bytes:
+        self.metrics.bind_results.labels("contention" if isinstance(exc, LockContention) else "failed").inc()
+        self._event(pending.ref, "Warning", "BindingFailed", str(exc))
+        log.warning(
+            "bind failed", extra={"pod": f"{pending.namespace}/{pending.name}", "node": pending.node, "error": str(exc)}
+        )
+        return bind_result(str(exc))
 
     def _release_quietly(self, node: str, namespace: str, name: str) -> None:
         try:

@@ -82,6 +82,7 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
         leader = AlwaysLeader()
     sink = kube_events.EventSink(kube_events.kube_poster(client))
     scheduler = Scheduler(config, cluster, KubeWriter(client), sink.emit, metrics, gate.synced, leader.leading)
+    reflectors[0].on_event = scheduler.binds.node_changed  # a released node lock wakes the binds waiting for it
     threads = [*reflectors, gate, *([leader] if isinstance(leader, LeaseFollower) else [])]
     runtime = Runtime(config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink)
     return runtime
@@ -178,6 +179,7 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
         server.stop()
         await task
     runtime.stop.set()
+    runtime.scheduler.binds.stop()
     executor.shutdown(wait=False, cancel_futures=True)
 
 
