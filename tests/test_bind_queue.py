@@ -79,7 +79,7 @@ def test_waiting_binds_complete_in_arrival_order(cluster) -> None:
             owner = wait_for(lambda: lock_owner(cluster), 10, f"lock holder #{i}")
             owners.append(owner)
             allocate(cluster, owner)
-            wait_for(lambda: lock_owner(cluster) != owner, 10, f"{owner}'s lock released")
+            wait_for(lambda owner=owner: lock_owner(cluster) != owner, 10, f"{owner}'s lock released")
         assert owners == names
         assert [a.result(10) for a in answers] == [{"Error": ""}] * len(names)
         assert binding_failures(cluster) == []
