@@ -82,6 +82,9 @@ class Config:
             "duration": True,
         },
     )
+    bind_workers: int = field(
+        default=64, metadata={"help": "binds run at once (each waits on the API server, not the CPU)"}
+    )
     force_overwrite_default_scheduler: bool = field(
         default=True, metadata={"help": "take over pods naming default-scheduler"}
     )

@@ -439,7 +439,9 @@ def overcommitted(devices: dict[str, Device]) -> list[str]:
     bad = []
     for d in devices.values():
         if d.used_mem > d.mem or d.used_cores > d.cores or len(d.pods) > d.split:
-            bad.append(f"{d.uuid}: mem {d.used_mem}/{d.mem} cores {d.used_cores}/{d.cores} pods {len(d.pods)}/{d.split}")
+            bad.append(
+                f"{d.uuid}: mem {d.used_mem}/{d.mem} cores {d.used_cores}/{d.cores} pods {len(d.pods)}/{d.split}"
+            )
         if d.exclusive_pods and len(d.pods) > 1:
             bad.append(f"{d.uuid}: exclusive {d.exclusive_pods} shared with {d.pods}")
     return bad
@@ -499,6 +501,23 @@ def usage_differences(metrics: dict[str, tuple[int, int, int]], devices: dict[st
     return out
 
 
+# -- CPU per component ------------------------------------------------------------------------
+def cpu_seconds(cp: ControlPlane) -> dict[str, float]:
+    """User + system CPU seconds each running component has used so far (/proc/<pid>/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for name, proc in cp.procs.items():
+        if proc.alive():
+            try:
+                fields = Path(f"/proc/{proc.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / tick
+            except (OSError, IndexError, ValueError):
+                pass
+    times = os.times()
+    out["tests (this process)"] = times.user + times.system
+    return out
+
+
 # -- API calls per user, from the audit log ----------------------------------------------------
 def audit_counts(path: Path, since: float, until: float) -> dict[str, collections.Counter]:
     """{user: Counter(verb)} of the requests received in [since, until] (Unix seconds)."""
@@ -526,6 +545,7 @@ class SideBySide:
         self.ports = {HAMI: free_port(), FAST: free_port()}
         self.metrics_ports = {HAMI: free_port(), FAST: free_port()}
         self.active = ""
+        self.nodes: list[str] = []
 
     def chart(self, kind: str, suffix: str = "") -> dict:
         (found,) = [o for o in self.objs if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
@@ -572,7 +592,9 @@ class SideBySide:
         }
         if self.node_policy:
             ours["--node-scheduler-policy"] = self.node_policy
-        kept = [a for a in chart_args if a.split("=")[0] not in ours and a not in ("--debug",) and not a.startswith("-v")]
+        kept = [
+            a for a in chart_args if a.split("=")[0] not in ours and a not in ("--debug",) and not a.startswith("-v")
+        ]
         args = [str(HAMI_DIR / "hami-scheduler"), *kept, *(f"{k}={v}" for k, v in ours.items()), "-v=2"]
         env = {
             **os.environ,
@@ -608,6 +630,14 @@ class SideBySide:
         self.cp.wait_hami_fast(self.ports[FAST], "/readyz")
         return proc
 
+    def set_client_limits(self, qps: int, burst: int) -> None:
+        """Restart both schedulers with these API client limits (their --kube-qps / --kube-burst)."""
+        self.qps, self.burst = qps, burst
+        self.restart(HAMI)
+        self.restart(FAST)
+        if self.nodes:
+            self.wait_nodes_registered(self.nodes, timeout=max(120, 3 * len(self.nodes) / qps))
+
     # the switch: the webhook's URL and kube-scheduler's extender URL, as an operator changes them
     def use(self, which: str) -> None:
         url = f"https://127.0.0.1:{self.ports[which]}"
@@ -639,6 +669,7 @@ class SideBySide:
 
     def wait_nodes_registered(self, names: list[str], timeout: float = 120) -> None:
         """HAMi's /filter blocks on nodes it has not registered yet: wait until its metrics list them all."""
+        self.nodes = sorted(set(self.nodes) | set(names))
 
         def registered() -> bool:
             text = scrape(self.metrics_ports[HAMI])

@@ -131,22 +131,23 @@ def filtering_failed(api, namespace: str, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "limits",
+    ("case", "limits", "annotations"),
     [
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100000},
-        {"nvidia.com/gpu": 5, "nvidia.com/gpumem": 1000},
-        {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 101},
+        ("memory", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 100000}, {}),
+        ("count", {"nvidia.com/gpu": 5, "nvidia.com/gpumem": 1000}, {}),
+        ("type", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}, {"nvidia.com/use-gputype": "A100"}),
+        ("nouse-type", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}, {"nvidia.com/nouse-gputype": "T4"}),
     ],
-    ids=["memory", "count", "cores"],
 )
-def test_a_pod_that_fits_nowhere_gets_the_same_reasons_from_both(sbs, limits) -> None:
+def test_a_pod_that_fits_nowhere_gets_the_same_reasons_from_both(sbs, case, limits, annotations) -> None:
     ns = "fits-nowhere"
     create_namespace(sbs.api, ns)
     messages = {}
     for which in (HAMI, FAST):
         sbs.use(which)
-        name = f"{which}-{'-'.join(str(v) for v in limits.values())}"
-        sbs.api.create(f"/api/v1/namespaces/{ns}/pods", gpu_pod(name, ns, limits, node_selector={"pool": "switch"}))
+        name = f"{which}-{case}"
+        pod = gpu_pod(name, ns, limits, node_selector={"pool": "switch"}, annotations=annotations)
+        sbs.api.create(f"/api/v1/namespaces/{ns}/pods", pod)
         messages[which] = wait_for(f"{name}: FailedScheduling", lambda n=name: failed_scheduling(sbs.api, ns, n), 60)
         assert sbs.api.get(f"/api/v1/namespaces/{ns}/pods/{name}")["spec"].get("nodeName") is None
         sbs.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds=0")

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,10 @@ def _resolved(answer: bytes) -> Future[bytes]:
     return future
 
 
+class AllocationNotWritten(Exception):
+    """Filter's annotation patch for this pod failed: binding it would hand the device plugin nothing."""
+
+
 @dataclass
 class PendingBind:
     namespace: str
@@ -69,8 +73,23 @@ class Scheduler:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
         self.locker = NodeLocker(writer, config.node_lock_timeout)
-        self.binds = BindQueue(on_done=lambda job, waited: metrics.bind_wait.observe(waited))
+        self.binds = BindQueue(
+            workers=config.bind_workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited)
+        )
         self.before_patch = before_patch
+        # Filter's annotation patches, written behind its answer: one single-thread lane per pod hash
+        # keeps each pod's patches in order. In-memory writers patch inline.
+        blocking = getattr(writer, "blocking", True)
+        self.patchers = (
+            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)] if blocking else None
+        )
+        self._patches: dict[str, Future[str]] = {}
+        self._patch_guard = threading.Lock()
+
+    def close(self) -> None:
+        self.binds.stop()
+        for lane in self.patchers or []:
+            lane.shutdown(wait=False, cancel_futures=True)
 
     def ready(self) -> bool:
         return self.synced.is_set() and self.leading.is_set()
@@ -105,20 +124,13 @@ class Scheduler:
                 extra={"pod": f"{pod['namespace']}/{pod['name']}", "reasons": decision["failed_reasons"]},
             )
             return response
-        try:
-            if self.before_patch:
-                self.before_patch(pod["namespace"], pod["name"], pod["uid"])
-            self.writer.patch_pod(pod["namespace"], pod["name"], decision["patch"].encode())
-        except Exception as exc:
-            self.cluster.release(pod["uid"] or f"{pod['namespace']}/{pod['name']}")
-            self.metrics.filter_results.labels("patch_failed").inc()
-            message = f"patch pod annotations: {exc}"
-            self._event(pod, "Warning", "FilteringFailed", message)
-            log.warning(
-                "filter patch failed, reservation rolled back",
-                extra={"pod": f"{pod['namespace']}/{pod['name']}", "error": str(exc)},
-            )
-            return filter_error(message)
+        key = pod["uid"] or f"{pod['namespace']}/{pod['name']}"
+        if self.patchers is None:  # in-memory writers: the patch is instant, keep Filter's own error path
+            error = self._write_allocation(pod, decision["patch"].encode(), key)
+            if error:
+                return filter_error(error)
+        else:
+            self._queue_allocation(pod, decision["patch"].encode(), key)
         self.metrics.filter_results.labels("scheduled").inc()
         for event in decision["events"]:
             self._event(pod, event["type"], event["reason"], event["message"])
@@ -131,6 +143,53 @@ class Scheduler:
             },
         )
         return response
+
+    def _write_allocation(self, pod: dict[str, Any], patch: bytes, key: str) -> str:
+        """Patch the pod with Filter's annotations; on failure roll the reservation back. Returns the error."""
+        try:
+            if self.before_patch:
+                self.before_patch(pod["namespace"], pod["name"], pod["uid"])
+            self.writer.patch_pod(pod["namespace"], pod["name"], patch)
+            return ""
+        except Exception as exc:
+            with self._patch_guard:
+                latest = self._patches.get(key)
+            if latest is None or latest.running():  # a newer Filter of this pod owns the reservation otherwise
+                self.cluster.release(key)
+            self.metrics.filter_results.labels("patch_failed").inc()
+            message = f"patch pod annotations: {exc}"
+            self._event(pod, "Warning", "FilteringFailed", message)
+            log.warning(
+                "filter patch failed, reservation rolled back",
+                extra={"pod": f"{pod['namespace']}/{pod['name']}", "error": str(exc)},
+            )
+            return message
+
+    def _queue_allocation(self, pod: dict[str, Any], patch: bytes, key: str) -> None:
+        """Filter answers as soon as the engine has reserved; the annotations are written behind it,
+        in order per pod, and Bind waits for them (HAMi's device plugin reads them only after Bind)."""
+        assert self.patchers is not None
+        future = self.patchers[hash(key) % len(self.patchers)].submit(self._write_allocation, pod, patch, key)
+        with self._patch_guard:
+            self._patches[key] = future
+        future.add_done_callback(lambda done: self._forget_patch(key, done))
+
+    def _forget_patch(self, key: str, done: Future[str]) -> None:
+        if done.result() == "":
+            with self._patch_guard:
+                if self._patches.get(key) is done:
+                    del self._patches[key]
+
+    def _allocation_written(self, key: str, timeout: float) -> str:
+        """Wait for Filter's annotation patch of this pod, if one is still in flight; returns its error."""
+        with self._patch_guard:
+            future = self._patches.pop(key, None)
+        if future is None:
+            return ""
+        try:
+            return future.result(timeout=max(0.1, timeout))
+        except TimeoutError:
+            return "patch pod annotations: still in flight at the bind deadline"
 
     def submit_bind(self, body: bytes) -> Future[bytes]:
         """Queue the bind behind earlier binds to the same node; the Future resolves to the extender's answer."""
@@ -160,7 +219,10 @@ class Scheduler:
         locked = False
         try:
             if not pending.looked_up:
-                pod = self.writer.get_pod(namespace, name)
+                error = self._allocation_written(uid or f"{namespace}/{name}", self.config.bind_wait_timeout)
+                if error:
+                    raise AllocationNotWritten(error)
+                pod = self.writer.get_pod(namespace, name, cached=True)  # only for its PodGroup label
                 pending.looked_up = True
                 if ((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL) and pending.job:
                     # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.

@@ -179,7 +179,7 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
         server.stop()
         await task
     runtime.stop.set()
-    runtime.scheduler.binds.stop()
+    runtime.scheduler.close()
     executor.shutdown(wait=False, cancel_futures=True)
 
 
