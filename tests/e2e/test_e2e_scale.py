@@ -10,8 +10,8 @@ honour it), so consecutive pods land on different nodes as a batch job spreads.
 
 Sizes (env): HAMI_FAST_E2E_SCALE_NODES (CI: 100), _PODS (CI: 300), _DEFAULT_PODS (pods at the default
 limits, CI: 20), _HAMI_BUDGET (seconds HAMi may take per run before its rate is taken from what it
-bound), _ALLOCATE_DELAY (the device plugin stand-in's Allocate, default 0). `make bench-e2e` runs
-1,000 nodes x 8 GPUs and 5,000 pods. Results: printed, and written to $HAMI_FAST_E2E_RESULTS.
+bound), _ALLOCATE_DELAY (the device plugin stand-in's Allocate, default 0), _RUNS. `make bench-e2e` runs
+1,000 nodes x 8 GPUs and 5,000 pods. Results: printed, and written to the folder $HAMI_FAST_E2E_RESULTS.
 """
 
 from __future__ import annotations
@@ -190,7 +190,9 @@ def test_scale_side_by_side_with_hami_and_the_no_extender_floor(scale) -> None:
     print("\n" + text)
     out = os.environ.get("HAMI_FAST_E2E_RESULTS")
     if out:
-        Path(out).write_text(json.dumps(results, indent=2) + "\n\n" + text + "\n")
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
+        (Path(out) / "scale.md").write_text(text + "\n")
     by = {(r["run"], r["limits"]): r["bound"] for r in results}
     raised = f"qps{RAISED[0]}"
     assert by.get((FLOOR, raised), PODS) == PODS

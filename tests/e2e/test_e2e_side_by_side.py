@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 from controlplane import wait_for
@@ -208,5 +210,10 @@ def test_no_lock_stalls_pods_onto_two_nodes_with_an_allocate_delay(sbs) -> None:
     log(f"lock stalls, {LOCK_PODS} pods / 2 nodes / {LOCK_DELAY}s Allocate (serial floor {floor:.0f}s):")
     for r in (fast, hami):
         log(f"  {r}")
+    out = os.environ.get("HAMI_FAST_E2E_RESULTS")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        summary = {"pods": LOCK_PODS, "allocate_delay_s": LOCK_DELAY, "serial_floor_s": floor, "runs": [fast, hami]}
+        (Path(out) / "lock.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     assert fast["bound"] == LOCK_PODS and fast["binding_failed_events"] == 0
     assert fast["nodes"] == ["lock-fast-0", "lock-fast-1"]
