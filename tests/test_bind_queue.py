@@ -191,3 +191,57 @@ def test_a_parked_bind_gives_up_at_its_deadline_without_a_wake_up() -> None:
         assert queue.depth() == 0
     finally:
         queue.stop()
+
+
+def test_a_bind_that_never_gets_a_worker_is_answered_at_its_deadline() -> None:
+    """A saturated API client must not hold an answer past kube-scheduler's httpTimeout: the bind
+    is answered shortly after its deadline and never attempted later (no late binding)."""
+    queue = BindQueue(workers=1, recheck_interval=30, grace=0.3)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def slow() -> bytes:
+        ran.append("slow")
+        release.wait(10)
+        return b"slow done"
+
+    def late() -> bytes:
+        ran.append("late")
+        return b"late done"
+
+    try:
+        blocker = queue.submit(BindJob.within("a", slow, lambda exc: b"gave up", wait=10))
+        started = time.monotonic()
+        waiting = queue.submit(BindJob.within("b", late, lambda exc: f"gave up: {exc}".encode(), wait=0.5))
+        answer = waiting.result(5)
+        assert answer.startswith(b"gave up: node b: bind still queued at its deadline")
+        assert 0.7 <= time.monotonic() - started < 2
+        release.set()
+        assert blocker.result(5) == b"slow done"
+        time.sleep(0.3)
+        assert ran == ["slow"], "an answered bind must never run afterwards"
+        assert queue.depth() == 0
+    finally:
+        queue.stop()
+
+
+def test_an_attempt_that_loses_the_race_with_its_deadline_backs_out_before_the_lock() -> None:
+    queue = BindQueue(workers=1, recheck_interval=30, grace=0.2)
+    locked: list[bool] = []
+    job = BindJob.within("n", lambda: b"", lambda exc: b"gave up", wait=0.1)
+
+    def attempt() -> bytes:
+        time.sleep(0.6)  # e.g. waiting on the client's rate limiter
+        if not queue.commit(job):
+            raise LockContention("answered at its deadline")
+        locked.append(True)
+        return b"bound"
+
+    job.attempt = attempt
+    try:
+        assert queue.submit(job).result(5) == b"gave up"
+        time.sleep(0.7)
+        assert locked == []
+        assert queue.depth() == 0
+    finally:
+        queue.stop()

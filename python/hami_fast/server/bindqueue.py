@@ -41,6 +41,8 @@ class BindJob:
     future: Future = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
     attempts: int = 0
+    committed: bool = False  # an attempt is taking the lock or binding: let it finish
+    abandoned: bool = False  # answered at its deadline before it could start: never attempt it
 
     @classmethod
     def within(
@@ -58,15 +60,22 @@ class _NodeQueue:
 
 
 class BindQueue:
+    """`grace`: how long after its deadline a bind that never got a worker is answered anyway (with
+    the contention error), so a saturated API client can never hold an answer past httpTimeout."""
+
     def __init__(
         self,
         workers: int = 16,
         recheck_interval: float = 2.0,
         on_done: Callable[[BindJob, float], None] | None = None,
+        grace: float = 1.0,
     ) -> None:
-        self.recheck_interval = recheck_interval
+        self.recheck_interval, self.grace = recheck_interval, grace
         self.on_done = on_done
-        self._cond = threading.Condition()
+        self._expiries: list[tuple[float, int, BindJob]] = []
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # workers wait here
+        self._expiry_cond = threading.Condition(lock)  # the expiry thread waits here
         self._nodes: dict[str, _NodeQueue] = {}
         self._ready: deque[str] = deque()
         self._timers: list[tuple[float, int, str]] = []
@@ -75,6 +84,7 @@ class BindQueue:
         self._threads = [
             threading.Thread(target=self._work, name=f"bind-{i}", daemon=True) for i in range(max(1, workers))
         ]
+        self._threads.append(threading.Thread(target=self._expire, name="bind-expiry", daemon=True))
         for thread in self._threads:
             thread.start()
 
@@ -87,9 +97,20 @@ class BindQueue:
                 raise RuntimeError("bind queue stopped")
             queue = self._nodes.setdefault(node, _NodeQueue())
             queue.jobs.append(job)
+            heapq.heappush(self._expiries, (job.deadline + self.grace, next(self._tokens), job))
+            if self._expiries[0][2] is job:
+                self._expiry_cond.notify()
             if queue.state == "idle":
                 self._make_ready(node, queue)
         return job.future
+
+    def commit(self, job: BindJob) -> bool:
+        """An attempt is about to take the lock: False if the job was already answered at its deadline."""
+        with self._cond:
+            if job.abandoned:
+                return False
+            job.committed = True
+            return True
 
     def node_changed(self, node: str) -> None:
         """Called for every watch event on a node: a parked head re-tries the lock at once."""
@@ -109,6 +130,7 @@ class BindQueue:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+            self._expiry_cond.notify_all()
 
     # -- workers -----------------------------------------------------------------------------
     def _make_ready(self, node: str, queue: _NodeQueue) -> None:
@@ -129,6 +151,11 @@ class BindQueue:
                 if self._ready:
                     node = self._ready.popleft()
                     queue = self._nodes[node]
+                    while queue.jobs and queue.jobs[0].abandoned:
+                        queue.jobs.popleft()
+                    if not queue.jobs:
+                        del self._nodes[node]
+                        continue
                     queue.state = "running"
                     return node, queue.jobs[0], queue.changes
                 self._cond.wait(self._timers[0][0] - now if self._timers else None)
@@ -150,6 +177,8 @@ class BindQueue:
                 error = exc
             if self._settle(node, job, changes, contention is not None):
                 continue
+            if job.future.done():  # answered at its deadline while this attempt backed out
+                continue
             if contention is not None:
                 try:
                     answer = job.give_up(contention)
@@ -162,12 +191,42 @@ class BindQueue:
             else:
                 job.future.set_exception(error)
 
+    def _expire(self) -> None:
+        """Answer every bind still unstarted shortly after its deadline."""
+        while True:
+            with self._cond:
+                due: list[BindJob] = []
+                while not self._stopped:
+                    now = time.monotonic()
+                    while self._expiries and self._expiries[0][0] <= now:
+                        job = heapq.heappop(self._expiries)[2]
+                        if job.deadline + self.grace > now:  # extended since (a PodGroup member)
+                            heapq.heappush(self._expiries, (job.deadline + self.grace, next(self._tokens), job))
+                        elif not job.future.done() and not job.committed:
+                            job.abandoned = True
+                            due.append(job)
+                    if due:
+                        break
+                    self._expiry_cond.wait(self._expiries[0][0] - now if self._expiries else None)
+                if self._stopped:
+                    return
+            for job in due:
+                message = f"node {job.node}: bind still queued at its deadline ({job.attempts} attempts)"
+                try:
+                    job.future.set_result(job.give_up(LockContention(message)))
+                except BaseException as exc:
+                    if not job.future.done():
+                        job.future.set_exception(exc)
+                if self.on_done:
+                    self.on_done(job, time.monotonic() - job.enqueued)
+
     def _settle(self, node: str, job: BindJob, changes: int, contended: bool) -> bool:
         """After an attempt: park or re-run the node's head (True), or take it off the queue (False)."""
         now = time.monotonic()
         with self._cond:
             queue = self._nodes[node]
-            if contended and now < job.deadline:
+            job.committed = False
+            if contended and now < job.deadline and not job.abandoned:
                 if queue.changes != changes:  # the node changed while we looked: look again
                     self._make_ready(node, queue)
                 else:

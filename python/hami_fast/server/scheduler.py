@@ -73,9 +73,11 @@ class Scheduler:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
         self.locker = NodeLocker(writer, config.node_lock_timeout)
-        self.binds = BindQueue(
-            workers=config.bind_workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited)
+        # More binds in flight than the client's QPS only queue on its rate limiter.
+        workers = (
+            config.bind_workers if config.kube_qps <= 0 else max(4, min(config.bind_workers, int(config.kube_qps)))
         )
+        self.binds = BindQueue(workers=workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
         # Filter's annotation patches, written behind its answer: one single-thread lane per pod hash
         # keeps each pod's patches in order. In-memory writers patch inline.
@@ -228,6 +230,8 @@ class Scheduler:
                     # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.
                     retry_until = pending.job.enqueued + self.config.node_lock_retry_timeout
                     pending.job.deadline = max(pending.job.deadline, retry_until)
+            if pending.job and not self.binds.commit(pending.job):
+                raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
             self.locker.acquire(node, namespace, name)
             locked = True
             patch = {
