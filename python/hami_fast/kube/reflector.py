@@ -56,12 +56,12 @@ class Reflector(threading.Thread):
         *,
         page_size: int = 500,
         watch_seconds: int = 300,
-        on_event: Callable[[str], None] | None = None,
+        on_event: Callable[[str, bytes], None] | None = None,
     ) -> None:
         super().__init__(name=f"reflector-{resource.kind}", daemon=True)
         self.client, self.cluster, self.resource, self.stop_event = client, cluster, resource, stop
         self.page_size, self.watch_seconds = page_size, watch_seconds
-        self.on_event = on_event  # called with the object's key after each applied watch event
+        self.on_event = on_event  # called with the object's key and the raw event after each applied one
         self.stats = ReflectorStats()
 
     def run(self) -> None:
@@ -153,5 +153,5 @@ class Reflector(threading.Thread):
             self.stats.bad_objects += 1
             log.warning("ignored object: %s", error, extra={"kind": self.resource.kind, "key": key})
         elif self.on_event and key:
-            self.on_event(key)
+            self.on_event(key, line)
         return version

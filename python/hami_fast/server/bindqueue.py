@@ -122,6 +122,9 @@ class BindQueue:
             if queue.state == "parked":
                 self._make_ready(node, queue)
 
+    def waiting_on(self, node: str) -> bool:
+        return node in self._nodes
+
     def depth(self) -> int:
         with self._cond:
             return sum(len(q.jobs) for q in self._nodes.values())
