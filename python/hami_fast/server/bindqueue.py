@@ -113,7 +113,7 @@ class BindQueue:
             return True
 
     def node_changed(self, node: str) -> None:
-        """Called for every watch event on a node: a parked head re-tries the lock at once."""
+        """The node changed (its watch event shows no lock): a parked head re-tries the lock at once."""
         with self._cond:
             queue = self._nodes.get(node)
             if queue is None:
