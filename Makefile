@@ -55,6 +55,6 @@ bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK node
 	KUBE_BIN_DIR="$$(BUILD_CONTROLLER_MANAGER=1 scripts/build-control-plane.sh)" \
 	HAMI_FAST_E2E=1 HAMI_FAST_E2E_REQUIRE=1 HAMI_FAST_E2E_RESULTS="$(CURDIR)/bench-e2e-results" \
 	HAMI_FAST_E2E_SCALE_NODES=$(BENCH_E2E_NODES) HAMI_FAST_E2E_SCALE_PODS=$(BENCH_E2E_PODS) \
-	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=180 HAMI_FAST_E2E_LOCK_PODS=40 \
+	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
 	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock" -v -s -rs
 # ---- end side by side ----------------------------------------------------------------------------

@@ -283,7 +283,7 @@ class DevicePlugin:
     """What HAMi's device plugin does after a Bind: Allocate (here: wait `delay` seconds), then set
     `hami.io/bind-phase: success` on the pod and release the node lock if that pod holds it."""
 
-    def __init__(self, api: KubeApi, delay: float = 0.0, threads: int = 8) -> None:
+    def __init__(self, api: KubeApi, delay: float = 0.0, threads: int = 48) -> None:
         self.api, self.delay = api, delay
         self.seen: set[str] = set()
         self.allocated = 0
@@ -329,22 +329,16 @@ class DevicePlugin:
                 self._cond.wait(self._heap[0][0] - now if self._heap else None)
 
     def _allocate(self, namespace: str, name: str, node: str) -> None:
+        # HAMi's plugin reads the node, checks the lock names this pod, then updates the node. Here the
+        # lock can only be this pod's: it was taken for this pod's bind and nothing else releases it
+        # once the pod is bound (no expiry within a test, no deleted owners), so one merge patch
+        # drops it. That keeps the stand-in at 2 calls per pod, as cheap as a real per-node plugin.
         try:
             self.api.patch(
                 f"/api/v1/namespaces/{namespace}/pods/{name}",
                 {"metadata": {"annotations": {BIND_PHASE: "success"}}},
             )
-            for _ in range(5):
-                meta = self.api.get(f"/api/v1/nodes/{node}")["metadata"]
-                if not (meta.get("annotations") or {}).get(LOCK, "").endswith(f",{namespace},{name}"):
-                    break
-                try:
-                    patch = {"metadata": {"annotations": {LOCK: None}, "resourceVersion": meta["resourceVersion"]}}
-                    self.api.patch(f"/api/v1/nodes/{node}", patch)
-                    break
-                except ApiError as exc:
-                    if exc.status != 409:
-                        raise
+            self.api.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {LOCK: None}}})
             self.allocated += 1
         except Exception as exc:  # noqa: BLE001 - a deleted pod is fine; anything else is logged
             if not (isinstance(exc, ApiError) and exc.status == 404):
@@ -637,7 +631,7 @@ class SideBySide:
         self.restart(FAST)
         if self.nodes:
             try:
-                self.wait_nodes_registered(self.nodes, timeout=max(120, min(300, 3 * len(self.nodes) / qps)))
+                self.wait_nodes_registered(self.nodes, timeout=max(60, min(120, 3 * len(self.nodes) / qps)))
             except TimeoutError:  # HAMi writes each node's handshake through its limiter: report, carry on
                 log(f"HAMi has not registered all {len(self.nodes)} nodes at QPS {qps} yet; measuring anyway")
 
