@@ -40,7 +40,6 @@ from typing import Any
 
 import yaml
 from controlplane import (
-    NAMESPACE,
     ROOT,
     SA_USER,
     ApiError,
@@ -703,5 +702,3 @@ def start_kwok(cp: ControlPlane) -> Proc:
     cp.procs["kwok"] = proc
     return proc
 
-
-__all__ = ["NAMESPACE", "SideBySide"]
