@@ -701,4 +701,3 @@ def start_kwok(cp: ControlPlane) -> Proc:
     ).start()
     cp.procs["kwok"] = proc
     return proc
-
