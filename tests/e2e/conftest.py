@@ -70,7 +70,8 @@ def _workdir(tmp_path_factory, name: str) -> Path:
     logs_env = os.environ.get("HAMI_FAST_E2E_LOGS")
     if not logs_env:
         return tmp_path_factory.mktemp(name)
-    workdir = Path(logs_env) / name
+    # A sibling of the `cluster` fixture's folder, which that fixture empties when it starts.
+    workdir = Path(f"{logs_env.rstrip('/')}-{name}")
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     return workdir
@@ -78,7 +79,7 @@ def _workdir(tmp_path_factory, name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def e2e_workdir(tmp_path_factory):
-    """A fresh folder per control plane: `e2e_workdir("name")` (under $HAMI_FAST_E2E_LOGS if set)."""
+    """A fresh folder per control plane: `e2e_workdir("name")` ($HAMI_FAST_E2E_LOGS-name if set)."""
     return lambda name: _workdir(tmp_path_factory, name)
 
 
