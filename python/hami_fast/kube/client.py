@@ -71,7 +71,7 @@ def load_api_client(kubeconfig: str = "") -> k8s_client.ApiClient:
         if kubeconfig:
             raise
         k8s_config.load_incluster_config(client_configuration=configuration)
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 96)  # binds + lanes
     return k8s_client.ApiClient(configuration)
 
 
