@@ -4,6 +4,7 @@ planner's promises: documented JSON shape, budget, bare pods untouched, every mo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import orjson
@@ -12,7 +13,7 @@ import yaml
 from hami_fast import _native
 from hami_fast.cli import main
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
+DATA = Path(os.environ.get("HAMI_FAST_SHARED") or Path(__file__).resolve().parents[2] / "shared") / "data" / "openb"
 
 
 def register(node: str, gpus: int = 2, mem: int = 16000) -> str:
@@ -197,3 +198,119 @@ def test_openb_replayed_snapshot_plans(tmp_path, capsys):
     assert result["nodes"] == 1213 and 0 < len(result["moves"]) <= 50
     assert result["after"]["free_whole_gpus"] > result["before"]["free_whole_gpus"]
     assert (tmp_path / "s.json").stat().st_size > 0
+
+
+def one_small_pod_per_gpu(owned: bool = True) -> list[dict]:
+    """Issue 11's case: every GPU carries one small controller-owned pod, no GPU is free."""
+    items: list[dict] = []
+    for n in range(4):
+        items.append(node(f"m{n}", 4))
+        items.extend(pod(f"s{n}{g}", f"m{n}", g, 1000, owned) for g in range(4))
+    return items
+
+
+def pending_pod(name: str = "big", gpus: int = 1, mem: int = 16000) -> dict:
+    limits = {"nvidia.com/gpu": str(gpus), "nvidia.com/gpumem": str(mem)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
+        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": limits}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def write_list(path: Path, items: list[dict]) -> str:
+    path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return str(path)
+
+
+def test_every_gpu_with_one_small_pod_frees_six_gpus(tmp_path, capsys):
+    snap = write_list(tmp_path / "c.json", one_small_pod_per_gpu())
+    code, out = run_cli(capsys, "--snapshot", snap, "--max-moves", "6", "--output", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["objective"] == "free-gpus"
+    assert result["before"]["free_whole_gpus"] == 0
+    assert len(result["moves"]) == 6 and result["after"]["free_whole_gpus"] == 6
+    # The frag objective against the cluster's own small pods sees nothing to gain; against whole GPUs it does.
+    code, out = run_cli(capsys, "--snapshot", snap, "--max-moves", "6", "--objective", "frag", "--output", "json")
+    assert json.loads(out)["before"]["fragmentation"] == 0.0
+    code, out = run_cli(
+        capsys,
+        "--snapshot",
+        snap,
+        "--max-moves",
+        "6",
+        "--objective",
+        "frag",
+        "--workload",
+        "whole-gpu",
+        "--output",
+        "json",
+    )
+    whole = json.loads(out)
+    assert whole["before"]["fragmentation"] > 0 and whole["after"]["free_whole_gpus"] >= 1
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(yaml.safe_dump([{"gpu": 1.0, "weight": 1}]))
+    code, out = run_cli(
+        capsys, "--snapshot", snap, "--max-moves", "6", "--objective", "frag", "--workload", str(wl), "--output", "json"
+    )
+    assert json.loads(out)["before"] == whole["before"]
+
+
+def test_for_pod_manifest(tmp_path, capsys):
+    snap = write_list(tmp_path / "c.json", one_small_pod_per_gpu())
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pending_pod(gpus=2)))
+    code, out = run_cli(capsys, "--snapshot", snap, "--for", str(manifest), "--output", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["objective"] == "for" and result["unblocked"] is True
+    assert len(result["moves"]) == 2
+    target = result["target"]
+    assert len(target["gpus"]) == 2 and result["reservation"]["uid"] == "u-big"
+    assert {m["from"]["node"] for m in result["moves"]} == {target["node"]}
+    assert all(m["to"]["gpus"][0] not in target["gpus"] for m in result["moves"])
+    code, out = run_cli(capsys, "--snapshot", snap, "--for", str(manifest))
+    assert code == 0 and "fits on" in out and "held for it" in out
+
+
+def test_for_pod_that_cannot_be_unblocked(tmp_path, capsys):
+    snap = write_list(tmp_path / "c.json", one_small_pod_per_gpu(owned=False))
+    manifest = tmp_path / "pod.json"
+    manifest.write_bytes(orjson.dumps(pending_pod()))
+    code, out = run_cli(capsys, "--snapshot", snap, "--for", str(manifest), "--max-moves", "3")
+    assert code == 1
+    assert "cannot be unblocked within 3 moves" in out
+    assert "m0: " in out and "bare pod" in out
+
+
+def test_for_bad_input(tmp_path, capsys):
+    snap = write_list(tmp_path / "c.json", one_small_pod_per_gpu())
+    assert main(["plan", "--snapshot", snap, "--for", "team/big"]) == 2
+    assert "needs --live" in capsys.readouterr().err
+    cpu_only = pending_pod()
+    cpu_only["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    manifest = tmp_path / "cpu.json"
+    manifest.write_bytes(orjson.dumps(cpu_only))
+    assert main(["plan", "--snapshot", snap, "--for", str(manifest)]) == 2
+    assert "request no vGPU resource" in capsys.readouterr().err
+    assert main(["plan", "--snapshot", snap, "--workload", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_pending_objective_unblocks_the_queue(tmp_path, capsys):
+    items = one_small_pod_per_gpu() + [pending_pod("q1"), pending_pod("q2"), pending_pod("q3", gpus=4)]
+    snap = write_list(tmp_path / "c.json", items)
+    code, out = run_cli(capsys, "--snapshot", snap, "--objective", "pending", "--max-moves", "3", "--output", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["pending"] == 3
+    # q1 and q2 take a move each; q3 (a whole node) needs four, more than the budget leaves.
+    assert result["unblocked_by_moves"] == 2 and len(result["moves"]) == 2
+    assert [p["pod"] for p in result["placements"]] == ["team/q1", "team/q2"]
+    assert result["placements"][0]["gpus"] != result["placements"][1]["gpus"]
+    assert result["baseline"]["planner"] == "greedy" and result["baseline"]["unblocked"] == 0
+    code, out = run_cli(capsys, "--snapshot", snap, "--objective", "pending", "--max-moves", "3")
+    assert "3 pending vGPU pods: 2 unblocked by 2 moves" in out

@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from hami_fast import _native
-from hami_fast.manifests import ManifestError, as_list_bytes, load_objects
+from hami_fast.manifests import ManifestError, as_list_bytes, load_objects, load_one
+
+OBJECTIVES = ("free-gpus", "frag", "pending")
 
 
 def snapshot_bytes(path: str | Path) -> bytes:
@@ -31,14 +34,110 @@ def plan(
     max_moves_pct: float = 5.0,
     planner: str = "drain",
     baseline: bool = True,
+    objective: str = "free-gpus",
+    workload: str | list[dict[str, Any]] = "typical",
+    for_pod: dict[str, Any] | None = None,
+    max_moves_per_pod: int | None = None,
 ) -> dict[str, Any]:
+    """The planner (Rust) on Kubernetes objects: the one entry point of `hami-fast plan`,
+    `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode."""
     options = orjson.dumps(
-        {"max_moves": max_moves, "max_moves_pct": max_moves_pct, "planner": planner, "baseline": baseline}
+        {
+            "max_moves": max_moves,
+            "max_moves_pct": max_moves_pct,
+            "planner": planner,
+            "baseline": baseline,
+            "objective": objective,
+            "workload": workload,
+            "for_pod": for_pod,
+            "max_moves_per_pod": max_moves_per_pod,
+        }
     )
     return orjson.loads(_native.plan(inputs, options))
 
 
+def load_workload(spec: str) -> str | list[dict[str, Any]]:
+    """`typical`, `whole-gpu`, or a JSON/YAML file listing task types
+    (`[{"gpu_milli": 500, "num_gpu": 1, "weight": 3}, ...]`)."""
+    if spec in ("typical", "whole-gpu"):
+        return spec
+    path = Path(spec)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"--workload {spec}: {exc.strerror or exc}") from exc
+    try:
+        doc = yaml.load(text, Loader=yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"--workload {spec}: not valid YAML or JSON: {exc}") from exc
+    if isinstance(doc, dict):
+        doc = doc.get("types", doc.get("items"))
+    if not isinstance(doc, list) or not doc:
+        raise ManifestError(f"--workload {spec}: want a non-empty list of task types")
+    return doc
+
+
+def load_pending_pod(spec: str, client: Any = None) -> dict[str, Any]:
+    """`--for`: a Pod manifest file, or `namespace/name` read from the cluster with --live."""
+    if client is not None and not Path(spec).exists():
+        from hami_fast.descheduler.kube import get_pod
+
+        namespace, _, name = spec.rpartition("/")
+        pod = get_pod(client, namespace or "default", name)
+        if pod is None:
+            raise ValueError(f"--for {spec}: pod not found")
+        return pod
+    if not Path(spec).exists() and "/" in spec and not spec.endswith((".yaml", ".yml", ".json")):
+        raise ValueError(f"--for {spec}: no such file (namespace/name needs --live)")
+    return load_one(spec, "Pod")
+
+
+def render_unblock(result: dict[str, Any]) -> str:
+    lines = [result["message"]]
+    for i, m in enumerate(result["moves"], 1):
+        lines.append(
+            f"{i:>3}  {m['pod']}  {m['from']['node']}/{','.join(m['from']['gpus'])}"
+            f" -> {m['to']['node']}/{','.join(m['to']['gpus'])}"
+        )
+    if result.get("target"):
+        t = result["target"]
+        held = "held for it (reservation)" if result.get("reservation") else "free now"
+        lines.append(f"target: {t['node']}/{','.join(t['gpus'])} ({held})")
+    reasons = result.get("reasons") or {}
+    if reasons:
+        lines.append(f"why not, per node ({len(reasons)}):")
+        for node, why in list(reasons.items())[:20]:
+            lines.append(f"  {node}: {why}")
+        if len(reasons) > 20:
+            lines.append(f"  ... {len(reasons) - 20} more (--output json lists all)")
+    lines.append(f"budget {result['max_moves']} moves; planned in {result['elapsed_ms']:.1f} ms")
+    return "\n".join(lines)
+
+
+def render_pending(result: dict[str, Any]) -> str:
+    lines = [
+        f"{result['pending']} pending vGPU pods: {result['unblocked_by_moves']} unblocked by "
+        f"{len(result['moves'])} moves, {result['fit_without_moves']} fit as they are"
+    ]
+    for i, m in enumerate(result["moves"], 1):
+        lines.append(
+            f"{i:>3}  {m['pod']}  {m['from']['node']}/{','.join(m['from']['gpus'])}"
+            f" -> {m['to']['node']}/{','.join(m['to']['gpus'])}"
+        )
+    for p in result["placements"]:
+        lines.append(f"  {p['pod']} -> {p['node']}/{','.join(p['gpus'])} ({p['moves']} moves)")
+    if "baseline" in result:
+        b = result["baseline"]
+        lines.append(f"baseline ({b['planner']}): {b['unblocked']} unblocked by {b['moves']} moves")
+    lines.append(f"budget {result['max_moves']} moves; planned in {result['elapsed_ms']:.1f} ms")
+    return "\n".join(lines)
+
+
 def render_table(result: dict[str, Any]) -> str:
+    if result.get("objective") == "for":
+        return render_unblock(result)
+    if result.get("objective") == "pending":
+        return render_pending(result)
     lines = []
     moves = result["moves"]
     if moves:
@@ -97,6 +196,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-snapshot", help="write the replayed snapshot (JSON) here")
     p.add_argument("--max-moves", type=int, default=None, help="move budget (default: 5%% of GPU pods)")
     p.add_argument("--planner", choices=["drain", "greedy"], default="drain")
+    p.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="free-gpus",
+        help="free-gpus (default): most whole free GPUs, then fewest moves, then lowest fragmentation; "
+        "frag: FGD's fragmentation against --workload; pending: the snapshot's pending vGPU pods, in order, "
+        "each with the fewest moves (what --auto applies)",
+    )
+    p.add_argument(
+        "--workload",
+        default="typical",
+        help="what fragmentation is measured against: typical (the cluster's own pods), whole-gpu, "
+        "or a JSON/YAML file of task types",
+    )
+    p.add_argument(
+        "--max-moves-per-pod", type=int, default=None, help="--objective pending: most moves for one pod (default 8)"
+    )
+    p.add_argument(
+        "--for",
+        dest="for_pod",
+        metavar="POD",
+        help="the fewest moves after which this pending pod fits: a Pod manifest, or namespace/name with --live "
+        "(exit 1 when it cannot be unblocked within the budget)",
+    )
     p.add_argument("--no-baseline", action="store_true", help="skip the greedy baseline beside the plan")
     p.add_argument("--output", choices=["json", "table"], default="table")
     p.add_argument(
@@ -132,14 +255,27 @@ def register(sub: argparse._SubParsersAction) -> None:
             if args.save_snapshot:
                 Path(args.save_snapshot).write_bytes(snap)
             inputs = [snap]
+        workload = load_workload(args.workload)
+        for_pod = load_pending_pod(args.for_pod, client) if args.for_pod else None
         try:
-            result = plan(inputs, args.max_moves, planner=args.planner, baseline=not args.no_baseline)
+            result = plan(
+                inputs,
+                args.max_moves,
+                planner=args.planner,
+                baseline=not args.no_baseline,
+                objective=args.objective,
+                workload=workload,
+                for_pod=for_pod,
+                max_moves_per_pod=args.max_moves_per_pod,
+            )
         except _native.EngineError as exc:
             raise ValueError(f"{args.snapshot or args.replay}: {exc}") from exc
         if args.output == "json":
             sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             print(render_table(result))
+        if for_pod is not None and not result["unblocked"]:
+            return 1
         if args.apply and client is not None:
             from hami_fast.descheduler.apply import apply_moves
 

@@ -12,8 +12,13 @@
 //! polish with single fragmentation-lowering moves) and `greedy` (the baseline: single moves
 //! only, each taken when it lowers the fragment).
 
+mod objective;
 #[cfg(test)]
 mod tests;
+mod unblock;
+
+pub use objective::{workload_from_spec, Objective};
+pub use unblock::{baseline_queue, unblock, unblock_queue, PendingPod, QueueResult, Unblock};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -44,6 +49,9 @@ fn pod_host_request(pod: &Pod) -> (i64, i64) {
     let init_mem = pod.spec.init_containers.iter().map(|c| req(c, "memory", memory_mib)).max().unwrap_or(0);
     (app_cpu.max(init_cpu), app_mem.max(init_mem))
 }
+
+/// A pod's controlling owner (kind, name).
+type Owner = Option<(String, String)>;
 
 /// A pod that holds GPUs in the snapshot.
 #[derive(Debug, Clone)]
@@ -78,6 +86,8 @@ pub struct Snapshot {
     pub index: HashMap<String, usize>,
     pub pods: Vec<PlanPod>,
     pub workload: Workload,
+    /// Pods waiting for vGPU resources (no node yet, phase Pending), by namespace and name.
+    pub pending: Vec<PendingPod>,
 }
 
 /// Whether a pod may be evicted and recreated elsewhere, or why not.
@@ -108,9 +118,7 @@ impl Snapshot {
     /// nodes,pods -o json`) or a single Node / Pod, JSON bytes.
     pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self> {
         let mut cluster = ClusterState::new(config.clone());
-        // (pod, phase, controlling owner as (kind, name))
-        type Found = (Pod, String, Option<(String, String)>);
-        let mut pods: Vec<Found> = Vec::new();
+        let mut pods: Vec<(Pod, String, Owner)> = Vec::new();
         let mut allocatable: HashMap<String, (i64, i64)> = HashMap::new();
         let mut host_used: HashMap<String, (i64, i64, i64)> = HashMap::new();
         for (n, bytes) in inputs.iter().enumerate() {
@@ -169,9 +177,16 @@ impl Snapshot {
         }
         let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let mut out = Vec::new();
+        let mut pending = Vec::new();
         for (pod, phase, owner) in pods {
             let key = pod.reservation_key();
-            let Some(record) = cluster.pod(&key) else { continue };
+            let Some(record) = cluster.pod(&key) else {
+                let waiting = pod.spec.node_name.is_empty() && matches!(phase.as_str(), "Pending" | "");
+                if waiting && pod.metadata.deletion_timestamp.is_none() {
+                    pending.extend(PendingPod::from_pod(&pod, config).ok());
+                }
+                continue;
+            };
             let Some(&node) = index.get(&*record.node) else { continue };
             let request = PodRequest::from_pod(&pod, config);
             let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
@@ -196,7 +211,8 @@ impl Snapshot {
         out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let workload =
             Workload::typical(out.iter().filter_map(|p| np::live_task_type(&nodes[p.node], &p.footprint)), 95.0);
-        Ok(Self { nodes, index, pods: out, workload })
+        pending.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(Self { nodes, index, pods: out, workload, pending })
     }
 
     /// Cluster-level measures.
@@ -306,8 +322,12 @@ pub struct Move {
     pub to: Place,
 }
 
+/// How a plan is searched: `FreeGpus` drains GPUs only (objective free-gpus: every move must
+/// help empty a GPU); `Drain` drains, then spends the leftover budget on fragment-lowering
+/// single moves (objective frag); `Greedy` is the baseline (single fragment-lowering moves).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
+    FreeGpus,
     Drain,
     Greedy,
 }
@@ -318,6 +338,13 @@ impl Strategy {
             "drain" => Ok(Self::Drain),
             "greedy" => Ok(Self::Greedy),
             other => Err(Error::config("", format!("unknown planner {other:?} (want drain or greedy)"))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::FreeGpus | Self::Drain => "drain",
+            Self::Greedy => "greedy",
         }
     }
 }
@@ -531,6 +558,18 @@ impl<'s> Planner<'s> {
         self.moved.insert(pi);
     }
 
+    /// [`Self::drain`] again while a pass frees more: emptying one GPU can make another
+    /// drainable (its pods now have somewhere to go).
+    fn drain_until_stable(&mut self) {
+        loop {
+            let before = self.moves.len();
+            self.drain();
+            if self.moves.len() == before || self.moves.len() >= self.budget {
+                return;
+            }
+        }
+    }
+
     /// Empties partly used GPUs, cheapest (fewest pods, least memory) first.
     fn drain(&mut self) {
         let mut cands: Vec<(usize, i64, usize, usize)> = Vec::new();
@@ -655,11 +694,16 @@ impl<'s> Planner<'s> {
 
 /// Plans on a copy of the snapshot; `budget` = the most moves.
 pub fn plan(snapshot: &Snapshot, budget: usize, strategy: Strategy) -> PlanResult {
+    plan_on(&mut snapshot.clone(), budget, strategy)
+}
+
+/// [`plan`] in place: `work` is left in the state after the moves.
+pub fn plan_on(work: &mut Snapshot, budget: usize, strategy: Strategy) -> PlanResult {
     let start = std::time::Instant::now();
-    let mut work = snapshot.clone();
-    let mut planner = Planner::new(&mut work, budget);
+    let mut planner = Planner::new(work, budget);
     let before = planner.s.measures_with(&planner.frags);
     match strategy {
+        Strategy::FreeGpus => planner.drain_until_stable(),
         Strategy::Drain => {
             planner.drain();
             planner.greedy();
@@ -668,17 +712,8 @@ pub fn plan(snapshot: &Snapshot, budget: usize, strategy: Strategy) -> PlanResul
     }
     let moves = std::mem::take(&mut planner.moves);
     let frags = planner.frags.clone();
-    let after = work.measures_with(&frags);
-    PlanResult {
-        planner: match strategy {
-            Strategy::Drain => "drain",
-            Strategy::Greedy => "greedy",
-        },
-        moves,
-        before,
-        after,
-        elapsed_ms: start.elapsed().as_secs_f64() * 1000.0,
-    }
+    let after = planner.s.measures_with(&frags);
+    PlanResult { planner: strategy.name(), moves, before, after, elapsed_ms: start.elapsed().as_secs_f64() * 1000.0 }
 }
 
 /// Re-runs a move sequence on a fresh copy of `snapshot`, checking each move with the engine's
@@ -794,7 +829,9 @@ pub fn resolve_gpus(n: &GpuNode, gpus: &[String]) -> Result<Vec<String>, String>
 pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baseline: bool) -> serde_json::Value {
     let main = plan(snapshot, budget, strategy);
     let movable = snapshot.pods.iter().filter(|p| p.blocked.is_none()).count();
+    let objective = if strategy == Strategy::FreeGpus { Objective::FreeGpus } else { Objective::Frag };
     let mut out = serde_json::json!({
+        "objective": objective.name(),
         "planner": main.planner,
         "max_moves": budget,
         "moves": main.moves,
@@ -806,7 +843,7 @@ pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baselin
         "nodes": snapshot.nodes.len(),
     });
     if baseline {
-        let other = if strategy == Strategy::Drain { Strategy::Greedy } else { Strategy::Drain };
+        let other = if strategy == Strategy::Greedy { Strategy::Drain } else { Strategy::Greedy };
         let b = plan(snapshot, budget, other);
         out["baseline"] = serde_json::json!({
             "planner": b.planner,
@@ -819,35 +856,80 @@ pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baselin
 }
 
 /// Options of [`plan_bytes`] (JSON): `{"max_moves": N | null, "max_moves_pct": 5.0,
-/// "planner": "drain"|"greedy", "baseline": true}`.
+/// "objective": "free-gpus"|"frag", "workload": "typical"|"whole-gpu"|[task types],
+/// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null}`.
 #[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct PlanOptions {
     pub max_moves: Option<usize>,
     pub max_moves_pct: f64,
+    pub objective: String,
+    pub workload: serde_json::Value,
     pub planner: String,
     pub baseline: bool,
+    pub for_pod: Option<serde_json::Value>,
+    /// Objective `pending`: the most moves spent on one pending pod.
+    pub max_moves_per_pod: Option<usize>,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        Self { max_moves: None, max_moves_pct: 5.0, planner: "drain".into(), baseline: true }
+        Self {
+            max_moves: None,
+            max_moves_pct: 5.0,
+            objective: "free-gpus".into(),
+            workload: serde_json::Value::Null,
+            planner: "drain".into(),
+            baseline: true,
+            for_pod: None,
+            max_moves_per_pod: None,
+        }
     }
 }
 
-/// The binding's entry point: objects in, plan JSON out.
+/// Objective `pending`: moves one pending pod may take by default (cheap pods first is the
+/// point: a pod that needs a whole node cleared waits for a bigger budget).
+pub const PER_POD_DEFAULT_MOVES: usize = 8;
+
+/// `--for` budgets at least this many moves when none is given (5 % of a small cluster's pods is 0).
+pub const FOR_MIN_DEFAULT_MOVES: usize = 10;
+
+/// The binding's entry point (`hami-fast plan`, `kubectl hami plan`, `POST /api/v1/plan`):
+/// objects in, plan JSON out.
 pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>> {
     let options: PlanOptions = if options.is_empty() {
         PlanOptions::default()
     } else {
         serde_json::from_slice(options).map_err(|e| Error::config("plan options", e))?
     };
-    let strategy = Strategy::parse(&options.planner)?;
-    let snapshot = Snapshot::from_objects(inputs, config)?;
-    let budget = options
-        .max_moves
-        .unwrap_or_else(|| ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize);
-    serde_json::to_vec(&plan_json(&snapshot, budget, strategy, options.baseline)).map_err(Error::internal)
+    let objective = Objective::parse(&options.objective)?;
+    let strategy = match (objective, Strategy::parse(&options.planner)?) {
+        (_, Strategy::Greedy) => Strategy::Greedy,
+        (Objective::FreeGpus | Objective::Pending, _) => Strategy::FreeGpus,
+        (Objective::Frag, s) => s,
+    };
+    let mut snapshot = Snapshot::from_objects(inputs, config)?;
+    if let Some(w) = workload_from_spec(&options.workload)? {
+        snapshot.workload = w;
+    }
+    let pct_budget = ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize;
+    let out = match &options.for_pod {
+        Some(pod) => {
+            let pending = PendingPod::from_value(pod, config)?;
+            let budget = options.max_moves.unwrap_or(pct_budget.max(FOR_MIN_DEFAULT_MOVES));
+            unblock(&snapshot, &pending, budget).to_json(&snapshot)
+        }
+        None if objective == Objective::Pending => {
+            let budget = options.max_moves.unwrap_or(pct_budget);
+            let per_pod = options.max_moves_per_pod.unwrap_or(PER_POD_DEFAULT_MOVES);
+            let q = unblock_queue(&snapshot, &snapshot.pending, budget, per_pod);
+            let baseline =
+                options.baseline.then(|| baseline_queue(&snapshot, &snapshot.pending, budget, Strategy::Greedy));
+            q.to_json(&snapshot, budget, baseline)
+        }
+        None => plan_json(&snapshot, options.max_moves.unwrap_or(pct_budget), strategy, options.baseline),
+    };
+    serde_json::to_vec(&out).map_err(Error::internal)
 }
 
 /// Cluster and per-node fragmentation as JSON (`/api/v1/fragmentation`).

@@ -269,7 +269,7 @@ fn host_cpu_is_checked_where_allocatable_is_known() {
 /// engine's Fit and the nodes' CPU (skips without the shared data).
 #[test]
 fn openb_spread_plan_replays_move_by_move() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/openb");
+    let dir = openb_dir();
     let (Ok(nodes), Ok(pods)) = (
         std::fs::read_to_string(dir.join("openb_node_list_gpu_node.csv")),
         std::fs::read_to_string(dir.join("openb_pod_list_default.csv")),
@@ -289,4 +289,211 @@ fn openb_spread_plan_replays_move_by_move() {
         assert!(r.after.free_whole_gpus > r.before.free_whole_gpus && r.after.fragmentation < r.before.fragmentation);
         assert_eq!(validate_moves(&s, &r.moves).unwrap(), r.after);
     }
+}
+
+/// Issue 11's "found when tried" case: every GPU carries one small controller-owned pod and no
+/// GPU is free. Against the cluster's own small-pod workload FGD's fragment is 0, yet six moves
+/// free six whole GPUs: the default objective (free-gpus) must find them.
+#[test]
+fn every_gpu_with_one_small_pod_frees_six_whole_gpus() {
+    let mut items = Vec::new();
+    for n in 0..4 {
+        items.push(node(&format!("n{n}"), 4, &[]));
+        for g in 0..4 {
+            items.push(pod(&format!("p{n}{g}"), &format!("n{n}"), &[g], 100, true));
+        }
+    }
+    let s = snap(items);
+    assert_eq!(s.measures().free_whole_gpus, 0);
+    let r = plan(&s, 6, Strategy::Drain);
+    assert_eq!(r.moves.len(), 6, "{:?}", r.moves);
+    assert_eq!(r.after.free_whole_gpus, 6);
+    assert_eq!(validate_moves(&s, &r.moves).unwrap(), r.after);
+}
+
+/// A pending pod asking for `gpus` GPUs of `mem` MiB each (no allocation, no node).
+fn pending(name: &str, gpus: u32, mem: i64) -> PendingPod {
+    let p = json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}")},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string(), "nvidia.com/gpumem": mem.to_string()}}}]}});
+    PendingPod::from_value(&p, &Config::default()).unwrap()
+}
+
+/// Four nodes of four GPUs, one 100 MiB pod per GPU (the issue's case), `owned` or bare.
+fn one_small_pod_per_gpu(owned: bool) -> Snapshot {
+    let mut items = Vec::new();
+    for n in 0..4 {
+        items.push(node(&format!("n{n}"), 4, &[]));
+        for g in 0..4 {
+            items.push(pod(&format!("p{n}{g}"), &format!("n{n}"), &[g], 100 + 10 * (n * 4 + g) as i64, owned));
+        }
+    }
+    snap(items)
+}
+
+#[test]
+fn free_gpus_objective_stops_when_no_more_gpus_can_be_freed() {
+    // Two GPUs of 600 and 300: one move frees a GPU; no further move frees another, so the
+    // free-gpus objective spends no more of the budget (ties: fewer moves), the frag one may.
+    let s = snap(vec![node("a", 2, &[]), pod("x", "a", &[0], 600, true), pod("y", "a", &[1], 300, true)]);
+    let r = plan(&s, 5, Strategy::FreeGpus);
+    assert_eq!((r.moves.len(), r.after.free_whole_gpus), (1, 1), "{:?}", r.moves);
+    assert_eq!(r.moves[0].pod, "ns/y");
+}
+
+#[test]
+fn for_pod_frees_one_gpu_with_the_fewest_moves() {
+    let s = one_small_pod_per_gpu(true);
+    let r = unblock(&s, &pending("big", 1, 1000), 10);
+    assert!(r.unblocked, "{}: {:?}", r.message, r.reasons);
+    assert_eq!(r.moves.len(), 1, "one pod holds each GPU: one move clears one");
+    let target = r.target.clone().unwrap();
+    assert_eq!(target.gpus.len(), 1);
+    assert_eq!(r.moves[0].from.gpus, target.gpus, "the moved pod leaves the reserved GPU");
+    assert_ne!(r.moves[0].to.gpus, target.gpus);
+    // The moves replay under the Fit, and afterwards the pending pod fits exactly there.
+    validate_moves(&s, &r.moves).unwrap();
+    assert_eq!(r.after.free_whole_gpus, 1);
+    // Two GPUs on one node: two moves.
+    let r2 = unblock(&s, &pending("pair", 2, 1000), 10);
+    assert!(r2.unblocked, "{}", r2.message);
+    assert_eq!(r2.moves.len(), 2);
+    let t2 = r2.target.unwrap();
+    assert_eq!(t2.gpus.len(), 2);
+    assert!(r2.moves.iter().all(|m| !t2.gpus.contains(&m.to.gpus[0])), "nothing moves onto the reserved GPUs");
+    validate_moves(&s, &r2.moves).unwrap();
+}
+
+#[test]
+fn for_pod_that_fits_needs_no_moves() {
+    let s = one_small_pod_per_gpu(true);
+    let r = unblock(&s, &pending("small", 1, 500), 10);
+    assert!(r.unblocked && r.moves.is_empty(), "{}", r.message);
+    assert!(r.message.contains("fits now"));
+    assert!(r.to_json(&s)["reservation"].is_null(), "nothing freed, nothing to hold");
+}
+
+#[test]
+fn for_pod_that_cannot_be_unblocked_says_why_per_node() {
+    let bare = one_small_pod_per_gpu(false);
+    let r = unblock(&bare, &pending("big", 1, 1000), 10);
+    assert!(!r.unblocked && r.moves.is_empty());
+    assert_eq!(r.message, "pod ns/big cannot be unblocked within 10 moves");
+    assert_eq!(r.reasons.len(), 4, "{:?}", r.reasons);
+    assert!(r.reasons["n0"].contains("bare pod"), "{}", r.reasons["n0"]);
+    // Budget too small for four GPUs on one node.
+    let owned = one_small_pod_per_gpu(true);
+    let r = unblock(&owned, &pending("quad", 4, 1000), 3);
+    assert!(!r.unblocked);
+    assert_eq!(r.reasons["n1"], "needs 4 moves (budget 3)");
+    // More GPUs than any node has.
+    let r = unblock(&owned, &pending("wide", 5, 100), 10);
+    assert!(r.reasons["n0"].contains("the pod needs 5"), "{}", r.reasons["n0"]);
+    // With the budget, four moves clear a whole node for it; the pods go elsewhere.
+    let r = unblock(&owned, &pending("quad", 4, 1000), 4);
+    assert!(r.unblocked, "{}: {:?}", r.message, r.reasons);
+    assert_eq!(r.moves.len(), 4);
+    validate_moves(&owned, &r.moves).unwrap();
+}
+
+#[test]
+fn plan_bytes_objectives_workloads_and_for() {
+    let mut items = Vec::new();
+    for n in 0..4 {
+        items.push(node(&format!("n{n}"), 4, &[]));
+        for g in 0..4 {
+            items.push(pod(&format!("p{n}{g}"), &format!("n{n}"), &[g], 100, true));
+        }
+    }
+    let list = json!({"kind": "List", "items": items}).to_string();
+    let run = |opts: serde_json::Value| -> serde_json::Value {
+        serde_json::from_slice(
+            &plan_bytes(&[list.as_bytes()], opts.to_string().as_bytes(), &Config::default()).unwrap(),
+        )
+        .unwrap()
+    };
+    let free = run(json!({"max_moves": 6}));
+    assert_eq!(free["objective"], "free-gpus");
+    assert_eq!(free["after"]["free_whole_gpus"], 6);
+    // Against its own (small-pod) workload the fragment is 0 before and after; against whole GPUs it is not.
+    let typical = run(json!({"max_moves": 6, "objective": "frag"}));
+    assert_eq!(typical["before"]["fragmentation"], 0.0);
+    let whole = run(json!({"max_moves": 6, "objective": "frag", "workload": "whole-gpu"}));
+    assert_eq!(whole["before"]["fragmentation"], 14.4, "16 GPUs with 0.9 idle each, none usable by a whole-GPU task");
+    assert!(whole["after"]["fragmentation"].as_f64().unwrap() < whole["before"]["fragmentation"].as_f64().unwrap());
+    let listed = run(json!({"max_moves": 6, "objective": "frag", "workload": [{"gpu": 0.95}]}));
+    assert_eq!(listed["before"]["fragmentation"], whole["before"]["fragmentation"]);
+    let pod = json!({"metadata": {"name": "big", "namespace": "ns", "uid": "u1"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}]}});
+    let f = run(json!({"for_pod": pod}));
+    assert_eq!(f["objective"], "for");
+    assert_eq!(f["unblocked"], true);
+    assert_eq!(f["max_moves"], FOR_MIN_DEFAULT_MOVES);
+    assert_eq!(f["reservation"]["uid"], "u1");
+    assert_eq!(f["reservation"]["gpus"], f["target"]["gpus"]);
+    // Bad options name the field.
+    let err = |opts: serde_json::Value| {
+        plan_bytes(&[list.as_bytes()], opts.to_string().as_bytes(), &Config::default()).unwrap_err().to_string()
+    };
+    assert!(err(json!({"objective": "speed"})).contains("objective"));
+    assert!(err(json!({"workload": "tiny"})).contains("workload"));
+    assert!(err(json!({"workload": [{"gpu_milli": 2000}]})).contains("workload[0].gpu_milli"));
+    assert!(err(json!({"for_pod": {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c"}]}}}))
+        .contains("request no vGPU"));
+}
+
+/// The openb traces: `$HAMI_FAST_SHARED/data/openb`, else `shared/` beside the repository.
+fn openb_dir() -> std::path::PathBuf {
+    match std::env::var_os("HAMI_FAST_SHARED") {
+        Some(shared) => std::path::PathBuf::from(shared).join("data/openb"),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/openb"),
+    }
+}
+
+/// openb replayed with spread to 100 %: the failed GPU pods are Pending in the snapshot; `--for`
+/// unblocks some of them, every move replays under the Fit, and the queue (auto mode's objective)
+/// places pods with moves that replay in sequence.
+#[test]
+fn openb_pending_pods_are_unblocked_with_valid_moves() {
+    let dir = openb_dir();
+    let (Ok(nodes), Ok(pods)) = (
+        std::fs::read_to_string(dir.join("openb_node_list_gpu_node.csv")),
+        std::fs::read_to_string(dir.join("openb_pod_list_default.csv")),
+    ) else {
+        eprintln!("openb data not found at {}: skipped", dir.display());
+        return;
+    };
+    let options = crate::replay::Options { policy: crate::policy::NodePolicy::Spread, ..Default::default() };
+    let list = crate::replay::snapshot::snapshot_csv("nodes.csv", &nodes, "pods.csv", &pods, options, 100.0).unwrap();
+    let s = Snapshot::from_objects(&[list.to_string().as_bytes()], &Config::default()).unwrap();
+    let listed = list["items"].as_array().unwrap().iter().filter(|p| p["status"]["phase"] == "Pending").count();
+    assert!(s.pending.len() > 100 && s.pending.len() == listed, "{} pending of {listed}", s.pending.len());
+    let mut unblocked = 0;
+    for pp in s.pending.iter().step_by(150) {
+        let r = unblock(&s, pp, 30);
+        if r.unblocked {
+            unblocked += 1;
+            validate_moves(&s, &r.moves).unwrap();
+        } else {
+            assert_eq!(r.reasons.len(), s.nodes.len(), "a reason for every node");
+        }
+    }
+    assert!(unblocked > 0);
+    let budget = s.pods.len() / 20;
+    let q = unblock_queue(&s, &s.pending, budget, 8);
+    assert!(q.unblocked_by_moves > 0 && q.moves.len() <= budget, "{} {}", q.unblocked_by_moves, q.moves.len());
+    assert!(q.fit_without_moves * 100 <= s.pending.len(), "the replay already tried each of them");
+    validate_moves(&s, &q.moves).expect("the queue's moves replay (pods placed in between only take free room)");
+}
+
+#[test]
+fn queue_places_each_pod_before_planning_the_next() {
+    let s = one_small_pod_per_gpu(true);
+    let queue = vec![pending("a", 1, 1000), pending("b", 1, 1000), pending("c", 2, 1000), pending("d", 1, 500)];
+    let q = unblock_queue(&s, &queue, 3, 10);
+    // a and b take one move each; c needs two more than the budget leaves; d fits as it is.
+    assert_eq!((q.unblocked_by_moves, q.fit_without_moves, q.moves.len()), (2, 1, 2), "{:?}", q.placed);
+    let targets: Vec<&Place> = q.placed.iter().filter_map(|r| r.target.as_ref()).collect();
+    assert_ne!(targets[0].gpus, targets[1].gpus, "b does not get the GPU freed for a");
+    assert_eq!(q.after_moves.free_whole_gpus, 2);
+    validate_moves(&s, &q.moves).unwrap();
 }

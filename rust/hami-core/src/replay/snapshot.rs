@@ -11,7 +11,8 @@ impl Replay {
     /// cluster's GPU capacity, then returns a `List` of the Nodes (HAMi registration annotation,
     /// allocatable CPU and memory) and the GPU pods placed so far (HAMi allocation annotations,
     /// owned by a ReplicaSet, `Running`), CPU-only pods included for the nodes' CPU accounting.
-    /// Pods that failed to schedule are not in the list.
+    /// GPU pods that failed to schedule are in the list as `Pending` pods without a node (the
+    /// pending queue the descheduler's `--for` is measured on).
     pub fn snapshot_at(mut self, arrived_pct: f64) -> Result<Value> {
         let limit = arrived_pct / 100.0 * (self.total_gpus * MILLI) as f64;
         let order = std::mem::take(&mut self.order);
@@ -25,7 +26,12 @@ impl Replay {
                 break;
             }
             arrived += task.total_milli();
-            let Some(Placed { node, usage_before: before, .. }) = self.step(task, &mut cands)? else { continue };
+            let Some(Placed { node, usage_before: before, .. }) = self.step(task, &mut cands)? else {
+                if task.request.is_some() {
+                    items.push(pending_pod(k, task));
+                }
+                continue;
+            };
             let n = &self.nodes[node];
             let gpu = task.request.is_some();
             let devices: Vec<ContainerDevice> = n
@@ -94,6 +100,31 @@ impl Replay {
             json!({"apiVersion": "v1", "kind": "List", "metadata": {"arrivedPct": arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64}, "items": list}),
         )
     }
+}
+
+/// A GPU task the replay could not place, as the Pending pod a cluster would hold.
+fn pending_pod(k: usize, task: &super::Task) -> Value {
+    let mut annotations = serde_json::Map::new();
+    if !task.spec.is_empty() {
+        annotations.insert(codec::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("pod-{k:05}"), "namespace": "openb", "uid": format!("uid-{k:05}"),
+            "labels": {"app": format!("task-{k:05}")},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("task-{k:05}"), "uid": format!("rs-{k:05}"), "controller": true}],
+            "annotations": annotations,
+        },
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "main", "resources": {
+                "limits": {"nvidia.com/gpu": task.num_gpu.to_string(), "nvidia.com/gpumem": task.milli.to_string()},
+                "requests": {"cpu": format!("{}m", task.cpu), "memory": format!("{}Mi", task.memory)},
+            }}],
+        },
+        "status": {"phase": "Pending"},
+    })
 }
 
 /// Parses both CSVs, replays up to `arrived_pct` % and returns the snapshot `List`.
