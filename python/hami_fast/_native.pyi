@@ -87,13 +87,29 @@ def replay(
 ) -> bytes:
     """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return JSON.
 
-    ``policy`` is one of fgd, bestfit, dotprod, packing, clustering, random, binpack, spread.
+    ``policy`` is one of :func:`policy_names` (fgd, bestfit, dotprod, packing, clustering, random,
+    binpack, spread, fgd-balance).
     The JSON object has ``policy, seed, tune, pods, failed, tuned, total_gpus, typical_types,
     unallocated_pct_at_100, alloc_pct_by_arrived, frag_pct_by_arrived, frag_ratio_by_arrived,
     elapsed_s`` (the ``*_by_arrived`` maps are keyed by arrived GPU % as strings).
     ``check_all`` confirms every candidate node with the engine's Fit (slower).
     A malformed CSV raises :class:`EngineError` naming the file, line and column.
     """
+
+def policy_names() -> list[str]:
+    """The node policy names the replay and ``--node-scheduler-policy`` accept, in table order."""
+
+def replay_arrivals(
+    nodes_csv: bytes,
+    pods_csv: bytes,
+    seed: int = 42,
+    tune: float = 1.3,
+    nodes_name: str = "nodes.csv",
+    pods_name: str = "pods.csv",
+) -> bytes:
+    """The replay's cluster and arrival stream for ``seed`` without replaying: JSON
+    ``{"seed", "total_gpus", "nodes": [[name, cpu_milli, memory_mib, gpus, model]],
+    "pods": [[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]]}`` (pods in arrival order)."""
 
 def node_frag(cpu_left: int, gpu_free: list[int], model: str, types: list[tuple[int, int, int, str, float]]) -> float:
     """FGD's fragment of one node in milli-GPU: ``Σ share · F(type)`` over task types

@@ -22,7 +22,7 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--node-scheduler-policy",
         default=None,
-        help="binpack (default), spread, fgd, bestfit, dotprod, packing, clustering or random",
+        help="binpack (default), spread, fgd, fgd-balance, bestfit, dotprod, packing, clustering or random",
     )
     p.add_argument(
         "--gpu-scheduler-policy", default=None, help="spread (default), binpack, topology-aware, mutex, numa or a chain"

@@ -58,7 +58,9 @@ class Config:
     )
     node_scheduler_policy: str = field(
         default="binpack",
-        metadata={"help": "binpack, spread, or fgd, bestfit, dotprod, packing, clustering, random (docs/policies.md)"},
+        metadata={
+            "help": "binpack, spread, or fgd, fgd-balance, bestfit, dotprod, packing, clustering, random (docs/policies.md)"
+        },
     )
     gpu_scheduler_policy: str = field(
         default="spread", metadata={"help": "spread, binpack, topology-aware, mutex, numa or a chain"}

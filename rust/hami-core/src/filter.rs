@@ -247,7 +247,11 @@ struct LiveViews<'s> {
 
 impl<'s> LiveViews<'s> {
     fn new(state: &'s ClusterState, scorer: np::Scorer, request: &PodRequest, nodes: &[&GpuNode]) -> Self {
-        let mut workload = if scorer == np::Scorer::Fgd { state.target_workload() } else { Workload::default() };
+        let mut workload = match scorer {
+            np::Scorer::Fgd => state.target_workload(),
+            np::Scorer::FgdBalance => state.balance_workload(),
+            _ => Workload::default(),
+        };
         let tags = if scorer == np::Scorer::Clustering { state.gpu_tags_by_node() } else { Default::default() };
         let frees = nodes.iter().map(|n| np::live_free_milli(n)).collect();
         let pods: Vec<np::PodShape> = nodes

@@ -218,6 +218,40 @@ fn replay<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
+/// The node policy names the replay (and `--node-scheduler-policy`) accepts, in table order.
+#[pyfunction]
+fn policy_names() -> Vec<&'static str> {
+    hami_core::policy::POLICY_NAMES.to_vec()
+}
+
+/// The replay's cluster and arrival stream for `seed` (no replay run): JSON
+/// `{"seed", "total_gpus", "nodes": [[name, cpu_milli, memory_mib, gpus, model]], "pods": [[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]]}`.
+#[pyfunction]
+#[pyo3(signature = (nodes_csv, pods_csv, seed=42, tune=1.3, nodes_name="nodes.csv", pods_name="pods.csv"))]
+fn replay_arrivals<'py>(
+    py: Python<'py>,
+    nodes_csv: &[u8],
+    pods_csv: &[u8],
+    seed: i64,
+    tune: f64,
+    nodes_name: &str,
+    pods_name: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use hami_core::replay;
+    let out = run(py, || {
+        let text = |name: &str, bytes: &[u8]| {
+            std::str::from_utf8(bytes)
+                .map(str::to_owned)
+                .map_err(|_| hami_core::Error::decode(name.to_owned(), "not UTF-8 text"))
+        };
+        let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
+        let options = replay::Options { seed, tune, ..replay::Options::default() };
+        let value = replay::arrivals_csv(nodes_name, &nodes, pods_name, &pods, options)?;
+        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
 /// FGD's fragment of one node (milli-GPU) against a target workload of
 /// `(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)` task types.
 #[pyfunction]
@@ -329,6 +363,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(parse_binding_args, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_arrivals, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(node_frag, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(fragmentation, m)?)?;

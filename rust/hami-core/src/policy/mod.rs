@@ -3,6 +3,7 @@
 //! dispatch shared by the live engine, the replay and the planner ([`score`]), and the per-pod
 //! policy hints read from annotations ([`hints`]).
 
+pub mod balance;
 pub mod device;
 pub mod hints;
 pub mod node;
@@ -13,8 +14,8 @@ pub use hints::{PodHints, ScoringWeights};
 use node::Scorer;
 
 /// Every node policy name, in the order the simulator's figures list them.
-pub const POLICY_NAMES: [&str; 8] =
-    ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread"];
+pub const POLICY_NAMES: [&str; 9] =
+    ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread", "fgd-balance"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NodePolicy {
