@@ -24,6 +24,7 @@ from hami_fast.kube.leader import AlwaysLeader, LeaseFollower
 from hami_fast.kube.writer import MemoryWriter
 from hami_fast.manifests import load_objects
 from hami_fast.server.app import App
+from hami_fast.server.listen import ListenError, start_listening
 from hami_fast.server.metrics import Metrics, serve_metrics
 from hami_fast.server.scheduler import Scheduler
 
@@ -112,7 +113,7 @@ def build_runtime(config: Config, stop: threading.Event | None = None) -> Runtim
         log.info("serving the in-memory cluster from %s", config.snapshot, extra={"source": "snapshot"})
         runtime = _memory_runtime(config, cluster, metrics, load_objects(config.snapshot), stop)
     elif config.demo or not _kube_reachable(config):
-        from hami_fast.demo import demo_nodes
+        from hami_fast.demo.cluster import demo_nodes
 
         log.info("no cluster configured: serving the built-in demo cluster", extra={"source": "demo"})
         runtime = _memory_runtime(config, cluster, metrics, demo_nodes(50), stop)
@@ -124,10 +125,9 @@ def build_runtime(config: Config, stop: threading.Event | None = None) -> Runtim
 
 
 def _kube_reachable(config: Config) -> bool:
-    if config.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return True
-    path = Path(os.environ.get("KUBECONFIG", "") or Path.home() / ".kube" / "config")
-    return path.is_file()
+    if config.kubeconfig or os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True  # a named kubeconfig that is missing is an error, not the demo cluster
+    return (Path.home() / ".kube" / "config").is_file()
 
 
 def _cert_stamp(config: Config) -> tuple[float, float]:
@@ -166,12 +166,17 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
             log_enabled=False,
             **tls,
         )
-        task = asyncio.create_task(server.serve())
+        try:
+            task = await start_listening(server, f"{host}:{port}")
+        except ListenError:
+            runtime.stop.set()
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
         log.info("serving", extra={"address": f"{'https' if config.tls else 'http'}://{host}:{port}"})
         if ready:
-            loop.call_later(0.3, ready.set)
+            ready.set()
         while not task.done() and not runtime.stop.is_set() and not stop_async.is_set():
-            await asyncio.sleep(1.0)
+            await _wait_stop(runtime.stop, stop_async, 1.0)
             if config.tls and _safe_stamp(config) != stamp:
                 log.info("certificate changed: restarting the listener")
                 break
@@ -179,6 +184,16 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
         await task
     runtime.stop.set()
     executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _wait_stop(stop: threading.Event, stop_async: asyncio.Event, seconds: float) -> None:
+    """Sleep up to `seconds`, waking within 20 ms of either stop signal."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not stop.is_set() and not stop_async.is_set() and asyncio.get_running_loop().time() < deadline:
+        try:
+            await asyncio.wait_for(stop_async.wait(), 0.02)
+        except TimeoutError:
+            pass
 
 
 def _safe_stamp(config: Config) -> tuple[float, float]:

@@ -86,14 +86,22 @@ impl<'a> Placement<'a> {
 /// Binpack takes the highest node score, spread the lowest; ties go to the smallest node name.
 /// The simulator-derived policies take the highest score of their own (see [`rescore`]).
 pub fn choose(fits: &[(&str, f64)], policy: NodePolicy) -> Option<usize> {
-    (0..fits.len()).min_by(|&a, &b| {
-        let ((na, sa), (nb, sb)) = (fits[a], fits[b]);
-        let by_score = match policy {
-            NodePolicy::Binpack | NodePolicy::Scored(_) => sb.total_cmp(&sa),
-            NodePolicy::Spread => sa.total_cmp(&sb),
-        };
-        by_score.then_with(|| na.cmp(nb))
-    })
+    (0..fits.len()).min_by(|&a, &b| preference(fits[a], fits[b], policy))
+}
+
+/// The fitting nodes in the policy's order of preference: the first is the one [`choose`] picks.
+pub fn ranked(fits: &[(&str, f64)], policy: NodePolicy) -> Vec<String> {
+    let mut order: Vec<(&str, f64)> = fits.to_vec();
+    order.sort_by(|&a, &b| preference(a, b, policy));
+    order.into_iter().map(|(name, _)| name.to_owned()).collect()
+}
+
+fn preference((na, sa): (&str, f64), (nb, sb): (&str, f64), policy: NodePolicy) -> std::cmp::Ordering {
+    let by_score = match policy {
+        NodePolicy::Binpack | NodePolicy::Scored(_) => sb.total_cmp(&sa),
+        NodePolicy::Spread => sa.total_cmp(&sb),
+    };
+    by_score.then_with(|| na.cmp(nb))
 }
 
 /// Evaluation is bound by memory latency on large clusters: start loading the device arrays of
@@ -546,6 +554,9 @@ impl Cluster {
             annotations: BTreeMap<String, String>,
             failed: BTreeMap<String, String>,
             scores: BTreeMap<String, f64>,
+            /// Fitting nodes, most preferred first; the node policy that ordered them.
+            ranked: Vec<String>,
+            node_policy: String,
             error: String,
         }
         let result = (|| -> Result<Explain, String> {
@@ -570,12 +581,14 @@ impl Cluster {
             });
             let chosen = eval.chosen.as_ref().map(|(n, f)| ((*n).to_owned(), allocation_annotations(n, &f.slots, now)));
             let (scores, failed) = (eval.scores(), eval.failed_map());
+            let ranked = ranked(&eval.fits, placement.node_policy);
             drop(eval);
             if let Some(record) = saved {
                 self.reserve(key, record);
             }
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
-            Ok(Explain { node, annotations, scores, failed, error: String::new() })
+            let node_policy = placement.node_policy.as_str().to_owned();
+            Ok(Explain { node, annotations, scores, failed, ranked, node_policy, error: String::new() })
         })();
         let out = result.unwrap_or_else(|error| Explain { error, ..Default::default() });
         serde_json::to_vec(&out).unwrap_or_default()

@@ -106,6 +106,12 @@ impl Cluster {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// Per container: the request against the largest free GPU resources (`kubectl hami why`).
+    fn headroom<'py>(&self, py: Python<'py>, pod: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().headroom(pod)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     fn admit<'py>(&self, py: Python<'py>, review: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().admit(review)))?;
         Ok(PyBytes::new(py, &out))
@@ -128,6 +134,24 @@ impl Cluster {
     fn pod_count(&self) -> usize {
         self.lock().pod_count()
     }
+}
+
+/// Every valid node scheduler policy name, from the engine's own list.
+#[pyfunction]
+fn node_policy_names() -> Vec<&'static str> {
+    codec::NodePolicy::names()
+}
+
+/// A node scheduler policy given as a flag: its canonical name, or EngineError listing the valid ones.
+#[pyfunction]
+fn check_node_policy(value: &str) -> PyResult<&'static str> {
+    codec::NodePolicy::parse_strict(value).map(codec::NodePolicy::as_str).map_err(engine_error)
+}
+
+/// A GPU scheduler policy given as a flag: the trimmed value, or EngineError listing the valid ones.
+#[pyfunction]
+fn check_gpu_policy(value: &str) -> PyResult<String> {
+    codec::GpuPolicy::parse_strict(value).map(|p| p.text).map_err(engine_error)
 }
 
 #[pyfunction]
@@ -319,6 +343,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EngineError", m.py().get_type::<EngineError>())?;
     m.add_class::<Cluster>()?;
+    m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
+    m.add_function(wrap_pyfunction!(check_node_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(check_gpu_policy, m)?)?;
     m.add_function(wrap_pyfunction!(decode_node_register, m)?)?;
     m.add_function(wrap_pyfunction!(encode_node_register, m)?)?;
     m.add_function(wrap_pyfunction!(decode_pod_devices, m)?)?;
