@@ -497,7 +497,7 @@ def test_extender_flags_are_accepted_by_hami_fast_serve(variant):
         assert cfg.kube_qps == 60.0  # extraArgs come last and win
         assert cfg.kube_burst == 100 and cfg.kube_timeout == 10.0 and cfg.node_lock_retry_timeout == 20.0
         assert cfg.log_level == "debug"
-        assert c["image"] == "mirror.example.com/projecthami/hami-fast:v0.1.0"
+        assert c["image"] == "mirror.example.com/hami-fast:v0.1.0"
         assert c["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"

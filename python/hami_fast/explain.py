@@ -19,6 +19,19 @@ from hami_fast.manifests import ManifestError, as_list_bytes, load_objects, load
 def explain(
     snapshot: str, pod_path: str, node_policy: str | None, gpu_policy: str | None, now: int | None = None
 ) -> dict[str, Any]:
+    cluster, pod = load(snapshot, pod_path)
+    return decide(cluster, pod, node_policy, gpu_policy, now)
+
+
+def decide(
+    cluster: Cluster, pod: bytes, node_policy: str | None, gpu_policy: str | None, now: int | None = None
+) -> dict[str, Any]:
+    """The engine's explain object for `pod` (JSON bytes of a Pod as submitted)."""
+    return orjson.loads(cluster.explain(pod, int(time.time()) if now is None else now, node_policy, gpu_policy))
+
+
+def load(snapshot: str, pod_path: str) -> tuple[Cluster, bytes]:
+    """The snapshot in an engine Cluster, and the pod as JSON bytes."""
     objects = load_objects(snapshot)
     if not any(o.get("kind") == "Node" for o in objects):
         kinds = sorted({str(o.get("kind", "?")) for o in objects}) or ["nothing"]
@@ -28,11 +41,7 @@ def explain(
         )
     cluster = Cluster()
     cluster.apply(as_list_bytes(objects))
-    pod = load_one(pod_path, "Pod")
-    answer = cluster.explain(
-        orjson.dumps(pod, default=str), int(time.time()) if now is None else now, node_policy, gpu_policy
-    )
-    return orjson.loads(answer)
+    return cluster, orjson.dumps(load_one(pod_path, "Pod"), default=str)
 
 
 def reason_keys(reason: str) -> list[str]:
@@ -137,10 +146,20 @@ def render_headroom(headroom: dict[str, Any]) -> list[str]:
     return lines
 
 
+def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], top: int, all_nodes: bool) -> str:
+    """The text report; for a pod that fits nowhere, followed by what would have to change."""
+    text = render_text(result, top=top, all_nodes=all_nodes)
+    if result["error"] or result["node"]:
+        return text
+    lines = render_headroom(orjson.loads(cluster.headroom(pod)))
+    return text + "\n\nwhat would have to change:\n" + "\n".join("  " + line for line in lines)
+
+
 def run(args: Any) -> int:
-    result = explain(args.snapshot, args.pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
+    cluster, pod = load(args.snapshot, args.pod)
+    result = decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
     if args.output == "json":
         print(json.dumps(result, sort_keys=True))
     else:
-        print(render_text(result, top=args.top, all_nodes=args.all))
+        print(render_with_headroom(cluster, pod, result, args.top, args.all))
     return 1 if result["error"] else 0
