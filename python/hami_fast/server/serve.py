@@ -110,12 +110,12 @@ def build_runtime(config: Config, stop: threading.Event | None = None) -> Runtim
     cluster = Cluster(config.engine_config())
     metrics = Metrics(cluster)
     if config.snapshot:
-        log.info("serving the in-memory cluster from %s", config.snapshot, extra={"source": "snapshot"})
+        log.info("cluster source: the in-memory cluster of %s", config.snapshot, extra={"source": "snapshot"})
         runtime = _memory_runtime(config, cluster, metrics, load_objects(config.snapshot), stop)
     elif config.demo or not _kube_reachable(config):
         from hami_fast.demo.cluster import demo_nodes
 
-        log.info("no cluster configured: serving the built-in demo cluster", extra={"source": "demo"})
+        log.info("cluster source: the built-in demo cluster (no cluster configured)", extra={"source": "demo"})
         runtime = _memory_runtime(config, cluster, metrics, demo_nodes(50), stop)
     else:
         runtime = _kube_runtime(config, cluster, metrics, stop)
