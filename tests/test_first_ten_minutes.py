@@ -268,6 +268,8 @@ def test_an_unknown_policy_annotation_acts_as_binpack_as_in_hami(tmp_path, capsy
 def test_a_snapshot_without_nodes_says_so(tmp_path):
     message = one_line(hami_fast("explain", "--snapshot", str(POD), "--pod", str(POD)))
     assert message.startswith(f"hami-fast explain: {POD}: the snapshot has no nodes (found Pod)")
+    message = one_line(hami_fast("serve", "--snapshot", str(POD), "--metrics-bind-address", ""))
+    assert message.startswith(f"hami-fast serve: {POD}: the snapshot has no nodes (found Pod)")
 
 
 def big_snapshot(tmp_path: Path, nodes: int = 400) -> Path:
@@ -313,8 +315,16 @@ def test_explain_under_head_has_no_broken_pipe(tmp_path):
 
 
 # ---- YAML, --version, --plot ------------------------------------------------------------------------
-def test_yaml_snapshots_load_with_libyaml():
-    assert manifests._Loader is yaml.CSafeLoader, "PyYAML without libyaml: kubectl -o yaml snapshots load ~10x slower"
+def test_yaml_snapshots_load_natively_and_as_pyyaml_reads_them(tmp_path):
+    text = SNAPSHOT.read_text()
+    assert manifests.load_objects(SNAPSHOT) == yaml.safe_load(text)["items"]
+    multi = tmp_path / "multi.yaml"
+    multi.write_text("---\n" + POD.read_text() + "\n---\n\n---\n" + POD.read_text())
+    assert manifests.load_objects(multi) == [yaml.safe_load(POD.read_text())] * 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\n---\nmetadata: [oops\n")
+    with pytest.raises(manifests.ManifestError, match=r"bad.yaml: not valid YAML or JSON: document 1: .*line"):
+        manifests.load_objects(bad)
 
 
 def test_version():

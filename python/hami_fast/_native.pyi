@@ -45,6 +45,10 @@ class Cluster:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
         """Apply the webhook defaults to ``pod``, then report where it would go over all nodes."""
+    def headroom(self, pod: bytes) -> bytes:
+        """Per container of ``pod`` (webhook defaults applied): the request, the largest free memory and
+        cores of any usable GPU (``{"node", "gpu", "free"}``), the node with the most GPUs with room
+        (``{"node", "count"}``) and ``blocking`` (which of memory, cores, slots, gpus nothing offers), JSON."""
     def admit(self, review: bytes) -> bytes:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def usage(self) -> bytes:
@@ -54,6 +58,18 @@ class Cluster:
         "quotas": [{namespace, name, resource, limit, used}]}`` as JSON (for metrics)."""
     def node_count(self) -> int: ...
     def pod_count(self) -> int: ...
+
+def yaml_to_json(text: bytes) -> bytes:
+    """YAML documents (``kubectl get -o yaml``) -> JSON array of the non-empty documents."""
+
+def node_policy_names() -> list[str]:
+    """Every valid node scheduler policy name (HAMi's binpack and spread, then the scored policies)."""
+
+def check_node_policy(value: str) -> str:
+    """A node policy flag value -> its canonical name; EngineError listing the valid names otherwise."""
+
+def check_gpu_policy(value: str) -> str:
+    """A GPU policy flag value (a name or a comma chain) -> the trimmed value; EngineError otherwise."""
 
 def decode_node_register(value: str) -> bytes:
     """``hami.io/node-nvidia-register`` (JSON or legacy colon form) -> JSON list of devices."""

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from hami_fast._native import Cluster
-from hami_fast.manifests import ManifestError, as_list_bytes, load_objects, load_one
+from hami_fast.manifests import as_list_bytes, load_objects, load_one, require_nodes
 
 
 def explain(
@@ -32,13 +32,7 @@ def decide(
 
 def load(snapshot: str, pod_path: str) -> tuple[Cluster, bytes]:
     """The snapshot in an engine Cluster, and the pod as JSON bytes."""
-    objects = load_objects(snapshot)
-    if not any(o.get("kind") == "Node" for o in objects):
-        kinds = sorted({str(o.get("kind", "?")) for o in objects}) or ["nothing"]
-        raise ManifestError(
-            f"{snapshot}: the snapshot has no nodes (found {', '.join(kinds)}); "
-            "pass a List with Nodes, e.g. kubectl get nodes,pods -A -o yaml"
-        )
+    objects = require_nodes(load_objects(snapshot), snapshot)
     cluster = Cluster()
     cluster.apply(as_list_bytes(objects))
     return cluster, orjson.dumps(load_one(pod_path, "Pod"), default=str)

@@ -22,7 +22,7 @@ from hami_fast.config import Config, split_address
 from hami_fast.kube import events as kube_events
 from hami_fast.kube.leader import AlwaysLeader, LeaseFollower
 from hami_fast.kube.writer import MemoryWriter
-from hami_fast.manifests import load_objects
+from hami_fast.manifests import load_objects, require_nodes
 from hami_fast.server.app import App
 from hami_fast.server.listen import ListenError, start_listening
 from hami_fast.server.metrics import Metrics, serve_metrics
@@ -110,8 +110,9 @@ def build_runtime(config: Config, stop: threading.Event | None = None) -> Runtim
     cluster = Cluster(config.engine_config())
     metrics = Metrics(cluster)
     if config.snapshot:
+        objects = require_nodes(load_objects(config.snapshot), config.snapshot)
         log.info("cluster source: the in-memory cluster of %s", config.snapshot, extra={"source": "snapshot"})
-        runtime = _memory_runtime(config, cluster, metrics, load_objects(config.snapshot), stop)
+        runtime = _memory_runtime(config, cluster, metrics, objects, stop)
     elif config.demo or not _kube_reachable(config):
         from hami_fast.demo.cluster import demo_nodes
 

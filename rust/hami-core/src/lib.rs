@@ -7,6 +7,7 @@ pub mod fit;
 pub mod frag;
 pub mod headroom;
 pub mod k8s;
+pub mod manifest;
 pub mod model;
 pub mod nodes;
 pub mod plan;

@@ -136,6 +136,13 @@ impl Cluster {
     }
 }
 
+/// YAML documents (as `kubectl get -o yaml` writes them) -> JSON array of the non-empty documents.
+#[pyfunction]
+fn yaml_to_json<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let out = run(py, || hami_core::manifest::yaml_documents_to_json(text))?;
+    Ok(PyBytes::new(py, &out))
+}
+
 /// Every valid node scheduler policy name, from the engine's own list.
 #[pyfunction]
 fn node_policy_names() -> Vec<&'static str> {
@@ -343,6 +350,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EngineError", m.py().get_type::<EngineError>())?;
     m.add_class::<Cluster>()?;
+    m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(check_node_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_gpu_policy, m)?)?;
