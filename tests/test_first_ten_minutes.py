@@ -402,3 +402,25 @@ def test_ci_builds_the_control_plane_before_make_test():
     test = next(i for i, line in enumerate(lines) if line.strip().startswith("make test"))
     assert build < test
     assert any("KUBE_SCHEDULER=" in line for line in lines[build:test])
+
+
+def test_the_demo_package_imports_in_one_direction():
+    """serve imports demo.cluster (pure data); the demo driver imports serve; nothing imports back."""
+    import ast
+
+    def imports(module: Path) -> set[str]:
+        found = set()
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        return found
+
+    package = ROOT / "python" / "hami_fast"
+    cluster = imports(package / "demo" / "cluster.py")
+    assert not {m for m in cluster if m.startswith("hami_fast")}, cluster
+    serve = imports(package / "server" / "serve.py")
+    assert {m for m in serve if m.startswith("hami_fast.demo")} == {"hami_fast.demo.cluster"}
+    assert "hami_fast.server.serve" in imports(package / "demo" / "run.py")
+    assert not (package / "demo.py").exists()
