@@ -33,7 +33,8 @@ WHEEL="${WHEEL:-$(ls -t dist/hami_fast-"$VERSION"-*.whl 2>/dev/null | head -1 ||
 
 # ---- 1. base root filesystem ------------------------------------------------------------------
 PACKAGES="$(grep -v '^#' deploy/image/base-packages.txt | xargs | tr ' ' ',')"
-MMDEBSTRAP_OPTS=(--variant=minbase --include="$PACKAGES" --format=tar
+# merged-/usr set up by mmdebstrap's hook rather than the usrmerge package (which pulls in ~50 MB of perl).
+MMDEBSTRAP_OPTS=(--variant=minbase --include="$PACKAGES" --format=tar --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias'

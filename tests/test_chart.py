@@ -352,7 +352,8 @@ def test_a_hami_values_file_is_accepted():
         "devicePlugin": {"deviceSplitCount": 10, "migStrategy": "none"},
         "scheduler": {
             "overwriteEnv": "false",
-            "extender": {"image": {"repository": "me/hami-fast", "tag": "v9"}},
+            # HAMi's values carry the registry next to the repository (its default: docker.io).
+            "extender": {"image": {"registry": "docker.io", "repository": "me/hami-fast", "tag": "v9"}},
             "defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread", "gpuSchedulerPolicy": "binpack"},
             "kubeScheduler": {
                 "image": {
