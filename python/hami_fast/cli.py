@@ -146,7 +146,32 @@ def run_command(prog: str, func: Callable[[], int]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_command(f"hami-fast {args.command}", lambda: args.func(args))
+    code = run_command(f"hami-fast {args.command}", lambda: args.func(args))
+    from hami_fast.server.listen import granian_started
+
+    if argv is None and granian_started():
+        exit_after_granian(code)
+    return code
+
+
+def exit_after_granian(code: int) -> None:
+    """End the process without interpreter finalization once a Granian server has stopped.
+
+    Granian's Rust threads (its runtime and blocking pool) can outlive `Server.stop()` by a moment;
+    one that touches Python while the interpreter finalizes aborts the process ("panic in a function
+    that cannot unwind", about 1 run of `make demo` in 20-100). Everything this process owes is
+    written by then, so flush it and leave directly. Only the console script does this (argv is
+    None), never a caller in the same interpreter.
+    """
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

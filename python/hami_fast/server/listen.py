@@ -15,6 +15,14 @@ class ListenError(ValueError):
     """The address cannot be listened on (in use, not local, no permission)."""
 
 
+_started = False
+
+
+def granian_started() -> bool:
+    """Whether this process has run a Granian listener (see `hami_fast.cli.main`)."""
+    return _started
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return re.sub(r" \(os error \d+\)", "", text[0] if text else type(exc).__name__).lower()
@@ -35,6 +43,8 @@ async def start_listening(server: Server, address: str, timeout: float = 15.0) -
     Granian binds in its startup step, runs the startup hooks, then spawns the worker that accepts;
     a bind failure ends `serve()` with a RuntimeError whose first line is the OS error.
     """
+    global _started
+    _started = True
     host, port = split_address(address, "0.0.0.0")
     bound = asyncio.Event()
     server.on_startup(bound.set)
