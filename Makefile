@@ -54,3 +54,22 @@ install-user: ## link hami-fast and kubectl-hami from .venv into $(BINDIR) (defa
 image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isolation chroot) as dist/hami-fast-v<version>.oci.tar
 	scripts/install-image-tools.sh
 	scripts/build-image.sh
+
+# ---- side by side with HAMi's binary (issue 12) ------------------------------------------------
+# The issue's sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
+# and 40 pods onto 2 nodes with a 1 s Allocate. Needs the control plane, helm, KWOK (built and cached
+# on first use) and HAMi's binary in ../shared/tools/hami-scheduler. ~20-30 min on 2 cores.
+# Results: bench-e2e-results/ (scale.md, scale.json, lock.json).
+BENCH_E2E_NODES ?= 1000
+BENCH_E2E_PODS ?= 5000
+.PHONY: bench-e2e
+bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK nodes x 8 GPUs, 5,000 pods; lock stalls
+	@mkdir -p bench-e2e-results
+	export PATH="$$PATH:/usr/local/go/bin"; \
+	HELM="$$(scripts/install-helm.sh)" KWOK_BIN="$$(scripts/build-kwok.sh)" \
+	KUBE_BIN_DIR="$$(BUILD_CONTROLLER_MANAGER=1 scripts/build-control-plane.sh)" \
+	HAMI_FAST_E2E=1 HAMI_FAST_E2E_REQUIRE=1 HAMI_FAST_E2E_RESULTS="$(CURDIR)/bench-e2e-results" \
+	HAMI_FAST_E2E_SCALE_NODES=$(BENCH_E2E_NODES) HAMI_FAST_E2E_SCALE_PODS=$(BENCH_E2E_PODS) \
+	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
+	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock" -v -s -rs
+# ---- end side by side ----------------------------------------------------------------------------

@@ -47,7 +47,8 @@ def test_filter_patches_the_pod_then_bind_locks_and_binds(cluster) -> None:
         result = svc.post("/filter", filter_args(pod, ["node-0", "node-1", "ghost"]))
         assert result["Error"] == "" and len(result["NodeNames"]) == 1
         node = result["NodeNames"][0]
-        [patch] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1")
+        # Filter's patch is written right behind its answer.
+        [patch] = wait_for(lambda: cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1"), 5, "patch")
         assert patch.content_type == "application/merge-patch+json"
         body = patch.json
         assert body["metadata"]["labels"] == {"hami.io/vgpu-node": node}
@@ -93,21 +94,51 @@ def test_unschedulable_pod_gets_reasons_and_an_event(cluster) -> None:
 
 
 def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
+    """Filter answers once the engine has reserved; its annotation patch follows, and Bind waits for it.
+    A failed patch rolls the reservation back and fails the Bind, so kube-scheduler schedules again."""
     pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
     with serve(cluster) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
         result = svc.post("/filter", filter_args(pod, ["node-0"]))
-        assert "patch pod annotations" in result["Error"]
-        assert svc.cluster.pod_count() == 0
+        assert result["NodeNames"] == ["node-0"]
+        wait_for(lambda: svc.cluster.pod_count() == 0, 5, "reservation rolled back")
         assert all(d["used"] == 0 for d in device_usage(svc).values())
+        failed = wait_for(
+            lambda: [e for e in cluster.events("default") if e["reason"] == "FilteringFailed"], 5, "FilteringFailed"
+        )
+        assert "patch pod annotations" in failed[0]["message"]
+        error = svc.post("/bind", bind_args(pod, "node-0"))["Error"]
+        assert error.startswith("patch pod annotations"), error
+        assert cluster.get("pods", "p", "default")["spec"].get("nodeName") is None
+        assert LOCK not in (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {})
         again = svc.post("/filter", filter_args(pod, ["node-0"]))
         assert again["NodeNames"] == ["node-0"]
+        assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
+        stored = cluster.get("pods", "p", "default")
+        assert stored["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].startswith("GPU-node-0-")
+
+
+def test_bind_waits_for_filters_annotation_patch(cluster) -> None:
+    """Bind never runs ahead of Filter's patch: the device plugin finds the annotations at Allocate."""
+    pod = cluster.create(gpu_pod("slow", gpu=1, mem=1000))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        cluster.delay("PATCH", "/api/v1/namespaces/default/pods/slow", 1.0, times=1)
+        started = time.monotonic()
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
+        assert time.monotonic() - started < 0.8, "Filter must not wait for its patch"
+        assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
+        [patch] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/slow")[:1]
+        [binding] = cluster.requests("POST", "/api/v1/namespaces/default/pods/slow/binding")
+        assert binding.time >= patch.time + 0.9, "the binding was posted before the annotations were written"
+        stored = cluster.get("pods", "slow", "default")
+        assert stored["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"]
 
 
 def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
     first, second = cluster.create(gpu_pod("a", gpu=1, mem=100)), cluster.create(gpu_pod("b", gpu=1, mem=100))
-    with serve(cluster) as svc:
+    with serve(cluster, bind_wait_timeout=0) as svc:  # HAMi's fail-fast; waiting: tests/test_bind_queue.py
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         assert svc.post("/bind", bind_args(first, "node-0"))["Error"] == ""
         error = svc.post("/bind", bind_args(second, "node-0"))["Error"]

@@ -94,6 +94,17 @@ class Config:
     node_lock_retry_timeout: float = field(
         default=28.0, metadata={"help": "PodGroup lock retry budget", "duration": True}
     )
+    bind_wait_timeout: float = field(
+        default=25.0,
+        metadata={
+            "help": "how long a bind waits its turn for a held node lock before failing as HAMi does "
+            "(0: fail at once); keep below kube-scheduler's extender httpTimeout",
+            "duration": True,
+        },
+    )
+    bind_workers: int = field(
+        default=64, metadata={"help": "binds run at once (each waits on the API server, not the CPU)"}
+    )
     force_overwrite_default_scheduler: bool = field(
         default=True, metadata={"help": "take over pods naming default-scheduler"}
     )

@@ -63,3 +63,48 @@ def cluster(tmp_path_factory):
         workdir.mkdir(parents=True)
     with running_cluster(workdir) as c:
         yield c
+
+
+# ---- side by side with HAMi's binary, KWOK scale (issue 12) -----------------------------------
+def _workdir(tmp_path_factory, name: str) -> Path:
+    logs_env = os.environ.get("HAMI_FAST_E2E_LOGS")
+    if not logs_env:
+        return tmp_path_factory.mktemp(name)
+    # A sibling of the `cluster` fixture's folder, which that fixture empties when it starts.
+    workdir = Path(f"{logs_env.rstrip('/')}-{name}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def e2e_workdir(tmp_path_factory):
+    """A fresh folder per control plane: `e2e_workdir("name")` ($HAMI_FAST_E2E_LOGS-name if set)."""
+    return lambda name: _workdir(tmp_path_factory, name)
+
+
+@pytest.fixture(scope="session")
+def require_side_by_side():
+    """The control plane, helm and HAMi's real scheduler binary (<repo>/../shared/tools/hami-scheduler)."""
+    from sidebyside import hami_missing
+
+    missing = missing_binaries()
+    if missing:
+        _unavailable(f"control-plane binaries missing in {binaries_dir()}: {', '.join(missing)}")
+    if not find_helm():
+        _unavailable("helm not found (run scripts/install-helm.sh)")
+    reason = hami_missing()
+    if reason:
+        # HAMi's binary is a test tool next to the repo, not part of it: absent means skip, even in CI.
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def require_kwok(require_side_by_side):
+    from sidebyside import kwok_missing
+
+    if os.environ.get("HAMI_FAST_E2E_NO_KWOK") == "1":
+        pytest.skip("KWOK could not be built here (HAMI_FAST_E2E_NO_KWOK=1, see .ci/run)")
+    reason = kwok_missing()
+    if reason:
+        _unavailable(reason)

@@ -146,6 +146,12 @@ class ControlPlane:
     workdir: Path
     timings: dict[str, float] = field(default_factory=dict)
     procs: dict[str, Proc] = field(default_factory=dict)
+    # More static-token users, {user name: comma-separated groups}; their tokens end up in `tokens`.
+    extra_users: dict[str, str] = field(default_factory=dict)
+    # Write an audit log (one JSON line per request of these users, level Metadata) to count API calls.
+    audit_users: list[str] = field(default_factory=list)
+    apiserver_args: list[str] = field(default_factory=list)
+    tokens: dict[str, str] = field(default_factory=dict)
 
     # -- certificates and credentials ---------------------------------------------------------
     def _credentials(self) -> None:
@@ -174,11 +180,16 @@ class ControlPlane:
         self.admin_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
         self.sa_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
         self.descheduler_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
-        (d / "tokens.csv").write_text(
+        lines = (
             f'{self.admin_token},e2e-admin,e2e-admin,"system:masters"\n'
             f'{self.sa_token},{SA_USER},{SA_USER}-uid,"system:serviceaccounts,system:serviceaccounts:{NAMESPACE},system:authenticated"\n'
             f'{self.descheduler_token},{DESCHEDULER_USER},{DESCHEDULER_USER}-uid,"system:serviceaccounts,system:serviceaccounts:{NAMESPACE},system:authenticated"\n'
         )
+        self.tokens = {"e2e-admin": self.admin_token, SA_USER: self.sa_token, DESCHEDULER_USER: self.descheduler_token}
+        for user, groups in self.extra_users.items():
+            self.tokens[user] = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
+            lines += f'{self.tokens[user]},{user},{user}-uid,"{groups}"\n'
+        (d / "tokens.csv").write_text(lines)
         self.pki = d
 
     def kubeconfig(self, name: str, token: str) -> Path:
@@ -247,6 +258,8 @@ class ControlPlane:
                 "--allow-privileged=true",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 "--v=1",
+                *self._audit_args(),
+                *self.apiserver_args,
             ],
             logs / "kube-apiserver.log",
         ).start()
@@ -259,25 +272,52 @@ class ControlPlane:
         self.timings["apiserver_ready_s"] = time.monotonic() - t0
         return self
 
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "logs" / "audit.log"
+
+    def _audit_args(self) -> list[str]:
+        if not self.audit_users:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived", "ResponseStarted"],
+                    "rules": [{"level": "Metadata", "users": self.audit_users}, {"level": "None"}],
+                }
+            )
+        )
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=0",
+            "--audit-log-mode=batch",
+            "--audit-log-batch-max-wait=1s",
+        ]
+
     def _check_alive(self, name: str) -> bool:
         proc = self.procs[name]
         if not proc.alive():
             raise ProcessDied(f"{name} exited ({proc.popen.returncode}):\n{proc.tail()}")
         return True
 
-    def install_chart_objects(self, objs: list[dict[str, Any]]) -> None:
+    def install_chart_objects(self, objs: list[dict[str, Any]], namespace: str = NAMESPACE) -> None:
         """The chart's ServiceAccount and RBAC, as helm would create them."""
         self.api.create(
             "/api/v1/namespaces",
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             exist_ok=True,
         )
         paths = {
-            "ServiceAccount": f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+            "ServiceAccount": f"/api/v1/namespaces/{namespace}/serviceaccounts",
             "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
             "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles",
-            "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings",
+            "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+            "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
             "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         }
         for o in objs:
@@ -330,9 +370,12 @@ class ControlPlane:
 
         wait_for(f"hami-fast {path}", ok, timeout=timeout)
 
-    def start_kube_scheduler(self, config_text: str) -> Proc:
+    def start_kube_scheduler(self, config_text: str, token: str | None = None, qps: int = 0, burst: int = 0) -> Proc:
+        """kube-scheduler with this config; as the chart's ServiceAccount unless another token is given."""
         cfg = yaml.safe_load(config_text)
-        cfg["clientConnection"] = {"kubeconfig": str(self.kubeconfig("kube-scheduler", self.sa_token))}
+        cfg["clientConnection"] = {"kubeconfig": str(self.kubeconfig("kube-scheduler", token or self.sa_token))}
+        if qps:
+            cfg["clientConnection"].update(qps=qps, burst=burst or 2 * qps)
         path = self.workdir / "kube-scheduler-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         proc = Proc(
@@ -386,6 +429,8 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in (
+            "kwok",
+            "hami-scheduler",
             "hami-fast-descheduler",
             "kube-controller-manager",
             "kube-scheduler",

@@ -105,7 +105,7 @@ def load_api_client(kubeconfig: str = "") -> k8s_client.ApiClient:
                 f"no kubeconfig: {files[0]} does not exist, KUBECONFIG is not set and this is not a pod in a cluster"
                 " (pass --kubeconfig FILE)"
             ) from None
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 96)  # binds + lanes
     return k8s_client.ApiClient(configuration)
 
 

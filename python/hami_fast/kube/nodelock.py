@@ -54,8 +54,8 @@ def _duration_text(seconds: float) -> str:
 
 
 class NodeLocker:
-    def __init__(self, store: NodeStore, timeout: float = 300.0, retry_timeout: float = 28.0) -> None:
-        self.store, self.timeout, self.retry_timeout = store, timeout, retry_timeout
+    def __init__(self, store: NodeStore, timeout: float = 300.0) -> None:
+        self.store, self.timeout = store, timeout
         self._mutexes: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -67,18 +67,10 @@ class NodeLocker:
         with self._guard:
             self._mutexes.pop(node, None)
 
-    def acquire(self, node: str, namespace: str, name: str, pod_group: bool = False) -> None:
-        deadline = time.monotonic() + (self.retry_timeout if pod_group else 0)
-        while True:
-            try:
-                return self._acquire_once(node, namespace, name)
-            except LockContention:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.1)
-
-    def _acquire_once(self, node: str, namespace: str, name: str) -> None:
-        value, _ = self.store.read_lock(node)
+    def acquire(self, node: str, namespace: str, name: str) -> None:
+        """One try, as HAMi's LockNode: LockContention while another live pod holds an unexpired lock.
+        Waiting for the holder is the bind queue's job (server/bindqueue.py)."""
+        value, version = self.store.read_lock(node)
         if value:
             try:
                 lock = parse_node_lock(value)
@@ -96,13 +88,18 @@ class NodeLocker:
                 raise LockContention(
                     f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention"
                 )
-        self._set(node, namespace, name)
+            known = None  # released above: the node has changed since the read
+        else:
+            known = (value, version)
+        self._set(node, namespace, name, known)
 
-    def _set(self, node: str, namespace: str, name: str) -> None:
+    def _set(self, node: str, namespace: str, name: str, known: tuple[str | None, str] | None = None) -> None:
+        """Write the lock, guarded by the node's resourceVersion; `known` is a read just made (saves a GET)."""
         suffix = f",{namespace},{name}"
         with self._mutex(node):
             for attempt in range(5):
-                value, version = self.store.read_lock(node)
+                value, version = known or self.store.read_lock(node)
+                known = None
                 if value and value.endswith(suffix):
                     return
                 if value:

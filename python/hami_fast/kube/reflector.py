@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import urllib3
@@ -55,10 +56,12 @@ class Reflector(threading.Thread):
         *,
         page_size: int = 500,
         watch_seconds: int = 300,
+        on_event: Callable[[str, bytes], None] | None = None,
     ) -> None:
         super().__init__(name=f"reflector-{resource.kind}", daemon=True)
         self.client, self.cluster, self.resource, self.stop_event = client, cluster, resource, stop
         self.page_size, self.watch_seconds = page_size, watch_seconds
+        self.on_event = on_event  # called with the object's key and the raw event after each applied one
         self.stats = ReflectorStats()
 
     def run(self) -> None:
@@ -149,4 +152,6 @@ class Reflector(threading.Thread):
         if error:
             self.stats.bad_objects += 1
             log.warning("ignored object: %s", error, extra={"kind": self.resource.kind, "key": key})
+        elif self.on_event and key:
+            self.on_event(key, line)
         return version

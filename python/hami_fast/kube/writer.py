@@ -19,7 +19,7 @@ class NotFound(Exception):
 
 class Writer(Protocol):
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None: ...
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
+    def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]: ...
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
     def read_lock(self, node: str) -> tuple[str | None, str]: ...
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None: ...
@@ -55,9 +55,11 @@ class KubeWriter:
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
         self.client.request("PATCH", self._pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
 
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+    def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]:
+        """`cached`: served from the API server's watch cache (resourceVersion=0), cheaper and possibly stale."""
+        query = [("resourceVersion", "0")] if cached else None
         try:
-            return self.client.request("GET", self._pod_path(namespace, name)).json()
+            return self.client.request("GET", self._pod_path(namespace, name), query=query).json()
         except ApiError as exc:
             if exc.status == 404:
                 raise NotFound(f"pod {namespace}/{name} not found") from exc
@@ -152,7 +154,7 @@ class MemoryWriter:
         with self.lock:
             merge(self._pod(namespace, name), orjson.loads(patch))
 
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+    def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]:
         with self.lock:
             return copy.deepcopy(self._pod(namespace, name))
 

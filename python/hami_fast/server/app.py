@@ -78,11 +78,12 @@ class App:
             protocol.response_bytes(200, JSON_HEADERS, too_big(f"request body larger than {MAX_BODY} bytes"))
             return
         try:
-            answer = (
-                handler(body)
-                if inline
-                else await asyncio.get_running_loop().run_in_executor(self.executor, handler, body)
-            )
+            if scope.path == "/bind":  # waits in the node's bind queue without holding a thread
+                answer = await asyncio.wrap_future(self.scheduler.submit_bind(body))
+            elif inline:
+                answer = handler(body)
+            else:
+                answer = await asyncio.get_running_loop().run_in_executor(self.executor, handler, body)
         except Exception as exc:  # never leave kube-scheduler without an answer
             log.exception("handler failed", extra={"path": scope.path})
             answer = too_big(f"internal error: {exc}")

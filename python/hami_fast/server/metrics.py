@@ -125,6 +125,12 @@ class Metrics:
         )
         self.filter_results = Counter("hami_fast_filter_results", "Filter outcomes", ["result"], registry=self.registry)
         self.bind_results = Counter("hami_fast_bind_results", "Bind outcomes", ["result"], registry=self.registry)
+        self.bind_wait = Histogram(
+            "hami_fast_bind_queue_seconds",
+            "Time a bind spent in its node's queue, waiting for the node lock and running",
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
         self.webhook_results = Counter(
             "hami_fast_webhook_results", "Webhook outcomes", ["result"], registry=self.registry
         )

@@ -6,6 +6,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -14,6 +16,7 @@ from hami_fast._native import Cluster, EngineError, parse_binding_args
 from hami_fast.config import Config
 from hami_fast.kube.nodelock import LockContention, NodeLocker
 from hami_fast.kube.writer import NotFound, Writer
+from hami_fast.server.bindqueue import BindJob, BindQueue
 from hami_fast.server.metrics import Metrics
 
 log = logging.getLogger("hami_fast.scheduler")
@@ -31,6 +34,30 @@ def bind_result(error: str = "") -> bytes:
     return orjson.dumps({"Error": error})
 
 
+def _resolved(answer: bytes) -> Future[bytes]:
+    future: Future[bytes] = Future()
+    future.set_result(answer)
+    return future
+
+
+class AllocationNotWritten(Exception):
+    """Filter's annotation patch for this pod failed: binding it would hand the device plugin nothing."""
+
+
+@dataclass
+class PendingBind:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    job: BindJob | None = None
+    looked_up: bool = False
+
+    @property
+    def ref(self) -> dict[str, str]:
+        return {"namespace": self.namespace, "name": self.name, "uid": self.uid}
+
+
 class Scheduler:
     def __init__(
         self,
@@ -45,8 +72,26 @@ class Scheduler:
     ) -> None:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
-        self.locker = NodeLocker(writer, config.node_lock_timeout, config.node_lock_retry_timeout)
+        self.locker = NodeLocker(writer, config.node_lock_timeout)
+        # More binds in flight than the client's QPS only queue on its rate limiter.
+        workers = (
+            config.bind_workers if config.kube_qps <= 0 else max(4, min(config.bind_workers, int(config.kube_qps)))
+        )
+        self.binds = BindQueue(workers=workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
+        # Filter's annotation patches, written behind its answer: one single-thread lane per pod hash
+        # keeps each pod's patches in order. In-memory writers patch inline.
+        blocking = getattr(writer, "blocking", True)
+        self.patchers = (
+            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)] if blocking else None
+        )
+        self._patches: dict[str, Future[str]] = {}
+        self._patch_guard = threading.Lock()
+
+    def close(self) -> None:
+        self.binds.stop()
+        for lane in self.patchers or []:
+            lane.shutdown(wait=False, cancel_futures=True)
 
     def ready(self) -> bool:
         return self.synced.is_set() and self.leading.is_set()
@@ -81,20 +126,13 @@ class Scheduler:
                 extra={"pod": f"{pod['namespace']}/{pod['name']}", "reasons": decision["failed_reasons"]},
             )
             return response
-        try:
-            if self.before_patch:
-                self.before_patch(pod["namespace"], pod["name"], pod["uid"])
-            self.writer.patch_pod(pod["namespace"], pod["name"], decision["patch"].encode())
-        except Exception as exc:
-            self.cluster.release(pod["uid"] or f"{pod['namespace']}/{pod['name']}")
-            self.metrics.filter_results.labels("patch_failed").inc()
-            message = f"patch pod annotations: {exc}"
-            self._event(pod, "Warning", "FilteringFailed", message)
-            log.warning(
-                "filter patch failed, reservation rolled back",
-                extra={"pod": f"{pod['namespace']}/{pod['name']}", "error": str(exc)},
-            )
-            return filter_error(message)
+        key = pod["uid"] or f"{pod['namespace']}/{pod['name']}"
+        if self.patchers is None:  # in-memory writers: the patch is instant, keep Filter's own error path
+            error = self._write_allocation(pod, decision["patch"].encode(), key)
+            if error:
+                return filter_error(error)
+        else:
+            self._queue_allocation(pod, decision["patch"].encode(), key)
         self.metrics.filter_results.labels("scheduled").inc()
         for event in decision["events"]:
             self._event(pod, event["type"], event["reason"], event["message"])
@@ -108,42 +146,123 @@ class Scheduler:
         )
         return response
 
-    def bind(self, body: bytes) -> bytes:
-        with self.metrics.time("bind"):
-            try:
-                name, namespace, uid, node = parse_binding_args(body)
-            except EngineError as exc:
-                self.metrics.bind_results.labels("bad_request").inc()
-                return bind_result(str(exc))
-            pod_ref = {"namespace": namespace, "name": name, "uid": uid}
-            locked = False
-            try:
-                pod = self.writer.get_pod(namespace, name)
-                pod_group = bool(((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL))
-                self.locker.acquire(node, namespace, name, pod_group=pod_group)
-                locked = True
-                patch = {
-                    "metadata": {
-                        "annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}
-                    }
-                }
-                self.writer.patch_pod(namespace, name, orjson.dumps(patch))
-                self.writer.bind(namespace, name, uid, node)
-            except Exception as exc:
-                if isinstance(exc, NotFound) and str(exc).startswith("pod "):
-                    self.cluster.release(uid)
-                if locked:
-                    self._release_quietly(node, namespace, name)
-                self.metrics.bind_results.labels("contention" if isinstance(exc, LockContention) else "failed").inc()
-                self._event(pod_ref, "Warning", "BindingFailed", str(exc))
-                log.warning("bind failed", extra={"pod": f"{namespace}/{name}", "node": node, "error": str(exc)})
-                return bind_result(str(exc))
-            self.metrics.bind_results.labels("bound").inc()
-            self._event(
-                pod_ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}"
+    def _write_allocation(self, pod: dict[str, Any], patch: bytes, key: str) -> str:
+        """Patch the pod with Filter's annotations; on failure roll the reservation back. Returns the error."""
+        try:
+            if self.before_patch:
+                self.before_patch(pod["namespace"], pod["name"], pod["uid"])
+            self.writer.patch_pod(pod["namespace"], pod["name"], patch)
+            return ""
+        except Exception as exc:
+            with self._patch_guard:
+                latest = self._patches.get(key)
+            if latest is None or latest.running():  # a newer Filter of this pod owns the reservation otherwise
+                self.cluster.release(key)
+            self.metrics.filter_results.labels("patch_failed").inc()
+            message = f"patch pod annotations: {exc}"
+            self._event(pod, "Warning", "FilteringFailed", message)
+            log.warning(
+                "filter patch failed, reservation rolled back",
+                extra={"pod": f"{pod['namespace']}/{pod['name']}", "error": str(exc)},
             )
-            log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
-            return bind_result()
+            return message
+
+    def _queue_allocation(self, pod: dict[str, Any], patch: bytes, key: str) -> None:
+        """Filter answers as soon as the engine has reserved; the annotations are written behind it,
+        in order per pod, and Bind waits for them (HAMi's device plugin reads them only after Bind)."""
+        assert self.patchers is not None
+        future = self.patchers[hash(key) % len(self.patchers)].submit(self._write_allocation, pod, patch, key)
+        with self._patch_guard:
+            self._patches[key] = future
+        future.add_done_callback(lambda done: self._forget_patch(key, done))
+
+    def _forget_patch(self, key: str, done: Future[str]) -> None:
+        if done.result() == "":
+            with self._patch_guard:
+                if self._patches.get(key) is done:
+                    del self._patches[key]
+
+    def _allocation_written(self, key: str, timeout: float) -> str:
+        """Wait for Filter's annotation patch of this pod, if one is still in flight; returns its error."""
+        with self._patch_guard:
+            future = self._patches.pop(key, None)
+        if future is None:
+            return ""
+        try:
+            return future.result(timeout=max(0.1, timeout))
+        except TimeoutError:
+            return "patch pod annotations: still in flight at the bind deadline"
+
+    def submit_bind(self, body: bytes) -> Future[bytes]:
+        """Queue the bind behind earlier binds to the same node; the Future resolves to the extender's answer."""
+        started = time.perf_counter()
+        try:
+            name, namespace, uid, node = parse_binding_args(body)
+        except EngineError as exc:
+            self.metrics.bind_results.labels("bad_request").inc()
+            return _resolved(bind_result(str(exc)))
+        pending = PendingBind(namespace, name, uid, node)
+        pending.job = BindJob.within(
+            node,
+            lambda: self._bind_attempt(pending),
+            lambda exc: self._bind_failed(pending, exc),
+            self.config.bind_wait_timeout,
+        )
+        future = self.binds.submit(pending.job)
+        future.add_done_callback(lambda _: self.metrics.latency.labels("bind").observe(time.perf_counter() - started))
+        return future
+
+    def bind(self, body: bytes) -> bytes:
+        return self.submit_bind(body).result()
+
+    def _bind_attempt(self, pending: PendingBind) -> bytes:
+        """One try: LockContention (nothing written) while another pod holds the lock, else the answer."""
+        namespace, name, uid, node = pending.namespace, pending.name, pending.uid, pending.node
+        locked = False
+        try:
+            if not pending.looked_up:
+                error = self._allocation_written(uid or f"{namespace}/{name}", self.config.bind_wait_timeout)
+                if error:
+                    raise AllocationNotWritten(error)
+                pod = self.writer.get_pod(namespace, name, cached=True)  # only for its PodGroup label
+                pending.looked_up = True
+                if ((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL) and pending.job:
+                    # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.
+                    retry_until = pending.job.enqueued + self.config.node_lock_retry_timeout
+                    pending.job.deadline = max(pending.job.deadline, retry_until)
+            if pending.job and not self.binds.commit(pending.job):
+                raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
+            self.locker.acquire(node, namespace, name)
+            locked = True
+            patch = {
+                "metadata": {
+                    "annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}
+                }
+            }
+            self.writer.patch_pod(namespace, name, orjson.dumps(patch))
+            self.writer.bind(namespace, name, uid, node)
+        except LockContention:
+            raise
+        except Exception as exc:
+            if isinstance(exc, NotFound) and str(exc).startswith("pod "):
+                self.cluster.release(uid)
+            if locked:
+                self._release_quietly(node, namespace, name)
+            return self._bind_failed(pending, exc)
+        self.metrics.bind_results.labels("bound").inc()
+        self._event(
+            pending.ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}"
+        )
+        log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
+        return bind_result()
+
+    def _bind_failed(self, pending: PendingBind, exc: Exception) -> bytes:
+        self.metrics.bind_results.labels("contention" if isinstance(exc, LockContention) else "failed").inc()
+        self._event(pending.ref, "Warning", "BindingFailed", str(exc))
+        log.warning(
+            "bind failed", extra={"pod": f"{pending.namespace}/{pending.name}", "node": pending.node, "error": str(exc)}
+        )
+        return bind_result(str(exc))
 
     def _release_quietly(self, node: str, namespace: str, name: str) -> None:
         try:

@@ -21,6 +21,7 @@ from hami_fast._native import Cluster
 from hami_fast.config import Config, split_address
 from hami_fast.kube import events as kube_events
 from hami_fast.kube.leader import AlwaysLeader, LeaseFollower
+from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
 from hami_fast.manifests import load_objects, require_nodes
 from hami_fast.server.app import App
@@ -83,9 +84,24 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
         leader = AlwaysLeader()
     sink = kube_events.EventSink(kube_events.kube_poster(client))
     scheduler = Scheduler(config, cluster, KubeWriter(client), sink.emit, metrics, gate.synced, leader.leading)
+    reflectors[0].on_event = lambda node, line: _wake_binds(scheduler, node, line)
     threads = [*reflectors, gate, *([leader] if isinstance(leader, LeaseFollower) else [])]
     runtime = Runtime(config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink)
     return runtime
+
+
+def _wake_binds(scheduler: Scheduler, node: str, line: bytes) -> None:
+    """A node event wakes the binds queued on it once its lock is gone; events that still show a lock
+    (heartbeats, the lock just taken) wake nobody, saving a GET each. Expiry and dangling owners are
+    caught by the queue's periodic recheck."""
+    if not scheduler.binds.waiting_on(node):
+        return
+    try:
+        annotations = (orjson.loads(line).get("object") or {}).get("metadata", {}).get("annotations") or {}
+    except orjson.JSONDecodeError:
+        annotations = {}
+    if not annotations.get(LOCK_KEY):
+        scheduler.binds.node_changed(node)
 
 
 class SyncGate(threading.Thread):
@@ -184,6 +200,7 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
         server.stop()
         await task
     runtime.stop.set()
+    runtime.scheduler.close()
     executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -1,5 +1,6 @@
 //! Engine configuration: resource names and defaults as in HAMi's device config and flags.
 
+use crate::error::Error;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -47,13 +48,13 @@ impl Default for Config {
 }
 
 impl Config {
-    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
+    pub fn from_json(bytes: &[u8]) -> Result<Self, Error> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self::default());
         }
-        let config: Self = serde_json::from_slice(bytes).map_err(|e| format!("engine config: {e}"))?;
+        let config: Self = serde_json::from_slice(bytes).map_err(|e| Error::config("engine config", e))?;
         if config.memory_factor < 0 {
-            return Err("engine config: memory_factor must be >= 0".into());
+            return Err(Error::config("engine config", "must be >= 0").field("memory_factor"));
         }
         Ok(config)
     }

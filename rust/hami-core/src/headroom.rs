@@ -4,11 +4,11 @@
 //! These are hints next to the verdicts of `explain`, which stay the authority: type, NUMA, quota
 //! and topology filters are not applied here.
 
-use crate::cluster::{pod_key, Cluster};
 use crate::k8s::Pod;
 use crate::model::{GpuNode, CORDONED, HEALTHY};
+use crate::mutate::apply_defaults;
 use crate::request::{ContainerRequest, PodRequest, PERCENT_UNSET};
-use crate::webhook::apply_defaults;
+use crate::state::ClusterState;
 use serde::Serialize;
 
 /// The GPU with the most of one free resource.
@@ -76,7 +76,7 @@ fn larger(best: &mut Option<FreeOn>, node: &str, gpu: &str, free: i64) {
 }
 
 fn container_headroom(
-    cluster: &Cluster,
+    cluster: &ClusterState,
     names: &[&String],
     name: &str,
     init: bool,
@@ -120,22 +120,19 @@ fn container_headroom(
     }
 }
 
-impl Cluster {
+impl ClusterState {
     /// [`Headroom`] of a pod as a user submits it (webhook defaults applied first), JSON out. A pod
     /// already placed is measured with its own allocation set aside, as `explain` does.
     pub fn headroom(&mut self, pod_bytes: &[u8]) -> Vec<u8> {
         let result = (|| -> Result<Headroom, String> {
             let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| format!("decode Pod: {e}"))?;
-            apply_defaults(&mut pod, &self.config)?;
+            apply_defaults(&mut pod, &self.config).map_err(|e| e.to_string())?;
             if pod.metadata.namespace.is_empty() {
                 pod.metadata.namespace = "default".into();
             }
             let request = PodRequest::from_pod(&pod, &self.config);
-            let key = pod_key(&pod);
-            let saved = self.pod(&key).cloned();
-            if saved.is_some() {
-                self.release(&key);
-            }
+            let key = pod.reservation_key();
+            let saved = self.set_aside(&key);
             let mut names: Vec<&String> = self.nodes.names().collect();
             names.sort();
             let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
@@ -147,8 +144,13 @@ impl Cluster {
                 })
                 .collect();
             let gpus = self.nodes.values().map(|n| usable_gpus(n).count()).sum();
-            let headroom =
-                Headroom { pod: pod.key(), nodes: names.len(), gpus, containers: rows, error: String::new() };
+            let headroom = Headroom {
+                pod: pod.key().to_string(),
+                nodes: names.len(),
+                gpus,
+                containers: rows,
+                error: String::new(),
+            };
             if let Some(record) = saved {
                 self.reserve(key, record);
             }
@@ -190,8 +192,8 @@ mod tests {
         .unwrap()
     }
 
-    fn cluster() -> Cluster {
-        let mut c = Cluster::default();
+    fn cluster() -> ClusterState {
+        let mut c = ClusterState::default();
         for obj in [
             node("node-1", &[(0, 0), (0, 0)]),
             node("node-2", &[(0, 0)]),

@@ -1,7 +1,7 @@
 //! Compact engine model: registered GPUs per node, per-device usage, collapsed per-pod usage.
 
 use crate::codec::{self, ContainerDevice, Device};
-use crate::view::HamiAnnotations;
+use crate::k8s::view::HamiAnnotations;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,121 +1,13 @@
-//! Mutating admission webhook (spec §6): HAMi's defaults, denials and a JSON Patch of semantic ops only.
+//! `/webhook`: the AdmissionReview envelope in and out (v1 and v1beta1, answered in the version
+//! received). The decision itself is [`crate::mutate`]'s.
 
-use crate::cluster::Cluster;
-use crate::config::Config;
-use crate::k8s::{Container, Pod, Resources};
-use crate::quantity::Quantity;
-use crate::request::PodRequest;
+use crate::k8s::Pod;
+use crate::mutate::{mutate, Verdict};
+use crate::state::ClusterState;
 use base64::Engine;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PatchOp {
-    pub op: &'static str,
-    pub path: String,
-    pub value: Value,
-}
-
-/// What the per-container defaults did to a pod.
-#[derive(Debug, Default)]
-pub struct Mutation {
-    pub has_resource: bool,
-    pub ops: Vec<PatchOp>,
-}
-
-fn escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
-}
-
-fn add_limit(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Vec<PatchOp>) {
-    let q = value.to_string();
-    let resources = c.resources.get_or_insert_with(Resources::default);
-    let op = if c_had_resources(resources) {
-        match resources.limits {
-            None => PatchOp { op: "add", path: format!("{base}/resources/limits"), value: json!({ name: q }) },
-            Some(_) => {
-                PatchOp { op: "add", path: format!("{base}/resources/limits/{}", escape(name)), value: json!(q) }
-            }
-        }
-    } else {
-        PatchOp { op: "add", path: format!("{base}/resources"), value: json!({"limits": { name: q }}) }
-    };
-    resources.limits.get_or_insert_with(Default::default).insert(name.to_owned(), Quantity(q));
-    ops.push(op);
-}
-
-/// A `Resources` created just now (by `get_or_insert_with`) has neither map; treat it as absent.
-fn c_had_resources(r: &Resources) -> bool {
-    r.limits.is_some() || r.requests.is_some()
-}
-
-fn add_env(c: &mut Container, base: &str, name: &str, value: &str, ops: &mut Vec<PatchOp>) {
-    let entry = json!({"name": name, "value": value});
-    match &mut c.env {
-        None => {
-            ops.push(PatchOp { op: "add", path: format!("{base}/env"), value: json!([entry.clone()]) });
-            c.env = Some(vec![entry]);
-        }
-        Some(env) => {
-            ops.push(PatchOp { op: "add", path: format!("{base}/env/-"), value: entry.clone() });
-            env.push(entry);
-        }
-    }
-}
-
-/// HAMi's NVIDIA per-container mutation. Returns whether the container uses vGPU resources.
-fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<PatchOp>) -> Result<bool, String> {
-    let res = c.resources().clone();
-    let pct = res.get(&cfg.resource_memory_percentage_name);
-    if let Some(q) = pct {
-        if !matches!(q.as_int(), Some(0..=100)) {
-            return Err(format!(
-                "invalid {} value {} in container {}: must be an integer between 0 and 100",
-                cfg.resource_memory_percentage_name, q.0, c.name
-            ));
-        }
-    }
-    if let Some(p) = res.limit(&cfg.resource_priority_name) {
-        add_env(c, base, "CUDA_TASK_PRIORITY", &p.0, ops);
-    }
-    if !cfg.gpu_core_policy.is_empty() && cfg.gpu_core_policy != "default" {
-        add_env(c, base, "GPU_CORE_UTILIZATION_POLICY", &cfg.gpu_core_policy, ops);
-    }
-    let mut has = res.limit(&cfg.resource_count_name).is_some();
-    let names = [&cfg.resource_core_name, &cfg.resource_memory_name, &cfg.resource_memory_percentage_name];
-    if !has && cfg.default_gpu_num > 0 && names.iter().any(|n| res.limit(n).is_some()) {
-        add_limit(c, base, &cfg.resource_count_name, cfg.default_gpu_num, ops);
-        has = true;
-    }
-    let res = c.resources().clone();
-    let count_present = res.get(&cfg.resource_count_name).is_some();
-    let cores_absent = res.get(&cfg.resource_core_name).is_none();
-    let whole_card = match pct {
-        Some(q) => q.as_int() == Some(100),
-        None => cfg.resource_memory_name.is_empty() || res.get(&cfg.resource_memory_name).is_none(),
-    };
-    if count_present && cores_absent && whole_card {
-        add_limit(c, base, &cfg.resource_core_name, 100, ops);
-        has = true;
-    }
-    if !has && cfg.overwrite_env {
-        add_env(c, base, "NVIDIA_VISIBLE_DEVICES", "none", ops);
-    }
-    Ok(has)
-}
-
-/// Applies the per-container defaults to every container (init first); used by the webhook and `explain`.
-pub fn apply_defaults(pod: &mut Pod, cfg: &Config) -> Result<Mutation, String> {
-    let mut m = Mutation::default();
-    for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
-        m.has_resource |= mutate_container(c, &format!("/spec/initContainers/{i}"), cfg, &mut m.ops)?;
-    }
-    for (i, c) in pod.spec.containers.iter_mut().enumerate() {
-        m.has_resource |= mutate_container(c, &format!("/spec/containers/{i}"), cfg, &mut m.ops)?;
-    }
-    Ok(m)
-}
 
 #[derive(Deserialize)]
 struct Review<'a> {
@@ -135,130 +27,60 @@ struct ReviewRequest<'a> {
     object: Option<&'a RawValue>,
 }
 
-#[derive(Debug)]
-enum Verdict {
-    Allow(Option<String>),
-    Patch(Vec<PatchOp>),
-    Deny(String),
-    Fail(u16, String),
+/// `/webhook`: AdmissionReview (v1 or v1beta1) in, AdmissionReview out in the same version.
+pub fn admit(state: &ClusterState, body: &[u8]) -> Vec<u8> {
+    let (version, uid, verdict) = match serde_json::from_slice::<Review>(body) {
+        Err(e) => (None, String::new(), Verdict::Fail(400, format!("decode AdmissionReview: {e}"))),
+        Ok(Review { api_version, request: None }) => {
+            (api_version, String::new(), Verdict::Fail(400, "AdmissionReview has no request".into()))
+        }
+        Ok(Review { api_version, request: Some(req) }) => {
+            let verdict = review_pod(state, &req);
+            (api_version, req.uid, verdict)
+        }
+    };
+    let response = match verdict {
+        Verdict::Allow(message) => {
+            json!({"uid": uid, "allowed": true, "status": {"code": 200, "message": message.unwrap_or_default()}})
+        }
+        Verdict::Patch(ops) if ops.is_empty() => json!({"uid": uid, "allowed": true, "status": {"code": 200}}),
+        Verdict::Patch(ops) => {
+            let patch = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&ops).unwrap_or_default());
+            json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch})
+        }
+        Verdict::Deny(message) => {
+            json!({"uid": uid, "allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": message}})
+        }
+        Verdict::Fail(code, message) => {
+            json!({"uid": uid, "allowed": false, "status": {"code": code, "message": message}})
+        }
+    };
+    let version =
+        version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or_else(|| "admission.k8s.io/v1".into());
+    serde_json::to_vec(&json!({"apiVersion": version, "kind": "AdmissionReview", "response": response}))
+        .unwrap_or_default()
 }
 
-impl Cluster {
-    /// `/webhook`: AdmissionReview (v1 or v1beta1) in, AdmissionReview out in the same version.
-    pub fn admit(&self, body: &[u8]) -> Vec<u8> {
-        let (version, uid, verdict) = match serde_json::from_slice::<Review>(body) {
-            Err(e) => (None, String::new(), Verdict::Fail(400, format!("decode AdmissionReview: {e}"))),
-            Ok(Review { api_version, request: None }) => {
-                (api_version, String::new(), Verdict::Fail(400, "AdmissionReview has no request".into()))
-            }
-            Ok(Review { api_version, request: Some(req) }) => {
-                let verdict = self.review_pod(&req);
-                (api_version, req.uid, verdict)
-            }
-        };
-        let response = match verdict {
-            Verdict::Allow(message) => {
-                json!({"uid": uid, "allowed": true, "status": {"code": 200, "message": message.unwrap_or_default()}})
-            }
-            Verdict::Patch(ops) if ops.is_empty() => json!({"uid": uid, "allowed": true, "status": {"code": 200}}),
-            Verdict::Patch(ops) => {
-                let patch =
-                    base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&ops).unwrap_or_default());
-                json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch})
-            }
-            Verdict::Deny(message) => {
-                json!({"uid": uid, "allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": message}})
-            }
-            Verdict::Fail(code, message) => {
-                json!({"uid": uid, "allowed": false, "status": {"code": code, "message": message}})
-            }
-        };
-        let version =
-            version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or_else(|| "admission.k8s.io/v1".into());
-        serde_json::to_vec(&json!({"apiVersion": version, "kind": "AdmissionReview", "response": response}))
-            .unwrap_or_default()
+fn review_pod(state: &ClusterState, req: &ReviewRequest) -> Verdict {
+    let Some(raw) = req.object else {
+        return Verdict::Fail(400, "AdmissionReview request.object is missing".into());
+    };
+    #[derive(Deserialize)]
+    struct Kind {
+        #[serde(default)]
+        kind: Option<String>,
     }
-
-    fn review_pod(&self, req: &ReviewRequest) -> Verdict {
-        let Some(raw) = req.object else {
-            return Verdict::Fail(400, "AdmissionReview request.object is missing".into());
-        };
-        #[derive(Deserialize)]
-        struct Kind {
-            #[serde(default)]
-            kind: Option<String>,
+    if let Ok(Kind { kind: Some(kind) }) = serde_json::from_str::<Kind>(raw.get()) {
+        if kind != "Pod" {
+            return Verdict::Fail(400, format!("AdmissionReview request.object: kind {kind:?} is not a Pod"));
         }
-        if let Ok(Kind { kind: Some(kind) }) = serde_json::from_str::<Kind>(raw.get()) {
-            if kind != "Pod" {
-                return Verdict::Fail(400, format!("AdmissionReview request.object: kind {kind:?} is not a Pod"));
-            }
-        }
-        let mut pod: Pod = match serde_json::from_str(raw.get()) {
-            Ok(p) => p,
-            Err(e) => return Verdict::Fail(400, format!("AdmissionReview request.object: {e}")),
-        };
-        if pod.metadata.namespace.is_empty() {
-            pod.metadata.namespace = req.namespace.clone().unwrap_or_default();
-        }
-        self.mutate(&mut pod)
     }
-
-    fn mutate(&self, pod: &mut Pod) -> Verdict {
-        let cfg = &self.config;
-        if pod.spec.containers.is_empty() {
-            return Verdict::Deny("pod has no containers".into());
-        }
-        let sn = pod.spec.scheduler_name.as_str();
-        if !sn.is_empty()
-            && (sn != "default-scheduler" || !cfg.force_overwrite_default_scheduler)
-            && (cfg.scheduler_name.is_empty() || sn != cfg.scheduler_name)
-        {
-            return Verdict::Allow(Some("pod already has different scheduler assigned".into()));
-        }
-        let mut m = match apply_defaults(pod, cfg) {
-            Ok(m) => m,
-            Err(e) => return Verdict::Fail(500, e),
-        };
-        if m.has_resource {
-            if let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.privileged()) {
-                return Verdict::Deny(format!("container {} is privileged", c.name));
-            }
-            if !cfg.scheduler_name.is_empty() {
-                let op = if pod.spec.scheduler_name.is_empty() { "add" } else { "replace" };
-                m.ops.push(PatchOp { op, path: "/spec/schedulerName".into(), value: json!(cfg.scheduler_name) });
-                if !pod.spec.node_name.is_empty() {
-                    return Verdict::Deny("pod has node assigned".into());
-                }
-            }
-            if pod.spec.runtime_class_name.is_none() && !cfg.runtime_class_name.is_empty() {
-                m.ops.push(PatchOp {
-                    op: "add",
-                    path: "/spec/runtimeClassName".into(),
-                    value: json!(cfg.runtime_class_name),
-                });
-            }
-            if self.exceeds_admission_quota(pod) {
-                return Verdict::Deny("exceeding resource quota".into());
-            }
-        }
-        Verdict::Patch(m.ops)
+    let mut pod: Pod = match serde_json::from_str(raw.get()) {
+        Ok(p) => p,
+        Err(e) => return Verdict::Fail(400, format!("AdmissionReview request.object: {e}")),
+    };
+    if pod.metadata.namespace.is_empty() {
+        pod.metadata.namespace = req.namespace.clone().unwrap_or_default();
     }
-
-    /// §13.2: app containers sum, init containers peak, percentage-only memory counts 0.
-    fn exceeds_admission_quota(&self, pod: &Pod) -> bool {
-        let Some(q) = self.quota_state(&pod.metadata.namespace) else { return false };
-        let request = PodRequest::from_pod(pod, &self.config);
-        let (mut app, mut init) = ((0i64, 0i64), (0i64, 0i64));
-        for (slot, r) in request.slots.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let (mem, cores) = (r.memreq * r.nums, r.coresreq * r.nums);
-            if request.is_init(slot) {
-                init = (init.0.max(mem), init.1.max(cores));
-            } else {
-                app = (app.0 + mem, app.1 + cores);
-            }
-        }
-        let (mem, cores) = (app.0.max(init.0), app.1.max(init.1));
-        q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
-    }
+    mutate(state, &mut pod)
 }

@@ -1,7 +1,7 @@
 //! Behaviour of the engine through its public entry points: apply, filter, explain, admit.
 
-use base64::Engine;
-use hami_core::{Cluster, Config};
+use base64::Engine as _;
+use hami_core::{Config, Engine};
 use serde_json::{json, Value};
 
 const V100: &str = "NVIDIA-Tesla V100-PCIE-32GB";
@@ -30,25 +30,25 @@ fn placed_pod(name: &str, node: &str, devices: &str) -> Value {
     p
 }
 
-fn apply(c: &mut Cluster, v: &Value) {
-    c.apply(v.to_string().as_bytes()).unwrap();
+fn apply(c: &mut Engine, v: &Value) {
+    c.state.apply(v.to_string().as_bytes()).unwrap();
 }
 
-fn cluster_9_1a() -> Cluster {
-    let mut c = Cluster::new(Config::default());
+fn cluster_9_1a() -> Engine {
+    let mut c = Engine::new(Config::default());
     apply(&mut c, &two_gpu_node("node-a"));
     apply(&mut c, &two_gpu_node("node-b"));
     apply(&mut c, &placed_pod("old", "node-a", "GPU-a0,NVIDIA,3000,30:;"));
     c
 }
 
-fn filter(c: &mut Cluster, p: &Value, names: &[&str]) -> (Value, Option<Value>) {
+fn filter(c: &mut Engine, p: &Value, names: &[&str]) -> (Value, Option<Value>) {
     let args = json!({"Pod": p, "Nodes": null, "NodeNames": names});
     let out = c.filter(args.to_string().as_bytes(), 1705054796, true);
     (serde_json::from_slice(&out.response).unwrap(), out.decision.map(|d| serde_json::from_slice(&d).unwrap()))
 }
 
-fn explain(c: &mut Cluster, p: &Value, node_policy: Option<&str>, gpu_policy: Option<&str>) -> Value {
+fn explain(c: &mut Engine, p: &Value, node_policy: Option<&str>, gpu_policy: Option<&str>) -> Value {
     serde_json::from_slice(&c.explain(p.to_string().as_bytes(), 7, node_policy, gpu_policy)).unwrap()
 }
 
@@ -103,7 +103,7 @@ fn policies_change_node_and_device() {
 
 #[test]
 fn reasons_are_counted_and_sorted() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     let devices = (0..4).map(|i| gpu(&format!("GPU-{i}"), i, 0)).collect();
     apply(&mut c, &node("n", devices));
     // GPU-0 nearly full of memory, GPUs 1..3 out of slots.
@@ -129,7 +129,7 @@ fn reasons_are_counted_and_sorted() {
 
 #[test]
 fn usage_is_incremental_and_released() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     // Pod arrives before its node: its usage must still count once the node registers.
     apply(&mut c, &placed_pod("early", "n", "GPU-n0,NVIDIA,20000,50:;"));
     apply(&mut c, &two_gpu_node("n"));
@@ -144,21 +144,21 @@ fn usage_is_incremental_and_released() {
     assert_eq!(explain(&mut c, &big, None, None)["node"], "n");
     apply(&mut c, &placed_pod("again", "n", "GPU-n1,NVIDIA,20000,50:;"));
     assert!(explain(&mut c, &big, None, None)["node"].is_null());
-    c.delete(placed_pod("again", "n", "").to_string().as_bytes()).unwrap();
+    c.state.delete(placed_pod("again", "n", "").to_string().as_bytes()).unwrap();
     assert_eq!(explain(&mut c, &big, None, None)["node"], "n");
-    assert_eq!(c.pod_count(), 0);
+    assert_eq!(c.state.pod_count(), 0);
 }
 
 #[test]
 fn node_reregistration_rebuilds_only_on_inventory_change() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     apply(&mut c, &two_gpu_node("n"));
     apply(&mut c, &placed_pod("p1", "n", "GPU-n1,NVIDIA,1000,0:;"));
     // Same inventory, new cordon: usage carries over.
     let mut cordoned = two_gpu_node("n");
     cordoned["metadata"]["annotations"]["hami.io/device-cordon"] = json!("GPU-n0");
     apply(&mut c, &cordoned);
-    let usage: Value = serde_json::from_slice(&c.usage_json()).unwrap();
+    let usage: Value = serde_json::from_slice(&c.state.usage_json()).unwrap();
     assert_eq!(usage[0]["devices"][1]["usedmem"], 1000);
     assert_eq!(usage[0]["devices"][0]["cordoned"], true);
     let exclusive = pod("w", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100", "nvidia.com/gpucores": "100"}));
@@ -168,29 +168,29 @@ fn node_reregistration_rebuilds_only_on_inventory_change() {
     );
     // Devices change order: usage is rebuilt from the pods on the node.
     apply(&mut c, &node("n", vec![gpu("GPU-n1", 0, 0), gpu("GPU-n9", 1, 0)]));
-    let usage: Value = serde_json::from_slice(&c.usage_json()).unwrap();
+    let usage: Value = serde_json::from_slice(&c.state.usage_json()).unwrap();
     assert_eq!(usage[0]["devices"][0]["usedmem"], 1000);
     assert_eq!(usage[0]["devices"][1]["usedmem"], 0);
 }
 
 #[test]
 fn init_container_peak_and_release() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     apply(&mut c, &node("n", vec![gpu("GPU-n0", 0, 0)]));
     let mut p = placed_pod("init", "n", "GPU-n0,NVIDIA,30000,10:;GPU-n0,NVIDIA,1000,10:;");
     p["spec"]["initContainers"] = json!([{"name": "i"}]);
     apply(&mut c, &p);
-    let u: Value = serde_json::from_slice(&c.usage_json()).unwrap();
+    let u: Value = serde_json::from_slice(&c.state.usage_json()).unwrap();
     assert_eq!((u[0]["devices"][0]["usedmem"].as_i64(), u[0]["devices"][0]["used"].as_i64()), (Some(30000), Some(1)));
     p["status"] = json!({"phase": "Running", "initContainerStatuses": [{"state": {"terminated": {"exitCode": 0}}}]});
     apply(&mut c, &p);
-    let u: Value = serde_json::from_slice(&c.usage_json()).unwrap();
+    let u: Value = serde_json::from_slice(&c.state.usage_json()).unwrap();
     assert_eq!(u[0]["devices"][0]["usedmem"], 1000);
 }
 
 #[test]
 fn init_containers_fit_separately_and_slots_are_positional() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     apply(&mut c, &node("n", vec![gpu("GPU-n0", 0, 0)]));
     let mut p = pod("p", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}));
     p["spec"]["initContainers"] = json!([{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}}}, {"name": "plain"}]);
@@ -201,7 +201,7 @@ fn init_containers_fit_separately_and_slots_are_positional() {
 
 #[test]
 fn exclusive_cards_are_never_shared() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     apply(&mut c, &node("n", vec![gpu("GPU-n0", 0, 0)]));
     let whole = pod("w1", json!({"nvidia.com/gpu": "1"}));
     let (resp, _) = filter(&mut c, &explain_defaults(&whole), &["n"]);
@@ -218,7 +218,7 @@ fn exclusive_cards_are_never_shared() {
     // Refiltering the same pod replaces, never doubles, its reservation.
     let (resp, _) = filter(&mut c, &explain_defaults(&whole), &["n"]);
     assert_eq!(resp["NodeNames"], json!(["n"]));
-    assert_eq!(c.pod_count(), 1);
+    assert_eq!(c.state.pod_count(), 1);
     assert!(c.release("uid-w1"));
     assert!(!c.release("uid-w1"));
 }
@@ -241,7 +241,7 @@ fn pods_without_vgpu_pass_through_unchanged() {
 #[test]
 fn filter_errors_are_reported_in_the_result() {
     let mut c = cluster_9_1a();
-    let err = |c: &mut Cluster, body: &[u8]| -> String {
+    let err = |c: &mut Engine, body: &[u8]| -> String {
         let out = c.filter(body, 1, true);
         serde_json::from_slice::<Value>(&out.response).unwrap()["Error"].as_str().unwrap().to_owned()
     };
@@ -255,35 +255,39 @@ fn filter_errors_are_reported_in_the_result() {
 
 #[test]
 fn malformed_annotations_name_the_object() {
-    let mut c = Cluster::new(Config::default());
-    let e = c.apply(placed_pod("bad", "n", "GPU-0,NVIDIA,x,1:;").to_string().as_bytes()).unwrap_err();
+    let mut c = Engine::new(Config::default());
+    let e = c.state.apply(placed_pod("bad", "n", "GPU-0,NVIDIA,x,1:;").to_string().as_bytes()).unwrap_err();
+    assert_eq!((e.kind, e.object.as_str()), (hami_core::ErrorKind::Invalid, "Pod default/bad"));
+    assert_eq!(e.field, "annotation hami.io/vgpu-devices-allocated");
+    let e = e.to_string();
     assert!(e.contains("default/bad") && e.contains("hami.io/vgpu-devices-allocated"), "{e}");
     let mut n = two_gpu_node("n");
     n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = json!("[{broken");
     apply(&mut c, &n);
-    let usage: Value = serde_json::from_slice(&c.usage_json()).unwrap();
+    let usage: Value = serde_json::from_slice(&c.state.usage_json()).unwrap();
     assert!(usage[0]["error"].as_str().unwrap().contains("hami.io/node-nvidia-register"));
-    assert!(c.apply(b"[1,2]").is_err());
-    let e = c.apply(br#"{"kind":"Pod","metadata":{"name":"x","namespace":"d"},"status":{"phase":7}}"#).unwrap_err();
-    assert!(e.starts_with("Pod d/x: status"), "{e}");
+    assert!(c.state.apply(b"[1,2]").is_err());
+    let e =
+        c.state.apply(br#"{"kind":"Pod","metadata":{"name":"x","namespace":"d"},"status":{"phase":7}}"#).unwrap_err();
+    assert!(e.to_string().starts_with("Pod d/x: status"), "{e}");
 }
 
 #[test]
 fn simulation_path_returns_the_node_object() {
     let c_nodes = json!({"items": [two_gpu_node("sim-a"), node("sim-b", vec![])]});
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     let p = pod("p", json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "100"}));
     let out = c.filter(json!({"Pod": p, "Nodes": c_nodes}).to_string().as_bytes(), 1, true);
     let resp: Value = serde_json::from_slice(&out.response).unwrap();
     assert_eq!(resp["Nodes"]["items"][0]["metadata"]["name"], "sim-a");
     assert_eq!(resp["FailedNodes"]["sim-b"], "node unregistered");
     assert!(out.decision.is_none());
-    assert_eq!(c.pod_count(), 0);
+    assert_eq!(c.state.pod_count(), 0);
 }
 
 #[test]
 fn numa_bind_mutex_and_topology() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     apply(&mut c, &node("n", vec![gpu("G0", 0, 0), gpu("G1", 1, 1), gpu("G2", 2, 1)]));
     apply(&mut c, &placed_pod("busy", "n", "G2,NVIDIA,100,0:;"));
     let mut two = pod("two", json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "100"}));
@@ -305,7 +309,7 @@ fn numa_bind_mutex_and_topology() {
         "1/3 ExclusiveDeviceAllocateConflict, 2/3 AllocatedCardsInsufficientRequest"
     );
 
-    let mut t = Cluster::new(Config::default());
+    let mut t = Engine::new(Config::default());
     let mut n = node("t", (0..4).map(|i| gpu(&format!("T{i}"), i, 0)).collect());
     let scores = json!([
         {"uuid": "T0", "score": {"T1": 10, "T2": 10, "T3": 300}}, {"uuid": "T1", "score": {"T0": 10, "T2": 200, "T3": 10}},
@@ -324,7 +328,7 @@ fn numa_bind_mutex_and_topology() {
 
 #[test]
 fn type_uuid_and_mode_filters() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     let mut t4 = gpu("T4-0", 0, 0);
     t4["type"] = json!("NVIDIA-Tesla T4");
     let mut mig = gpu("MIG-0", 2, 0);
@@ -358,20 +362,21 @@ fn quota_limits_memory() {
     assert!(explain(&mut c, &ok, None, None)["node"].is_string());
     let too_big = pod("big", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7001"}));
     assert_eq!(explain(&mut c, &too_big, None, None)["failed"]["node-a"], "2/2 ResourceQuotaNotFit");
-    let accounting: Value = serde_json::from_slice(&c.accounting_json()).unwrap();
+    let accounting: Value = serde_json::from_slice(&c.state.accounting_json()).unwrap();
     assert_eq!(
         accounting["quotas"],
         json!([{"namespace": "default", "name": "q", "resource": "nvidia.com/gpumem", "limit": 10000, "used": 3000}])
     );
     assert_eq!(accounting["pods"][0]["devices"], json!([{"uuid": "GPU-a0", "usedmem": 3000, "usedcores": 30}]));
-    c.delete(
-        json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}}).to_string().as_bytes(),
-    )
-    .unwrap();
+    c.state
+        .delete(
+            json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}}).to_string().as_bytes(),
+        )
+        .unwrap();
     assert!(explain(&mut c, &too_big, None, None)["node"].is_string());
 }
 
-fn admit(c: &Cluster, version: &str, pod: &Value) -> Value {
+fn admit(c: &Engine, version: &str, pod: &Value) -> Value {
     let review = json!({"apiVersion": version, "kind": "AdmissionReview", "request": {"uid": "r1", "namespace": "default", "object": pod}});
     serde_json::from_slice(&c.admit(review.to_string().as_bytes())).unwrap()
 }
@@ -383,7 +388,7 @@ fn patch_ops(r: &Value) -> Value {
 
 #[test]
 fn webhook_defaults_and_denials() {
-    let c = Cluster::new(Config::default());
+    let c = Engine::new(Config::default());
     let mut p = pod("p", json!({"nvidia.com/gpu": "1"}));
     p["spec"]["schedulerName"] = json!("default-scheduler");
     let r = admit(&c, "admission.k8s.io/v1beta1", &p);
@@ -443,7 +448,7 @@ fn webhook_defaults_and_denials() {
 
 #[test]
 fn webhook_quota_denial() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     apply(
         &mut c,
         &json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"limits.nvidia.com/gpucores": "50"}}}),
@@ -456,44 +461,46 @@ fn webhook_quota_denial() {
 
 #[test]
 fn watch_events_drive_the_cluster() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     let ev = |t: &str, o: &Value| json!({"type": t, "object": o}).to_string();
-    let info = c.apply_watch_event(ev("ADDED", &two_gpu_node("n")).as_bytes()).unwrap();
+    let info = c.state.apply_watch_event(ev("ADDED", &two_gpu_node("n")).as_bytes()).unwrap();
     assert_eq!((info.event_type.as_str(), info.key.as_str()), ("ADDED", "n"));
-    c.apply_watch_event(ev("ADDED", &placed_pod("p", "n", "GPU-n0,NVIDIA,5,5:;")).as_bytes()).unwrap();
-    assert_eq!(c.pod_count(), 1);
-    c.apply_watch_event(ev("DELETED", &placed_pod("p", "n", "GPU-n0,NVIDIA,5,5:;")).as_bytes()).unwrap();
-    assert_eq!(c.pod_count(), 0);
+    c.state.apply_watch_event(ev("ADDED", &placed_pod("p", "n", "GPU-n0,NVIDIA,5,5:;")).as_bytes()).unwrap();
+    assert_eq!(c.state.pod_count(), 1);
+    c.state.apply_watch_event(ev("DELETED", &placed_pod("p", "n", "GPU-n0,NVIDIA,5,5:;")).as_bytes()).unwrap();
+    assert_eq!(c.state.pod_count(), 0);
     let bookmark = c
+        .state
         .apply_watch_event(ev("BOOKMARK", &json!({"kind": "Pod", "metadata": {"resourceVersion": "9"}})).as_bytes())
         .unwrap();
     assert_eq!(bookmark.resource_version, "9");
     let gone = c
+        .state
         .apply_watch_event(ev("ERROR", &json!({"kind": "Status", "code": 410, "reason": "Expired"})).as_bytes())
         .unwrap();
     assert_eq!(gone.code, 410);
-    let bad = c.apply_watch_event(ev("MODIFIED", &placed_pod("x", "n", "broken,,:;")).as_bytes()).unwrap();
-    assert!(bad.error.unwrap().contains("default/x"));
-    c.apply_watch_event(ev("DELETED", &two_gpu_node("n")).as_bytes()).unwrap();
-    assert_eq!(c.node_count(), 0);
-    assert!(c.apply_watch_event(b"{\"type\":\"ADDED\"}").is_err());
+    let bad = c.state.apply_watch_event(ev("MODIFIED", &placed_pod("x", "n", "broken,,:;")).as_bytes()).unwrap();
+    assert!(bad.error.unwrap().to_string().contains("default/x"));
+    c.state.apply_watch_event(ev("DELETED", &two_gpu_node("n")).as_bytes()).unwrap();
+    assert_eq!(c.state.node_count(), 0);
+    assert!(c.state.apply_watch_event(b"{\"type\":\"ADDED\"}").is_err());
 }
 
 #[test]
 fn list_pages_and_relist_retain() {
-    let mut c = Cluster::new(Config::default());
+    let mut c = Engine::new(Config::default());
     let page = json!({"kind": "PodList", "metadata": {"resourceVersion": "42", "continue": "tok"},
                       "items": [placed_pod("a", "n", "G,NVIDIA,1,1:;"), placed_pod("b", "n", "G,NVIDIA,1,1:;"), placed_pod("bad", "n", "x,y:;")]});
-    let info = c.apply_list_page(page.to_string().as_bytes()).unwrap();
+    let info = c.state.apply_list_page(page.to_string().as_bytes()).unwrap();
     assert_eq!((info.resource_version.as_str(), info.continue_token.as_str()), ("42", "tok"));
     assert_eq!(info.keys, vec!["default/a", "default/b", "default/bad"]);
     assert_eq!(info.errors.len(), 1);
-    assert_eq!(c.pod_count(), 2);
+    assert_eq!(c.state.pod_count(), 2);
     let keep: std::collections::HashSet<String> = ["default/a".to_string()].into();
-    assert_eq!(c.retain("Pod", &keep), 1);
-    assert_eq!(c.pod_count(), 1);
+    assert_eq!(c.state.retain("Pod", &keep), 1);
+    assert_eq!(c.state.pod_count(), 1);
     let nodes = json!({"kind": "NodeList", "metadata": {"resourceVersion": "1"}, "items": [{"metadata": {"name": "n1", "annotations": {}}}]});
-    c.apply_list_page(nodes.to_string().as_bytes()).unwrap();
-    assert_eq!(c.node_count(), 1);
-    assert_eq!(c.retain("Node", &Default::default()), 1);
+    c.state.apply_list_page(nodes.to_string().as_bytes()).unwrap();
+    assert_eq!(c.state.node_count(), 1);
+    assert_eq!(c.state.retain("Node", &Default::default()), 1);
 }

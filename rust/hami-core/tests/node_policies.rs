@@ -1,7 +1,7 @@
 //! The simulator-derived node policies (fgd, bestfit, dotprod, packing, clustering, random) in the
 //! live scheduler: selected by flag or pod annotation, scored on the cluster's own state.
 
-use hami_core::{Cluster, Config};
+use hami_core::{Config, Engine};
 use serde_json::{json, Value};
 
 const V100: &str = "NVIDIA-Tesla V100-PCIE-32GB";
@@ -24,22 +24,22 @@ fn placed(name: &str, node: &str, devices: &str) -> Value {
 }
 
 /// node-a: GPU-a0 half used; node-b: empty; node-c: both GPUs taken by whole-GPU pods (the history).
-fn cluster() -> Cluster {
-    let mut c = Cluster::new(Config::default());
+fn cluster() -> Engine {
+    let mut c = Engine::new(Config::default());
     for v in [node("node-a"), node("node-b"), node("node-c")] {
-        c.apply(v.to_string().as_bytes()).unwrap();
+        c.state.apply(v.to_string().as_bytes()).unwrap();
     }
     for v in [
         placed("h1", "node-c", "GPU-c0,NVIDIA,32768,0:;"),
         placed("h2", "node-c", "GPU-c1,NVIDIA,32768,0:;"),
         placed("old", "node-a", "GPU-a0,NVIDIA,16384,0:;"),
     ] {
-        c.apply(v.to_string().as_bytes()).unwrap();
+        c.state.apply(v.to_string().as_bytes()).unwrap();
     }
     c
 }
 
-fn explain(c: &mut Cluster, p: &Value, node_policy: &str) -> Value {
+fn explain(c: &mut Engine, p: &Value, node_policy: &str) -> Value {
     serde_json::from_slice(&c.explain(p.to_string().as_bytes(), 7, Some(node_policy), None)).unwrap()
 }
 

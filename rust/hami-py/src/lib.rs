@@ -15,26 +15,31 @@ create_exception!(
     "Bad input: the message names the object and the field."
 );
 
-fn engine_error(message: String) -> PyErr {
-    EngineError::new_err(message)
+fn engine_error(error: hami_core::Error) -> PyErr {
+    EngineError::new_err(error.to_string())
 }
 
 /// Runs engine code without the GIL; a panic becomes an EngineError instead of crossing the FFI boundary.
-fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send) -> PyResult<T> {
+fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, hami_core::Error> + Send) -> PyResult<T> {
     py.detach(|| {
         catch_unwind(AssertUnwindSafe(f))
-            .unwrap_or_else(|_| Err("internal error in hami-core (panic); input rejected".into()))
+            .unwrap_or_else(|_| Err(hami_core::Error::internal("internal error in hami-core (panic); input rejected")))
     })
     .map_err(engine_error)
 }
 
+/// A malformed HAMi annotation value, named by its key.
+fn annotation_error(key: &str, message: String) -> PyErr {
+    engine_error(hami_core::Error::invalid("", message).field(format!("annotation {key}")))
+}
+
 #[pyclass(frozen, module = "hami_fast._native")]
 struct Cluster {
-    inner: Mutex<hami_core::Cluster>,
+    inner: Mutex<hami_core::Engine>,
 }
 
 impl Cluster {
-    fn lock(&self) -> MutexGuard<'_, hami_core::Cluster> {
+    fn lock(&self) -> MutexGuard<'_, hami_core::Engine> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
@@ -45,15 +50,15 @@ impl Cluster {
     #[pyo3(signature = (config=None))]
     fn new(config: Option<&[u8]>) -> PyResult<Self> {
         let config = hami_core::Config::from_json(config.unwrap_or(b"")).map_err(engine_error)?;
-        Ok(Self { inner: Mutex::new(hami_core::Cluster::new(config)) })
+        Ok(Self { inner: Mutex::new(hami_core::Engine::new(config)) })
     }
 
     fn apply(&self, py: Python<'_>, obj: &[u8]) -> PyResult<()> {
-        run(py, || self.lock().apply(obj).map(|_| ()))
+        run(py, || self.lock().state.apply(obj).map(|_| ()))
     }
 
     fn delete(&self, py: Python<'_>, obj: &[u8]) -> PyResult<()> {
-        run(py, || self.lock().delete(obj))
+        run(py, || self.lock().state.delete(obj))
     }
 
     /// -> (event type, resourceVersion, key, Status code, error of the object or None)
@@ -62,19 +67,19 @@ impl Cluster {
         py: Python<'_>,
         line: &[u8],
     ) -> PyResult<(String, String, String, i32, Option<String>)> {
-        let e = run(py, || self.lock().apply_watch_event(line))?;
-        Ok((e.event_type, e.resource_version, e.key, e.code, e.error))
+        let e = run(py, || self.lock().state.apply_watch_event(line))?;
+        Ok((e.event_type, e.resource_version, e.key, e.code, e.error.map(|e| e.to_string())))
     }
 
     /// -> (resourceVersion, continue token, item keys, per-item errors)
     fn apply_list_page(&self, py: Python<'_>, page: &[u8]) -> PyResult<(String, String, Vec<String>, Vec<String>)> {
-        let l = run(py, || self.lock().apply_list_page(page))?;
-        Ok((l.resource_version, l.continue_token, l.keys, l.errors))
+        let l = run(py, || self.lock().state.apply_list_page(page))?;
+        Ok((l.resource_version, l.continue_token, l.keys, l.errors.iter().map(ToString::to_string).collect()))
     }
 
     fn retain(&self, py: Python<'_>, kind: &str, keys: Vec<String>) -> PyResult<usize> {
         let keys: std::collections::HashSet<String> = keys.into_iter().collect();
-        run(py, || Ok(self.lock().retain(kind, &keys)))
+        run(py, || Ok(self.lock().state.retain(kind, &keys)))
     }
 
     #[pyo3(signature = (args, now, record=true))]
@@ -108,7 +113,7 @@ impl Cluster {
 
     /// Per container: the request against the largest free GPU resources (`kubectl hami why`).
     fn headroom<'py>(&self, py: Python<'py>, pod: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().headroom(pod)))?;
+        let out = run(py, || Ok(self.lock().state.headroom(pod)))?;
         Ok(PyBytes::new(py, &out))
     }
 
@@ -118,21 +123,21 @@ impl Cluster {
     }
 
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().usage_json()))?;
+        let out = run(py, || Ok(self.lock().state.usage_json()))?;
         Ok(PyBytes::new(py, &out))
     }
 
     fn accounting<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().accounting_json()))?;
+        let out = run(py, || Ok(self.lock().state.accounting_json()))?;
         Ok(PyBytes::new(py, &out))
     }
 
     fn node_count(&self) -> usize {
-        self.lock().node_count()
+        self.lock().state.node_count()
     }
 
     fn pod_count(&self) -> usize {
-        self.lock().pod_count()
+        self.lock().state.pod_count()
     }
 }
 
@@ -146,60 +151,57 @@ fn yaml_to_json<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyByte
 /// Every valid node scheduler policy name, from the engine's own list.
 #[pyfunction]
 fn node_policy_names() -> Vec<&'static str> {
-    codec::NodePolicy::names()
+    hami_core::policy::NodePolicy::names()
 }
 
 /// A node scheduler policy given as a flag: its canonical name, or EngineError listing the valid ones.
 #[pyfunction]
 fn check_node_policy(value: &str) -> PyResult<&'static str> {
-    codec::NodePolicy::parse_strict(value).map(codec::NodePolicy::as_str).map_err(engine_error)
+    hami_core::policy::NodePolicy::parse_strict(value).map(hami_core::policy::NodePolicy::as_str).map_err(engine_error)
 }
 
 /// A GPU scheduler policy given as a flag: the trimmed value, or EngineError listing the valid ones.
 #[pyfunction]
 fn check_gpu_policy(value: &str) -> PyResult<String> {
-    codec::GpuPolicy::parse_strict(value).map(|p| p.text).map_err(engine_error)
+    hami_core::policy::GpuPolicy::parse_strict(value).map(|p| p.text).map_err(engine_error)
 }
 
 #[pyfunction]
 fn decode_node_register<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyBytes>> {
-    let devices = codec::decode_node_register(value)
-        .map_err(|e| engine_error(format!("annotation {}: {e}", codec::REGISTER_KEY)))?;
+    let devices = codec::decode_node_register(value).map_err(|e| annotation_error(codec::REGISTER_KEY, e))?;
     Ok(PyBytes::new(py, &serde_json::to_vec(&devices).unwrap_or_default()))
 }
 
 #[pyfunction]
 fn encode_node_register(devices: &[u8]) -> PyResult<String> {
     let devices: Vec<codec::Device> =
-        serde_json::from_slice(devices).map_err(|e| engine_error(format!("devices: {e}")))?;
+        serde_json::from_slice(devices).map_err(|e| engine_error(hami_core::Error::decode("devices", e)))?;
     Ok(codec::encode_node_register(&devices))
 }
 
 #[pyfunction]
 fn decode_pod_devices<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyBytes>> {
-    let slots = codec::decode_pod_devices(value)
-        .map_err(|e| engine_error(format!("annotation {}: {e}", codec::ALLOCATED_KEY)))?;
+    let slots = codec::decode_pod_devices(value).map_err(|e| annotation_error(codec::ALLOCATED_KEY, e))?;
     Ok(PyBytes::new(py, &serde_json::to_vec(&slots).unwrap_or_default()))
 }
 
 #[pyfunction]
 fn encode_pod_devices(containers: &[u8]) -> PyResult<String> {
     let slots: codec::PodDevices =
-        serde_json::from_slice(containers).map_err(|e| engine_error(format!("containers: {e}")))?;
+        serde_json::from_slice(containers).map_err(|e| engine_error(hami_core::Error::decode("containers", e)))?;
     Ok(codec::encode_pod_devices(&slots))
 }
 
 #[pyfunction]
 fn parse_node_lock(value: &str) -> PyResult<(String, String, String)> {
-    let lock =
-        codec::parse_node_lock(value).map_err(|e| engine_error(format!("annotation {}: {e}", codec::NODE_LOCK_KEY)))?;
+    let lock = codec::parse_node_lock(value).map_err(|e| annotation_error(codec::NODE_LOCK_KEY, e))?;
     Ok((lock.timestamp, lock.namespace, lock.name))
 }
 
 /// ExtenderBindingArgs bytes -> (PodName, PodNamespace, PodUID, Node); keys matched case-insensitively.
 #[pyfunction]
 fn parse_binding_args(body: &[u8]) -> PyResult<(String, String, String, String)> {
-    let a = hami_core::wire::parse_binding_args(body).map_err(engine_error)?;
+    let a = hami_core::k8s::extender::parse_binding_args(body).map_err(engine_error)?;
     Ok((a.pod_name, a.pod_namespace, a.pod_uid, a.node))
 }
 
@@ -229,12 +231,12 @@ fn replay<'py>(
         let text = |name: &str, bytes: &[u8]| {
             std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| {
                 let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-                format!("{name}:{line}: not UTF-8 text")
+                hami_core::Error::decode(format!("{name}:{line}"), "not UTF-8 text")
             })
         };
         let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
         let options = replay::Options {
-            policy: replay::Policy::parse(policy)?,
+            policy: hami_core::policy::NodePolicy::from_name(policy)?,
             seed,
             tune,
             shuffle,
@@ -242,7 +244,7 @@ fn replay<'py>(
             ..replay::Options::default()
         };
         let value = replay::replay_csv(nodes_name, &nodes, pods_name, &pods, options)?;
-        serde_json::to_vec(&value).map_err(|e| e.to_string())
+        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
     })?;
     Ok(PyBytes::new(py, &out))
 }
@@ -263,7 +265,7 @@ fn node_frag(cpu_left: i64, gpu_free: Vec<i64>, model: &str, types: Vec<(i64, i6
     node_frag(&NodeShape { cpu_left, gpu_free: &gpu_free, model }, &workload)
 }
 
-fn config_of(config: Option<&[u8]>) -> Result<hami_core::Config, String> {
+fn config_of(config: Option<&[u8]>) -> Result<hami_core::Config, hami_core::Error> {
     hami_core::Config::from_json(config.unwrap_or(b""))
 }
 
@@ -328,10 +330,10 @@ fn replay_snapshot<'py>(
     use hami_core::replay;
     let out = run(py, || {
         let text = |name: &str, b: &[u8]| {
-            std::str::from_utf8(b).map(str::to_owned).map_err(|_| format!("{name}: not UTF-8 text"))
+            std::str::from_utf8(b).map(str::to_owned).map_err(|_| hami_core::Error::decode(name, "not UTF-8 text"))
         };
-        let options =
-            replay::Options { policy: replay::Policy::parse(policy)?, seed, tune, ..replay::Options::default() };
+        let policy = hami_core::policy::NodePolicy::from_name(policy)?;
+        let options = replay::Options { policy, seed, tune, ..replay::Options::default() };
         let value = replay::snapshot::snapshot_csv(
             "nodes.csv",
             &text("nodes.csv", nodes_csv)?,
@@ -340,7 +342,7 @@ fn replay_snapshot<'py>(
             options,
             arrived_pct,
         )?;
-        serde_json::to_vec(&value).map_err(|e| e.to_string())
+        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
     })?;
     Ok(PyBytes::new(py, &out))
 }

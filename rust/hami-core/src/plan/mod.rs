@@ -15,116 +15,22 @@
 #[cfg(test)]
 mod tests;
 
-use crate::cluster::Cluster;
-use crate::codec::{GpuPolicy, PodHints};
 use crate::config::Config;
+use crate::error::{Error, Result};
 use crate::fit::{fit_host, fit_pod, host_shortfall, PodContext};
 use crate::frag::{FragMemo, NodeShape, Workload, MILLI};
-use crate::k8s::{nullable, Pod};
+use crate::k8s::quantity::{cpu_milli, memory_mib};
+use crate::k8s::Envelope;
+use crate::k8s::{Object, ObjectKey, Pod};
 use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, HostResources, CORDONED, HEALTHY};
 use crate::policy::node as np;
+use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
+use crate::state::ClusterState;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// Annotation that keeps a pod out of every plan (any value but "false").
-pub const SKIP_ANNOTATION: &str = "hami.io/descheduler-skip";
-/// sig-descheduler's opt-out, honoured as well.
-pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct OwnerRef {
-    #[serde(deserialize_with = "nullable")]
-    kind: String,
-    #[serde(deserialize_with = "nullable")]
-    name: String,
-    controller: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct OwnerMeta {
-    #[serde(deserialize_with = "nullable")]
-    owner_references: Vec<OwnerRef>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct PhaseView {
-    #[serde(deserialize_with = "nullable")]
-    phase: String,
-}
-
-/// What the planner reads of a pod beyond [`Pod`]: its controller owner and its phase.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct OwnerView {
-    #[serde(deserialize_with = "nullable")]
-    metadata: OwnerMeta,
-    #[serde(deserialize_with = "nullable")]
-    status: PhaseView,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Envelope<'a> {
-    #[serde(deserialize_with = "nullable")]
-    kind: String,
-    #[serde(borrow)]
-    items: Option<Vec<&'a RawValue>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct AllocStatus {
-    #[serde(deserialize_with = "nullable")]
-    allocatable: BTreeMap<String, serde_json::Value>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct NodeAllocView {
-    #[serde(deserialize_with = "nullable")]
-    metadata: OwnerMeta2,
-    #[serde(deserialize_with = "nullable")]
-    status: AllocStatus,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct OwnerMeta2 {
-    #[serde(deserialize_with = "nullable")]
-    name: String,
-}
-
-fn quantity_text(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// A CPU quantity in millicores (`500m`, `2`, `1.5`).
-pub fn cpu_milli(text: &str) -> Option<i64> {
-    let t = text.trim();
-    if let Some(m) = t.strip_suffix('m') {
-        return crate::quantity::parse_int_quantity(m);
-    }
-    if let Ok(f) = t.parse::<f64>() {
-        return Some((f * 1000.0).round() as i64);
-    }
-    crate::quantity::parse_int_quantity(t).map(|v| v.saturating_mul(1000))
-}
-
-/// A memory quantity in MiB (rounded up).
-pub fn memory_mib(text: &str) -> Option<i64> {
-    let bytes = crate::quantity::parse_int_quantity(text)
-        .or_else(|| text.trim().parse::<f64>().ok().map(|f| f.ceil() as i64))?;
-    Some((bytes + (1 << 20) - 1) >> 20)
-}
+pub use crate::annotations::{DESCHEDULER_SKIP_KEY as SKIP_ANNOTATION, PREFER_NO_EVICTION_KEY as PREFER_NO_EVICTION};
 
 /// CPU and memory a pod requests of its node, as kube-scheduler counts them: the larger of the
 /// app containers' sum and any init container.
@@ -161,7 +67,7 @@ pub struct PlanPod {
 
 impl PlanPod {
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        ObjectKey::namespaced(&self.namespace, &self.name).to_string()
     }
 }
 
@@ -200,54 +106,46 @@ fn movable(pod: &Pod, phase: &str, owner: &Option<(String, String)>, request: &P
 impl Snapshot {
     /// Builds the state from Kubernetes objects: each input is a `List` (e.g. `kubectl get
     /// nodes,pods -o json`) or a single Node / Pod, JSON bytes.
-    pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self, String> {
-        let mut cluster = Cluster::new(config.clone());
+    pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self> {
+        let mut cluster = ClusterState::new(config.clone());
         let mut pods: Vec<(Pod, String, Option<(String, String)>)> = Vec::new();
         let mut allocatable: HashMap<String, (i64, i64)> = HashMap::new();
         let mut host_used: HashMap<String, (i64, i64, i64)> = HashMap::new();
         for (n, bytes) in inputs.iter().enumerate() {
             let env: Envelope =
-                serde_json::from_slice(bytes).map_err(|e| format!("snapshot input {n}: decode: {e}"))?;
-            // The engine's cluster takes the whole input (List items without `kind` take the
-            // list's); an item it cannot use (e.g. a malformed annotation) is left out of the plan.
-            let _ = cluster.apply(bytes);
-            let items: Vec<(&[u8], bool)> = match &env.items {
-                Some(items) => {
-                    let pod_list = env.kind == "PodList";
-                    items.iter().map(|r| (r.get().as_bytes(), pod_list)).collect()
-                }
-                None => vec![(*bytes, false)],
+                serde_json::from_slice(bytes).map_err(|e| Error::decode(format!("snapshot input {n}"), e))?;
+            let items: Vec<&[u8]> = match &env.items {
+                Some(items) => items.iter().map(|r| r.get().as_bytes()).collect(),
+                None => vec![*bytes],
             };
-            let node_list = env.kind == "NodeList";
-            for (item, pod_list) in items {
-                let head: Envelope = serde_json::from_slice(item).unwrap_or_default();
-                let is_pod = head.kind == "Pod" || (head.kind.is_empty() && pod_list);
-                if head.kind == "Node" || (head.kind.is_empty() && node_list) {
-                    let view: NodeAllocView = serde_json::from_slice(item).unwrap_or_default();
-                    let a = &view.status.allocatable;
-                    let cpu = a.get("cpu").and_then(quantity_text).and_then(|t| cpu_milli(&t));
-                    let mem = a.get("memory").and_then(quantity_text).and_then(|t| memory_mib(&t));
-                    if let (Some(cpu), Some(mem)) = (cpu, mem) {
-                        allocatable.insert(view.metadata.name, (cpu, mem));
+            let list_kind = if env.items.is_some() { env.kind.as_str() } else { "" };
+            for item in items {
+                // The engine's state takes every item (one without `kind` takes the list's); an
+                // item it cannot use (e.g. a malformed annotation) is left out of the plan.
+                let _ = cluster.apply_item(item, list_kind);
+                let Ok(object) = serde_json::from_slice::<Object>(item) else { continue };
+                let kind =
+                    if object.kind.is_empty() { list_kind.strip_suffix("List").unwrap_or("") } else { &object.kind };
+                match kind {
+                    "Node" => {
+                        let a = &object.status.allocatable;
+                        let cpu = a.get("cpu").and_then(|q| cpu_milli(&q.0));
+                        let mem = a.get("memory").and_then(|q| memory_mib(&q.0));
+                        if let (Some(cpu), Some(mem)) = (cpu, mem) {
+                            allocatable.insert(object.metadata.name, (cpu, mem));
+                        }
                     }
-                }
-                if is_pod {
-                    let Ok(pod) = serde_json::from_slice::<Pod>(item) else { continue };
-                    let phase_view: OwnerView = serde_json::from_slice(item).unwrap_or_default();
-                    let terminal = matches!(phase_view.status.phase.as_str(), "Succeeded" | "Failed");
-                    if !pod.spec.node_name.is_empty() && !terminal {
-                        let (cpu, mem) = pod_host_request(&pod);
-                        let e = host_used.entry(pod.spec.node_name.clone()).or_insert((0, 0, 0));
-                        *e = (e.0 + cpu, e.1 + mem, e.2 + 1);
+                    "Pod" => {
+                        let owner = object.metadata.controller().map(|(k, n)| (k.to_owned(), n.to_owned()));
+                        let (pod, status) = object.into_pod();
+                        if !pod.spec.node_name.is_empty() && !status.is_terminal() {
+                            let (cpu, mem) = pod_host_request(&pod);
+                            let e = host_used.entry(pod.spec.node_name.clone()).or_insert((0, 0, 0));
+                            *e = (e.0 + cpu, e.1 + mem, e.2 + 1);
+                        }
+                        pods.push((pod, status.phase, owner));
                     }
-                    let owners: OwnerView = serde_json::from_slice(item).unwrap_or_default();
-                    let owner = owners
-                        .metadata
-                        .owner_references
-                        .into_iter()
-                        .find(|o| o.controller == Some(true))
-                        .map(|o| (o.kind, o.name));
-                    pods.push((pod, owners.status.phase, owner));
+                    _ => {}
                 }
             }
         }
@@ -270,7 +168,7 @@ impl Snapshot {
         let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let mut out = Vec::new();
         for (pod, phase, owner) in pods {
-            let key = crate::cluster::pod_key(&pod);
+            let key = pod.reservation_key();
             let Some(record) = cluster.pod(&key) else { continue };
             let Some(&node) = index.get(&*record.node) else { continue };
             let request = PodRequest::from_pod(&pod, config);
@@ -413,11 +311,11 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self> {
         match s {
             "drain" => Ok(Self::Drain),
             "greedy" => Ok(Self::Greedy),
-            other => Err(format!("unknown planner {other:?} (want drain or greedy)")),
+            other => Err(Error::config("", format!("unknown planner {other:?} (want drain or greedy)"))),
         }
     }
 }
@@ -862,7 +760,7 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
             quota: None,
             device_preference: None,
         };
-        let reason = fit_pod(&planner.s.nodes[t], &ctx).err().unwrap_or_default();
+        let reason = fit_pod(&planner.s.nodes[t], &ctx).err().map(|f| f.to_string()).unwrap_or_default();
         return Err(format!("pod {pod} does not fit on {node} GPUs {uuids:?} even with its old copy gone: {reason}"));
     }
     Ok(uuids)
@@ -936,29 +834,29 @@ impl Default for PlanOptions {
 }
 
 /// The binding's entry point: objects in, plan JSON out.
-pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>, String> {
+pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>> {
     let options: PlanOptions = if options.is_empty() {
         PlanOptions::default()
     } else {
-        serde_json::from_slice(options).map_err(|e| format!("plan options: {e}"))?
+        serde_json::from_slice(options).map_err(|e| Error::config("plan options", e))?
     };
     let strategy = Strategy::parse(&options.planner)?;
     let snapshot = Snapshot::from_objects(inputs, config)?;
     let budget = options
         .max_moves
         .unwrap_or_else(|| ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize);
-    serde_json::to_vec(&plan_json(&snapshot, budget, strategy, options.baseline)).map_err(|e| e.to_string())
+    serde_json::to_vec(&plan_json(&snapshot, budget, strategy, options.baseline)).map_err(Error::internal)
 }
 
 /// Cluster and per-node fragmentation as JSON (`/api/v1/fragmentation`).
-pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>, String> {
+pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>> {
     let snapshot = Snapshot::from_objects(inputs, config)?;
     let out = serde_json::json!({
         "cluster": snapshot.measures(),
         "workload_types": snapshot.workload.types.len(),
         "nodes": snapshot.node_measures(),
     });
-    serde_json::to_vec(&out).map_err(|e| e.to_string())
+    serde_json::to_vec(&out).map_err(Error::internal)
 }
 
 /// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": ".."}`.
@@ -968,11 +866,11 @@ pub fn validate_target_bytes(
     node: &str,
     gpus: &[String],
     config: &Config,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>> {
     let snapshot = Snapshot::from_objects(inputs, config)?;
     let out = match validate_target(&snapshot, pod, node, gpus) {
         Ok(uuids) => serde_json::json!({"ok": true, "uuids": uuids, "message": ""}),
         Err(message) => serde_json::json!({"ok": false, "uuids": [], "message": message}),
     };
-    serde_json::to_vec(&out).map_err(|e| e.to_string())
+    serde_json::to_vec(&out).map_err(Error::internal)
 }

@@ -277,7 +277,7 @@ fn openb_spread_plan_replays_move_by_move() {
         eprintln!("openb data not found at {}: skipped", dir.display());
         return;
     };
-    let options = crate::replay::Options { policy: crate::replay::Policy::Spread, ..Default::default() };
+    let options = crate::replay::Options { policy: crate::policy::NodePolicy::Spread, ..Default::default() };
     let list = crate::replay::snapshot::snapshot_csv("nodes.csv", &nodes, "pods.csv", &pods, options, 90.0).unwrap();
     let s = Snapshot::from_objects(&[list.to_string().as_bytes()], &Config::default()).unwrap();
     assert_eq!(s.nodes.len(), 1213);

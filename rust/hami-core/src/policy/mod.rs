@@ -1,120 +1,188 @@
-//! Scores and orderings: device score (§10.1), device order per GPU policy (§10.2), node score (§10.3).
-//! The simulator-derived node policies (FGD and its baselines) live in [`node`].
+//! Scheduling policy: one vocabulary (`NodePolicy`, `GpuPolicy`) parsed once, the device and node
+//! scores of HAMi ([`device`]), the simulator-derived node policies ([`node`]), one node-scoring
+//! dispatch shared by the live engine, the replay and the planner ([`score`]), and the per-pod
+//! policy hints read from annotations ([`hints`]).
 
+pub mod device;
+pub mod hints;
 pub mod node;
+pub mod score;
 
-use crate::codec::hints::SortKey;
-use crate::codec::{Device, GpuPolicy, ScoringWeights, VENDOR_NVIDIA};
-use crate::model::{DeviceUsage, GpuNode, Totals};
-use crate::request::{ContainerRequest, PERCENT_UNSET};
-use std::cmp::Ordering;
+use crate::error::Error;
+pub use hints::{PodHints, ScoringWeights};
+use node::Scorer;
 
-pub const WEIGHT: f64 = 10.0;
+/// Every node policy name, in the order the simulator's figures list them.
+pub const POLICY_NAMES: [&str; 8] =
+    ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread"];
 
-fn ratio(part: i64, whole: i64) -> f64 {
-    part as f64 / whole as f64
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodePolicy {
+    #[default]
+    Binpack,
+    Spread,
+    /// A node policy of the FGD paper's simulator (`fgd`, `bestfit`, `dotprod`, `packing`,
+    /// `clustering`, `random`), see [`crate::policy::node`].
+    Scored(Scorer),
 }
 
-/// Device utilisation score. The request only counts when the device type is exactly `NVIDIA`
-/// (HAMi compares the model string with the vendor word; real models never match).
-pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &ScoringWeights) -> f64 {
-    let (count, core, mem) = (i64::from(d.count), i64::from(d.devcore), i64::from(d.devmem));
-    if count == 0 || core == 0 || mem == 0 {
-        return 0.0;
-    }
-    let (slots, cores, memory) = if d.device_type == VENDOR_NVIDIA {
-        let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET {
-            mem * r.mem_percentage / 100
+impl NodePolicy {
+    /// HAMi: `spread` is spread, anything else behaves as binpack — except the names of the
+    /// simulator-derived policies, which select them.
+    pub fn parse(value: &str) -> Self {
+        let value = value.trim();
+        if value == "spread" {
+            Self::Spread
+        } else if let Some(s) = Scorer::parse(value).filter(|_| value == value.to_ascii_lowercase()) {
+            Self::Scored(s)
         } else {
-            r.memreq
-        };
-        (1, r.coresreq, m)
-    } else {
-        (0, 0, 0)
-    };
-    WEIGHT
-        * (w.slot as f64 * ratio(slots + u.used, count)
-            + w.core as f64 * ratio(cores + u.usedcores, core)
-            + w.memory as f64 * ratio(memory + u.usedmem, mem))
-}
-
-/// Node utilisation over all its devices, before the pod is placed.
-pub fn node_score(t: &Totals) -> f64 {
-    if t.count == 0 || t.core == 0 || t.mem == 0 {
-        return 0.0;
-    }
-    WEIGHT * (ratio(t.used, t.count) + ratio(t.usedcores, t.core) + ratio(t.usedmem, t.mem))
-}
-
-fn by_key(key: SortKey, a: (f64, i32), b: (f64, i32)) -> Ordering {
-    match key {
-        SortKey::ScoreAscending => a.0.total_cmp(&b.0),
-        SortKey::ScoreDescending => b.0.total_cmp(&a.0),
-        SortKey::NumaAscending => a.1.cmp(&b.1),
-    }
-}
-
-/// Device indexes in policy order; Fit tries them from the end. Final tiebreak: register order.
-pub fn device_order(
-    node: &GpuNode,
-    usage: &[DeviceUsage],
-    scores: &[f64],
-    policy: &GpuPolicy,
-    numa_bind: bool,
-) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..node.devices.len()).collect();
-    let key = |i: usize| (scores[i], node.hot[i].numa);
-    let keys: Vec<SortKey> = if let Some(chain) = policy.chain_keys(numa_bind) {
-        chain
-    } else if policy.text == "mutex" {
-        order.sort_by(|&a, &b| usage[b].used.cmp(&usage[a].used).then(key(a).1.cmp(&key(b).1)).then(a.cmp(&b)));
-        return order;
-    } else if numa_bind {
-        if policy.text == "binpack" {
-            order.sort_by(|&a, &b| key(b).1.cmp(&key(a).1).then(key(a).0.total_cmp(&key(b).0)).then(a.cmp(&b)));
-            return order;
+            Self::Binpack
         }
-        vec![SortKey::NumaAscending, SortKey::ScoreDescending]
-    } else if policy.text == "binpack" {
-        vec![SortKey::ScoreAscending, SortKey::NumaAscending]
-    } else {
-        vec![SortKey::ScoreDescending, SortKey::NumaAscending]
-    };
-    order.sort_by(|&a, &b| {
-        keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))).then(a.cmp(&b))
-    });
-    order
+    }
+
+    /// A policy named on a command line or in an option: any known name (case-insensitive), else an error.
+    pub fn from_name(name: &str) -> Result<Self, Error> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "binpack" => Ok(Self::Binpack),
+            "spread" => Ok(Self::Spread),
+            other => Scorer::parse(other).map(Self::Scored).ok_or_else(|| {
+                Error::config("", format!("unknown policy {name:?} (want one of {})", POLICY_NAMES.join(", ")))
+            }),
+        }
+    }
+
+    /// Every node policy name a flag accepts: HAMi's two, then the scored policies.
+    pub fn names() -> Vec<&'static str> {
+        ["binpack", "spread"].into_iter().chain(Scorer::ALL.iter().map(|s| s.as_str())).collect()
+    }
+
+    /// For flags and configuration: unlike [`Self::parse`] (HAMi's annotation rule, where anything
+    /// unknown is binpack), an unknown name is an error listing the valid ones. Case-sensitive, as
+    /// HAMi's own `spread`.
+    pub fn parse_strict(value: &str) -> Result<Self, String> {
+        let policy = Self::parse(value);
+        if policy.as_str() == value.trim() || Scorer::parse(value).is_some_and(|s| Self::Scored(s) == policy) {
+            Ok(policy)
+        } else {
+            Err(format!("unknown node scheduler policy {value:?} (valid: {})", Self::names().join(", ")))
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Binpack => "binpack",
+            Self::Spread => "spread",
+            Self::Scored(s) => s.as_str(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    ScoreAscending,
+    ScoreDescending,
+    NumaAscending,
+}
+
+/// GPU policy: how devices are ordered and which extra Fit filters apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuPolicy {
+    pub text: String,
+    pub mutex: bool,
+    pub topology: bool,
+}
+
+impl GpuPolicy {
+    pub fn parse(value: &str) -> Self {
+        let text = value.trim().to_owned();
+        Self { mutex: text.contains("mutex"), topology: text.contains("topology-aware"), text }
+    }
+
+    /// Single GPU policy names; a comma chain of `binpack`, `spread` and `numa` is valid too.
+    pub const NAMES: [&'static str; 5] = ["spread", "binpack", "topology-aware", "mutex", "numa"];
+    const CHAIN_KEYS: [&'static str; 3] = ["binpack", "spread", "numa"];
+
+    /// For flags and configuration: an unknown name is an error listing the valid ones.
+    pub fn parse_strict(value: &str) -> Result<Self, String> {
+        let text = value.trim();
+        let chain = text.contains(',') && text.split(',').all(|t| Self::CHAIN_KEYS.contains(&t.trim()));
+        if Self::NAMES.contains(&text) || chain {
+            Ok(Self::parse(text))
+        } else {
+            Err(format!(
+                "unknown GPU scheduler policy {value:?} (valid: {}, or a comma chain of {})",
+                Self::NAMES.join(", "),
+                Self::CHAIN_KEYS.join(", ")
+            ))
+        }
+    }
+
+    fn is_chain(&self) -> bool {
+        self.text.contains(',') || self.text == "numa"
+    }
+
+    /// Comma chains (or bare `numa`): sort keys in written order, deduplicated; numa first under numa-bind.
+    pub fn chain_keys(&self, numa_bind: bool) -> Option<Vec<SortKey>> {
+        if !self.is_chain() {
+            return None;
+        }
+        let mut keys = Vec::new();
+        for token in self.text.split(',').map(str::trim) {
+            let key = match token {
+                "binpack" => SortKey::ScoreAscending,
+                "spread" => SortKey::ScoreDescending,
+                "numa" => SortKey::NumaAscending,
+                _ => continue,
+            };
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        if keys.is_empty() {
+            keys.push(SortKey::ScoreDescending);
+        }
+        if numa_bind && keys[0] != SortKey::NumaAscending {
+            keys.retain(|k| *k != SortKey::NumaAscending);
+            keys.insert(0, SortKey::NumaAscending);
+        }
+        Some(keys)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn dev(t: &str, count: i32, mem: i32) -> Device {
-        Device {
-            id: "x".into(),
-            count,
-            devmem: mem,
-            devcore: 100,
-            device_type: t.into(),
-            health: true,
-            ..Default::default()
+    #[test]
+    fn policy_chains() {
+        assert_eq!(GpuPolicy::parse("binpack").chain_keys(false), None);
+        assert_eq!(GpuPolicy::parse("numa").chain_keys(false), Some(vec![SortKey::NumaAscending]));
+        assert_eq!(
+            GpuPolicy::parse("binpack,numa,binpack").chain_keys(true),
+            Some(vec![SortKey::NumaAscending, SortKey::ScoreAscending])
+        );
+        assert_eq!(GpuPolicy::parse("mutex,topology-aware").chain_keys(false), Some(vec![SortKey::ScoreDescending]));
+        assert!(GpuPolicy::parse("binpack,mutex").mutex);
+        assert_eq!(NodePolicy::parse("whatever"), NodePolicy::Binpack);
+        assert_eq!(NodePolicy::parse(" fgd "), NodePolicy::Scored(Scorer::Fgd));
+        assert_eq!(NodePolicy::parse("bestfit").as_str(), "bestfit");
+        assert_eq!(NodePolicy::parse("FGD"), NodePolicy::Binpack, "names are case-sensitive, as HAMi's spread");
+        assert_eq!(NodePolicy::parse_strict("spread"), Ok(NodePolicy::Spread));
+        assert_eq!(NodePolicy::parse_strict("best-fit"), Ok(NodePolicy::Scored(Scorer::BestFit)));
+        let err = NodePolicy::parse_strict("foo").unwrap_err();
+        assert!(err.contains("\"foo\"") && err.contains("binpack, spread, random"), "{err}");
+        assert!(NodePolicy::parse_strict("Spread").is_err(), "flags are case-sensitive as HAMi's");
+        assert!(GpuPolicy::parse_strict("numa,binpack").is_ok() && GpuPolicy::parse_strict("topology-aware").is_ok());
+        assert!(GpuPolicy::parse_strict("fast").unwrap_err().contains("valid: spread, binpack"));
+    }
+
+    #[test]
+    fn names_from_the_command_line() {
+        assert_eq!(NodePolicy::from_name("FGD").unwrap(), NodePolicy::Scored(Scorer::Fgd));
+        assert_eq!(NodePolicy::from_name("spread").unwrap(), NodePolicy::Spread);
+        assert!(NodePolicy::from_name("nope").unwrap_err().to_string().contains("unknown policy"));
+        for name in POLICY_NAMES {
+            assert_eq!(NodePolicy::from_name(name).unwrap().as_str(), name);
         }
-    }
-
-    #[test]
-    fn device_score_examples() {
-        let u = DeviceUsage { used: 2, usedmem: 4000, usedcores: 30 };
-        let r = ContainerRequest { nums: 1, memreq: 2000, mem_percentage: PERCENT_UNSET, coresreq: 20 };
-        let w = ScoringWeights::default();
-        assert!((device_score(&dev("NVIDIA-Tesla T4", 10, 16000), &u, &r, &w) - 7.5).abs() < 1e-9);
-        assert!((device_score(&dev("NVIDIA", 10, 16000), &u, &r, &w) - 11.75).abs() < 1e-9);
-        assert_eq!(device_score(&dev("NVIDIA", 0, 16000), &u, &r, &w), 0.0);
-    }
-
-    #[test]
-    fn node_score_example() {
-        let totals = Totals { count: 20, core: 200, mem: 32000, used: 3, usedcores: 50, usedmem: 8000 };
-        assert!((node_score(&totals) - 6.5).abs() < 1e-9);
     }
 }

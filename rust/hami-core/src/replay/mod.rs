@@ -14,12 +14,15 @@ mod gocooked;
 pub mod gorand;
 pub mod snapshot;
 
-use crate::codec::{Device, GpuPolicy, PodHints};
+use crate::codec::Device;
+use crate::error::{Error, Result};
 use crate::fit::{fit_pod, host_shortfall, PodContext};
 use crate::frag::{FragMemo, FxHasher, NodeShape, TaskType, Workload, MILLI};
-use crate::model::{collapse, GpuNode, HostResources};
-use crate::policy::node::{self as np, GpuSelection, GpuTag, NodeView, PodShape, Scorer};
-use crate::policy::node_score;
+use crate::model::{collapse, DeviceUsage, GpuNode, HostResources};
+use crate::policy::device::node_score;
+use crate::policy::node::{GpuTag, NodeView, PodShape, Scorer};
+use crate::policy::score::{self, Candidate, Randomness, Scoring, ShapeKey};
+use crate::policy::{GpuPolicy, NodePolicy, PodHints};
 use crate::request::{ContainerRequest, PodRequest, PERCENT_UNSET};
 use csv::{NodeRow, PodRow};
 use gorand::GoRand;
@@ -37,41 +40,10 @@ pub const HIDDEN_DRAWS: usize = 10;
 /// Pods per node, as in the simulator's node objects.
 pub const PODS_PER_NODE: i64 = 1001;
 
-/// A node policy of the replay: one of the simulator's, or HAMi's binpack / spread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    Sim(Scorer),
-    Binpack,
-    Spread,
-}
-
-pub const POLICY_NAMES: [&str; 8] =
-    ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread"];
-
-impl Policy {
-    pub fn parse(name: &str) -> Result<Self, String> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "binpack" => Ok(Self::Binpack),
-            "spread" => Ok(Self::Spread),
-            other => Scorer::parse(other)
-                .map(Self::Sim)
-                .ok_or_else(|| format!("unknown policy {name:?} (want one of {})", POLICY_NAMES.join(", "))),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sim(s) => s.as_str(),
-            Self::Binpack => "binpack",
-            Self::Spread => "spread",
-        }
-    }
-}
-
 /// Replay parameters.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub policy: Policy,
+    pub policy: NodePolicy,
     pub seed: i64,
     /// Target total GPU request as a multiple of cluster GPU capacity (`<= 0`: no tuning).
     pub tune: f64,
@@ -91,7 +63,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            policy: Policy::Sim(Scorer::Fgd),
+            policy: NodePolicy::Scored(Scorer::Fgd),
             seed: 42,
             tune: 1.3,
             shuffle: true,
@@ -116,7 +88,7 @@ pub struct Event {
 /// The result of one replay.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    pub policy: Policy,
+    pub policy: NodePolicy,
     pub seed: i64,
     pub tune: f64,
     pub pods: usize,
@@ -196,6 +168,8 @@ struct SimNode {
     free: Vec<i64>,
     tags: Vec<(GpuTag, u32)>,
     frag: f64,
+    /// [`Self::shape_key`], kept up to date by every placement.
+    key: ShapeKey,
 }
 
 impl SimNode {
@@ -213,6 +187,17 @@ impl SimNode {
             *f = i64::from(d.devmem) - u.usedmem;
         }
         self.packed = pack(&self.free);
+    }
+
+    fn candidate<'a>(&'a self, pod: PodShape<'a>, hami: bool) -> Candidate<'a> {
+        Candidate {
+            name: &self.name,
+            view: self.view(),
+            pod,
+            hami_score: if hami { node_score(&self.gpu.totals) } else { 0.0 },
+            frag: Some(self.frag),
+            shape_key: Some(&self.key),
+        }
     }
 
     fn shape_key(&self) -> ShapeKey {
@@ -256,7 +241,20 @@ fn build_node(row: &NodeRow, name: String, model_id: usize) -> SimNode {
     let free = vec![i64::from(DEVICE_UNITS); row.gpu as usize];
     let packed = pack(&free);
     let type_upper = if row.gpu > 0 { format!("NVIDIA-{}", row.model).to_uppercase() } else { String::new() };
-    SimNode { name, type_upper, model_id, packed, gpu, model: row.model.clone(), free, tags: Vec::new(), frag: 0.0 }
+    let mut node = SimNode {
+        name,
+        type_upper,
+        model_id,
+        packed,
+        gpu,
+        model: row.model.clone(),
+        free,
+        tags: Vec::new(),
+        frag: 0.0,
+        key: (model_id, 0, 0, None),
+    };
+    node.key = node.shape_key();
+    node
 }
 
 /// A replay in progress: the cluster, the ordered pod stream and the RNG.
@@ -271,18 +269,25 @@ pub struct Replay {
     tuned: i64,
     total_gpus: i64,
     shape_scores: HashMap<ShapeKey, i64, BuildHasherDefault<FxHasher>>,
+    scores: Vec<f64>,
 }
 
-/// (model, CPU left, free GPU milli sorted descending and packed 16 bits each; overflow → exact list).
-type ShapeKey = (usize, i64, u128, Option<Vec<i64>>);
+/// What one pod event did to the cluster.
+pub struct Placed {
+    pub node: usize,
+    /// The node's device usage before the pod was placed.
+    pub usage_before: Vec<DeviceUsage>,
+    /// Change of the cluster fragment.
+    pub frag_delta: f64,
+}
 
 impl Replay {
     /// Builds the cluster and the pod stream exactly as the simulator does for `seed`:
     /// `Seed(S)`, one `Int()`, `Shuffle` of the pods sorted by name, tuning, `Perm` of the nodes
     /// sorted by name (the `%04d-` prefixes that break score ties).
-    pub fn new(node_rows: &[NodeRow], pod_rows: &[PodRow], options: Options) -> Result<Self, String> {
+    pub fn new(node_rows: &[NodeRow], pod_rows: &[PodRow], options: Options) -> Result<Self> {
         if node_rows.is_empty() || pod_rows.is_empty() {
-            return Err("replay needs at least one node and one pod".into());
+            return Err(Error::invalid("trace", "replay needs at least one node and one pod"));
         }
         let mut by_name: Vec<usize> = (0..pod_rows.len()).collect();
         by_name.sort_by(|&a, &b| pod_rows[a].name.cmp(&pod_rows[b].name));
@@ -336,6 +341,7 @@ impl Replay {
             tuned,
             total_gpus,
             shape_scores: HashMap::default(),
+            scores: Vec::new(),
         })
     }
 
@@ -373,134 +379,47 @@ impl Replay {
         }
     }
 
-    /// Chooses among the candidates: highest score, ties to the smallest (prefixed) node name.
+    /// Chooses among the candidates with the policy's scores ([`score::score_nodes`]); ties to
+    /// the smallest (prefixed) node name. Returns the node and, for FGD, its GPU for a sharing pod.
     fn choose(&mut self, task: &Task, cands: &[usize]) -> Option<(usize, Option<usize>)> {
         if cands.is_empty() {
             return None;
         }
-        let shape = task.shape();
-        let pick = |nodes: &[SimNode], scored: &[(usize, i64)]| -> usize {
-            scored
-                .iter()
-                .min_by(|a, b| b.1.cmp(&a.1).then_with(|| nodes[a.0].name.cmp(&nodes[b.0].name)))
-                .map(|s| s.0)
-                .unwrap_or(cands[0])
+        let (policy, pod, nodes) = (self.options.policy, task.shape(), &self.nodes);
+        let hami = matches!(policy, NodePolicy::Binpack | NodePolicy::Spread);
+        let rng = &mut self.rng;
+        let mut draw = |n: usize| rng.intn(n);
+        let mut ctx = Scoring {
+            workload: &self.workload,
+            memo: &mut self.memo,
+            random: Randomness::Draw(&mut draw),
+            shapes: &mut self.shape_scores,
         };
-        match self.options.policy {
-            Policy::Sim(Scorer::Random) => {
-                let node = if cands.len() == 1 { cands[0] } else { cands[self.rng.intn(cands.len())] };
-                Some((node, None))
+        let candidates = cands.iter().map(|&i| nodes[i].candidate(pod, hami));
+        score::score_nodes(policy, candidates, &mut ctx, &mut self.scores);
+        let scores = &self.scores;
+        let best = cands[score::choose(cands.len(), |k| &nodes[cands[k]].name, |k| scores[k], policy)?];
+        let gpu = match policy {
+            NodePolicy::Scored(Scorer::Fgd) => {
+                score::fgd_gpu(&nodes[best].candidate(pod, false), &self.workload, &mut self.memo)
             }
-            Policy::Sim(Scorer::Fgd) => {
-                // Nodes of equal shape (model, CPU left, multiset of free GPU milli) score alike:
-                // score each shape once per pod, then redo the winner for its GPU choice.
-                let mut by_shape = std::mem::take(&mut self.shape_scores);
-                by_shape.clear();
-                let mut best: Option<(usize, i64)> = None;
-                for &i in cands {
-                    let n = &self.nodes[i];
-                    let key = n.shape_key();
-                    let s = match by_shape.get(&key) {
-                        Some(&s) => s,
-                        None => {
-                            let s = np::fgd_from(&n.view(), &shape, &self.workload, &mut self.memo, n.frag).0;
-                            by_shape.insert(key, s);
-                            s
-                        }
-                    };
-                    let better = match best {
-                        None => true,
-                        Some((b, bs)) => s > bs || (s == bs && n.name < self.nodes[b].name),
-                    };
-                    if better {
-                        best = Some((i, s));
-                    }
-                }
-                self.shape_scores = by_shape;
-                best.map(|(i, _)| {
-                    let gpu = if shape.is_share() {
-                        let n = &self.nodes[i];
-                        np::fgd_from(&n.view(), &shape, &self.workload, &mut self.memo, n.frag).1
-                    } else {
-                        None
-                    };
-                    (i, gpu)
-                })
-            }
-            Policy::Sim(scorer) => {
-                let mut scored: Vec<(usize, i64)> = cands
-                    .iter()
-                    .map(|&i| {
-                        let v = self.nodes[i].view();
-                        let s = match scorer {
-                            Scorer::BestFit => np::best_fit(&v, &shape),
-                            Scorer::DotProd => np::dot_product(&v, &shape),
-                            Scorer::Packing => np::packing(&v, &shape),
-                            _ => np::clustering(&v, &shape),
-                        };
-                        (i, s)
-                    })
-                    .collect();
-                if scorer == Scorer::BestFit {
-                    let mut s: Vec<i64> = scored.iter().map(|x| x.1).collect();
-                    np::normalize(&mut s);
-                    for (x, v) in scored.iter_mut().zip(s) {
-                        x.1 = v;
-                    }
-                }
-                Some((pick(&self.nodes, &scored), None))
-            }
-            Policy::Binpack | Policy::Spread => {
-                let spread = self.options.policy == Policy::Spread;
-                let best = cands.iter().copied().min_by(|&a, &b| {
-                    let (na, nb) = (&self.nodes[a], &self.nodes[b]);
-                    let (sa, sb) = (node_score(&na.gpu.totals), node_score(&nb.gpu.totals));
-                    let by = if spread { sa.total_cmp(&sb) } else { sb.total_cmp(&sa) };
-                    by.then_with(|| na.name.cmp(&nb.name))
-                });
-                best.map(|b| (b, None))
-            }
-        }
+            _ => None,
+        };
+        Some((best, gpu))
     }
 
     /// GPU preference on the chosen node (the simulator's `gpuSelMethod`), or `None` for HAMi's order.
     fn gpu_preference(&mut self, task: &Task, node: usize, fgd_gpu: Option<usize>) -> Option<Vec<usize>> {
-        let shape = task.shape();
         let free = &self.nodes[node].free;
-        let selection = match self.options.policy {
-            Policy::Sim(s) => s.gpu_selection(),
-            Policy::Binpack | Policy::Spread => return None,
-        };
-        Some(match (selection, shape.is_share()) {
-            (GpuSelection::Fgd, true) => match fgd_gpu {
-                Some(g) => np::gpu_preference_first(g, free, &shape),
-                None => np::gpu_preference_best_fit(free, &shape),
-            },
-            (GpuSelection::Random, true) => {
-                let mut chosen = None;
-                let mut seen = 0;
-                for (i, &f) in free.iter().enumerate() {
-                    if f >= shape.gpu_milli {
-                        seen += 1;
-                        if self.rng.intn(seen) == 0 {
-                            chosen = Some(i);
-                        }
-                    }
-                }
-                match chosen {
-                    Some(g) => np::gpu_preference_first(g, free, &shape),
-                    None => np::gpu_preference_best_fit(free, &shape),
-                }
-            }
-            _ => np::gpu_preference_best_fit(free, &shape),
-        })
+        let rng = &mut self.rng;
+        score::gpu_preference(self.options.policy, &task.shape(), free, fgd_gpu, Some(&mut |n| rng.intn(n)))
     }
 
     /// Places the task on `node` through the engine's Fit and books it.
-    fn place(&mut self, task: &Task, node: usize, preference: Option<Vec<usize>>) -> Result<(), String> {
+    fn place(&mut self, task: &Task, node: usize, preference: Option<Vec<usize>>) -> Result<()> {
         let n = &mut self.nodes[node];
         if let Some(request) = &task.request {
-            let policy = GpuPolicy::parse(if self.options.policy == Policy::Spread { "spread" } else { "binpack" });
+            let policy = GpuPolicy::parse(if self.options.policy == NodePolicy::Spread { "spread" } else { "binpack" });
             let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| preference.clone();
             let ctx = PodContext {
                 request,
@@ -510,7 +429,7 @@ impl Replay {
                 device_preference: Some(&prefer),
             };
             let fit = fit_pod(&n.gpu, &ctx)
-                .map_err(|e| format!("node {}: engine Fit refused the chosen node: {e}", n.name))?;
+                .map_err(|e| Error::internal(format!("node {}: engine Fit refused the chosen node: {e}", n.name)))?;
             let footprint = collapse(&fit.slots, request.init_count, false);
             n.gpu.account(&footprint, 1);
             n.refresh_free();
@@ -527,11 +446,28 @@ impl Replay {
                 None => n.tags.push((tag, 1)),
             }
         }
+        n.key = n.shape_key();
         Ok(())
     }
 
+    /// One pod event, the same for the full replay and the snapshot: candidates, the policy's
+    /// choice, the GPU preference, placement through the engine's Fit, the fragment update.
+    /// `None` when no node can host the pod.
+    fn step(&mut self, task: &Task, cands: &mut Vec<usize>) -> Result<Option<Placed>> {
+        self.candidates(task, cands);
+        let Some((node, fgd_gpu)) = self.choose(task, cands) else { return Ok(None) };
+        let preference = self.gpu_preference(task, node, fgd_gpu);
+        let usage_before = self.nodes[node].gpu.usage.clone();
+        self.place(task, node, preference)?;
+        let n = &mut self.nodes[node];
+        let new = self.memo.frag(&n.shape(), &self.workload);
+        let frag_delta = new - n.frag;
+        n.frag = new;
+        Ok(Some(Placed { node, usage_before, frag_delta }))
+    }
+
     /// Runs the whole stream.
-    pub fn run(mut self) -> Result<Outcome, String> {
+    pub fn run(mut self) -> Result<Outcome> {
         let mut events = Vec::with_capacity(self.order.len());
         let (mut arrived, mut used, mut failed) = (0i64, 0i64, 0usize);
         let mut frag: f64 = self.nodes.iter().map(|n| n.frag).sum();
@@ -541,24 +477,13 @@ impl Replay {
         for &t in &order {
             let task = &tasks[t];
             arrived += task.total_milli();
-            self.candidates(task, &mut cands);
-            match self.choose(task, &cands) {
+            match self.step(task, &mut cands)? {
                 None => failed += 1,
-                Some((node, fgd_gpu)) => {
-                    let preference = self.gpu_preference(task, node, fgd_gpu);
-                    self.place(task, node, preference)?;
+                Some(placed) => {
                     if task.request.is_some() {
                         used += task.total_milli();
                     }
-                    let n = &mut self.nodes[node];
-                    let shape = NodeShape {
-                        cpu_left: n.gpu.host.map_or(0, |h| h.cpu_left()),
-                        gpu_free: &n.free,
-                        model: &n.model,
-                    };
-                    let new = self.memo.frag(&shape, &self.workload);
-                    frag += new - n.frag;
-                    n.frag = new;
+                    frag += placed.frag_delta;
                 }
             }
             events.push(Event { arrived, used, frag });
@@ -707,10 +632,10 @@ pub fn replay_csv(
     pods_file: &str,
     pods_csv: &str,
     options: Options,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value> {
     let start = std::time::Instant::now();
-    let nodes = csv::parse_nodes(nodes_file, nodes_csv)?;
-    let pods = csv::parse_pods(pods_file, pods_csv)?;
+    let nodes = csv::parse_nodes(nodes_file, nodes_csv).map_err(|e| Error::invalid("", e))?;
+    let pods = csv::parse_pods(pods_file, pods_csv).map_err(|e| Error::invalid("", e))?;
     let outcome = Replay::new(&nodes, &pods, options)?.run()?;
     Ok(outcome.to_json(start.elapsed().as_secs_f64()))
 }

@@ -1,8 +1,9 @@
 //! A replay stopped part-way, exported as Kubernetes objects: the clusters the descheduler's
 //! planner is measured on (`openb` replayed with a policy up to a share of arrived GPU demand).
 
-use super::{Replay, MILLI};
+use super::{Placed, Replay, MILLI};
 use crate::codec::{self, encode_node_register, encode_pod_devices, ContainerDevice};
+use crate::error::{Error, Result};
 use serde_json::{json, Value};
 
 impl Replay {
@@ -11,7 +12,7 @@ impl Replay {
     /// allocatable CPU and memory) and the GPU pods placed so far (HAMi allocation annotations,
     /// owned by a ReplicaSet, `Running`), CPU-only pods included for the nodes' CPU accounting.
     /// Pods that failed to schedule are not in the list.
-    pub fn snapshot_at(mut self, arrived_pct: f64) -> Result<Value, String> {
+    pub fn snapshot_at(mut self, arrived_pct: f64) -> Result<Value> {
         let limit = arrived_pct / 100.0 * (self.total_gpus * MILLI) as f64;
         let order = std::mem::take(&mut self.order);
         let tasks = std::mem::take(&mut self.tasks);
@@ -24,13 +25,8 @@ impl Replay {
                 break;
             }
             arrived += task.total_milli();
-            self.candidates(task, &mut cands);
-            let Some((node, fgd_gpu)) = self.choose(task, &cands) else { continue };
-            let preference = self.gpu_preference(task, node, fgd_gpu);
-            let before = self.nodes[node].gpu.usage.clone();
-            self.place(task, node, preference)?;
-            let n = &mut self.nodes[node];
-            n.frag = self.memo.frag(&n.shape(), &self.workload);
+            let Some(Placed { node, usage_before: before, .. }) = self.step(task, &mut cands)? else { continue };
+            let n = &self.nodes[node];
             let gpu = task.request.is_some();
             let devices: Vec<ContainerDevice> = n
                 .gpu
@@ -58,7 +54,7 @@ impl Replay {
                 limits.insert("nvidia.com/gpumem".into(), task.milli.to_string().into());
             }
             if gpu && !task.spec.is_empty() {
-                annotations.insert(codec::hints::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
+                annotations.insert(codec::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
             }
             items.push(json!({
                 "apiVersion": "v1", "kind": "Pod",
@@ -87,7 +83,7 @@ impl Replay {
                     "apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": n.name, "annotations": {
                         codec::REGISTER_KEY: encode_node_register(&n.gpu.devices),
-                        "hami.io/node-handshake": "Reported 2026-01-01 00:00:00 +0000 UTC",
+                        codec::NODE_HANDSHAKE_KEY: "Reported 2026-01-01 00:00:00 +0000 UTC",
                     }},
                     "status": {"allocatable": {"cpu": format!("{}m", host.cpu_milli), "memory": format!("{}Mi", host.memory_mib)}},
                 })
@@ -108,8 +104,8 @@ pub fn snapshot_csv(
     pods_csv: &str,
     options: super::Options,
     arrived_pct: f64,
-) -> Result<Value, String> {
-    let nodes = super::csv::parse_nodes(nodes_file, nodes_csv)?;
-    let pods = super::csv::parse_pods(pods_file, pods_csv)?;
+) -> Result<Value> {
+    let nodes = super::csv::parse_nodes(nodes_file, nodes_csv).map_err(|e| Error::invalid("", e))?;
+    let pods = super::csv::parse_pods(pods_file, pods_csv).map_err(|e| Error::invalid("", e))?;
     super::Replay::new(&nodes, &pods, options)?.snapshot_at(arrived_pct)
 }

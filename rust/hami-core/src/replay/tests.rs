@@ -37,13 +37,13 @@ fn pods(n: usize) -> Vec<PodRow> {
 }
 
 fn run(policy: &str, seed: i64, check_all: bool) -> Outcome {
-    let options = Options { policy: Policy::parse(policy).unwrap(), seed, check_all, ..Options::default() };
+    let options = Options { policy: NodePolicy::from_name(policy).unwrap(), seed, check_all, ..Options::default() };
     Replay::new(&nodes(30), &pods(150), options).unwrap().run().unwrap()
 }
 
 #[test]
 fn every_policy_replays_and_agrees_with_the_engine_fit() {
-    for name in POLICY_NAMES {
+    for name in crate::policy::POLICY_NAMES {
         let out = run(name, 42, true);
         assert_eq!(out.events.len(), out.pods, "{name}");
         let capacity = out.total_gpus * MILLI;
@@ -96,7 +96,7 @@ fn tuning_up_and_down() {
 #[test]
 fn metrics_are_discretised_like_the_analysis_scripts() {
     let out = Outcome {
-        policy: Policy::Binpack,
+        policy: NodePolicy::Binpack,
         seed: 1,
         tune: 1.3,
         pods: 3,
@@ -141,7 +141,7 @@ fn cpu_only_and_host_limits() {
     let options = Options {
         tune: 0.0,
         shuffle: false,
-        policy: Policy::parse("bestfit").unwrap(),
+        policy: NodePolicy::from_name("bestfit").unwrap(),
         check_all: true,
         ..Options::default()
     };
@@ -163,7 +163,10 @@ fn host_fit_reasons_as_kube_scheduler_words_them() {
     let host =
         HostResources { cpu_milli: 1000, memory_mib: 100, pods: 1, pods_requested: 1, ..HostResources::default() };
     let node = GpuNode::with_devices("n", Vec::new(), Some(host));
-    assert_eq!(fit_host(&node, 2000, 200).unwrap_err(), "Too many pods, Insufficient cpu, Insufficient memory");
+    assert_eq!(
+        fit_host(&node, 2000, 200).unwrap_err().to_string(),
+        "Too many pods, Insufficient cpu, Insufficient memory"
+    );
     let node = GpuNode::with_devices("n", Vec::new(), Some(HostResources { pods: 2, ..host }));
     assert_eq!(fit_host(&node, 1000, 100), Ok(()));
     assert_eq!(fit_host(&GpuNode::default(), i64::MAX, i64::MAX), Ok(()), "unknown host resources are not checked");

@@ -1,25 +1,13 @@
-//! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reason keys and reason strings.
+//! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reasons ([`reason`]).
 
-use crate::codec::{ContainerDevice, GpuPolicy, PodDevices, PodHints, VENDOR_NVIDIA};
+pub mod reason;
+
+use crate::codec::{ContainerDevice, PodDevices, VENDOR_NVIDIA};
 use crate::model::{collapse, DeviceHot, DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG, NVIDIA};
-use crate::policy::{device_order, device_score, node_score};
+use crate::policy::device::{device_order, device_score, node_score};
+use crate::policy::{GpuPolicy, PodHints};
 use crate::request::{ContainerRequest, PodRequest};
-use std::collections::BTreeMap;
-
-pub const CARD_NOT_HEALTH: &str = "CardNotHealth";
-pub const CARD_CORDONED: &str = "CardCordoned";
-pub const CARD_TYPE_MISMATCH: &str = "CardTypeMismatch";
-pub const NUMA_NOT_FIT: &str = "NumaNotFit";
-pub const CARD_UUID_MISMATCH: &str = "CardUuidMismatch";
-pub const CARD_TIME_SLICING_EXHAUSTED: &str = "CardTimeSlicingExhausted";
-pub const EXCLUSIVE_CONFLICT: &str = "ExclusiveDeviceAllocateConflict";
-pub const QUOTA_NOT_FIT: &str = "ResourceQuotaNotFit";
-pub const CARD_INSUFFICIENT_MEMORY: &str = "CardInsufficientMemory";
-pub const CARD_INSUFFICIENT_CORE: &str = "CardInsufficientCore";
-pub const CARD_COMPUTE_UNITS_EXHAUSTED: &str = "CardComputeUnitsExhausted";
-pub const ALLOCATED_CARDS_INSUFFICIENT: &str = "AllocatedCardsInsufficientRequest";
-pub const NODE_INSUFFICIENT_DEVICE: &str = "NodeInsufficientDevice";
-pub const NODE_UNREGISTERED: &str = "node unregistered";
+pub use reason::{FitFailure, Reason, ReasonCounts};
 
 /// Namespace quota on vGPU memory and cores (limits already scaled by the memory factor).
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,24 +32,20 @@ pub struct PodContext<'a> {
     pub device_preference: Option<DevicePreference<'a>>,
 }
 
-pub const INSUFFICIENT_CPU: &str = "Insufficient cpu";
-pub const INSUFFICIENT_MEMORY: &str = "Insufficient memory";
-pub const TOO_MANY_PODS: &str = "Too many pods";
-
 /// kube-scheduler's `NodeResourcesFit` for CPU, memory and pod count, on nodes whose host
 /// resources are known; reasons as kube-scheduler words them, joined with `", "`.
-pub fn fit_host(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> Result<(), String> {
+pub fn fit_host(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> Result<(), FitFailure> {
     let short = host_shortfall(node, cpu_milli, memory_mib);
     if short == [false; 3] {
         return Ok(());
     }
-    let reasons: Vec<&str> = [TOO_MANY_PODS, INSUFFICIENT_CPU, INSUFFICIENT_MEMORY]
+    let reasons = [Reason::TooManyPods, Reason::InsufficientCpu, Reason::InsufficientMemory]
         .into_iter()
         .zip(short)
         .filter(|(_, s)| *s)
         .map(|(r, _)| r)
         .collect();
-    Err(reasons.join(", "))
+    Err(FitFailure::Host(reasons))
 }
 
 /// [`fit_host`] without the reason text: (too many pods, CPU short, memory short).
@@ -80,15 +64,8 @@ pub struct NodeFit {
     pub slots: PodDevices,
 }
 
-/// `"<count>/<total> <Reason>"` entries sorted as strings and joined with `", "`.
-pub fn gen_reason(reasons: &BTreeMap<&'static str, usize>, total: usize) -> String {
-    let mut parts: Vec<String> = reasons.iter().map(|(k, n)| format!("{n}/{total} {k}")).collect();
-    parts.sort();
-    parts.join(", ")
-}
-
 /// Places every container of the pod on `node`, or says why not.
-pub fn fit_pod(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, String> {
+pub fn fit_pod(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFailure> {
     let base = &node.usage;
     let score = node_score(&node.totals);
     let request = ctx.request;
@@ -115,7 +92,7 @@ fn fit_container(
     ctx: &PodContext,
     earlier: &PodDevices,
     slot: usize,
-) -> Result<Vec<ContainerDevice>, String> {
+) -> Result<Vec<ContainerDevice>, FitFailure> {
     let preferred = ctx.device_preference.and_then(|prefer| prefer(node, usage));
     let order = match preferred {
         // Fit walks the order from the end: reverse the preference.
@@ -131,7 +108,7 @@ fn fit_container(
     };
     let typed: Vec<usize> = order.into_iter().filter(|&i| node.hot[i].has(NVIDIA)).collect();
     if r.nums > typed.len() as i64 {
-        return Err(NODE_INSUFFICIENT_DEVICE.to_owned());
+        return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     let picked = pick_devices(node, usage, &typed, r, ctx, earlier, slot)?;
     let mut out = Vec::with_capacity(picked.len());
@@ -166,43 +143,43 @@ fn pick_devices(
     ctx: &PodContext,
     earlier: &PodDevices,
     slot: usize,
-) -> Result<Vec<Pick>, String> {
+) -> Result<Vec<Pick>, FitFailure> {
     let hints = ctx.hints;
     let (topology, mutex) = (ctx.gpu_policy.topology, ctx.gpu_policy.mutex);
     let origin = r.nums as usize;
     let mut need = origin;
     let mut prev_numa: Option<i32> = None;
     let mut picked: Vec<Pick> = Vec::new();
-    let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut reasons = ReasonCounts::default();
     for &i in typed.iter().rev() {
         let u = &usage[i];
         if let Some(reason) = identity_check(node, i, hints) {
-            bump(&mut reasons, reason, 1);
+            reasons.bump(reason, 1);
             continue;
         }
         let d = &node.hot[i];
         if hints.numa_bind && prev_numa != Some(d.numa) {
             if need != origin {
-                bump(&mut reasons, NUMA_NOT_FIT, picked.len());
+                reasons.bump(Reason::NumaNotFit, picked.len());
             }
             need = origin;
             picked.clear();
             prev_numa = Some(d.numa);
         }
         if let Some(reason) = slot_check(node, i, u, hints, mutex) {
-            bump(&mut reasons, reason, 1);
+            reasons.bump(reason, 1);
             continue;
         }
         let cores = r.clamped_cores();
         let mem = r.resolved_memory(i64::from(d.devmem));
         if let Some(q) = &ctx.quota {
             if exceeds_quota(q, node, earlier, slot, &picked, Pick { index: i, mem, cores }, ctx.request.init_count) {
-                bump(&mut reasons, QUOTA_NOT_FIT, 1);
+                reasons.bump(Reason::ResourceQuotaNotFit, 1);
                 continue;
             }
         }
         if let Some(reason) = capacity_check(node, i, u, mem, cores) {
-            bump(&mut reasons, reason, 1);
+            reasons.bump(reason, 1);
             continue;
         }
         if need > 0 {
@@ -219,56 +196,52 @@ fn pick_devices(
         return Ok(choose_by_topology(node, picked, origin));
     }
     if !picked.is_empty() {
-        bump(&mut reasons, ALLOCATED_CARDS_INSUFFICIENT, picked.len());
+        reasons.bump(Reason::AllocatedCardsInsufficientRequest, picked.len());
     }
-    Err(gen_reason(&reasons, typed.len()))
-}
-
-fn bump(reasons: &mut BTreeMap<&'static str, usize>, reason: &'static str, by: usize) {
-    *reasons.entry(reason).or_default() += by;
+    Err(FitFailure::Cards { counts: reasons, cards: typed.len() })
 }
 
 /// Checks 1–3: health, cordon, type and mode filters (MIG devices are not supported yet).
-fn identity_check(node: &GpuNode, i: usize, hints: &PodHints) -> Option<&'static str> {
+fn identity_check(node: &GpuNode, i: usize, hints: &PodHints) -> Option<Reason> {
     let h = &node.hot[i];
     if !h.has(HEALTHY) {
-        Some(CARD_NOT_HEALTH)
+        Some(Reason::CardNotHealth)
     } else if h.has(CORDONED) {
-        Some(CARD_CORDONED)
+        Some(Reason::CardCordoned)
     } else if h.has(MIG)
         || (hints.filters_devices() && !hints.device_allowed(&node.devices[i].device_type, &node.devices[i].mode))
     {
-        Some(CARD_TYPE_MISMATCH)
+        Some(Reason::CardTypeMismatch)
     } else {
         None
     }
 }
 
 /// Checks 5–7: UUID filters, free time-slicing slot, mutex.
-fn slot_check(node: &GpuNode, i: usize, u: &DeviceUsage, hints: &PodHints, mutex: bool) -> Option<&'static str> {
+fn slot_check(node: &GpuNode, i: usize, u: &DeviceUsage, hints: &PodHints, mutex: bool) -> Option<Reason> {
     if hints.filters_uuids() && !hints.uuid_allowed(&node.devices[i].id) {
-        Some(CARD_UUID_MISMATCH)
+        Some(Reason::CardUuidMismatch)
     } else if i64::from(node.hot[i].count) <= u.used {
-        Some(CARD_TIME_SLICING_EXHAUSTED)
+        Some(Reason::CardTimeSlicingExhausted)
     } else if mutex && u.used > 0 {
-        Some(EXCLUSIVE_CONFLICT)
+        Some(Reason::ExclusiveDeviceAllocateConflict)
     } else {
         None
     }
 }
 
 /// Checks 9–12: memory, cores, exclusive request on a shared card, zero-core task on a full card.
-fn capacity_check(node: &GpuNode, i: usize, u: &DeviceUsage, mem: i64, cores: i64) -> Option<&'static str> {
+fn capacity_check(node: &GpuNode, i: usize, u: &DeviceUsage, mem: i64, cores: i64) -> Option<Reason> {
     let h = &node.hot[i];
     let (total_mem, total_core) = (i64::from(h.devmem), i64::from(h.devcore));
     if total_mem - u.usedmem < mem {
-        Some(CARD_INSUFFICIENT_MEMORY)
+        Some(Reason::CardInsufficientMemory)
     } else if total_core - u.usedcores < cores {
-        Some(CARD_INSUFFICIENT_CORE)
+        Some(Reason::CardInsufficientCore)
     } else if total_core == 100 && cores == 100 && u.used > 0 {
-        Some(EXCLUSIVE_CONFLICT)
+        Some(Reason::ExclusiveDeviceAllocateConflict)
     } else if total_core != 0 && u.usedcores == total_core && cores == 0 {
-        Some(CARD_COMPUTE_UNITS_EXHAUSTED)
+        Some(Reason::CardComputeUnitsExhausted)
     } else {
         None
     }
@@ -287,7 +260,7 @@ pub fn order_free_request<'a>(ctx: &PodContext<'a>) -> Option<&'a ContainerReque
 
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the
 /// `nums`-th eligible card; the reasons are only worked out for nodes that fail.
-pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Result<f64, String> {
+pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Result<f64, FitFailure> {
     let nums = usize::try_from(r.nums).unwrap_or(usize::MAX);
     let cores = r.clamped_cores();
     let plain = !ctx.hints.filters_devices() && !ctx.hints.filters_uuids();
@@ -320,10 +293,10 @@ fn fits_capacity(h: &DeviceHot, u: &DeviceUsage, mem: i64, cores: i64, mutex: bo
 }
 
 /// The full per-card walk with reasons (hints present, or the node does not fit).
-fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: usize) -> Result<f64, String> {
+fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: usize) -> Result<f64, FitFailure> {
     let mutex = ctx.gpu_policy.mutex;
     let (mut typed, mut eligible) = (0usize, 0usize);
-    let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut reasons = ReasonCounts::default();
     let cores = r.clamped_cores();
     for (i, (h, u)) in node.hot.iter().zip(&node.usage).enumerate() {
         if !h.has(NVIDIA) {
@@ -335,20 +308,20 @@ fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: u
             .or_else(|| slot_check(node, i, u, ctx.hints, mutex))
             .or_else(|| capacity_check(node, i, u, mem, cores))
         {
-            Some(reason) => bump(&mut reasons, reason, 1),
+            Some(reason) => reasons.bump(reason, 1),
             None => eligible += 1,
         }
     }
     if nums > typed {
-        return Err(NODE_INSUFFICIENT_DEVICE.to_owned());
+        return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     if eligible >= nums {
         return Ok(node_score(&node.totals));
     }
     if eligible > 0 {
-        bump(&mut reasons, ALLOCATED_CARDS_INSUFFICIENT, eligible);
+        reasons.bump(Reason::AllocatedCardsInsufficientRequest, eligible);
     }
-    Err(gen_reason(&reasons, typed))
+    Err(FitFailure::Cards { counts: reasons, cards: typed })
 }
 
 /// Quota check (§13.3): earlier containers + picked so far + the candidate, collapsed.
@@ -442,14 +415,6 @@ impl Iterator for Combinations {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reason_format() {
-        let mut r = BTreeMap::new();
-        r.insert(CARD_TIME_SLICING_EXHAUSTED, 3);
-        r.insert(CARD_INSUFFICIENT_MEMORY, 1);
-        assert_eq!(gen_reason(&r, 4), "1/4 CardInsufficientMemory, 3/4 CardTimeSlicingExhausted");
-    }
 
     #[test]
     fn combinations_are_lexicographic() {

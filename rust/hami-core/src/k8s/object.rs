@@ -1,8 +1,8 @@
 //! The parts of Kubernetes objects the engine reads. Unknown fields are skipped; `null` reads as empty.
 
-use crate::quantity::Quantity;
+use crate::k8s::quantity::Quantity;
+use crate::k8s::ObjectKey;
 use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 pub type StringMap = BTreeMap<String, String>;
@@ -15,6 +15,28 @@ where
     T: Default + Deserialize<'de>,
 {
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A malformed value reads as the type's default instead of failing the whole object (for
+/// fields only the planner reads, which must not make an otherwise usable object unreadable).
+pub fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(T::deserialize(value).unwrap_or_default())
+}
+
+/// The controller of an object (its `ownerReferences` entry with `controller: true`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct OwnerReference {
+    #[serde(deserialize_with = "nullable")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    pub controller: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -33,6 +55,15 @@ pub struct ObjectMeta {
     #[serde(deserialize_with = "nullable")]
     pub labels: StringMap,
     pub deletion_timestamp: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+impl ObjectMeta {
+    /// The controlling owner as (kind, name), if any.
+    pub fn controller(&self) -> Option<(&str, &str)> {
+        self.owner_references.iter().find(|o| o.controller == Some(true)).map(|o| (o.kind.as_str(), o.name.as_str()))
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -104,8 +135,51 @@ pub struct Pod {
 }
 
 impl Pod {
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.metadata.namespace, self.metadata.name)
+    /// Always `namespace/name`.
+    pub fn key(&self) -> ObjectKey<'_> {
+        ObjectKey::namespaced(&self.metadata.namespace, &self.metadata.name)
+    }
+
+    /// Where its reservation is kept: the UID, else `namespace/name`.
+    pub fn reservation_key(&self) -> String {
+        crate::k8s::reservation_key(&self.metadata.uid, &self.metadata.namespace, &self.metadata.name)
+    }
+}
+
+/// The parts of a Pod's or Node's `status` the engine reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ObjectStatus {
+    #[serde(deserialize_with = "nullable")]
+    pub phase: String,
+    #[serde(deserialize_with = "lenient")]
+    pub allocatable: ResourceList,
+}
+
+impl ObjectStatus {
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase.as_str(), "Succeeded" | "Failed")
+    }
+}
+
+/// Any Node or Pod in full, parsed once: what the planner reads of a snapshot item.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Object {
+    #[serde(deserialize_with = "nullable")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nullable")]
+    pub spec: PodSpec,
+    #[serde(deserialize_with = "nullable")]
+    pub status: ObjectStatus,
+}
+
+impl Object {
+    /// The Pod part (metadata and spec) of the object.
+    pub fn into_pod(self) -> (Pod, ObjectStatus) {
+        (Pod { metadata: self.metadata, spec: self.spec }, self.status)
     }
 }
 
@@ -116,40 +190,9 @@ pub struct QuotaSpec {
     pub hard: ResourceList,
 }
 
-#[derive(Debug, Deserialize)]
-pub struct WatchEvent<'a> {
-    #[serde(rename = "type")]
-    pub event_type: String,
-    #[serde(borrow)]
-    pub object: &'a RawValue,
-}
-
 impl ObjectMeta {
     /// `name` for cluster-scoped objects, `namespace/name` otherwise.
-    pub fn key(&self) -> String {
-        if self.namespace.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.namespace, self.name)
-        }
+    pub fn key(&self) -> ObjectKey<'_> {
+        ObjectKey::new(&self.namespace, &self.name)
     }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ListMeta {
-    #[serde(deserialize_with = "nullable")]
-    pub resource_version: String,
-    #[serde(rename = "continue", deserialize_with = "nullable")]
-    pub continue_token: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct ListPage<'a> {
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub metadata: ListMeta,
-    #[serde(borrow, default)]
-    pub items: Vec<&'a RawValue>,
 }

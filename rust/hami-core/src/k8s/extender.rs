@@ -1,7 +1,8 @@
 //! kube-scheduler extender wire types: Go field names out, keys matched case-insensitively in.
 
+use crate::error::Error;
+use crate::k8s::view::Text;
 use crate::k8s::Pod;
-use crate::view::Text;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -19,10 +20,10 @@ pub struct ExtenderArgs<'a> {
 }
 
 /// Parses a raw `NodeNames` array (`null` reads as empty).
-pub fn parse_node_names(raw: Option<&RawValue>) -> Result<Vec<Cow<'_, str>>, String> {
+pub fn parse_node_names(raw: Option<&RawValue>) -> Result<Vec<Cow<'_, str>>, Error> {
     let Some(raw) = raw else { return Ok(Vec::new()) };
     let names: Option<Vec<Text>> =
-        serde_json::from_str(raw.get()).map_err(|e| format!("decode ExtenderArgs.NodeNames: {e}"))?;
+        serde_json::from_str(raw.get()).map_err(|e| Error::decode("ExtenderArgs.NodeNames", e))?;
     Ok(names.unwrap_or_default().into_iter().map(|t| t.0).collect())
 }
 
@@ -132,8 +133,8 @@ impl<'de> Deserialize<'de> for ExtenderBindingArgs {
     }
 }
 
-pub fn parse_binding_args(body: &[u8]) -> Result<ExtenderBindingArgs, String> {
-    serde_json::from_slice(body).map_err(|e| format!("decode ExtenderBindingArgs: {e}"))
+pub fn parse_binding_args(body: &[u8]) -> Result<ExtenderBindingArgs, Error> {
+    serde_json::from_slice(body).map_err(|e| Error::decode("ExtenderBindingArgs", e))
 }
 
 #[derive(Debug, Serialize)]
@@ -175,7 +176,7 @@ mod tests {
         assert_eq!(b.pod_uid, "1b4c");
         let b = parse_binding_args(br#"{"podname":"p","node":"n"}"#).unwrap();
         assert_eq!(b.pod_name, "p");
-        assert!(parse_binding_args(br#"{"PodName":"p"}"#).unwrap_err().contains("Node"));
+        assert!(parse_binding_args(br#"{"PodName":"p"}"#).unwrap_err().to_string().contains("Node"));
         assert!(parse_binding_args(b"nope").is_err());
     }
 }

@@ -3,7 +3,9 @@
 //! A pod event is parsed once: identity, the two HAMi annotations, and the small `spec`/`status`
 //! slices the usage rules read. Other annotations (often large) are skipped without allocation.
 
-use crate::codec;
+use crate::annotations as codec;
+use crate::error::Error;
+use crate::k8s::ObjectKey;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -100,12 +102,13 @@ pub struct MetaView<'a> {
 
 impl MetaView<'_> {
     /// `name` for cluster-scoped objects, `namespace/name` otherwise.
-    pub fn key(&self) -> String {
-        if self.namespace.is_empty() {
-            self.name.to_string()
-        } else {
-            format!("{}/{}", self.namespace, self.name)
-        }
+    pub fn key(&self) -> ObjectKey<'_> {
+        ObjectKey::new(&self.namespace, &self.name)
+    }
+
+    /// A pod's reservation key: its UID, else `namespace/name`.
+    pub fn reservation_key(&self) -> String {
+        crate::k8s::reservation_key(&self.uid, &self.namespace, &self.name)
     }
 }
 
@@ -115,7 +118,7 @@ impl MetaView<'_> {
 pub struct ObjectView<'a> {
     #[serde(borrow, deserialize_with = "cow_or_empty")]
     pub kind: Cow<'a, str>,
-    #[serde(borrow, deserialize_with = "crate::k8s::nullable")]
+    #[serde(borrow, deserialize_with = "crate::k8s::object::nullable")]
     pub metadata: MetaView<'a>,
     #[serde(borrow)]
     pub spec: Option<&'a RawValue>,
@@ -130,7 +133,7 @@ pub struct ObjectView<'a> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct PodSpecView {
-    #[serde(deserialize_with = "crate::k8s::nullable")]
+    #[serde(deserialize_with = "crate::k8s::object::nullable")]
     pub init_containers: Vec<IgnoredAny>,
 }
 
@@ -157,7 +160,7 @@ struct ContainerStatusView {
 pub struct PodStatusView<'a> {
     #[serde(borrow, deserialize_with = "cow_or_empty")]
     pub phase: Cow<'a, str>,
-    #[serde(deserialize_with = "crate::k8s::nullable")]
+    #[serde(deserialize_with = "crate::k8s::object::nullable")]
     init_container_statuses: Vec<ContainerStatusView>,
 }
 
@@ -185,6 +188,29 @@ pub fn parse_raw<'a, T: Deserialize<'a> + Default>(raw: Option<&'a RawValue>) ->
     }
 }
 
+/// Parses an object view; on failure says which kind and which field was wrong.
+pub fn parse_object(bytes: &[u8]) -> Result<ObjectView<'_>, Error> {
+    serde_json::from_slice(bytes).map_err(|_| describe_error(bytes))
+}
+
+/// A second, slower parse that only runs on bad input: names the object's kind and the field path.
+pub fn describe_error(bytes: &[u8]) -> Error {
+    #[derive(Deserialize, Default)]
+    struct KindOnly {
+        #[serde(default)]
+        kind: Option<String>,
+    }
+    let kind = serde_json::from_slice::<KindOnly>(bytes).ok().and_then(|k| k.kind).unwrap_or_else(|| "object".into());
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize::<_, ObjectView>(&mut de) {
+        Err(e) if e.path().iter().next().is_some() => {
+            Error::decode(kind, e.inner()).field(format!("field {}", e.path()))
+        }
+        Err(e) => Error::decode(kind, e.inner()),
+        Ok(_) => Error::decode(kind, "invalid JSON"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,7 +223,7 @@ mod tests {
                "spec":{"initContainers":[{"name":"i"}],"containers":[]},"status":{"phase":"Running"}}"#,
         )
         .unwrap();
-        assert_eq!(v.metadata.key(), "d/p");
+        assert_eq!(v.metadata.key().to_string(), "d/p");
         assert_eq!(v.metadata.annotations.vgpu_node.as_deref(), Some("n"));
         assert!(matches!(v.metadata.annotations.vgpu_node, Some(Cow::Borrowed(_))));
         let spec: PodSpecView = parse_raw(v.spec).unwrap();
@@ -212,26 +238,5 @@ mod tests {
         assert_eq!(v.code, 410);
         let v: ObjectView = serde_json::from_str(r#"{"metadata":{"annotations":null,"name":null}}"#).unwrap();
         assert!(v.metadata.annotations.register.is_none() && v.metadata.name.is_empty());
-    }
-}
-
-/// Parses an object view; on failure says which kind and which field was wrong.
-pub fn parse_object(bytes: &[u8]) -> Result<ObjectView<'_>, String> {
-    serde_json::from_slice(bytes).map_err(|_| describe_error(bytes))
-}
-
-/// A second, slower parse that only runs on bad input: names the object's kind and the field path.
-pub fn describe_error(bytes: &[u8]) -> String {
-    #[derive(Deserialize, Default)]
-    struct KindOnly {
-        #[serde(default)]
-        kind: Option<String>,
-    }
-    let kind = serde_json::from_slice::<KindOnly>(bytes).ok().and_then(|k| k.kind).unwrap_or_else(|| "object".into());
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize::<_, ObjectView>(&mut de) {
-        Err(e) if e.path().iter().next().is_some() => format!("decode {kind}: field {}: {}", e.path(), e.inner()),
-        Err(e) => format!("decode {kind}: {}", e.inner()),
-        Ok(_) => format!("decode {kind}: invalid JSON"),
     }
 }

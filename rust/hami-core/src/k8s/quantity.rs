@@ -118,6 +118,24 @@ pub fn parse_int_quantity(text: &str) -> Option<i64> {
     i64::try_from(value).ok()
 }
 
+/// A CPU quantity in millicores (`500m`, `2`, `1.5`).
+pub fn cpu_milli(text: &str) -> Option<i64> {
+    let t = text.trim();
+    if let Some(m) = t.strip_suffix('m') {
+        return parse_int_quantity(m);
+    }
+    if let Ok(f) = t.parse::<f64>() {
+        return Some((f * 1000.0).round() as i64);
+    }
+    parse_int_quantity(t).map(|v| v.saturating_mul(1000))
+}
+
+/// A memory quantity in MiB (rounded up).
+pub fn memory_mib(text: &str) -> Option<i64> {
+    let bytes = parse_int_quantity(text).or_else(|| text.trim().parse::<f64>().ok().map(|f| f.ceil() as i64))?;
+    Some((bytes + (1 << 20) - 1) >> 20)
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_int_quantity as p;

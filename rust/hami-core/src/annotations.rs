@@ -1,0 +1,33 @@
+//! Every HAMi annotation (and label) key the engine reads or writes, in one place.
+
+// Node registration and the node lock (written by HAMi's device plugin and scheduler).
+pub const REGISTER_KEY: &str = "hami.io/node-nvidia-register";
+pub const PAIR_SCORE_KEY: &str = "hami.io/node-nvidia-score";
+pub const DEVICE_CORDON_KEY: &str = "hami.io/device-cordon";
+pub const NODE_LOCK_KEY: &str = "hami.io/mutex.lock";
+pub const NODE_HANDSHAKE_KEY: &str = "hami.io/node-handshake";
+
+// A pod's allocation (written by Filter and Bind).
+pub const VGPU_NODE_KEY: &str = "hami.io/vgpu-node";
+pub const VGPU_TIME_KEY: &str = "hami.io/vgpu-time";
+pub const TO_ALLOCATE_KEY: &str = "hami.io/vgpu-devices-to-allocate";
+pub const ALLOCATED_KEY: &str = "hami.io/vgpu-devices-allocated";
+pub const BIND_PHASE_KEY: &str = "hami.io/bind-phase";
+pub const BIND_TIME_KEY: &str = "hami.io/bind-time";
+
+// Pod hints (read by `policy::hints`).
+pub const USE_TYPE_KEY: &str = "nvidia.com/use-gputype";
+pub const NOUSE_TYPE_KEY: &str = "nvidia.com/nouse-gputype";
+pub const USE_UUID_KEY: &str = "nvidia.com/use-gpuuuid";
+pub const NOUSE_UUID_KEY: &str = "nvidia.com/nouse-gpuuuid";
+pub const NUMA_BIND_KEY: &str = "nvidia.com/numa-bind";
+pub const VGPU_MODE_KEY: &str = "nvidia.com/vgpu-mode";
+pub const NODE_POLICY_KEY: &str = "hami.io/node-scheduler-policy";
+pub const GPU_POLICY_KEY: &str = "hami.io/gpu-scheduler-policy";
+pub const WEIGHTS_KEY: &str = "hami.io/device-scoring-weights";
+
+// The descheduler's opt-outs.
+/// Keeps a pod out of every plan (any value but "false").
+pub const DESCHEDULER_SKIP_KEY: &str = "hami.io/descheduler-skip";
+/// sig-descheduler's opt-out, honoured as well.
+pub const PREFER_NO_EVICTION_KEY: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";

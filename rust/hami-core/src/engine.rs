@@ -1,0 +1,159 @@
+//! The engine: the cluster state plus the candidate cache, and every entry point the extender,
+//! the webhook, `explain` and the planner call. Decisions live in [`crate::filter`] and
+//! [`crate::mutate`]; wire formats in [`crate::k8s`] and [`crate::webhook`].
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::filter::{self, allocation_annotations, evaluate_nodes, CandidateCache, FilterOutcome, Placement, Policies};
+use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
+use crate::k8s::Pod;
+use crate::mutate::apply_defaults;
+use crate::policy::{GpuPolicy, NodePolicy};
+use crate::state::ClusterState;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Default)]
+pub struct Engine {
+    pub state: ClusterState,
+    /// The last candidate list kube-scheduler sent, resolved to node ids.
+    pub candidates: CandidateCache,
+    /// The configured node and GPU policies, parsed once.
+    pub policies: Policies,
+}
+
+impl Engine {
+    pub fn new(config: Config) -> Self {
+        let policies = Policies::new(&config.node_scheduler_policy, &config.gpu_scheduler_policy);
+        Self { state: ClusterState::new(config), candidates: CandidateCache::default(), policies }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.state.config
+    }
+
+    /// Drops a pod's reservation (for example after a failed annotation patch); true if it had one.
+    pub fn release(&mut self, key: &str) -> bool {
+        self.state.release(key)
+    }
+
+    /// `/webhook`: AdmissionReview (v1 or v1beta1) in, AdmissionReview out in the same version.
+    pub fn admit(&self, body: &[u8]) -> Vec<u8> {
+        crate::webhook::admit(&self.state, body)
+    }
+
+    /// The defragmentation plan of Kubernetes objects under this engine's configuration (JSON out).
+    pub fn plan(&self, inputs: &[&[u8]], options: &[u8]) -> Result<Vec<u8>> {
+        crate::plan::plan_bytes(inputs, options, &self.state.config)
+    }
+}
+
+impl Engine {
+    /// `/filter`: ExtenderArgs bytes in, ExtenderFilterResult bytes out, plus the decision.
+    pub fn filter(&mut self, body: &[u8], now: i64, record: bool) -> FilterOutcome {
+        let args: ExtenderArgs = match serde_json::from_slice(body) {
+            Ok(a) => a,
+            Err(e) => return FilterOutcome::error(Error::decode("ExtenderArgs", e)),
+        };
+        let Some(pod) = args.pod.as_ref() else {
+            return FilterOutcome::error(Error::invalid("", "extender args missing pod"));
+        };
+        let placement = match Placement::new(&self.state, pod, &self.policies) {
+            Ok(p) => p,
+            Err(e) => return FilterOutcome::error(e),
+        };
+        if placement.request.is_empty() {
+            return match parse_node_names(args.node_names) {
+                Ok(names) => FilterOutcome {
+                    response: ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(),
+                    decision: None,
+                },
+                Err(e) => FilterOutcome::error(e),
+            };
+        }
+        if let Some(nodes) = args.nodes {
+            return filter::filter_simulated(&self.state, &placement, nodes);
+        }
+        let key = pod.reservation_key();
+        let state = &mut self.state;
+        let cache = &mut self.candidates;
+        if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
+            return FilterOutcome::error(e);
+        }
+        let saved = if record {
+            state.release(&key);
+            None
+        } else {
+            state.set_aside(&key)
+        };
+        let eval = evaluate_nodes(
+            state,
+            &placement,
+            cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i)))),
+            |n| state.nodes.get(n),
+        );
+        if let Some(record) = saved {
+            state.reserve(key.clone(), record);
+        }
+        filter::decide(state, &placement, &eval, cache.entries.len(), now, record, &key)
+    }
+
+    /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.
+    pub fn explain(
+        &mut self,
+        pod_bytes: &[u8],
+        now: i64,
+        node_policy: Option<&str>,
+        gpu_policy: Option<&str>,
+    ) -> Vec<u8> {
+        #[derive(Serialize, Default)]
+        struct Explain {
+            node: Option<String>,
+            annotations: BTreeMap<String, String>,
+            failed: BTreeMap<String, String>,
+            scores: BTreeMap<String, f64>,
+            /// Fitting nodes, most preferred first; the node policy that ordered them.
+            ranked: Vec<String>,
+            node_policy: String,
+            error: String,
+        }
+        let result = (|| -> Result<Explain> {
+            let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| Error::decode("Pod", e))?;
+            apply_defaults(&mut pod, &self.state.config)?;
+            if pod.metadata.namespace.is_empty() {
+                pod.metadata.namespace = "default".into();
+            }
+            let policies = Policies {
+                node: node_policy.map_or(self.policies.node, NodePolicy::parse),
+                gpu: gpu_policy.map_or_else(|| self.policies.gpu.clone(), GpuPolicy::parse),
+            };
+            let state = &mut self.state;
+            let placement = Placement::new(state, &pod, &policies)?;
+            if placement.request.is_empty() {
+                return Err(Error::invalid(
+                    format!("Pod {}", pod.key()),
+                    "requests no vGPU resource; kube-scheduler places it without hami-fast",
+                ));
+            }
+            let mut names: Vec<String> = state.nodes.names().cloned().collect();
+            names.sort();
+            let key = pod.reservation_key();
+            let saved = state.set_aside(&key);
+            let eval = evaluate_nodes(state, &placement, names.iter().map(|n| (n.as_str(), state.nodes.get(n))), |n| {
+                state.nodes.get(n)
+            });
+            let chosen = eval.chosen.as_ref().map(|(n, f)| ((*n).to_owned(), allocation_annotations(n, &f.slots, now)));
+            let (scores, failed) = (eval.scores(), eval.failed_map());
+            let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
+            drop(eval);
+            if let Some(record) = saved {
+                state.reserve(key, record);
+            }
+            let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
+            let node_policy = placement.node_policy.as_str().to_owned();
+            Ok(Explain { node, annotations, scores, failed, ranked, node_policy, error: String::new() })
+        })();
+        let out = result.unwrap_or_else(|error| Explain { error: error.to_string(), ..Default::default() });
+        serde_json::to_vec(&out).unwrap_or_default()
+    }
+}

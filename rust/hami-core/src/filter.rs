@@ -1,0 +1,486 @@
+//! Filter: evaluate the candidate nodes of one pod, choose one, build HAMi's annotations, the
+//! merge patch and the events of the decision.
+
+use crate::codec::{self, encode_pod_devices, PodDevices};
+use crate::error::{Error, Result};
+use crate::fit::{fit_pod, order_free_request, quick_fit, FitFailure, NodeFit, PodContext, Reason};
+use crate::frag::{FragMemo, NodeShape, Workload};
+use crate::k8s::extender::{parse_node_names, ExtenderFilterResult, NodeItems};
+use crate::k8s::view::ObjectView;
+use crate::k8s::Pod;
+use crate::model::{collapse, GpuNode};
+use crate::policy::node as np;
+use crate::policy::score::{self, Candidate, Randomness, Scoring};
+use crate::policy::{GpuPolicy, NodePolicy, PodHints};
+use crate::request::PodRequest;
+use crate::state::nodes::NodeTable;
+use crate::state::ClusterState;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+/// Every candidate's outcome; devices are resolved for the chosen node only.
+#[derive(Debug, Default)]
+pub struct Evaluation<'n> {
+    pub fits: Vec<(&'n str, f64)>,
+    pub failed: Vec<(&'n str, FitFailure)>,
+    pub chosen: Option<(&'n str, NodeFit)>,
+}
+
+impl Evaluation<'_> {
+    pub fn scores(&self) -> BTreeMap<String, f64> {
+        self.fits.iter().map(|(n, s)| ((*n).to_owned(), *s)).collect()
+    }
+
+    pub fn failed_map(&self) -> BTreeMap<String, String> {
+        self.failed.iter().map(|(n, r)| ((*n).to_owned(), r.to_string())).collect()
+    }
+
+    /// How many candidate nodes failed for each reason key (for metrics and events).
+    pub fn failed_reasons(&self) -> BTreeMap<&'static str, usize> {
+        let mut counts = BTreeMap::new();
+        for (_, failure) in &self.failed {
+            for reason in failure.reasons() {
+                *counts.entry(reason.as_str()).or_default() += 1;
+            }
+        }
+        counts
+    }
+}
+
+/// The pod-level inputs of one scheduling decision.
+pub struct Placement<'a> {
+    pub pod: &'a Pod,
+    pub request: PodRequest,
+    pub hints: PodHints,
+    pub node_policy: NodePolicy,
+    pub gpu_policy: GpuPolicy,
+}
+
+impl<'a> Placement<'a> {
+    /// Policies: pod annotation, else the given override, else the configured default.
+    pub fn new(state: &ClusterState, pod: &'a Pod, policies: &Policies) -> Result<Self> {
+        let hints = PodHints::from_annotations(&pod.metadata.annotations)
+            .map_err(|e| e.in_object(format_args!("Pod {}", pod.key())))?;
+        let node_policy = hints.node_policy.unwrap_or(policies.node);
+        let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| policies.gpu.clone());
+        let request = PodRequest::from_pod(pod, &state.config);
+        Ok(Self { pod, request, hints, node_policy, gpu_policy })
+    }
+}
+
+/// The cluster-wide policies, parsed once from the configuration (or an `explain` override).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policies {
+    pub node: NodePolicy,
+    pub gpu: GpuPolicy,
+}
+
+impl Policies {
+    pub fn new(node: &str, gpu: &str) -> Self {
+        Self { node: NodePolicy::parse(node), gpu: GpuPolicy::parse(gpu) }
+    }
+}
+
+impl Default for Policies {
+    fn default() -> Self {
+        let config = crate::config::Config::default();
+        Self::new(&config.node_scheduler_policy, &config.gpu_scheduler_policy)
+    }
+}
+
+/// The winner among the fitting nodes (see [`score::choose`]).
+pub fn choose(fits: &[(&str, f64)], policy: NodePolicy) -> Option<usize> {
+    score::choose(fits.len(), |i| fits[i].0, |i| fits[i].1, policy)
+}
+
+/// The fitting nodes in the policy's order of preference: the first is the one [`choose`] picks.
+pub fn ranked(fits: &[(&str, f64)], policy: NodePolicy) -> Vec<String> {
+    let mut rest: Vec<(&str, f64)> = fits.to_vec();
+    let mut order = Vec::with_capacity(rest.len());
+    while let Some(i) = choose(&rest, policy) {
+        order.push(rest.swap_remove(i).0.to_owned());
+    }
+    order
+}
+
+/// Evaluation is bound by memory latency on large clusters: start loading the device arrays of
+/// the node a few candidates ahead, and that node's own struct further ahead.
+#[inline]
+fn prefetch_ahead(candidates: &[(&str, Option<&GpuNode>)], k: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if let Some((_, Some(far))) = candidates.get(k + 8) {
+            // SAFETY: prefetching is a hint; any address is allowed and nothing is dereferenced.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(*far).cast()) };
+        }
+        if let Some((_, Some(near))) = candidates.get(k + 4) {
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(near.hot.as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(near.usage.as_ptr().cast());
+            }
+        }
+    }
+}
+
+/// Candidate names resolved to node ids, kept while kube-scheduler keeps sending the same list.
+#[derive(Debug, Default)]
+pub struct CandidateCache {
+    key: (u64, usize, u64),
+    pub(crate) entries: Vec<(String, Option<u32>)>,
+}
+
+impl CandidateCache {
+    pub fn refresh(&mut self, raw: Option<&RawValue>, nodes: &NodeTable) -> Result<()> {
+        let text = raw.map_or("", |r| r.get());
+        let mut hasher = rustc_hash::FxHasher::default();
+        text.hash(&mut hasher);
+        let key = (hasher.finish(), text.len(), nodes.generation());
+        if key != self.key || self.entries.is_empty() {
+            let names = parse_node_names(raw)?;
+            self.entries = names
+                .into_iter()
+                .map(|n| {
+                    let id = nodes.id(&n);
+                    (n.into_owned(), id)
+                })
+                .collect();
+            self.key = key;
+        }
+        Ok(())
+    }
+}
+
+/// Every candidate's verdict, then the chosen node's devices.
+pub fn evaluate_nodes<'n, 'c>(
+    state: &ClusterState,
+    placement: &Placement,
+    candidates: impl Iterator<Item = (&'n str, Option<&'c GpuNode>)>,
+    lookup: impl Fn(&str) -> Option<&'c GpuNode>,
+) -> Evaluation<'n> {
+    let ctx = PodContext {
+        request: &placement.request,
+        hints: &placement.hints,
+        gpu_policy: &placement.gpu_policy,
+        quota: state.quota_state(&placement.pod.metadata.namespace),
+        device_preference: None,
+    };
+    let order_free = order_free_request(&ctx);
+    let mut eval = Evaluation::default();
+    let mut fit_nodes: Vec<&GpuNode> = Vec::new();
+    let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
+    for (k, &(name, node)) in candidates.iter().enumerate() {
+        prefetch_ahead(&candidates, k);
+        let verdict = match node.filter(|n| n.is_registered()) {
+            None => Err(FitFailure::Node(Reason::NodeUnregistered)),
+            Some(node) => match order_free {
+                Some(r) => quick_fit(node, &ctx, r),
+                None => fit_pod(node, &ctx).map(|fit| fit.score),
+            },
+        };
+        match verdict {
+            Ok(score) => {
+                eval.fits.push((name, score));
+                if let Some(node) = node {
+                    fit_nodes.push(node);
+                }
+            }
+            Err(reason) => eval.failed.push((name, reason)),
+        }
+    }
+    let views = match placement.node_policy {
+        NodePolicy::Scored(scorer) => {
+            let views = LiveViews::new(state, scorer, &placement.request, &fit_nodes);
+            rescore(&views, placement, &mut eval.fits, &fit_nodes);
+            Some(views)
+        }
+        NodePolicy::Binpack | NodePolicy::Spread => None,
+    };
+    let mut alive: Vec<usize> = (0..eval.fits.len()).collect();
+    while let Some(i) = choose(&eval.fits, placement.node_policy) {
+        let (name, score) = eval.fits[i];
+        let fit = match &views {
+            // GPU choice inside the node as the simulator makes it: FGD's GPU for a sharing pod,
+            // else the tightest fitting GPUs (lowest index first).
+            Some(views) => {
+                let (node, view) = (fit_nodes[i], alive[i]);
+                let candidate = views.candidate(name, node, view, score);
+                let fgd = score::fgd_gpu(&candidate, &views.workload, &mut FragMemo::default());
+                let free = candidate.view.shape.gpu_free;
+                let preference = score::gpu_preference(placement.node_policy, &candidate.pod, free, fgd, None);
+                let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| preference.clone();
+                let ctx = PodContext {
+                    request: ctx.request,
+                    hints: ctx.hints,
+                    gpu_policy: ctx.gpu_policy,
+                    quota: ctx.quota,
+                    device_preference: Some(&prefer),
+                };
+                Some(fit_pod(node, &ctx))
+            }
+            None => lookup(name).map(|node| fit_pod(node, &ctx)),
+        };
+        match fit {
+            Some(Ok(fit)) => {
+                eval.chosen = Some((name, fit));
+                break;
+            }
+            // Unreachable when quick_fit agrees with fit_pod; never hand out a node that does not fit.
+            Some(Err(reason)) => {
+                eval.fits.remove(i);
+                fit_nodes.remove(i);
+                alive.remove(i);
+                eval.failed.push((name, reason));
+            }
+            None => {
+                eval.fits.remove(i);
+                fit_nodes.remove(i);
+                alive.remove(i);
+            }
+        }
+    }
+    eval
+}
+
+/// The simulator-derived policies' view of the live fits: GPUs as shares of device memory
+/// ([`np::live_free_milli`]), no CPU (kube-scheduler checks it). FGD's target workload is the
+/// recent placements ([`ClusterState::target_workload`]), or the pod itself before any.
+struct LiveViews<'s> {
+    frees: Vec<Vec<i64>>,
+    pods: Vec<np::PodShape<'static>>,
+    tags: std::collections::HashMap<&'s str, Vec<(np::GpuTag, u32)>>,
+    workload: Workload,
+}
+
+impl<'s> LiveViews<'s> {
+    fn new(state: &'s ClusterState, scorer: np::Scorer, request: &PodRequest, nodes: &[&GpuNode]) -> Self {
+        let mut workload = if scorer == np::Scorer::Fgd { state.target_workload() } else { Workload::default() };
+        let tags = if scorer == np::Scorer::Clustering { state.gpu_tags_by_node() } else { Default::default() };
+        let frees = nodes.iter().map(|n| np::live_free_milli(n)).collect();
+        let pods: Vec<np::PodShape> = nodes
+            .iter()
+            .map(|node| {
+                let (num_gpu, gpu_milli) = np::live_pod_gpus(request, node);
+                np::PodShape { cpu_milli: 0, gpu_milli, num_gpu, gpu_spec: "" }
+            })
+            .collect();
+        if let (true, Some(pod)) = (workload.types.is_empty(), pods.first()) {
+            workload.types.push((pod.task_type(), 1.0));
+        }
+        Self { frees, pods, tags, workload }
+    }
+
+    fn candidate<'a>(&'a self, name: &'a str, node: &'a GpuNode, i: usize, hami_score: f64) -> Candidate<'a> {
+        let tags: &[(np::GpuTag, u32)] = self.tags.get(name).map_or(&[], Vec::as_slice);
+        let model = node.devices.first().map_or("", |d| d.device_type.as_str());
+        let view = np::NodeView { shape: NodeShape { cpu_left: 0, gpu_free: &self.frees[i], model }, tags };
+        Candidate { name, view, pod: self.pods[i], hami_score, frag: None, shape_key: None }
+    }
+}
+
+/// Replaces HAMi's node scores of the fits by the simulator-derived policy's ([`score::score_nodes`]).
+fn rescore(views: &LiveViews, placement: &Placement, fits: &mut [(&str, f64)], nodes: &[&GpuNode]) {
+    let meta = &placement.pod.metadata;
+    let (mut memo, mut shapes) = (FragMemo::default(), Default::default());
+    let mut ctx = Scoring {
+        workload: &views.workload,
+        memo: &mut memo,
+        random: Randomness::Hash { uid: &meta.uid, pod: &meta.name },
+        shapes: &mut shapes,
+    };
+    let mut scores = Vec::with_capacity(fits.len());
+    let candidates = fits.iter().zip(nodes).enumerate().map(|(i, ((n, s), node))| views.candidate(n, node, i, *s));
+    score::score_nodes(placement.node_policy, candidates, &mut ctx, &mut scores);
+    for ((_, score), s) in fits.iter_mut().zip(scores) {
+        *score = s;
+    }
+}
+
+/// The annotations Filter writes for a decision.
+pub fn allocation_annotations(node: &str, slots: &PodDevices, now: i64) -> BTreeMap<String, String> {
+    let devices = encode_pod_devices(slots);
+    BTreeMap::from([
+        (codec::VGPU_NODE_KEY.to_owned(), node.to_owned()),
+        (codec::VGPU_TIME_KEY.to_owned(), now.to_string()),
+        (codec::TO_ALLOCATE_KEY.to_owned(), devices.clone()),
+        (codec::ALLOCATED_KEY.to_owned(), devices),
+    ])
+}
+
+#[derive(Serialize)]
+struct PodRef<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    uid: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub event_type: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+#[derive(Serialize)]
+struct Decision<'a> {
+    pod: PodRef<'a>,
+    node: Option<&'a str>,
+    annotations: BTreeMap<String, String>,
+    patch: String,
+    failed_reasons: BTreeMap<&'a str, usize>,
+    events: Vec<Event>,
+}
+
+/// The result of one `/filter` call: response bytes plus the side effects to perform.
+pub struct FilterOutcome {
+    pub response: Vec<u8>,
+    pub decision: Option<Vec<u8>>,
+}
+
+impl FilterOutcome {
+    pub fn error(error: Error) -> Self {
+        Self { response: ExtenderFilterResult::error(error.to_string()).to_bytes(), decision: None }
+    }
+}
+
+fn merge_patch(annotations: &BTreeMap<String, String>, node: &str) -> String {
+    serde_json::json!({"metadata": {"annotations": annotations, "labels": {codec::VGPU_NODE_KEY: node}}}).to_string()
+}
+
+/// Longest node list an event message carries; the counts stay exact.
+const EVENT_NODE_LIST: usize = 20;
+
+fn capped_list(items: impl ExactSizeIterator<Item = String>) -> String {
+    let total = items.len();
+    let mut shown: Vec<String> = items.take(EVENT_NODE_LIST).collect();
+    if total > EVENT_NODE_LIST {
+        shown.push(format!("... {} more", total - EVENT_NODE_LIST));
+    }
+    shown.join(",")
+}
+
+fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePolicy) -> Event {
+    let mut fits: Vec<&(&str, f64)> = eval.fits.iter().collect();
+    fits.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+    if policy == NodePolicy::Spread {
+        fits.reverse();
+    }
+    Event {
+        event_type: "Normal",
+        reason: "FilteringSucceed",
+        message: format!(
+            "find fit node({chosen}), {} nodes not fit, {} nodes fit({})",
+            total.saturating_sub(eval.fits.len()),
+            eval.fits.len(),
+            capped_list(fits.iter().map(|(n, s)| format!("{n}:{s:.2}")))
+        ),
+    }
+}
+
+/// One `FilteringFailed` event per reason key, then the summary (§16).
+fn failed_events(eval: &Evaluation, total: usize) -> Vec<Event> {
+    let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (node, failure) in &eval.failed {
+        for reason in failure.reasons() {
+            by_reason.entry(reason.as_str()).or_default().push(node);
+        }
+    }
+    let mut events: Vec<Event> = by_reason
+        .into_iter()
+        .map(|(reason, mut nodes)| {
+            nodes.sort_unstable();
+            Event {
+                event_type: "Warning",
+                reason: "FilteringFailed",
+                message: format!(
+                    "{} nodes {reason}({})",
+                    nodes.len(),
+                    capped_list(nodes.iter().map(|n| (*n).to_owned()))
+                ),
+            }
+        })
+        .collect();
+    events.push(Event {
+        event_type: "Warning",
+        reason: "FilteringFailed",
+        message: format!("no available node, {total} nodes do not meet"),
+    });
+    events
+}
+
+/// The decision for an evaluated pod: the response, and with a chosen node its reservation (when
+/// `record`), annotations, merge patch and events.
+pub fn decide(
+    state: &mut ClusterState,
+    placement: &Placement,
+    eval: &Evaluation,
+    total: usize,
+    now: i64,
+    record: bool,
+    key: &str,
+) -> FilterOutcome {
+    let meta = &placement.pod.metadata;
+    let pod = PodRef { namespace: &meta.namespace, name: &meta.name, uid: &meta.uid };
+    let Some((node, fit)) = &eval.chosen else {
+        let response = ExtenderFilterResult { failed_nodes: Some(eval.failed_map()), ..Default::default() };
+        let decision = Decision {
+            pod,
+            node: None,
+            annotations: BTreeMap::new(),
+            patch: String::new(),
+            failed_reasons: eval.failed_reasons(),
+            events: failed_events(eval, total),
+        };
+        return FilterOutcome { response: response.to_bytes(), decision: serde_json::to_vec(&decision).ok() };
+    };
+    let annotations = allocation_annotations(node, &fit.slots, now);
+    if record {
+        let footprint = collapse(&fit.slots, placement.request.init_count, false);
+        let record = state.record(&meta.namespace, &meta.name, node, footprint);
+        state.reserve(key.to_owned(), record);
+    }
+    let response = ExtenderFilterResult { node_names: Some(vec![Cow::Borrowed(*node)]), ..Default::default() };
+    let decision = Decision {
+        pod,
+        node: Some(node),
+        patch: merge_patch(&annotations, node),
+        annotations,
+        failed_reasons: eval.failed_reasons(),
+        events: vec![succeed_event(eval, node, total, placement.node_policy)],
+    };
+    FilterOutcome { response: response.to_bytes(), decision: serde_json::to_vec(&decision).ok() }
+}
+
+/// Cluster-autoscaler dry run: Nodes given in full, no usage, no side effects (§7.4).
+pub fn filter_simulated(state: &ClusterState, placement: &Placement, nodes: &RawValue) -> FilterOutcome {
+    #[derive(serde::Deserialize)]
+    struct Items<'a> {
+        #[serde(borrow, default)]
+        items: Vec<&'a RawValue>,
+    }
+    let items: Items = match serde_json::from_str(nodes.get()) {
+        Ok(i) => i,
+        Err(e) => return FilterOutcome::error(Error::decode("ExtenderArgs.Nodes", e)),
+    };
+    let mut temp: Vec<(GpuNode, &RawValue)> = Vec::new();
+    for raw in &items.items {
+        match serde_json::from_str::<ObjectView>(raw.get()) {
+            Ok(v) => temp.push((GpuNode::from_annotations(&v.metadata.name, &v.metadata.annotations), raw)),
+            Err(e) => return FilterOutcome::error(Error::decode("ExtenderArgs.Nodes item", e)),
+        }
+    }
+    let lookup = |name: &str| temp.iter().find(|(g, _)| g.name == name).map(|(g, _)| g);
+    let eval = evaluate_nodes(state, placement, temp.iter().map(|(g, _)| (g.name.as_str(), Some(g))), lookup);
+    let chosen =
+        eval.chosen.as_ref().and_then(|(name, _)| temp.iter().find(|(g, _)| g.name == *name)).map(|(_, raw)| *raw);
+    let response = ExtenderFilterResult {
+        nodes: chosen.map(|raw| NodeItems { items: vec![raw] }),
+        failed_nodes: Some(eval.failed_map()),
+        ..Default::default()
+    };
+    FilterOutcome { response: response.to_bytes(), decision: None }
+}

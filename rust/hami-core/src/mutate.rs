@@ -1,0 +1,189 @@
+//! The webhook's decisions (spec §6): HAMi's per-container defaults, denials and the JSON Patch
+//! of semantic ops only. The AdmissionReview envelope around them is the `webhook` module's.
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::k8s::{Container, Pod, Quantity, Resources};
+use crate::request::PodRequest;
+use crate::state::ClusterState;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PatchOp {
+    pub op: &'static str,
+    pub path: String,
+    pub value: Value,
+}
+
+/// What the per-container defaults did to a pod.
+#[derive(Debug, Default)]
+pub struct Mutation {
+    pub has_resource: bool,
+    pub ops: Vec<PatchOp>,
+}
+
+fn escape(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+fn add_limit(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Vec<PatchOp>) {
+    let q = value.to_string();
+    let resources = c.resources.get_or_insert_with(Resources::default);
+    let op = if c_had_resources(resources) {
+        match resources.limits {
+            None => PatchOp { op: "add", path: format!("{base}/resources/limits"), value: json!({ name: q }) },
+            Some(_) => {
+                PatchOp { op: "add", path: format!("{base}/resources/limits/{}", escape(name)), value: json!(q) }
+            }
+        }
+    } else {
+        PatchOp { op: "add", path: format!("{base}/resources"), value: json!({"limits": { name: q }}) }
+    };
+    resources.limits.get_or_insert_with(Default::default).insert(name.to_owned(), Quantity(q));
+    ops.push(op);
+}
+
+/// A `Resources` created just now (by `get_or_insert_with`) has neither map; treat it as absent.
+fn c_had_resources(r: &Resources) -> bool {
+    r.limits.is_some() || r.requests.is_some()
+}
+
+fn add_env(c: &mut Container, base: &str, name: &str, value: &str, ops: &mut Vec<PatchOp>) {
+    let entry = json!({"name": name, "value": value});
+    match &mut c.env {
+        None => {
+            ops.push(PatchOp { op: "add", path: format!("{base}/env"), value: json!([entry.clone()]) });
+            c.env = Some(vec![entry]);
+        }
+        Some(env) => {
+            ops.push(PatchOp { op: "add", path: format!("{base}/env/-"), value: entry.clone() });
+            env.push(entry);
+        }
+    }
+}
+
+/// HAMi's NVIDIA per-container mutation. Returns whether the container uses vGPU resources.
+fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<PatchOp>) -> Result<bool> {
+    let res = c.resources().clone();
+    let pct = res.get(&cfg.resource_memory_percentage_name);
+    if let Some(q) = pct {
+        if !matches!(q.as_int(), Some(0..=100)) {
+            return Err(Error::invalid(
+                "",
+                format!(
+                    "invalid {} value {} in container {}: must be an integer between 0 and 100",
+                    cfg.resource_memory_percentage_name, q.0, c.name
+                ),
+            ));
+        }
+    }
+    if let Some(p) = res.limit(&cfg.resource_priority_name) {
+        add_env(c, base, "CUDA_TASK_PRIORITY", &p.0, ops);
+    }
+    if !cfg.gpu_core_policy.is_empty() && cfg.gpu_core_policy != "default" {
+        add_env(c, base, "GPU_CORE_UTILIZATION_POLICY", &cfg.gpu_core_policy, ops);
+    }
+    let mut has = res.limit(&cfg.resource_count_name).is_some();
+    let names = [&cfg.resource_core_name, &cfg.resource_memory_name, &cfg.resource_memory_percentage_name];
+    if !has && cfg.default_gpu_num > 0 && names.iter().any(|n| res.limit(n).is_some()) {
+        add_limit(c, base, &cfg.resource_count_name, cfg.default_gpu_num, ops);
+        has = true;
+    }
+    let res = c.resources().clone();
+    let count_present = res.get(&cfg.resource_count_name).is_some();
+    let cores_absent = res.get(&cfg.resource_core_name).is_none();
+    let whole_card = match pct {
+        Some(q) => q.as_int() == Some(100),
+        None => cfg.resource_memory_name.is_empty() || res.get(&cfg.resource_memory_name).is_none(),
+    };
+    if count_present && cores_absent && whole_card {
+        add_limit(c, base, &cfg.resource_core_name, 100, ops);
+        has = true;
+    }
+    if !has && cfg.overwrite_env {
+        add_env(c, base, "NVIDIA_VISIBLE_DEVICES", "none", ops);
+    }
+    Ok(has)
+}
+
+/// Applies the per-container defaults to every container (init first); used by the webhook and `explain`.
+pub fn apply_defaults(pod: &mut Pod, cfg: &Config) -> Result<Mutation> {
+    let mut m = Mutation::default();
+    for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
+        m.has_resource |= mutate_container(c, &format!("/spec/initContainers/{i}"), cfg, &mut m.ops)?;
+    }
+    for (i, c) in pod.spec.containers.iter_mut().enumerate() {
+        m.has_resource |= mutate_container(c, &format!("/spec/containers/{i}"), cfg, &mut m.ops)?;
+    }
+    Ok(m)
+}
+
+/// What the webhook answers.
+#[derive(Debug)]
+pub enum Verdict {
+    Allow(Option<String>),
+    Patch(Vec<PatchOp>),
+    Deny(String),
+    Fail(u16, String),
+}
+
+/// HAMi's webhook decision for a pod: defaults, denials, scheduler and runtime class, admission quota.
+pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
+    let cfg = &state.config;
+    if pod.spec.containers.is_empty() {
+        return Verdict::Deny("pod has no containers".into());
+    }
+    let sn = pod.spec.scheduler_name.as_str();
+    if !sn.is_empty()
+        && (sn != "default-scheduler" || !cfg.force_overwrite_default_scheduler)
+        && (cfg.scheduler_name.is_empty() || sn != cfg.scheduler_name)
+    {
+        return Verdict::Allow(Some("pod already has different scheduler assigned".into()));
+    }
+    let mut m = match apply_defaults(pod, cfg) {
+        Ok(m) => m,
+        Err(e) => return Verdict::Fail(500, e.message),
+    };
+    if m.has_resource {
+        if let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.privileged()) {
+            return Verdict::Deny(format!("container {} is privileged", c.name));
+        }
+        if !cfg.scheduler_name.is_empty() {
+            let op = if pod.spec.scheduler_name.is_empty() { "add" } else { "replace" };
+            m.ops.push(PatchOp { op, path: "/spec/schedulerName".into(), value: json!(cfg.scheduler_name) });
+            if !pod.spec.node_name.is_empty() {
+                return Verdict::Deny("pod has node assigned".into());
+            }
+        }
+        if pod.spec.runtime_class_name.is_none() && !cfg.runtime_class_name.is_empty() {
+            m.ops.push(PatchOp {
+                op: "add",
+                path: "/spec/runtimeClassName".into(),
+                value: json!(cfg.runtime_class_name),
+            });
+        }
+        if exceeds_admission_quota(state, pod) {
+            return Verdict::Deny("exceeding resource quota".into());
+        }
+    }
+    Verdict::Patch(m.ops)
+}
+
+/// §13.2: app containers sum, init containers peak, percentage-only memory counts 0.
+fn exceeds_admission_quota(state: &ClusterState, pod: &Pod) -> bool {
+    let Some(q) = state.quota_state(&pod.metadata.namespace) else { return false };
+    let request = PodRequest::from_pod(pod, &state.config);
+    let (mut app, mut init) = ((0i64, 0i64), (0i64, 0i64));
+    for (slot, r) in request.slots.iter().enumerate() {
+        let Some(r) = r else { continue };
+        let (mem, cores) = (r.memreq * r.nums, r.coresreq * r.nums);
+        if request.is_init(slot) {
+            init = (init.0.max(mem), init.1.max(cores));
+        } else {
+            app = (app.0 + mem, app.1 + cores);
+        }
+    }
+    let (mem, cores) = (app.0.max(init.0), app.1.max(init.1));
+    q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
+}

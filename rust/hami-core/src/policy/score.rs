@@ -1,0 +1,164 @@
+//! One node-scoring dispatch for every node policy, used by the live engine, the trace replay and
+//! the planner alike, and one choice rule over the scores.
+
+use super::node::{self as np, GpuSelection, NodeView, PodShape, Scorer};
+use super::NodePolicy;
+use crate::frag::{FragMemo, FxHasher, Workload};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+/// (GPU model id, CPU left, free milli per GPU sorted descending and packed 16 bits each; the
+/// exact sorted list when that overflows). Nodes with equal keys get equal FGD scores.
+pub type ShapeKey = (usize, i64, u128, Option<Vec<i64>>);
+
+/// One candidate node as the policies read it.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    pub name: &'a str,
+    pub view: NodeView<'a>,
+    /// The pod as seen on this node (the live scheduler reads a memory request as a share of
+    /// this node's GPUs; the replay's pods look the same everywhere).
+    pub pod: PodShape<'a>,
+    /// HAMi's node score (utilisation before the pod is placed): what binpack and spread compare.
+    pub hami_score: f64,
+    /// The node's fragment now, when the caller keeps it (FGD then skips computing it).
+    pub frag: Option<f64>,
+    /// Equal keys score alike under FGD, so each shape is scored once per pod.
+    pub shape_key: Option<&'a ShapeKey>,
+}
+
+/// Where `random` gets its randomness.
+pub enum Randomness<'r> {
+    /// The live scheduler: a hash of (pod UID, pod name, node name), uniform and reproducible per pod.
+    Hash { uid: &'r str, pod: &'r str },
+    /// The replay: one draw `0..n` from the simulator's random source per pod with more than one
+    /// candidate (`n` candidates).
+    Draw(&'r mut dyn FnMut(usize) -> usize),
+}
+
+/// What scoring needs besides the nodes: FGD's target workload and memo, randomness, scratch space.
+pub struct Scoring<'a> {
+    pub workload: &'a Workload,
+    pub memo: &'a mut FragMemo,
+    pub random: Randomness<'a>,
+    pub shapes: &'a mut HashMap<ShapeKey, i64, BuildHasherDefault<FxHasher>>,
+}
+
+/// Scores every candidate under `policy` into `out` (one score per candidate, in order).
+/// Higher wins for every policy but spread (see [`choose`]).
+pub fn score_nodes<'a>(
+    policy: NodePolicy,
+    nodes: impl Iterator<Item = Candidate<'a>>,
+    ctx: &mut Scoring,
+    out: &mut Vec<f64>,
+) {
+    out.clear();
+    let scorer = match policy {
+        NodePolicy::Binpack | NodePolicy::Spread => {
+            out.extend(nodes.map(|c| c.hami_score));
+            return;
+        }
+        NodePolicy::Scored(s) => s,
+    };
+    match scorer {
+        Scorer::Fgd => {
+            ctx.shapes.clear();
+            for c in nodes {
+                let cached = c.shape_key.and_then(|k| ctx.shapes.get(k).copied());
+                let score = cached.unwrap_or_else(|| {
+                    let before = c.frag.unwrap_or_else(|| ctx.memo.frag(&c.view.shape, ctx.workload));
+                    let s = np::fgd_from(&c.view, &c.pod, ctx.workload, ctx.memo, before).0;
+                    if let Some(k) = c.shape_key {
+                        ctx.shapes.insert(k.clone(), s);
+                    }
+                    s
+                });
+                out.push(score as f64);
+            }
+        }
+        Scorer::Random => match &mut ctx.random {
+            Randomness::Hash { uid, pod: name } => out.extend(nodes.map(|c| {
+                let mut h = FxHasher::default();
+                (*uid, *name, c.name).hash(&mut h);
+                (h.finish() % 1_000_003) as f64
+            })),
+            Randomness::Draw(rng) => {
+                out.extend(nodes.map(|_| 0.0));
+                let drawn = if out.len() > 1 { rng(out.len()) } else { 0 };
+                if let Some(s) = out.get_mut(drawn) {
+                    *s = 1.0;
+                }
+            }
+        },
+        Scorer::BestFit => {
+            let mut scores: Vec<i64> = nodes.map(|c| np::best_fit(&c.view, &c.pod)).collect();
+            np::normalize(&mut scores);
+            out.extend(scores.into_iter().map(|s| s as f64));
+        }
+        Scorer::DotProd => out.extend(nodes.map(|c| np::dot_product(&c.view, &c.pod) as f64)),
+        Scorer::Packing => out.extend(nodes.map(|c| np::packing(&c.view, &c.pod) as f64)),
+        Scorer::Clustering => out.extend(nodes.map(|c| np::clustering(&c.view, &c.pod) as f64)),
+    }
+}
+
+/// The winner: spread takes the lowest score, every other policy the highest; ties go to the
+/// smallest node name.
+pub fn choose<'n>(
+    len: usize,
+    name: impl Fn(usize) -> &'n str,
+    score: impl Fn(usize) -> f64,
+    policy: NodePolicy,
+) -> Option<usize> {
+    (0..len).min_by(|&a, &b| {
+        let by_score = match policy {
+            NodePolicy::Spread => score(a).total_cmp(&score(b)),
+            NodePolicy::Binpack | NodePolicy::Scored(_) => score(b).total_cmp(&score(a)),
+        };
+        by_score.then_with(|| name(a).cmp(name(b)))
+    })
+}
+
+/// The GPU FGD would use on the chosen node for a sharing pod (`None` otherwise).
+pub fn fgd_gpu(c: &Candidate, workload: &Workload, memo: &mut FragMemo) -> Option<usize> {
+    if !c.pod.is_share() {
+        return None;
+    }
+    let before = c.frag.unwrap_or_else(|| memo.frag(&c.view.shape, workload));
+    np::fgd_from(&c.view, &c.pod, workload, memo, before).1
+}
+
+/// The order in which the chosen node's GPUs are tried (the simulator's `gpuSelMethod`), or
+/// `None` for HAMi's own order (binpack, spread). `fgd_gpu` is [`fgd_gpu`]'s answer; `draw`
+/// gives `0..n` (the simulator's `Intn`); a random selection without it (the live scheduler)
+/// falls back to best fit.
+pub fn gpu_preference(
+    policy: NodePolicy,
+    pod: &PodShape,
+    free: &[i64],
+    fgd_gpu: Option<usize>,
+    draw: Option<&mut dyn FnMut(usize) -> usize>,
+) -> Option<Vec<usize>> {
+    let NodePolicy::Scored(scorer) = policy else { return None };
+    let first = match (scorer.gpu_selection(), pod.is_share()) {
+        (GpuSelection::Fgd, true) => fgd_gpu,
+        (GpuSelection::Random, true) => draw.and_then(|draw| {
+            // Reservoir sampling over the fitting GPUs, one draw per fitting GPU, as the simulator.
+            let mut chosen = None;
+            let mut seen = 0;
+            for (i, &f) in free.iter().enumerate() {
+                if f >= pod.gpu_milli {
+                    seen += 1;
+                    if draw(seen) == 0 {
+                        chosen = Some(i);
+                    }
+                }
+            }
+            chosen
+        }),
+        _ => None,
+    };
+    Some(match first {
+        Some(g) => np::gpu_preference_first(g, free, pod),
+        None => np::gpu_preference_best_fit(free, pod),
+    })
+}

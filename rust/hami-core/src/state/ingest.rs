@@ -1,0 +1,228 @@
+//! Ingest: Node, Pod and ResourceQuota objects, watch lines and LIST pages into the state.
+
+use super::{Applied, ClusterState, EventInfo, ListInfo, QuotaLimits};
+use crate::codec::{self, decode_pod_devices};
+use crate::error::{Error, Result};
+use crate::k8s::view::{parse_object, parse_raw, ObjectView, PodSpecView, PodStatusView};
+use crate::k8s::{ListPage, ObjectKey, QuotaSpec, WatchEvent};
+use crate::model::{collapse, GpuNode};
+use serde_json::value::RawValue;
+use std::collections::HashSet;
+
+impl ClusterState {
+    /// Adds or updates a Node, Pod, ResourceQuota, or every item of a List.
+    pub fn apply(&mut self, bytes: &[u8]) -> Result<Applied> {
+        let view = parse_object(bytes)?;
+        self.apply_view(&view, "")
+    }
+
+    fn apply_view(&mut self, view: &ObjectView, list_kind: &str) -> Result<Applied> {
+        let kind = if view.kind.is_empty() { list_kind.strip_suffix("List").unwrap_or("") } else { view.kind.as_ref() };
+        match kind {
+            "Node" => self.apply_node(view).map(|_| Applied::Node),
+            "Pod" => self.apply_pod(view),
+            "ResourceQuota" => self.apply_quota(view).map(|_| Applied::Quota),
+            _ if view.kind.ends_with("List") || view.items.is_some() => {
+                let items = view.items.as_deref().unwrap_or_default();
+                let errors: Vec<Error> =
+                    items.iter().filter_map(|item| self.apply_raw_item(item, &view.kind).err()).collect();
+                match errors.as_slice() {
+                    [] => Ok(Applied::List(items.len())),
+                    [one] => Err(one.clone()),
+                    [first, ..] => {
+                        let all: Vec<String> = errors.iter().map(Error::to_string).collect();
+                        Err(Error::new(first.kind, "", all.join("; ")))
+                    }
+                }
+            }
+            "" => Err(Error::decode("object", "field `kind` is missing")),
+            _ => Ok(Applied::Other),
+        }
+    }
+
+    fn apply_raw_item(&mut self, item: &RawValue, list_kind: &str) -> Result<Applied> {
+        self.apply_item(item.get().as_bytes(), list_kind)
+    }
+
+    /// One item of a List whose kind is `list_kind` (an item without `kind` takes the list's).
+    pub fn apply_item(&mut self, bytes: &[u8], list_kind: &str) -> Result<Applied> {
+        let view = parse_object(bytes)?;
+        self.apply_view(&view, list_kind)
+    }
+
+    /// Removes a Node, Pod or ResourceQuota given its last known state.
+    pub fn delete(&mut self, bytes: &[u8]) -> Result<()> {
+        let view = parse_object(bytes)?;
+        self.delete_view(&view);
+        Ok(())
+    }
+
+    fn delete_view(&mut self, view: &ObjectView) {
+        let meta = &view.metadata;
+        match view.kind.as_ref() {
+            "Node" => {
+                self.nodes.remove(meta.name.as_ref());
+            }
+            "Pod" => {
+                self.release(&meta.reservation_key());
+            }
+            "ResourceQuota" => {
+                if let Some(m) = self.quotas.get_mut(meta.namespace.as_ref()) {
+                    m.remove(meta.name.as_ref());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One line of a Kubernetes watch stream. Bad objects inside a valid event are reported in `error`.
+    pub fn apply_watch_event(&mut self, line: &[u8]) -> Result<EventInfo> {
+        let event: WatchEvent = serde_json::from_slice(line).map_err(|e| Error::decode("watch event", e))?;
+        let view = match parse_object(event.object.get().as_bytes()) {
+            Ok(view) => view,
+            Err(e) => return Ok(EventInfo { event_type: event.event_type, error: Some(e), ..EventInfo::default() }),
+        };
+        let outcome = match event.event_type.as_str() {
+            "ADDED" | "MODIFIED" => self.apply_view(&view, "").map(|_| ()),
+            "DELETED" => {
+                self.delete_view(&view);
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        Ok(EventInfo {
+            event_type: event.event_type,
+            key: view.metadata.key().to_string(),
+            resource_version: view.metadata.resource_version.into_owned(),
+            code: view.code,
+            error: outcome.err(),
+        })
+    }
+
+    /// One page of a LIST response: applies every item, returns the list metadata and item keys.
+    pub fn apply_list_page(&mut self, bytes: &[u8]) -> Result<ListInfo> {
+        let page: ListPage = serde_json::from_slice(bytes).map_err(|e| Error::decode("list", e))?;
+        let mut info = ListInfo {
+            resource_version: page.metadata.resource_version,
+            continue_token: page.metadata.continue_token,
+            ..Default::default()
+        };
+        for item in page.items {
+            match parse_object(item.get().as_bytes()) {
+                Ok(view) => {
+                    info.keys.push(view.metadata.key().to_string());
+                    if let Err(e) = self.apply_view(&view, &page.kind) {
+                        info.errors.push(e);
+                    }
+                }
+                Err(e) => info.errors.push(e),
+            }
+        }
+        Ok(info)
+    }
+
+    /// After a re-list: forgets every object of `kind` whose key (`name` or `namespace/name`) is not in `keys`.
+    pub fn retain(&mut self, kind: &str, keys: &HashSet<String>) -> usize {
+        match kind {
+            "Node" => {
+                let gone: Vec<String> = self.nodes.names().filter(|k| !keys.contains(*k)).cloned().collect();
+                gone.iter().for_each(|k| {
+                    self.nodes.remove(k);
+                });
+                gone.len()
+            }
+            "Pod" => {
+                let gone: Vec<String> = self
+                    .pods
+                    .iter()
+                    .filter(|(_, r)| !keys.contains(&ObjectKey::namespaced(&r.namespace, &r.name).to_string()))
+                    .map(|(uid, _)| uid.clone())
+                    .collect();
+                gone.iter().for_each(|uid| {
+                    self.release(uid);
+                });
+                gone.len()
+            }
+            "ResourceQuota" => {
+                let mut removed = 0;
+                for (ns, quotas) in &mut self.quotas {
+                    let before = quotas.len();
+                    quotas.retain(|name, _| keys.contains(&ObjectKey::namespaced(ns, name).to_string()));
+                    removed += before - quotas.len();
+                }
+                removed
+            }
+            _ => 0,
+        }
+    }
+
+    fn apply_node(&mut self, view: &ObjectView) -> Result<()> {
+        if view.metadata.name.is_empty() {
+            return Err(Error::invalid("Node", "metadata.name is empty"));
+        }
+        let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations);
+        match self.nodes.get(&fresh.name) {
+            Some(old) if old.same_inventory(&fresh) => fresh.copy_usage_from(old),
+            _ => self.rebuild_usage(&mut fresh),
+        }
+        self.nodes.insert(fresh);
+        Ok(())
+    }
+
+    /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).
+    fn rebuild_usage(&self, node: &mut GpuNode) {
+        node.clear_usage();
+        let name = node.name.clone();
+        for record in self.pods.values().filter(|r| *r.node == *name) {
+            node.account(&record.footprint, 1);
+        }
+    }
+
+    fn apply_pod(&mut self, view: &ObjectView) -> Result<Applied> {
+        let meta = &view.metadata;
+        let key = meta.reservation_key();
+        let pod_name = || format!("Pod {}", ObjectKey::namespaced(&meta.namespace, &meta.name));
+        let status: PodStatusView =
+            parse_raw(view.status).map_err(|e| Error::invalid(pod_name(), e).field("status"))?;
+        if status.is_terminal() {
+            self.release(&key);
+            return Ok(Applied::Pod);
+        }
+        let ann = &meta.annotations;
+        let (Some(node), Some(allocated)) = (ann.vgpu_node.as_deref(), ann.allocated.as_deref()) else {
+            return Ok(Applied::PodIgnored);
+        };
+        let spec: PodSpecView = parse_raw(view.spec).map_err(|e| Error::invalid(pod_name(), e).field("spec"))?;
+        let slots = decode_pod_devices(allocated)
+            .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", codec::ALLOCATED_KEY)))?;
+        let init_count = spec.init_containers.len();
+        let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
+        let record = self.record(&meta.namespace, &meta.name, node, footprint);
+        self.reserve(key, record);
+        Ok(Applied::Pod)
+    }
+
+    fn apply_quota(&mut self, view: &ObjectView) -> Result<()> {
+        let meta = &view.metadata;
+        let object = || format!("ResourceQuota {}", ObjectKey::namespaced(&meta.namespace, &meta.name));
+        let spec: QuotaSpec = parse_raw(view.spec).map_err(|e| Error::invalid(object(), e).field("spec"))?;
+        let limit = |resource: &str| -> Result<Option<i64>> {
+            let key = format!("limits.{resource}");
+            spec.hard
+                .get(&key)
+                .map(|v| {
+                    v.as_int().ok_or_else(|| {
+                        Error::invalid(object(), format!("{:?} is not an integer", v.0))
+                            .field(format!("spec.hard[{key}]"))
+                    })
+                })
+                .transpose()
+        };
+        let limits = QuotaLimits {
+            mem: limit(&self.config.resource_memory_name)?,
+            cores: limit(&self.config.resource_core_name)?,
+        };
+        self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
+        Ok(())
+    }
+}

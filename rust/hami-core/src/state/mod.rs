@@ -1,0 +1,198 @@
+//! The cluster state fed by watch events: nodes, reserved pods, quotas; per-device usage kept
+//! incrementally. Pure data and accounting: no scheduling decisions live here.
+
+mod ingest;
+pub mod nodes;
+mod report;
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::fit::QuotaState;
+use crate::model::{Collapsed, GpuNode};
+use nodes::NodeTable;
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A pod whose devices count against its node: annotated by a scheduler, or reserved by Filter.
+#[derive(Debug, Clone)]
+pub struct PodRecord {
+    pub namespace: Arc<str>,
+    pub name: Box<str>,
+    pub node: Arc<str>,
+    pub footprint: Box<[Collapsed]>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct QuotaLimits {
+    pub(crate) mem: Option<i64>,
+    pub(crate) cores: Option<i64>,
+}
+
+#[derive(Debug, Default)]
+pub struct ClusterState {
+    pub config: Config,
+    pub(crate) nodes: NodeTable,
+    pods: FxHashMap<String, PodRecord>,
+    /// Namespace and node names shared by every record that mentions them.
+    names: FxHashMap<Box<str>, Arc<str>>,
+    quotas: HashMap<String, BTreeMap<String, QuotaLimits>>,
+    ns_usage: HashMap<String, (i64, i64)>,
+    /// Task types of the most recently placed pods: FGD's target workload in the live scheduler.
+    recent: std::collections::VecDeque<crate::frag::TaskType>,
+}
+
+/// How many recent placements FGD learns its target workload from.
+pub const FGD_RECENT_PODS: usize = 1000;
+
+/// What one watch line carried, for the reflector's bookkeeping.
+#[derive(Debug, Clone, Default)]
+pub struct EventInfo {
+    pub event_type: String,
+    pub resource_version: String,
+    pub key: String,
+    /// HTTP code of an ERROR event's Status (410 means: re-list).
+    pub code: i32,
+    pub error: Option<Error>,
+}
+
+/// One page of a LIST.
+#[derive(Debug, Clone, Default)]
+pub struct ListInfo {
+    pub resource_version: String,
+    pub continue_token: String,
+    pub keys: Vec<String>,
+    pub errors: Vec<Error>,
+}
+
+/// What an `apply` did, for logs and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Node,
+    Pod,
+    PodIgnored,
+    Quota,
+    List(usize),
+    Other,
+}
+
+impl ClusterState {
+    pub fn new(config: Config) -> Self {
+        Self { config, ..Self::default() }
+    }
+
+    pub fn node(&self, name: &str) -> Option<&GpuNode> {
+        self.nodes.get(name)
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn pod(&self, uid: &str) -> Option<&PodRecord> {
+        self.pods.get(uid)
+    }
+
+    fn shared(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.names.get(name) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(name);
+        self.names.insert(name.into(), shared.clone());
+        shared
+    }
+
+    /// A record with its namespace and node names shared with other records.
+    pub fn record(&mut self, namespace: &str, name: &str, node: &str, footprint: Vec<Collapsed>) -> PodRecord {
+        PodRecord {
+            namespace: self.shared(namespace),
+            name: name.into(),
+            node: self.shared(node),
+            footprint: footprint.into_boxed_slice(),
+        }
+    }
+
+    /// Takes a pod's reservation out for the duration of a dry run; the caller restores it.
+    pub fn set_aside(&mut self, key: &str) -> Option<PodRecord> {
+        let saved = self.pod(key).cloned();
+        if saved.is_some() {
+            self.release(key);
+        }
+        saved
+    }
+
+    /// Records (or replaces) a pod's footprint on its node and in its namespace's quota usage.
+    pub fn reserve(&mut self, uid: String, record: PodRecord) {
+        self.release(&uid);
+        if let Some(t) =
+            self.nodes.get(&record.node).and_then(|n| crate::policy::node::live_task_type(n, &record.footprint))
+        {
+            if self.recent.len() == FGD_RECENT_PODS {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(t);
+        }
+        if let Some(node) = self.nodes.get_mut(&record.node) {
+            node.account(&record.footprint, 1);
+        }
+        self.add_ns_usage(&record, 1);
+        self.pods.insert(uid, record);
+    }
+
+    /// Drops a pod's footprint; true if it had one.
+    pub fn release(&mut self, uid: &str) -> bool {
+        let Some(record) = self.pods.remove(uid) else { return false };
+        if let Some(node) = self.nodes.get_mut(&record.node) {
+            node.account(&record.footprint, -1);
+        }
+        self.add_ns_usage(&record, -1);
+        true
+    }
+
+    /// FGD's target workload: the task types of the last [`FGD_RECENT_PODS`] placements that
+    /// cover 95 % of them, with their shares (empty before any placement).
+    pub fn target_workload(&self) -> crate::frag::Workload {
+        crate::frag::Workload::typical(self.recent.iter().cloned(), 95.0)
+    }
+
+    /// GpuClustering's view of the nodes: the GPU tags of the pods on each, with counts (one pass).
+    pub fn gpu_tags_by_node(&self) -> HashMap<&str, Vec<(crate::policy::node::GpuTag, u32)>> {
+        let mut out: HashMap<&str, Vec<(crate::policy::node::GpuTag, u32)>> = HashMap::new();
+        for rec in self.pods.values() {
+            let Some(gpu_node) = self.nodes.get(&rec.node) else { continue };
+            let tag = crate::policy::node::live_tag(gpu_node, &rec.footprint);
+            let tags = out.entry(&*rec.node).or_default();
+            match tags.iter_mut().find(|(t, _)| *t == tag) {
+                Some(e) => e.1 += 1,
+                None => tags.push((tag, 1)),
+            }
+        }
+        out
+    }
+
+    fn add_ns_usage(&mut self, record: &PodRecord, sign: i64) {
+        let mem: i64 = record.footprint.iter().map(|c| c.mem).sum();
+        let cores: i64 = record.footprint.iter().map(|c| c.cores).sum();
+        let entry = self.ns_usage.entry(record.namespace.to_string()).or_default();
+        entry.0 = (entry.0 + sign * mem).max(0);
+        entry.1 = (entry.1 + sign * cores).max(0);
+    }
+
+    /// The tightest vGPU quota of a namespace with its current usage; `None` without limits.
+    pub fn quota_state(&self, namespace: &str) -> Option<QuotaState> {
+        let quotas = self.quotas.get(namespace)?;
+        let tightest = |f: fn(&QuotaLimits) -> Option<i64>| quotas.values().filter_map(f).min();
+        let factor = self.config.memory_factor.max(1);
+        let limit_mem = tightest(|q| q.mem).map(|m| m * factor);
+        let limit_cores = tightest(|q| q.cores);
+        if limit_mem.is_none() && limit_cores.is_none() {
+            return None;
+        }
+        let (used_mem, used_cores) = self.ns_usage.get(namespace).copied().unwrap_or_default();
+        Some(QuotaState { limit_mem, limit_cores, used_mem, used_cores })
+    }
+}

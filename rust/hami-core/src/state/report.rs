@@ -1,0 +1,127 @@
+//! Reports of the state as JSON: per-device usage, per-pod footprints and quotas (metrics, REST API).
+
+use super::ClusterState;
+use crate::model::{GpuNode, CORDONED};
+
+#[derive(serde::Serialize)]
+struct DeviceReport<'a> {
+    uuid: &'a str,
+    index: u32,
+    #[serde(rename = "type")]
+    device_type: &'a str,
+    numa: i32,
+    health: bool,
+    cordoned: bool,
+    count: i32,
+    devmem: i32,
+    devcore: i32,
+    used: i64,
+    usedmem: i64,
+    usedcores: i64,
+}
+
+#[derive(serde::Serialize)]
+struct NodeReport<'a> {
+    name: &'a str,
+    registered: bool,
+    error: Option<&'a str>,
+    devices: Vec<DeviceReport<'a>>,
+}
+
+impl ClusterState {
+    /// Per-node, per-device usage as JSON, nodes sorted by name.
+    pub fn usage_json(&self) -> Vec<u8> {
+        let mut nodes: Vec<&GpuNode> = self.nodes.values().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let report: Vec<NodeReport> = nodes
+            .into_iter()
+            .map(|n| NodeReport {
+                name: &n.name,
+                registered: n.is_registered(),
+                error: n.register_error.as_deref(),
+                devices: n
+                    .devices
+                    .iter()
+                    .zip(&n.usage)
+                    .zip(&n.hot)
+                    .map(|((d, u), hot)| DeviceReport {
+                        uuid: &d.id,
+                        index: d.index,
+                        device_type: &d.device_type,
+                        numa: d.numa,
+                        health: d.health,
+                        cordoned: hot.has(CORDONED),
+                        count: d.count,
+                        devmem: d.devmem,
+                        devcore: d.devcore,
+                        used: u.used,
+                        usedmem: u.usedmem,
+                        usedcores: u.usedcores,
+                    })
+                    .collect(),
+            })
+            .collect();
+        serde_json::to_vec(&report).unwrap_or_default()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct PodDeviceReport<'a> {
+    uuid: &'a str,
+    usedmem: i64,
+    usedcores: i64,
+}
+
+#[derive(serde::Serialize)]
+struct PodReport<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    node: &'a str,
+    devices: Vec<PodDeviceReport<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct QuotaReport<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    resource: &'a str,
+    limit: i64,
+    used: i64,
+}
+
+impl ClusterState {
+    /// Every counted pod with its per-GPU footprint, and every vGPU quota with its namespace's usage (for metrics).
+    pub fn accounting_json(&self) -> Vec<u8> {
+        let mut pods: Vec<PodReport> = self
+            .pods
+            .values()
+            .map(|r| PodReport {
+                namespace: &r.namespace,
+                name: &r.name,
+                node: &r.node,
+                devices: r
+                    .footprint
+                    .iter()
+                    .map(|c| PodDeviceReport { uuid: &c.uuid, usedmem: c.mem, usedcores: c.cores })
+                    .collect(),
+            })
+            .collect();
+        pods.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
+        let (mem_name, core_name) =
+            (self.config.resource_memory_name.as_str(), self.config.resource_core_name.as_str());
+        let mut quotas = Vec::new();
+        for (namespace, by_name) in &self.quotas {
+            let (used_mem, used_cores) = self.ns_usage.get(namespace).copied().unwrap_or_default();
+            for (name, limits) in by_name {
+                let entries = [(mem_name, limits.mem, used_mem), (core_name, limits.cores, used_cores)];
+                for (resource, limit, used) in entries {
+                    if let Some(limit) = limit {
+                        quotas.push(QuotaReport { namespace, name, resource, limit, used });
+                    }
+                }
+            }
+        }
+        quotas.sort_by(|a, b| (a.namespace, a.name, a.resource).cmp(&(b.namespace, b.name, b.resource)));
+        serde_json::to_vec(&serde_json::json!({"pods": pods, "quotas": quotas})).unwrap_or_default()
+    }
+}

@@ -1,0 +1,201 @@
+"""Scale on KWOK fake nodes (opt-in, see conftest.py): HAMi's real binary, hami-fast and kube-scheduler
+alone (plain pods, no extender: the floor) in the same run on the same cluster.
+
+Each run creates its pods at once (a realistic vGPU mix: fractional memory, cores, a memory
+percentage, whole cards, two GPUs), measures time until all are bound, pods/s, p50 and p99
+create-to-bind and API calls per pod (from the API server's audit log), then deletes them so the
+next run meets the same empty cluster. At HAMi's default client limits (QPS 5 / burst 10) and with
+limits raised for both. Every pod asks for `hami.io/node-scheduler-policy: spread` (both schedulers
+honour it), so consecutive pods land on different nodes as a batch job spreads.
+
+Sizes (env): HAMI_FAST_E2E_SCALE_NODES (CI: 100), _PODS (CI: 300), _DEFAULT_PODS (pods at the default
+limits, CI: 20), _HAMI_BUDGET (seconds HAMi may take per run before its rate is taken from what it
+bound), _ALLOCATE_DELAY (the device plugin stand-in's Allocate, default 0), _RUNS. `make bench-e2e` runs
+1,000 nodes x 8 GPUs and 5,000 pods. Results: printed, and written to the folder $HAMI_FAST_E2E_RESULTS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+from controlplane import wait_for
+from sidebyside import (
+    FAST,
+    HAMI,
+    HAMI_USER,
+    KS_USER,
+    SA_USER,
+    BindTracker,
+    DevicePlugin,
+    SideBySide,
+    audit_counts,
+    control_plane,
+    cpu_seconds,
+    create_namespace,
+    create_pods,
+    delete_pods,
+    device_usage,
+    gpu_pod,
+    log,
+    mixed_limits,
+    overcommitted,
+    plain_pod,
+    register_nodes,
+    scrape,
+    start_kwok,
+    usage_differences,
+)
+
+NODES = int(os.environ.get("HAMI_FAST_E2E_SCALE_NODES", "100"))
+GPUS = int(os.environ.get("HAMI_FAST_E2E_SCALE_GPUS", "8"))
+PODS = int(os.environ.get("HAMI_FAST_E2E_SCALE_PODS", "300"))
+DEFAULT_PODS = int(os.environ.get("HAMI_FAST_E2E_SCALE_DEFAULT_PODS", "20"))
+HAMI_BUDGET = float(os.environ.get("HAMI_FAST_E2E_SCALE_HAMI_BUDGET", "90"))
+ALLOCATE_DELAY = float(os.environ.get("HAMI_FAST_E2E_SCALE_ALLOCATE_DELAY", "0"))
+RAISED = (
+    int(os.environ.get("HAMI_FAST_E2E_SCALE_QPS", "1000")),
+    int(os.environ.get("HAMI_FAST_E2E_SCALE_BURST", "2000")),
+)
+SPREAD = {"hami.io/node-scheduler-policy": "spread"}
+FLOOR = "no-extender"
+USERS = {HAMI: HAMI_USER, FAST: SA_USER, FLOOR: None}
+RUNS = os.environ.get("HAMI_FAST_E2E_SCALE_RUNS", f"{FLOOR},{FAST},{HAMI}").split(",")
+
+
+@pytest.fixture(scope="module")
+def scale(e2e_workdir, require_kwok):
+    cp = control_plane(e2e_workdir("scale"), apiserver_args=["--max-requests-inflight=800"])
+    plugin = None
+    try:
+        cp.start()
+        s = SideBySide(cp, qps=RAISED[0], burst=RAISED[1]).setup()
+        start_kwok(cp)
+        names = [f"kwok-{i:05d}" for i in range(NODES)]
+        t0 = time.monotonic()
+        register_nodes(cp.api, names, gpus=GPUS, labels={"type": "kwok"}, kwok=True)
+        s.wait_nodes_registered(names, timeout=max(120, NODES))
+        log(f"{NODES} KWOK nodes x {GPUS} GPUs registered with both schedulers in {time.monotonic() - t0:.0f}s")
+        plugin = DevicePlugin(cp.api, delay=ALLOCATE_DELAY).start()
+        yield s
+    finally:
+        if plugin:
+            plugin.stop()
+        cp.stop()
+
+
+def pods_for(run: str, namespace: str, n: int) -> list[dict]:
+    if run == FLOOR:
+        return [plain_pod(f"plain-{i}", namespace) for i in range(n)]
+    return [
+        gpu_pod(f"{kind}-{i}", namespace, limits, annotations=SPREAD)
+        for i, (kind, limits) in ((i, mixed_limits(i)) for i in range(n))
+    ]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(s: SideBySide, run: str, n: int, limits: str, budget: float) -> dict:
+    namespace = f"{run}-{limits}"
+    s.use(FAST if run == FLOOR else run)  # plain pods never reach the extender: any is fine
+    create_namespace(s.api, namespace)
+    tracker = BindTracker(s.api, namespace)
+    pods = pods_for(run, namespace, n)
+    cpu0 = cpu_seconds(s.cp)
+    t0 = time.time()
+    created = create_pods(s.api, pods, threads=32)
+    t_created = time.time()
+    try:
+        wait_for(f"{namespace}: {n} pods bound", lambda: len(tracker.bound) >= n, budget, 0.5)
+    except TimeoutError:
+        pass
+    t1 = time.time()
+    cpu1 = cpu_seconds(s.cp)
+    tracker.stop()
+    bound = sorted(tracker.bound.values())
+    waits = [tracker.bound[k] - created[k] for k in tracker.bound]
+    load = os.getloadavg()[0]
+    time.sleep(2)  # the audit log's batch flush
+    calls = audit_counts(s.cp.audit_log, t0, t1)
+    user = USERS[run]
+    ext_calls = sum(v for verb, v in calls.get(user, {}).items() if verb != "watch") if user else 0
+    ks_calls = sum(v for verb, v in calls.get(KS_USER, {}).items() if verb != "watch")
+    elapsed = (bound[-1] - t0) if len(bound) >= n else (t1 - t0)
+    result = {
+        "run": run,
+        "limits": limits,
+        "nodes": NODES,
+        "pods": n,
+        "bound": len(bound),
+        "all_bound_s": round(bound[-1] - t0, 2) if len(bound) >= n else None,
+        "create_s": round(t_created - t0, 2),
+        "pods_per_s": round(len(bound) / elapsed, 2) if elapsed > 0 else None,
+        "p50_s": round(statistics.median(waits), 3) if waits else None,
+        "p99_s": round(percentile(waits, 0.99), 3) if waits else None,
+        "extender_calls_per_pod": round(ext_calls / max(1, len(bound)), 2),
+        "kube_scheduler_calls_per_pod": round(ks_calls / max(1, len(bound)), 2),
+        "cpu_s": {k: round(cpu1[k] - v, 1) for k, v in cpu0.items() if k in cpu1 and cpu1[k] - v >= 0.5},
+        "load1": round(load, 1),
+    }
+    if run == FAST:
+        text = scrape(s.metrics_ports[FAST])
+        for route in ("filter", "bind", "webhook"):
+            total = re.search(rf'hami_fast_request_duration_seconds_sum\{{route="{route}"\}} (\S+)', text)
+            count = re.search(rf'hami_fast_request_duration_seconds_count\{{route="{route}"\}} (\S+)', text)
+            if total and count and float(count[1]):
+                result[f"mean_{route}_ms_cumulative"] = round(1000 * float(total[1]) / float(count[1]), 2)
+    log(f"scale: {json.dumps(result)}")
+    if run == FAST:
+        assert overcommitted(device_usage(s.api)) == []
+        wait_for(
+            "hami-fast's gauges equal the API's allocations",
+            lambda: not usage_differences(s.metric_usage(FAST), device_usage(s.api)),
+            timeout=60,
+            interval=2,
+        )
+    delete_pods(s.api, namespace, wait=max(120, n / 20))
+    return result
+
+
+def table(results: list[dict]) -> str:
+    head = "| limits | scheduler | nodes | pods | bound | all bound (s) | pods/s | p50 (s) | p99 (s) | extender calls/pod | kube-scheduler calls/pod |"
+    rows = [head, "|" + "---|" * 11]
+    for r in results:
+        rows.append(
+            f"| {r['limits']} | {r['run']} | {r['nodes']} | {r['pods']} | {r['bound']} | {r['all_bound_s'] or 'not all'} "
+            f"| {r['pods_per_s']} | {r['p50_s']} | {r['p99_s']} | {r['extender_calls_per_pod']} | {r['kube_scheduler_calls_per_pod']} |"
+        )
+    return "\n".join(rows)
+
+
+def test_scale_side_by_side_with_hami_and_the_no_extender_floor(scale) -> None:
+    results = []
+    for run in RUNS:
+        budget = HAMI_BUDGET if run == HAMI else max(120.0, PODS / 5)
+        results.append(measure(scale, run, PODS, f"qps{RAISED[0]}", budget))
+    if DEFAULT_PODS:
+        scale.set_client_limits(5, 10)
+        for run in [r for r in RUNS if r != FLOOR]:
+            budget = HAMI_BUDGET if run == HAMI else max(120.0, DEFAULT_PODS * 3)
+            results.append(measure(scale, run, DEFAULT_PODS, "qps5", budget))
+    text = table(results)
+    print("\n" + text)
+    out = os.environ.get("HAMI_FAST_E2E_RESULTS")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
+        (Path(out) / "scale.md").write_text(text + "\n")
+    by = {(r["run"], r["limits"]): r["bound"] for r in results}
+    raised = f"qps{RAISED[0]}"
+    assert by.get((FLOOR, raised), PODS) == PODS
+    assert by.get((FAST, raised), PODS) == PODS, "hami-fast bound every pod"
+    assert by.get((HAMI, raised), 1) > 0, "HAMi's binary scheduled on this cluster too"
+    assert by.get((FAST, "qps5"), DEFAULT_PODS) == DEFAULT_PODS
