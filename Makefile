@@ -31,6 +31,16 @@ test-python: install ## pytest suite (contract, differential, CLI)
 .PHONY: test
 test: install test-rust test-python ## set up from scratch and run every test
 
+# ---- lint gate (issue 9) -----------------------------------------------------------------------
+.PHONY: lint
+lint: install ## format, lint and stub checks: cargo fmt, clippy -D warnings, ruff check/format, _native.pyi vs the module
+	cargo fmt --all --check
+	cargo clippy --all-targets --quiet -- -D warnings
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest tests/test_stubs.py -q -p no:randomly
+# ---- end lint gate ------------------------------------------------------------------------------
+
 .PHONY: bench
 bench: install ## benchmarks, side by side (pytest-benchmark)
 	$(PY) -m pytest bench --benchmark-enable --benchmark-only -q -p no:randomly

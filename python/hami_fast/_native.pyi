@@ -5,7 +5,48 @@ from typing import final
 __version__: str
 
 class EngineError(ValueError):
-    """Bad input: the message names the object and the field."""
+    """Bad input: the message names the object and the field.
+
+    ``kind`` is one of ``decode``, ``invalid``, ``config``, ``not_found``, ``internal``; ``object`` and
+    ``field`` name where (either may be empty).
+    """
+
+    kind: str
+    object: str
+    field: str
+
+@final
+class FilterDecision:
+    """One ``/filter`` decision, typed (from :meth:`Cluster.decide`).
+
+    ``outcome`` is ``scheduled``, ``unschedulable``, ``passthrough`` (no vGPU request, or an autoscaler
+    dry run) or ``error``; ``pod_key`` is the reservation key :meth:`Cluster.release` takes; ``patch`` is
+    the pod's merge patch when a node was chosen; ``events`` are ``(type, reason, message)``;
+    ``reason_counts`` counts failed candidate nodes per HAMi reason.
+    """
+
+    @property
+    def response(self) -> bytes: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def pod_key(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def node(self) -> str | None: ...
+    @property
+    def patch(self) -> bytes | None: ...
+    @property
+    def devices(self) -> str | None: ...
+    @property
+    def events(self) -> list[tuple[str, str, str]]: ...
+    @property
+    def reason_counts(self) -> dict[str, int]: ...
 
 @final
 class Cluster:
@@ -34,12 +75,17 @@ class Cluster:
         """Apply one LIST page; returns ``(resourceVersion, continue, item keys, per-item errors)``."""
     def retain(self, kind: str, keys: list[str]) -> int:
         """After a re-list, forget objects of ``kind`` whose key is not in ``keys``; returns how many."""
-    def filter(self, args: bytes, now: int, record: bool = True) -> tuple[bytes, bytes | None]:
-        """ExtenderArgs -> (ExtenderFilterResult bytes, decision JSON or None).
+    def decide(self, args: bytes, now: int, record: bool = True) -> FilterDecision:
+        """ExtenderArgs -> the typed decision (what the extender serves).
 
-        The decision is ``{"pod": {"namespace","name","uid"}, "node": str, "annotations": {..},
-        "patch": <merge patch bytes as str>, "scores": {..}, "failed": {..}}``. With ``record`` the
-        reservation is kept under the pod UID until :meth:`release` or the pod leaves.
+        With ``record`` the reservation is kept under ``pod_key`` until :meth:`release` or the pod leaves.
+        """
+    def filter(self, args: bytes, now: int, record: bool = True) -> tuple[bytes, bytes | None]:
+        """ExtenderArgs -> (ExtenderFilterResult bytes, decision as JSON or None), for tools and tests.
+
+        The decision JSON is ``{"pod": {"namespace","name","uid"}, "node": str | null, "annotations": {..},
+        "patch": <merge patch as a string>, "failed_reasons": {reason: count}, "events": [{"type",
+        "reason", "message"}]}``. Same reservation rule as :meth:`decide`.
         """
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""

@@ -64,10 +64,9 @@ impl Engine {
         };
         if placement.request.is_empty() {
             return match parse_node_names(args.node_names) {
-                Ok(names) => FilterOutcome {
-                    response: ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(),
-                    decision: None,
-                },
+                Ok(names) => FilterOutcome::passthrough(
+                    ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(),
+                ),
                 Err(e) => FilterOutcome::error(e),
             };
         }

@@ -32,5 +32,5 @@ pub mod webhook;
 pub use config::Config;
 pub use engine::Engine;
 pub use error::{Error, ErrorKind};
-pub use filter::FilterOutcome;
+pub use filter::{Decision, FilterOutcome, Outcome};
 pub use state::{Applied, ClusterState};
