@@ -105,6 +105,13 @@ class Config:
     bind_workers: int = field(
         default=64, metadata={"help": "binds run at once (each waits on the API server, not the CPU)"}
     )
+    filter_patch_behind_answer: bool = field(
+        default=False,
+        metadata={
+            "help": "answer Filter before its annotation patch is written (faster; Bind waits for the patch, but a "
+            "crash between answer and patch leaves the pod to bind without its allocation). Off: HAMi's order"
+        },
+    )
     force_overwrite_default_scheduler: bool = field(
         default=True, metadata={"help": "take over pods naming default-scheduler"}
     )
