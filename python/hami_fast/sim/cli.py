@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             from hami_fast.sim.plots import plot_run
 
             plot_run(result, args.plot)
+            print(f"wrote {args.plot}", file=sys.stderr)
         return 0
     return _sweep(args, policies, seeds)
 
@@ -140,7 +141,8 @@ def _sweep(
         print()
         print(report.markdown(table))
     if args.figures or args.plot:
-        draw_figures(results, Path(args.figures) if args.figures else None, args.plot, bounds)
+        for path in draw_figures(results, Path(args.figures) if args.figures else None, args.plot, bounds):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

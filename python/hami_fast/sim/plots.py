@@ -21,7 +21,10 @@ COLORS = {
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError("figures need matplotlib: pip install 'hami-fast[plot]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
