@@ -50,6 +50,21 @@ wheel: $(PY) ## build a release wheel into dist/
 	$(PY) -m pip install -q 'maturin>=1.16,<2'
 	$(VENV)/bin/maturin build --release -o dist
 
+# ---- ship it (issue 13): console scripts on PATH, the container image ------------------------------
+BINDIR ?= $(HOME)/.local/bin
+
+.PHONY: install-user
+install-user: ## link hami-fast and kubectl-hami from .venv into $(BINDIR) (default ~/.local/bin), usable from any shell
+	@test -x $(VENV)/bin/hami-fast || $(MAKE) install
+	@mkdir -p $(BINDIR)
+	@for s in hami-fast kubectl-hami; do ln -sf $(abspath $(VENV))/bin/$$s $(BINDIR)/$$s; echo "$(BINDIR)/$$s -> $(abspath $(VENV))/bin/$$s"; done
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "add $(BINDIR) to PATH, e.g. export PATH=\"$(BINDIR):\$$PATH\"";; esac
+
+.PHONY: image
+image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isolation chroot) as dist/hami-fast-v<version>.oci.tar
+	scripts/install-image-tools.sh
+	scripts/build-image.sh
+
 # ---- side by side with HAMi's binary (issue 12) ------------------------------------------------
 # The issue's sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
 # and 40 pods onto 2 nodes with a 1 s Allocate. Needs the control plane, helm, KWOK (built and cached

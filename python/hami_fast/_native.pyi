@@ -91,6 +91,10 @@ class Cluster:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
         """Apply the webhook defaults to ``pod``, then report where it would go over all nodes."""
+    def headroom(self, pod: bytes) -> bytes:
+        """Per container of ``pod`` (webhook defaults applied): the request, the largest free memory and
+        cores of any usable GPU (``{"node", "gpu", "free"}``), the node with the most GPUs with room
+        (``{"node", "count"}``) and ``blocking`` (which of memory, cores, slots, gpus nothing offers), JSON."""
     def admit(self, review: bytes) -> bytes:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def usage(self) -> bytes:
@@ -100,6 +104,18 @@ class Cluster:
         "quotas": [{namespace, name, resource, limit, used}]}`` as JSON (for metrics)."""
     def node_count(self) -> int: ...
     def pod_count(self) -> int: ...
+
+def yaml_to_json(text: bytes) -> bytes:
+    """YAML documents (``kubectl get -o yaml``) -> JSON array of the non-empty documents."""
+
+def node_policy_names() -> list[str]:
+    """Every valid node scheduler policy name (HAMi's binpack and spread, then the scored policies)."""
+
+def check_node_policy(value: str) -> str:
+    """A node policy flag value -> its canonical name; EngineError listing the valid names otherwise."""
+
+def check_gpu_policy(value: str) -> str:
+    """A GPU policy flag value (a name or a comma chain) -> the trimmed value; EngineError otherwise."""
 
 def decode_node_register(value: str) -> bytes:
     """``hami.io/node-nvidia-register`` (JSON or legacy colon form) -> JSON list of devices."""
@@ -133,13 +149,29 @@ def replay(
 ) -> bytes:
     """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return JSON.
 
-    ``policy`` is one of fgd, bestfit, dotprod, packing, clustering, random, binpack, spread.
+    ``policy`` is one of :func:`policy_names` (fgd, bestfit, dotprod, packing, clustering, random,
+    binpack, spread, fgd-balance).
     The JSON object has ``policy, seed, tune, pods, failed, tuned, total_gpus, typical_types,
     unallocated_pct_at_100, alloc_pct_by_arrived, frag_pct_by_arrived, frag_ratio_by_arrived,
     elapsed_s`` (the ``*_by_arrived`` maps are keyed by arrived GPU % as strings).
     ``check_all`` confirms every candidate node with the engine's Fit (slower).
     A malformed CSV raises :class:`EngineError` naming the file, line and column.
     """
+
+def policy_names() -> list[str]:
+    """The node policy names the replay and ``--node-scheduler-policy`` accept, in table order."""
+
+def replay_arrivals(
+    nodes_csv: bytes,
+    pods_csv: bytes,
+    seed: int = 42,
+    tune: float = 1.3,
+    nodes_name: str = "nodes.csv",
+    pods_name: str = "pods.csv",
+) -> bytes:
+    """The replay's cluster and arrival stream for ``seed`` without replaying: JSON
+    ``{"seed", "total_gpus", "nodes": [[name, cpu_milli, memory_mib, gpus, model]],
+    "pods": [[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]]}`` (pods in arrival order)."""
 
 def node_frag(cpu_left: int, gpu_free: list[int], model: str, types: list[tuple[int, int, int, str, float]]) -> float:
     """FGD's fragment of one node in milli-GPU: ``Σ share · F(type)`` over task types

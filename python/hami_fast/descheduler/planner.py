@@ -133,6 +133,16 @@ def render_pending(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plan_live(
+    client: Any, max_moves: int | None = None, planner: str = "drain", baseline: bool = True, **options: Any
+) -> dict[str, Any]:
+    """The plan for the live cluster (dry run): `hami-fast plan --live` and `kubectl hami plan`.
+    `options` are [`plan`]'s objective options (objective, workload, for_pod, max_moves_per_pod)."""
+    from hami_fast.descheduler.kube import snapshot_inputs
+
+    return plan(snapshot_inputs(client), max_moves, planner=planner, baseline=baseline, **options)
+
+
 def render_table(result: dict[str, Any]) -> str:
     if result.get("objective") == "for":
         return render_unblock(result)
@@ -238,11 +248,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         if args.apply and not args.live:
             raise ValueError("--apply needs --live: moves are only applied to the cluster they were planned on")
         if args.live:
-            from hami_fast.descheduler.kube import snapshot_inputs
             from hami_fast.kube.client import KubeClient, load_api_client
 
             client = KubeClient(load_api_client(args.kubeconfig), qps=20, burst=40)
-            inputs = snapshot_inputs(client)
+            inputs = None
         elif args.snapshot:
             inputs = [snapshot_bytes(args.snapshot)]
         else:
@@ -258,16 +267,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         workload = load_workload(args.workload)
         for_pod = load_pending_pod(args.for_pod, client) if args.for_pod else None
         try:
-            result = plan(
-                inputs,
-                args.max_moves,
-                planner=args.planner,
-                baseline=not args.no_baseline,
+            options = dict(
                 objective=args.objective,
                 workload=workload,
                 for_pod=for_pod,
                 max_moves_per_pod=args.max_moves_per_pod,
             )
+            if inputs is None:
+                result = plan_live(client, args.max_moves, args.planner, baseline=not args.no_baseline, **options)
+            else:
+                result = plan(inputs, args.max_moves, planner=args.planner, baseline=not args.no_baseline, **options)
         except _native.EngineError as exc:
             raise ValueError(f"{args.snapshot or args.replay}: {exc}") from exc
         if args.output == "json":

@@ -79,11 +79,12 @@ class Scheduler:
         )
         self.binds = BindQueue(workers=workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
-        # Filter's annotation patches, written behind its answer: one single-thread lane per pod hash
-        # keeps each pod's patches in order. In-memory writers patch inline.
-        blocking = getattr(writer, "blocking", True)
+        # By default Filter patches the pod before it answers, as HAMi does, so an answered Filter is
+        # always on the API. With --filter-patch-behind-answer the patch is written behind the answer:
+        # one single-thread lane per pod hash keeps each pod's patches in order. In-memory writers patch inline.
+        behind = config.filter_patch_behind_answer and getattr(writer, "blocking", True)
         self.patchers = (
-            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)] if blocking else None
+            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)] if behind else None
         )
         self._patches: dict[str, Future[str]] = {}
         self._patch_guard = threading.Lock()
@@ -122,7 +123,7 @@ class Scheduler:
                 self._event(pod, event_type, reason, message)
             log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": d.reason_counts})
             return d.response
-        if self.patchers is None:  # in-memory writers: the patch is instant, keep Filter's own error path
+        if self.patchers is None:  # patch before answering; a failed patch is Filter's error
             error = self._write_allocation(pod, d.patch, d.pod_key)
             if error:
                 return filter_error(error)

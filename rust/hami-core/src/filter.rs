@@ -96,6 +96,16 @@ pub fn choose(fits: &[(&str, f64)], policy: NodePolicy) -> Option<usize> {
     score::choose(fits.len(), |i| fits[i].0, |i| fits[i].1, policy)
 }
 
+/// The fitting nodes in the policy's order of preference: the first is the one [`choose`] picks.
+pub fn ranked(fits: &[(&str, f64)], policy: NodePolicy) -> Vec<String> {
+    let mut rest: Vec<(&str, f64)> = fits.to_vec();
+    let mut order = Vec::with_capacity(rest.len());
+    while let Some(i) = choose(&rest, policy) {
+        order.push(rest.swap_remove(i).0.to_owned());
+    }
+    order
+}
+
 /// Evaluation is bound by memory latency on large clusters: start loading the device arrays of
 /// the node a few candidates ahead, and that node's own struct further ahead.
 #[inline]
@@ -247,7 +257,11 @@ struct LiveViews<'s> {
 
 impl<'s> LiveViews<'s> {
     fn new(state: &'s ClusterState, scorer: np::Scorer, request: &PodRequest, nodes: &[&GpuNode]) -> Self {
-        let mut workload = if scorer == np::Scorer::Fgd { state.target_workload() } else { Workload::default() };
+        let mut workload = match scorer {
+            np::Scorer::Fgd => state.target_workload(),
+            np::Scorer::FgdBalance => state.balance_workload(),
+            _ => Workload::default(),
+        };
         let tags = if scorer == np::Scorer::Clustering { state.gpu_tags_by_node() } else { Default::default() };
         let frees = nodes.iter().map(|n| np::live_free_milli(n)).collect();
         let pods: Vec<np::PodShape> = nodes

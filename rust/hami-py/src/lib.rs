@@ -129,6 +129,12 @@ impl Cluster {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// Per container: the request against the largest free GPU resources (`kubectl hami why`).
+    fn headroom<'py>(&self, py: Python<'py>, pod: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().state.headroom(pod)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     fn admit<'py>(&self, py: Python<'py>, review: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().admit(review)))?;
         Ok(PyBytes::new(py, &out))
@@ -151,6 +157,36 @@ impl Cluster {
     fn pod_count(&self) -> usize {
         self.lock().state.pod_count()
     }
+}
+
+/// YAML documents (as `kubectl get -o yaml` writes them) -> JSON array of the non-empty documents.
+#[pyfunction]
+fn yaml_to_json<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let out =
+        run(py, || hami_core::manifest::yaml_documents_to_json(text).map_err(|e| hami_core::Error::invalid("", e)))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Every valid node scheduler policy name, from the engine's own list.
+#[pyfunction]
+fn node_policy_names() -> Vec<&'static str> {
+    hami_core::policy::NodePolicy::names()
+}
+
+/// A node scheduler policy given as a flag: its canonical name, or EngineError listing the valid ones.
+#[pyfunction]
+fn check_node_policy(value: &str) -> PyResult<&'static str> {
+    hami_core::policy::NodePolicy::parse_strict(value)
+        .map(hami_core::policy::NodePolicy::as_str)
+        .map_err(|e| engine_error(hami_core::Error::config("", e)))
+}
+
+/// A GPU scheduler policy given as a flag: the trimmed value, or EngineError listing the valid ones.
+#[pyfunction]
+fn check_gpu_policy(value: &str) -> PyResult<String> {
+    hami_core::policy::GpuPolicy::parse_strict(value)
+        .map(|p| p.text)
+        .map_err(|e| engine_error(hami_core::Error::config("", e)))
 }
 
 /// One `/filter` decision, typed: no JSON to decode in Python.
@@ -308,6 +344,40 @@ fn replay<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
+/// The node policy names the replay (and `--node-scheduler-policy`) accepts, in table order.
+#[pyfunction]
+fn policy_names() -> Vec<&'static str> {
+    hami_core::policy::POLICY_NAMES.to_vec()
+}
+
+/// The replay's cluster and arrival stream for `seed` (no replay run): JSON
+/// `{"seed", "total_gpus", "nodes": [[name, cpu_milli, memory_mib, gpus, model]], "pods": [[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]]}`.
+#[pyfunction]
+#[pyo3(signature = (nodes_csv, pods_csv, seed=42, tune=1.3, nodes_name="nodes.csv", pods_name="pods.csv"))]
+fn replay_arrivals<'py>(
+    py: Python<'py>,
+    nodes_csv: &[u8],
+    pods_csv: &[u8],
+    seed: i64,
+    tune: f64,
+    nodes_name: &str,
+    pods_name: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use hami_core::replay;
+    let out = run(py, || {
+        let text = |name: &str, bytes: &[u8]| {
+            std::str::from_utf8(bytes)
+                .map(str::to_owned)
+                .map_err(|_| hami_core::Error::decode(name.to_owned(), "not UTF-8 text"))
+        };
+        let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
+        let options = replay::Options { seed, tune, ..replay::Options::default() };
+        let value = replay::arrivals_csv(nodes_name, &nodes, pods_name, &pods, options)?;
+        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
 /// FGD's fragment of one node (milli-GPU) against a target workload of
 /// `(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)` task types.
 #[pyfunction]
@@ -411,6 +481,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EngineError", m.py().get_type::<EngineError>())?;
     m.add_class::<Cluster>()?;
+    m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
+    m.add_function(wrap_pyfunction!(check_node_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(check_gpu_policy, m)?)?;
     m.add_class::<FilterDecision>()?;
     m.add_function(wrap_pyfunction!(decode_node_register, m)?)?;
     m.add_function(wrap_pyfunction!(encode_node_register, m)?)?;
@@ -420,6 +494,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(parse_binding_args, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_arrivals, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(node_frag, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(fragmentation, m)?)?;
