@@ -3,10 +3,11 @@
 use crate::codec::{self, decode_pod_devices, PodHints};
 use crate::config::Config;
 use crate::fit::QuotaState;
+use crate::health::Registration;
 use crate::k8s::{ListPage, Pod, QuotaSpec, WatchEvent};
 use crate::model::{collapse, Collapsed, GpuNode, CORDONED};
 use crate::nodes::NodeTable;
-use crate::view::{parse_object, parse_raw, MetaView, ObjectView, PodSpecView, PodStatusView};
+use crate::view::{parse_object, parse_raw, MetaView, NodeStatusView, ObjectView, PodSpecView, PodStatusView};
 use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -239,6 +240,9 @@ impl Cluster {
             return Err("Node: metadata.name is empty".into());
         }
         let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations);
+        let status: NodeStatusView = parse_raw(view.status).map_err(|e| format!("Node {}: status: {e}", fresh.name))?;
+        let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
+        fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
         match self.nodes.get(&fresh.name) {
             Some(old) if old.same_inventory(&fresh) => fresh.copy_usage_from(old),
             _ => self.rebuild_usage(&mut fresh),
@@ -270,13 +274,33 @@ impl Cluster {
             return Ok(Applied::PodIgnored);
         };
         let spec: PodSpecView = parse_raw(view.spec).map_err(|e| format!("{}: spec: {e}", pod_name()))?;
-        let slots = decode_pod_devices(allocated)
+        let mut slots = decode_pod_devices(allocated)
             .map_err(|e| format!("{}: annotation {}: {e}", pod_name(), codec::ALLOCATED_KEY))?;
         let init_count = spec.init_containers.len();
+        if slots.len() < init_count + spec.containers.len() {
+            if let Some(aligned) = self.align_unpadded(view.spec, &slots) {
+                slots = aligned;
+            }
+        }
         let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
         let record = self.record(&meta.namespace, &meta.name, node, footprint);
         self.reserve(key, record);
         Ok(Applied::Pod)
+    }
+
+    /// HAMi writes one slot per GPU container, not one per container; its own reader then takes
+    /// slot *i* for container *i*, so a GPU-less init container turns the first app container's
+    /// GPUs into init usage that its shrink drops to 0 once init finishes (a HAMi bug). Read the
+    /// slots onto the containers that request GPUs instead.
+    fn align_unpadded(&self, spec: Option<&RawValue>, slots: &codec::PodDevices) -> Option<codec::PodDevices> {
+        let spec: crate::k8s::PodSpec = parse_raw(spec).ok()?;
+        let uses_gpu: Vec<bool> = spec
+            .init_containers
+            .iter()
+            .chain(&spec.containers)
+            .map(|c| crate::request::container_request(c, &self.config).is_some())
+            .collect();
+        codec::align_to_containers(slots, &uses_gpu)
     }
 
     fn shared(&mut self, name: &str) -> Arc<str> {

@@ -5,6 +5,7 @@ pub mod codec;
 pub mod config;
 pub mod fit;
 pub mod frag;
+pub mod health;
 pub mod k8s;
 pub mod model;
 pub mod nodes;

@@ -1,7 +1,7 @@
 //! Filter and explain: evaluate candidate nodes, choose one, build HAMi's annotations.
 
 use crate::cluster::{pod_key, Cluster, PodRecord};
-use crate::codec::{self, encode_pod_devices, GpuPolicy, NodePolicy, PodDevices, PodHints};
+use crate::codec::{self, encode_pod_devices_as_hami, GpuPolicy, NodePolicy, PodDevices, PodHints};
 use crate::fit::{fit_pod, order_free_request, quick_fit, NodeFit, PodContext, NODE_UNREGISTERED};
 use crate::frag::{FragMemo, NodeShape, Workload};
 use crate::k8s::Pod;
@@ -10,7 +10,6 @@ use crate::nodes::NodeTable;
 use crate::policy::node as np;
 use crate::request::PodRequest;
 use crate::view::ObjectView;
-use crate::webhook::apply_defaults;
 use crate::wire::parse_node_names;
 use crate::wire::{ExtenderArgs, ExtenderFilterResult, NodeItems};
 use serde::Serialize;
@@ -147,6 +146,7 @@ impl CandidateCache {
 fn evaluate_nodes<'n, 'c>(
     cluster: &Cluster,
     placement: &Placement,
+    now: i64,
     candidates: impl Iterator<Item = (&'n str, Option<&'c GpuNode>)>,
     lookup: impl Fn(&str) -> Option<&'c GpuNode>,
 ) -> Evaluation<'n> {
@@ -163,7 +163,7 @@ fn evaluate_nodes<'n, 'c>(
     let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
     for (k, &(name, node)) in candidates.iter().enumerate() {
         prefetch_ahead(&candidates, k);
-        let verdict = match node.filter(|n| n.is_registered()) {
+        let verdict = match node.filter(|n| n.is_registered_at(now)) {
             None => Err(NODE_UNREGISTERED.to_owned()),
             Some(node) => match order_free {
                 Some(r) => quick_fit(node, &ctx, r),
@@ -289,9 +289,11 @@ fn rescore(
     gpus
 }
 
-/// The annotations Filter writes for a decision.
-pub fn allocation_annotations(node: &str, slots: &PodDevices, now: i64) -> BTreeMap<String, String> {
-    let devices = encode_pod_devices(slots);
+/// The annotations Filter writes for a decision, with HAMi's bytes for GPU-less containers
+/// (see [`encode_pod_devices_as_hami`]).
+/// `positional`: the node pads GPU-less containers ([`GpuNode::pads_device_lists`]).
+pub fn allocation_annotations(node: &str, positional: bool, slots: &PodDevices, now: i64) -> BTreeMap<String, String> {
+    let devices = encode_pod_devices_as_hami(slots, positional);
     BTreeMap::from([
         (codec::VGPU_NODE_KEY.to_owned(), node.to_owned()),
         (codec::VGPU_TIME_KEY.to_owned(), now.to_string()),
@@ -424,7 +426,7 @@ impl Cluster {
             };
         }
         if let Some(nodes) = args.nodes {
-            return self.filter_simulated(&placement, nodes);
+            return self.filter_simulated(&placement, nodes, now);
         }
         let key = pod_key(pod);
         let mut cache = std::mem::take(&mut self.candidates);
@@ -440,6 +442,7 @@ impl Cluster {
         let eval = evaluate_nodes(
             self,
             &placement,
+            now,
             cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| self.nodes.by_id(i)))),
             |n| self.nodes.get(n),
         );
@@ -484,7 +487,8 @@ impl Cluster {
             };
             return FilterOutcome { response: response.to_bytes(), decision: serde_json::to_vec(&decision).ok() };
         };
-        let annotations = allocation_annotations(node, &fit.slots, now);
+        let positional = self.nodes.get(node).is_some_and(GpuNode::pads_device_lists);
+        let annotations = allocation_annotations(node, positional, &fit.slots, now);
         if record {
             let footprint = collapse(&fit.slots, placement.request.init_count, false);
             let record = self.record(&meta.namespace, &meta.name, node, footprint);
@@ -503,7 +507,7 @@ impl Cluster {
     }
 
     /// Cluster-autoscaler dry run: Nodes given in full, no usage, no side effects (§7.4).
-    fn filter_simulated(&self, placement: &Placement, nodes: &RawValue) -> FilterOutcome {
+    fn filter_simulated(&self, placement: &Placement, nodes: &RawValue, now: i64) -> FilterOutcome {
         #[derive(serde::Deserialize)]
         struct Items<'a> {
             #[serde(borrow, default)]
@@ -521,7 +525,7 @@ impl Cluster {
             }
         }
         let lookup = |name: &str| temp.iter().find(|(g, _)| g.name == name).map(|(g, _)| g);
-        let eval = evaluate_nodes(self, placement, temp.iter().map(|(g, _)| (g.name.as_str(), Some(g))), lookup);
+        let eval = evaluate_nodes(self, placement, now, temp.iter().map(|(g, _)| (g.name.as_str(), Some(g))), lookup);
         let chosen =
             eval.chosen.as_ref().and_then(|(name, _)| temp.iter().find(|(g, _)| g.name == *name)).map(|(_, raw)| *raw);
         let response = ExtenderFilterResult {
@@ -550,10 +554,11 @@ impl Cluster {
         }
         let result = (|| -> Result<Explain, String> {
             let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| format!("decode Pod: {e}"))?;
-            apply_defaults(&mut pod, &self.config)?;
             if pod.metadata.namespace.is_empty() {
                 pod.metadata.namespace = "default".into();
             }
+            // The webhook as `serve` applies it: its defaults, and its denials reported as the answer.
+            self.admit_pod(&mut pod)?;
             let placement = Placement::new(self, &pod, node_policy, gpu_policy)?;
             if placement.request.is_empty() {
                 return Err(format!(
@@ -565,10 +570,14 @@ impl Cluster {
             names.sort();
             let key = pod_key(&pod);
             let saved = self.set_aside(&key);
-            let eval = evaluate_nodes(self, &placement, names.iter().map(|n| (n.as_str(), self.nodes.get(n))), |n| {
-                self.nodes.get(n)
+            let eval =
+                evaluate_nodes(self, &placement, now, names.iter().map(|n| (n.as_str(), self.nodes.get(n))), |n| {
+                    self.nodes.get(n)
+                });
+            let chosen = eval.chosen.as_ref().map(|(n, f)| {
+                let positional = self.nodes.get(n).is_some_and(GpuNode::pads_device_lists);
+                ((*n).to_owned(), allocation_annotations(n, positional, &f.slots, now))
             });
-            let chosen = eval.chosen.as_ref().map(|(n, f)| ((*n).to_owned(), allocation_annotations(n, &f.slots, now)));
             let (scores, failed) = (eval.scores(), eval.failed_map());
             drop(eval);
             if let Some(record) = saved {

@@ -41,6 +41,7 @@ pub struct HamiAnnotations<'a> {
     pub register: Option<Cow<'a, str>>,
     pub pair_scores: Option<Cow<'a, str>>,
     pub cordon: Option<Cow<'a, str>>,
+    pub handshake: Option<Cow<'a, str>>,
     pub vgpu_node: Option<Cow<'a, str>>,
     pub allocated: Option<Cow<'a, str>>,
 }
@@ -63,6 +64,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         codec::REGISTER_KEY => &mut out.register,
                         codec::PAIR_SCORE_KEY => &mut out.pair_scores,
                         codec::DEVICE_CORDON_KEY => &mut out.cordon,
+                        crate::health::HANDSHAKE_KEY => &mut out.handshake,
                         codec::VGPU_NODE_KEY => &mut out.vgpu_node,
                         codec::ALLOCATED_KEY => &mut out.allocated,
                         _ => {
@@ -126,12 +128,22 @@ pub struct ObjectView<'a> {
     pub code: i32,
 }
 
-/// What the usage rules read from a pod's spec: how many init containers it has.
+/// What the registration health rule reads of a node's status.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeStatusView {
+    #[serde(deserialize_with = "crate::k8s::nullable")]
+    pub allocatable: crate::k8s::ResourceList,
+}
+
+/// What the usage rules read from a pod's spec: how many init and app containers it has.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct PodSpecView {
     #[serde(deserialize_with = "crate::k8s::nullable")]
     pub init_containers: Vec<IgnoredAny>,
+    #[serde(deserialize_with = "crate::k8s::nullable")]
+    pub containers: Vec<IgnoredAny>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -203,6 +203,14 @@ impl Cluster {
         self.mutate(&mut pod)
     }
 
+    /// The webhook's decision on a pod, applied to it in place: `Err` with the denial or failure message.
+    pub fn admit_pod(&self, pod: &mut Pod) -> Result<(), String> {
+        match self.mutate(pod) {
+            Verdict::Allow(_) | Verdict::Patch(_) => Ok(()),
+            Verdict::Deny(message) | Verdict::Fail(_, message) => Err(message),
+        }
+    }
+
     fn mutate(&self, pod: &mut Pod) -> Verdict {
         let cfg = &self.config;
         if pod.spec.containers.is_empty() {
