@@ -242,13 +242,39 @@ impl Cluster {
         let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations);
         let status: NodeStatusView = parse_raw(view.status).map_err(|e| format!("Node {}: status: {e}", fresh.name))?;
         let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
-        fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
+        let ann = &view.metadata.annotations;
+        fresh.registration = Registration::read(ann.handshake.as_deref(), allocatable);
+        fresh.registration.requesting_keys = ann.requesting_keys;
+        fresh.registration.register_hash = ann.register.as_deref().map_or(0, |r| {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            r.hash(&mut h);
+            h.finish() | 1
+        });
+        if let Some(old) = self.nodes.get(&fresh.name) {
+            fresh.membership = old.membership;
+        }
         match self.nodes.get(&fresh.name) {
             Some(old) if old.same_inventory(&fresh) => fresh.copy_usage_from(old),
             _ => self.rebuild_usage(&mut fresh),
         }
         self.nodes.insert(fresh);
         Ok(())
+    }
+
+    /// One of HAMi's registration passes (every 15 s, and on node events) at `now`: updates which
+    /// nodes HAMi's cache holds and returns the handshake writes HAMi's scheduler makes.
+    pub fn registration_pass(&mut self, now: i64) -> Vec<crate::health::HandshakeWrite> {
+        let mut names: Vec<String> = self.nodes.names().cloned().collect();
+        names.sort();
+        let mut writes = Vec::new();
+        for name in names {
+            let Some(node) = self.nodes.get_mut(&name) else { continue };
+            let has_devices = node.is_registered() && !node.devices.is_empty();
+            let cleaned_up = node.membership.pass(&node.registration, has_devices, now);
+            writes.extend(crate::health::handshake_writes(&name, &node.registration, cleaned_up, now));
+        }
+        writes
     }
 
     /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).

@@ -151,8 +151,10 @@ pub struct GpuNode {
     pub register_error: Option<String>,
     /// CPU / memory / pods capacity, when known (trace replay); `None` = not checked here.
     pub host: Option<HostResources>,
-    /// The handshake and allocatable GPUs HAMi's registration health rule reads.
+    /// The handshake and allocatable GPUs HAMi's registration rule reads.
     pub registration: crate::health::Registration,
+    /// Whether HAMi's node cache holds the node, as registration passes left it.
+    pub membership: crate::health::Membership,
 }
 
 impl GpuNode {
@@ -211,9 +213,9 @@ impl GpuNode {
         self.register_error.is_none()
     }
 
-    /// Registered, and not given up by HAMi's handshake rule at `now` (Unix seconds).
+    /// Registered devices, and in HAMi's node cache at `now` (Unix seconds).
     pub fn is_registered_at(&self, now: i64) -> bool {
-        self.is_registered() && !self.registration.expired(now)
+        self.is_registered() && self.membership.registered(&self.registration, !self.devices.is_empty(), now)
     }
 
     /// HAMi pads GPU-less containers in the NVIDIA device list only when one of the node's

@@ -566,6 +566,8 @@ impl Cluster {
                     pod.key()
                 ));
             }
+            // A snapshot is what a HAMi just started sees: one registration pass decides its nodes.
+            self.registration_pass(now);
             let mut names: Vec<String> = self.nodes.names().cloned().collect();
             names.sort();
             let key = pod_key(&pod);

@@ -42,6 +42,8 @@ pub struct HamiAnnotations<'a> {
     pub pair_scores: Option<Cow<'a, str>>,
     pub cordon: Option<Cow<'a, str>>,
     pub handshake: Option<Cow<'a, str>>,
+    /// Which of HAMi's handshake annotations already carry a request (see [`crate::health`]).
+    pub requesting_keys: u8,
     pub vgpu_node: Option<Cow<'a, str>>,
     pub allocated: Option<Cow<'a, str>>,
 }
@@ -64,7 +66,18 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         codec::REGISTER_KEY => &mut out.register,
                         codec::PAIR_SCORE_KEY => &mut out.pair_scores,
                         codec::DEVICE_CORDON_KEY => &mut out.cordon,
-                        crate::health::HANDSHAKE_KEY => &mut out.handshake,
+                        k if k.starts_with(crate::health::HANDSHAKE_KEY) => {
+                            let value = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
+                            if let Some(i) = crate::health::HANDSHAKE_KEYS.iter().position(|h| *h == k) {
+                                if value.as_deref().is_some_and(|v| v.contains("Requesting")) {
+                                    out.requesting_keys |= 1 << i;
+                                }
+                                if i == 0 {
+                                    out.handshake = value;
+                                }
+                            }
+                            continue;
+                        }
                         codec::VGPU_NODE_KEY => &mut out.vgpu_node,
                         codec::ALLOCATED_KEY => &mut out.allocated,
                         _ => {

@@ -245,9 +245,11 @@ impl Cluster {
                     value: json!(cfg.runtime_class_name),
                 });
             }
-            if self.exceeds_admission_quota(pod) {
-                return Verdict::Deny("exceeding resource quota".into());
-            }
+        }
+        // HAMi checks the quota of every pod, with or without a resource limit the webhook saw
+        // (a pod asking for vGPUs only in `requests` is counted too).
+        if self.exceeds_admission_quota(pod) {
+            return Verdict::Deny("exceeding resource quota".into());
         }
         Verdict::Patch(m.ops)
     }
@@ -267,6 +269,10 @@ impl Cluster {
             }
         }
         let (mem, cores) = (app.0.max(init.0), app.1.max(init.1));
+        if mem == 0 && cores == 0 {
+            // HAMi checks no quota for a pod that asks for neither, even in a namespace over its quota.
+            return false;
+        }
         q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
     }
 }

@@ -222,10 +222,9 @@ fn unpadded_lists_count_real_usage_after_init_containers_finish() {
 }
 
 #[test]
-fn a_stale_handshake_without_allocatable_gpus_is_unregistered() {
+fn nodes_register_as_hami_s_handshake_passes_leave_them() {
     let mut c = Cluster::new(Config::default());
     let mut n = node("n", vec![gpu("GPU-n0", 0, 0)]);
-    n["metadata"]["annotations"]["hami.io/node-handshake"] = json!("Requesting_2026-01-01 00:00:00");
     n["status"] = json!({"allocatable": {"cpu": "8"}});
     apply(&mut c, &n);
     let p = pod("q", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}));
@@ -234,11 +233,24 @@ fn a_stale_handshake_without_allocatable_gpus_is_unregistered() {
         let args = json!({"Pod": p, "NodeNames": ["n"]}).to_string();
         serde_json::from_slice(&c.filter(args.as_bytes(), now, false).response).unwrap()
     };
-    assert_eq!(verdict(&mut c, asked + 59)["NodeNames"], json!(["n"]), "within the minute the plugin has to answer");
-    assert_eq!(verdict(&mut c, asked + 60)["FailedNodes"]["n"], "node unregistered");
+    // No request yet: HAMi asks (writes Requesting_<now>) and takes the node in.
+    let writes = c.registration_pass(asked);
+    assert_eq!(
+        (writes[0].key, writes[0].value.as_deref()),
+        ("hami.io/node-handshake", Some("Requesting_2026-01-01 00:00:00"))
+    );
+    assert_eq!(writes.len(), 5, "NVIDIA's key and the four vendor variants");
+    n["metadata"]["annotations"]["hami.io/node-handshake"] = json!("Requesting_2026-01-01 00:00:00");
+    apply(&mut c, &n);
+    assert!(c.registration_pass(asked + 15).iter().all(|w| w.key != "hami.io/node-handshake"));
+    assert_eq!(verdict(&mut c, asked + 59)["NodeNames"], json!(["n"]), "the plugin has a minute to answer");
+    let writes = c.registration_pass(asked + 60);
+    assert_eq!((writes[0].key, writes[0].value.as_deref()), ("hami.io/node-handshake", None), "cleaned up");
+    assert_eq!(verdict(&mut c, asked + 61)["FailedNodes"]["n"], "node unregistered");
     n["status"] = json!({"allocatable": {"nvidia.com/gpu": "10"}});
     apply(&mut c, &n);
-    assert_eq!(verdict(&mut c, asked + 600)["NodeNames"], json!(["n"]), "the plugin still advertises GPUs");
+    c.registration_pass(asked + 75);
+    assert_eq!(verdict(&mut c, asked + 600)["NodeNames"], json!(["n"]), "the plugin advertises GPUs again");
 }
 
 #[test]
