@@ -68,8 +68,10 @@ def hami_view(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def engine_cluster(items: list[dict[str, Any]]) -> tuple[Any, list[str]]:
-    cluster = native.Cluster()
+def engine_cluster(items: list[dict[str, Any]], node_policy: str = "", gpu_policy: str = "") -> tuple[Any, list[str]]:
+    """The engine on the snapshot, configured with the given default policies (as serve's flags)."""
+    config = {k: v for k, v in (("node_scheduler_policy", node_policy), ("gpu_scheduler_policy", gpu_policy)) if v}
+    cluster = native.Cluster(orjson.dumps(config) if config else None)
     page = orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     _, _, _, errors = cluster.apply_list_page(page)
     return cluster, errors
