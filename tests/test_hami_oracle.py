@@ -218,3 +218,27 @@ def test_kept_difference_unpadded_list_is_read_right():
     ours = model.engine_explain([node, resident], pod, "binpack", "spread", int(time.time()))
     assert ours["failed"] == {"node-a": "1/1 CardInsufficientMemory"}
     assert oracle.run(model.hami_view([node, resident]), pod, "binpack", "spread")["failed"] == ours["failed"]
+
+
+@settings(max_examples=5, deadline=None, database=None, phases=[Phase.explicit, Phase.generate])
+@given(st.lists(cases(), min_size=8, max_size=8))
+def test_devices_reported_per_node_are_what_hami_writes_on_that_node(batch):
+    """The oracle's per-node `devices` equal the annotations its Filter writes given only that node
+    (`--names`), so comparing hami_fast's devices on every fitting node is comparing with Filter."""
+    views = [model.hami_view(c["items"]) for c in batch]
+    first = oracle.run_many(
+        [
+            dict(items=v, pod=c["pod"], node_policy=c["node_policy"], gpu_policy=c["gpu_policy"])
+            for v, c in zip(views, batch)
+        ]
+    )
+    calls, expected = [], []
+    for v, c, answer in zip(views, batch, first, strict=True):
+        for node, devices in sorted((answer.get("devices") or {}).items())[:2]:
+            calls.append(
+                dict(items=v, pod=c["pod"], node_policy=c["node_policy"], gpu_policy=c["gpu_policy"], names=[node])
+            )
+            expected.append((node, devices))
+    for (node, devices), again in zip(expected, oracle.run_many(calls), strict=True):
+        assert again["node"] == node
+        assert again["annotations"][model.ALLOCATED] == devices
