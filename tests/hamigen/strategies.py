@@ -152,6 +152,8 @@ def containers(draw, prefix: str, count: st.SearchStrategy[int], gpu_share: int)
             c["resources"] = res
         if draw(st.integers(0, 30)) == 0:
             c["securityContext"] = {"privileged": True}
+        if prefix == "init" and draw(st.integers(0, 4)) == 0:
+            c["restartPolicy"] = "Always"  # a native sidecar
         out.append(c)
     return out
 
@@ -265,16 +267,20 @@ def pod_annotations(draw, uuids: list[str]) -> dict[str, str]:
         if uuids and draw(st.integers(0, 7)) == 0:
             out[key] = ",".join(draw(st.lists(st.sampled_from(uuids), min_size=1, max_size=3, unique=True)))
     if draw(st.integers(0, 5)) == 0:
-        out["nvidia.com/numa-bind"] = draw(st.sampled_from(["true", "1", "false"]))
+        out["nvidia.com/numa-bind"] = draw(st.sampled_from(["true", "1", "false", "yes"]))
     if draw(st.integers(0, 7)) == 0:
         out["nvidia.com/vgpu-mode"] = draw(st.sampled_from(["hami-core", "mps", "mig"]))
     if draw(st.integers(0, 4)) == 0:
         out["hami.io/node-scheduler-policy"] = draw(st.sampled_from(["binpack", "spread", "Spread", "other", "fgd"]))
     if draw(st.integers(0, 4)) == 0:
-        out["hami.io/gpu-scheduler-policy"] = draw(st.sampled_from(GPU_POLICIES))
+        out["hami.io/gpu-scheduler-policy"] = draw(
+            st.sampled_from([*GPU_POLICIES, " binpack", "spread, numa", "bogus"])
+        )
     if draw(st.integers(0, 6)) == 0:
         out["hami.io/device-scoring-weights"] = draw(
-            st.sampled_from(["slot=1,core=1,memory=1", "slot=0,core=0,memory=1", "slot=3,core=1,memory=0"])
+            st.sampled_from(
+                ["slot=1,core=1,memory=1", "slot=0,core=0,memory=1", "slot=3,core=1,memory=0", "slot=x,core=1,memory=1"]
+            )
         )
     return out
 

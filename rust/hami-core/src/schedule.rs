@@ -69,7 +69,9 @@ impl<'a> Placement<'a> {
         node_policy: Option<&str>,
         gpu_policy: Option<&str>,
     ) -> Result<Self, String> {
-        let hints = Cluster::hints_for(pod)?;
+        let request = PodRequest::from_pod(pod, &cluster.config);
+        // HAMi passes a pod without vGPU requests through before it reads any hint annotation.
+        let hints = if request.is_empty() { PodHints::default() } else { Cluster::hints_for(pod)? };
         let node_policy = hints
             .node_policy
             .unwrap_or_else(|| NodePolicy::parse(node_policy.unwrap_or(&cluster.config.node_scheduler_policy)));
@@ -77,7 +79,6 @@ impl<'a> Placement<'a> {
             .gpu_policy
             .clone()
             .unwrap_or_else(|| GpuPolicy::parse(gpu_policy.unwrap_or(&cluster.config.gpu_scheduler_policy)));
-        let request = PodRequest::from_pod(pod, &cluster.config);
         Ok(Self { pod, request, hints, node_policy, gpu_policy })
     }
 }
