@@ -148,7 +148,7 @@ pub fn handshake_writes(node: &str, reg: &Registration, cleaned_up: bool, now: i
     }
     for (i, key) in HANDSHAKE_KEYS.iter().enumerate() {
         let requesting = reg.requesting_keys & (1 << i) != 0;
-        if !requesting && !(cleaned_up && i == 0) {
+        if !(requesting || cleaned_up && i == 0) {
             out.push(HandshakeWrite { node: node.to_owned(), key, value: Some(requesting_value(now)) });
         }
     }
