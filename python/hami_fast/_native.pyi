@@ -44,7 +44,9 @@ class Cluster:
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
-        """Apply the webhook defaults to ``pod``, then report where it would go over all nodes."""
+        """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go."""
+    def registration_pass(self, now: int) -> bytes:
+        """One of HAMi's registration passes: JSON list of ``{"node", "key", "value"}`` handshake writes."""
     def admit(self, review: bytes) -> bytes:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def usage(self) -> bytes:

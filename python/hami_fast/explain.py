@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Any
 
@@ -16,12 +17,16 @@ def explain(
     snapshot: str, pod_path: str, node_policy: str | None, gpu_policy: str | None, now: int | None = None
 ) -> dict[str, Any]:
     cluster = Cluster()
-    cluster.apply(as_list_bytes(load_objects(snapshot)))
+    # Each object is applied on its own: one malformed resident pod is skipped with a warning, as
+    # HAMi and the watch path skip it, instead of failing the whole snapshot.
+    _, _, _, errors = cluster.apply_list_page(as_list_bytes(load_objects(snapshot)))
     pod = load_one(pod_path, "Pod")
     answer = cluster.explain(
         orjson.dumps(pod, default=str), int(time.time()) if now is None else now, node_policy, gpu_policy
     )
-    return orjson.loads(answer)
+    result = orjson.loads(answer)
+    result["warnings"] = [f"{snapshot}: skipped {error}" for error in errors]
+    return result
 
 
 def render_text(result: dict[str, Any]) -> str:
@@ -44,6 +49,8 @@ def render_text(result: dict[str, Any]) -> str:
 
 def run(args: Any) -> int:
     result = explain(args.snapshot, args.pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(result, sort_keys=True))
     else:

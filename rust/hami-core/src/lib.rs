@@ -17,6 +17,7 @@ pub mod error;
 pub mod filter;
 pub mod fit;
 pub mod frag;
+pub mod health;
 pub mod k8s;
 pub mod model;
 pub mod mutate;
