@@ -31,6 +31,16 @@ test-python: install ## pytest suite (contract, differential, CLI)
 .PHONY: test
 test: install test-rust test-python ## set up from scratch and run every test
 
+# ---- lint gate (issue 9) -----------------------------------------------------------------------
+.PHONY: lint
+lint: install ## format, lint and stub checks: cargo fmt, clippy -D warnings, ruff check/format, _native.pyi vs the module
+	cargo fmt --all --check
+	cargo clippy --all-targets --quiet -- -D warnings
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest tests/test_stubs.py -q -p no:randomly
+# ---- end lint gate ------------------------------------------------------------------------------
+
 .PHONY: bench
 bench: install ## benchmarks, side by side (pytest-benchmark)
 	$(PY) -m pytest bench --benchmark-enable --benchmark-only -q -p no:randomly
@@ -39,6 +49,21 @@ bench: install ## benchmarks, side by side (pytest-benchmark)
 wheel: $(PY) ## build a release wheel into dist/
 	$(PY) -m pip install -q 'maturin>=1.16,<2'
 	$(VENV)/bin/maturin build --release -o dist
+
+# ---- ship it (issue 13): console scripts on PATH, the container image ------------------------------
+BINDIR ?= $(HOME)/.local/bin
+
+.PHONY: install-user
+install-user: ## link hami-fast and kubectl-hami from .venv into $(BINDIR) (default ~/.local/bin), usable from any shell
+	@test -x $(VENV)/bin/hami-fast || $(MAKE) install
+	@mkdir -p $(BINDIR)
+	@for s in hami-fast kubectl-hami; do ln -sf $(abspath $(VENV))/bin/$$s $(BINDIR)/$$s; echo "$(BINDIR)/$$s -> $(abspath $(VENV))/bin/$$s"; done
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "add $(BINDIR) to PATH, e.g. export PATH=\"$(BINDIR):\$$PATH\"";; esac
+
+.PHONY: image
+image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isolation chroot) as dist/hami-fast-v<version>.oci.tar
+	scripts/install-image-tools.sh
+	scripts/build-image.sh
 
 # ---- side by side with HAMi's binary (issue 12) ------------------------------------------------
 # The issue's sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,

@@ -352,7 +352,8 @@ def test_a_hami_values_file_is_accepted():
         "devicePlugin": {"deviceSplitCount": 10, "migStrategy": "none"},
         "scheduler": {
             "overwriteEnv": "false",
-            "extender": {"image": {"repository": "me/hami-fast", "tag": "v9"}},
+            # HAMi's values carry the registry next to the repository (its default: docker.io).
+            "extender": {"image": {"registry": "docker.io", "repository": "me/hami-fast", "tag": "v9"}},
             "defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread", "gpuSchedulerPolicy": "binpack"},
             "kubeScheduler": {
                 "image": {
@@ -497,7 +498,7 @@ def test_extender_flags_are_accepted_by_hami_fast_serve(variant):
         assert cfg.kube_qps == 60.0  # extraArgs come last and win
         assert cfg.kube_burst == 100 and cfg.kube_timeout == 10.0 and cfg.node_lock_retry_timeout == 20.0
         assert cfg.log_level == "debug"
-        assert c["image"] == "mirror.example.com/projecthami/hami-fast:v0.1.0"
+        assert c["image"] == "mirror.example.com/hami-fast:v0.1.0"
         assert c["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"

@@ -155,7 +155,7 @@ def test_explain_text_marks_the_choice(files: tuple[Path, Path], capsys: pytest.
     out = capsys.readouterr().out
     assert "chosen node: node-a" in out
     assert "node unregistered" in out
-    assert "<- chosen" in [line for line in out.splitlines() if line.startswith("node-a")][0]
+    assert "<- chosen" in [line for line in out.splitlines() if line.strip().startswith("node-a")][0]
 
 
 def test_explain_reports_unfit_pod(

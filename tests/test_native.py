@@ -132,3 +132,39 @@ def test_filter_runs_concurrently_from_threads() -> None:
     assert len(placed) == 12
     usage = orjson.loads(cluster.usage())
     assert all(d["usedmem"] == 900 and d["used"] == 3 for d in usage[0]["devices"])
+
+
+def test_decide_returns_the_decision_as_typed_fields() -> None:
+    cluster = Cluster()
+    devices = [
+        {"id": "G0", "index": 0, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": True}
+    ]
+    register = orjson.dumps(devices).decode()
+    cluster.apply(
+        orjson.dumps(
+            {"kind": "Node", "metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": register}}}
+        )
+    )
+    pod = {
+        "metadata": {"name": "p", "namespace": "d", "uid": "u-1"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "300"}}}]
+        },
+    }
+    d = cluster.decide(orjson.dumps({"Pod": pod, "NodeNames": ["n", "ghost"]}), 7)
+    assert (d.outcome, d.pod_key, d.namespace, d.name, d.uid, d.node) == ("scheduled", "u-1", "d", "p", "u-1", "n")
+    assert orjson.loads(d.response)["NodeNames"] == ["n"]
+    patch = orjson.loads(d.patch or b"")
+    assert patch["metadata"]["labels"] == {"hami.io/vgpu-node": "n"}
+    assert d.devices == patch["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+    assert d.reason_counts == {"node unregistered": 1}
+    assert d.events[0][:2] == ("Normal", "FilteringSucceed")
+    assert cluster.release(d.pod_key)
+    big = dict(pod, metadata={"name": "q", "namespace": "d"})
+    big["spec"] = {
+        "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "9000"}}}]
+    }
+    d = cluster.decide(orjson.dumps({"Pod": big, "NodeNames": ["n"]}), 7)
+    assert (d.outcome, d.node, d.patch, d.pod_key) == ("unschedulable", None, None, "d/q")
+    assert d.reason_counts == {"CardInsufficientMemory": 1}
+    assert cluster.decide(b"{", 7).outcome == "error"

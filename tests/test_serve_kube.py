@@ -99,11 +99,31 @@ def test_unschedulable_pod_gets_reasons_and_an_event(cluster) -> None:
         assert scheduling_patches(cluster) == 0
 
 
-def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
-    """Filter answers once the engine has reserved; its annotation patch follows, and Bind waits for it.
-    A failed patch rolls the reservation back and fails the Bind, so kube-scheduler schedules again."""
+def test_filter_patches_before_it_answers_by_default(cluster) -> None:
+    """HAMi's order: an answered Filter is already on the API, so a crash after the answer loses nothing;
+    a failed patch is Filter's own error and rolls the reservation back."""
     pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
     with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
+        result = svc.post("/filter", filter_args(pod, ["node-0"]))
+        assert result["NodeNames"] in (None, []) and result["Error"].startswith("patch pod annotations"), result
+        assert svc.cluster.pod_count() == 0
+        assert all(d["used"] == 0 for d in device_usage(svc).values())
+        cluster.delay("PATCH", "/api/v1/namespaces/default/pods/p", 0.5, times=1)
+        started = time.monotonic()
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
+        assert time.monotonic() - started >= 0.5, "Filter answered before its patch was written"
+        stored = cluster.get("pods", "p", "default")
+        assert stored["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"].startswith("GPU-node-0-")
+
+
+def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
+    """--filter-patch-behind-answer: Filter answers once the engine has reserved; its annotation patch
+    follows, and Bind waits for it. A failed patch rolls the reservation back and fails the Bind, so
+    kube-scheduler schedules again."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
+    with serve(cluster, filter_patch_behind_answer=True) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
         result = svc.post("/filter", filter_args(pod, ["node-0"]))
@@ -128,7 +148,7 @@ def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
 def test_bind_waits_for_filters_annotation_patch(cluster) -> None:
     """Bind never runs ahead of Filter's patch: the device plugin finds the annotations at Allocate."""
     pod = cluster.create(gpu_pod("slow", gpu=1, mem=1000))
-    with serve(cluster) as svc:
+    with serve(cluster, filter_patch_behind_answer=True) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         cluster.delay("PATCH", "/api/v1/namespaces/default/pods/slow", 1.0, times=1)
         started = time.monotonic()
@@ -172,6 +192,16 @@ def test_lock_conflicts_are_retried(cluster) -> None:
     pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
     with serve(cluster) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        # The first registration pass writes the handshake right after sync; let it land before the
+        # faults are armed, so they hit the lock's writes and not the handshake's.
+        wait_for(
+            lambda: (
+                scheduling_patches(cluster, "/api/v1/nodes/node-0")
+                < len(cluster.requests("PATCH", "/api/v1/nodes/node-0"))
+            ),
+            10,
+            "first handshake write",
+        )
         cluster.fail("PATCH", "/api/v1/nodes/node-0", 409, times=2)
         assert svc.post("/bind", bind_args(pod, "node-0"))["Error"] == ""
         assert scheduling_patches(cluster, "/api/v1/nodes/node-0") == 3

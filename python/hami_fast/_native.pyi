@@ -5,7 +5,48 @@ from typing import final
 __version__: str
 
 class EngineError(ValueError):
-    """Bad input: the message names the object and the field."""
+    """Bad input: the message names the object and the field.
+
+    ``kind`` is one of ``decode``, ``invalid``, ``config``, ``not_found``, ``internal``; ``object`` and
+    ``field`` name where (either may be empty).
+    """
+
+    kind: str
+    object: str
+    field: str
+
+@final
+class FilterDecision:
+    """One ``/filter`` decision, typed (from :meth:`Cluster.decide`).
+
+    ``outcome`` is ``scheduled``, ``unschedulable``, ``passthrough`` (no vGPU request, or an autoscaler
+    dry run) or ``error``; ``pod_key`` is the reservation key :meth:`Cluster.release` takes; ``patch`` is
+    the pod's merge patch when a node was chosen; ``events`` are ``(type, reason, message)``;
+    ``reason_counts`` counts failed candidate nodes per HAMi reason.
+    """
+
+    @property
+    def response(self) -> bytes: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def pod_key(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def node(self) -> str | None: ...
+    @property
+    def patch(self) -> bytes | None: ...
+    @property
+    def devices(self) -> str | None: ...
+    @property
+    def events(self) -> list[tuple[str, str, str]]: ...
+    @property
+    def reason_counts(self) -> dict[str, int]: ...
 
 @final
 class Cluster:
@@ -34,12 +75,17 @@ class Cluster:
         """Apply one LIST page; returns ``(resourceVersion, continue, item keys, per-item errors)``."""
     def retain(self, kind: str, keys: list[str]) -> int:
         """After a re-list, forget objects of ``kind`` whose key is not in ``keys``; returns how many."""
-    def filter(self, args: bytes, now: int, record: bool = True) -> tuple[bytes, bytes | None]:
-        """ExtenderArgs -> (ExtenderFilterResult bytes, decision JSON or None).
+    def decide(self, args: bytes, now: int, record: bool = True) -> FilterDecision:
+        """ExtenderArgs -> the typed decision (what the extender serves).
 
-        The decision is ``{"pod": {"namespace","name","uid"}, "node": str, "annotations": {..},
-        "patch": <merge patch bytes as str>, "scores": {..}, "failed": {..}}``. With ``record`` the
-        reservation is kept under the pod UID until :meth:`release` or the pod leaves.
+        With ``record`` the reservation is kept under ``pod_key`` until :meth:`release` or the pod leaves.
+        """
+    def filter(self, args: bytes, now: int, record: bool = True) -> tuple[bytes, bytes | None]:
+        """ExtenderArgs -> (ExtenderFilterResult bytes, decision as JSON or None), for tools and tests.
+
+        The decision JSON is ``{"pod": {"namespace","name","uid"}, "node": str | null, "annotations": {..},
+        "patch": <merge patch as a string>, "failed_reasons": {reason: count}, "events": [{"type",
+        "reason", "message"}]}``. Same reservation rule as :meth:`decide`.
         """
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
@@ -47,6 +93,10 @@ class Cluster:
         """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go."""
     def registration_pass(self, now: int) -> bytes:
         """One of HAMi's registration passes: JSON list of ``{"node", "key", "value"}`` handshake writes."""
+    def headroom(self, pod: bytes) -> bytes:
+        """Per container of ``pod`` (webhook defaults applied): the request, the largest free memory and
+        cores of any usable GPU (``{"node", "gpu", "free"}``), the node with the most GPUs with room
+        (``{"node", "count"}``) and ``blocking`` (which of memory, cores, slots, gpus nothing offers), JSON."""
     def admit(self, review: bytes) -> bytes:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def usage(self) -> bytes:
@@ -56,6 +106,18 @@ class Cluster:
         "quotas": [{namespace, name, resource, limit, used}]}`` as JSON (for metrics)."""
     def node_count(self) -> int: ...
     def pod_count(self) -> int: ...
+
+def yaml_to_json(text: bytes) -> bytes:
+    """YAML documents (``kubectl get -o yaml``) -> JSON array of the non-empty documents."""
+
+def node_policy_names() -> list[str]:
+    """Every valid node scheduler policy name (HAMi's binpack and spread, then the scored policies)."""
+
+def check_node_policy(value: str) -> str:
+    """A node policy flag value -> its canonical name; EngineError listing the valid names otherwise."""
+
+def check_gpu_policy(value: str) -> str:
+    """A GPU policy flag value (a name or a comma chain) -> the trimmed value; EngineError otherwise."""
 
 def decode_node_register(value: str) -> bytes:
     """``hami.io/node-nvidia-register`` (JSON or legacy colon form) -> JSON list of devices."""
@@ -89,13 +151,29 @@ def replay(
 ) -> bytes:
     """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return JSON.
 
-    ``policy`` is one of fgd, bestfit, dotprod, packing, clustering, random, binpack, spread.
+    ``policy`` is one of :func:`policy_names` (fgd, bestfit, dotprod, packing, clustering, random,
+    binpack, spread, fgd-balance).
     The JSON object has ``policy, seed, tune, pods, failed, tuned, total_gpus, typical_types,
     unallocated_pct_at_100, alloc_pct_by_arrived, frag_pct_by_arrived, frag_ratio_by_arrived,
     elapsed_s`` (the ``*_by_arrived`` maps are keyed by arrived GPU % as strings).
     ``check_all`` confirms every candidate node with the engine's Fit (slower).
     A malformed CSV raises :class:`EngineError` naming the file, line and column.
     """
+
+def policy_names() -> list[str]:
+    """The node policy names the replay and ``--node-scheduler-policy`` accept, in table order."""
+
+def replay_arrivals(
+    nodes_csv: bytes,
+    pods_csv: bytes,
+    seed: int = 42,
+    tune: float = 1.3,
+    nodes_name: str = "nodes.csv",
+    pods_name: str = "pods.csv",
+) -> bytes:
+    """The replay's cluster and arrival stream for ``seed`` without replaying: JSON
+    ``{"seed", "total_gpus", "nodes": [[name, cpu_milli, memory_mib, gpus, model]],
+    "pods": [[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]]}`` (pods in arrival order)."""
 
 def node_frag(cpu_left: int, gpu_free: list[int], model: str, types: list[tuple[int, int, int, str, float]]) -> float:
     """FGD's fragment of one node in milli-GPU: ``Σ share · F(type)`` over task types

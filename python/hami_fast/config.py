@@ -44,6 +44,23 @@ def parse_duration(text: str) -> float:
     return total
 
 
+def format_duration(seconds: float) -> str:
+    """Seconds as Go prints a time.Duration: 300 -> 5m0s, 28 -> 28s, 0.5 -> 500ms, 5400 -> 1h30m0s."""
+    if seconds == 0:
+        return "0s"
+    if 0 < abs(seconds) < 1:
+        return f"{seconds * 1000:g}ms"
+    sign, rest = ("-" if seconds < 0 else ""), abs(seconds)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{secs:g}s"
+    if hours or minutes:
+        text = f"{int(minutes)}m{text}"
+    if hours:
+        text = f"{int(hours)}h{text}"
+    return sign + text
+
+
 @dataclass
 class Config:
     http_bind: str = field(
@@ -57,11 +74,14 @@ class Config:
         default="hami-scheduler", metadata={"help": "scheduler name the webhook sets on vGPU pods"}
     )
     node_scheduler_policy: str = field(
-        default="binpack",
-        metadata={"help": "binpack, spread, or fgd, bestfit, dotprod, packing, clustering, random (docs/policies.md)"},
+        default="binpack", metadata={"help": "node scheduler policy (docs/policies.md)", "policy": "node"}
     )
     gpu_scheduler_policy: str = field(
-        default="spread", metadata={"help": "spread, binpack, topology-aware, mutex, numa or a chain"}
+        default="spread",
+        metadata={
+            "help": "spread, binpack, topology-aware, mutex, numa or a chain such as numa,binpack",
+            "policy": "gpu",
+        },
     )
     metrics_bind_address: str = field(default=":9395", metadata={"help": "Prometheus /metrics address ('' disables)"})
     node_label_selector: str = field(default="", metadata={"help": "k=v,k=v: only these nodes are considered"})
@@ -84,6 +104,13 @@ class Config:
     )
     bind_workers: int = field(
         default=64, metadata={"help": "binds run at once (each waits on the API server, not the CPU)"}
+    )
+    filter_patch_behind_answer: bool = field(
+        default=False,
+        metadata={
+            "help": "answer Filter before its annotation patch is written (faster; Bind waits for the patch, but a "
+            "crash between answer and patch leaves the pod to bind without its allocation). Off: HAMi's order"
+        },
     )
     force_overwrite_default_scheduler: bool = field(
         default=True, metadata={"help": "take over pods naming default-scheduler"}
@@ -120,6 +147,9 @@ class Config:
     )
     runtime_threads: int = field(default=1, metadata={"help": "Granian Rust runtime threads"})
     log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
+    log_format: str = field(
+        default="json", metadata={"help": "json (one object per line) or text", "choices": ("json", "text")}
+    )
     config: str = field(default="", metadata={"help": "config file (YAML/JSON) with any of these options"})
 
     @property
@@ -163,6 +193,13 @@ def _flag(f: dataclasses.Field) -> str:
 def _coerce(f: dataclasses.Field, value: Any) -> Any:
     if f.metadata.get("duration"):
         return parse_duration(value)
+    if f.metadata.get("policy"):
+        from hami_fast import policies
+
+        check = policies.check_node_policy if f.metadata["policy"] == "node" else policies.check_gpu_policy
+        return check(str(value))
+    if f.metadata.get("choices") and str(value) not in f.metadata["choices"]:
+        raise ValueError(f"{value!r} is not one of {', '.join(f.metadata['choices'])}")
     if f.type in ("bool", bool):
         if isinstance(value, bool):
             return value
@@ -187,9 +224,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 *aliases, dest=f.name, nargs="?", const="true", default=None, help=f.metadata.get("help")
             )
         else:
-            parser.add_argument(
-                *aliases, dest=f.name, default=None, help=f"{f.metadata.get('help', '')} (default {f.default!r})"
-            )
+            parser.add_argument(*aliases, dest=f.name, default=None, help=_help(f))
+
+
+def _help(f: dataclasses.Field) -> str:
+    text = f.metadata.get("help", "")
+    if f.metadata.get("policy") == "node":
+        from hami_fast.policies import node_policy_names
+
+        text = f"{text}: {', '.join(node_policy_names())}"
+    default = format_duration(f.default) if f.metadata.get("duration") else repr(f.default)
+    return f"{text} (default {default})".replace("%", "%%")
 
 
 def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None) -> Config:

@@ -16,6 +16,8 @@ from granian.constants import Interfaces
 from granian.server.embed import Server
 
 from hami_fast.config import parse_duration
+from hami_fast.server import logs
+from hami_fast.server.listen import ListenError, start_listening
 
 log = logging.getLogger("hami_fast.descheduler")
 
@@ -82,11 +84,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--eviction-timeout",
         type=duration,
         default=300.0,
-        help="how long a disruption budget may block an eviction (seconds or 5m)",
+        help="how long a disruption budget may block an eviction (seconds or a Go duration; default 5m0s)",
     )
-    p.add_argument("--replacement-timeout", type=duration, default=600.0)
-    p.add_argument("--bind-timeout", type=duration, default=900.0)
-    p.add_argument("--period", type=duration, default=1.0, help="reconcile period")
+    p.add_argument(
+        "--replacement-timeout",
+        type=duration,
+        default=600.0,
+        help="how long to wait for the evicted pod's replacement (default 10m0s)",
+    )
+    p.add_argument(
+        "--bind-timeout", type=duration, default=900.0, help="how long the replacement may take to bind (default 15m0s)"
+    )
+    p.add_argument("--period", type=duration, default=1.0, help="reconcile period (default 1s)")
     p.add_argument(
         "--max-in-flight",
         type=int,
@@ -101,8 +110,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="TLS certificate (for the webhook listener, else the API)",
     )
     p.add_argument("--key-file", "--key_file", dest="key_file", default="")
-    p.add_argument("--kube-qps", type=float, default=20.0)
-    p.add_argument("--kube-burst", type=int, default=40)
+    p.add_argument("--kube-qps", type=float, default=20.0, help="API client queries per second (default 20)")
+    p.add_argument("--kube-burst", type=int, default=40, help="API client burst (default 40)")
+    logs.add_arguments(p)
 
 
 class Runtime:
@@ -167,14 +177,25 @@ class Runtime:
                 loop.add_signal_handler(sig, self.stop.set)
             except (RuntimeError, ValueError):
                 pass
-        tasks = [asyncio.create_task(server.serve()) for server in servers]
+        binds = [self.args.bind] + ([self.args.webhook_bind] if self.args.webhook_bind else [])
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            for server, bind in zip(servers, binds, strict=True):
+                tasks.append(await start_listening(server, bind))
+        except ListenError:
+            for server, task in zip(servers, tasks, strict=False):
+                server.stop()
+                await task
+            self.stop.set()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            raise
         log.info(
             "descheduler API on %s%s",
             self.args.bind,
             f", webhook on {self.args.webhook_bind}" if self.args.webhook_bind else "",
         )
         if ready:
-            loop.call_later(0.3, ready.set)
+            ready.set()
         while not any(t.done() for t in tasks) and not self.stop.is_set():
             await asyncio.sleep(0.2)
         for server in servers:
@@ -190,7 +211,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        logs.setup(args.log_level, args.log_format)
         runtime = Runtime(args)
         runtime.start()
         asyncio.run(runtime.serve())

@@ -38,6 +38,15 @@ def plan(
     return orjson.loads(_native.plan(inputs, options))
 
 
+def plan_live(
+    client: Any, max_moves: int | None = None, planner: str = "drain", baseline: bool = True
+) -> dict[str, Any]:
+    """The plan for the live cluster (dry run): `hami-fast plan --live` and `kubectl hami plan`."""
+    from hami_fast.descheduler.kube import snapshot_inputs
+
+    return plan(snapshot_inputs(client), max_moves, planner=planner, baseline=baseline)
+
+
 def render_table(result: dict[str, Any]) -> str:
     lines = []
     moves = result["moves"]
@@ -115,11 +124,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         if args.apply and not args.live:
             raise ValueError("--apply needs --live: moves are only applied to the cluster they were planned on")
         if args.live:
-            from hami_fast.descheduler.kube import snapshot_inputs
             from hami_fast.kube.client import KubeClient, load_api_client
 
             client = KubeClient(load_api_client(args.kubeconfig), qps=20, burst=40)
-            inputs = snapshot_inputs(client)
+            inputs = None
         elif args.snapshot:
             inputs = [snapshot_bytes(args.snapshot)]
         else:
@@ -133,7 +141,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                 Path(args.save_snapshot).write_bytes(snap)
             inputs = [snap]
         try:
-            result = plan(inputs, args.max_moves, planner=args.planner, baseline=not args.no_baseline)
+            if inputs is None:
+                result = plan_live(client, args.max_moves, args.planner, baseline=not args.no_baseline)
+            else:
+                result = plan(inputs, args.max_moves, planner=args.planner, baseline=not args.no_baseline)
         except _native.EngineError as exc:
             raise ValueError(f"{args.snapshot or args.replay}: {exc}") from exc
         if args.output == "json":

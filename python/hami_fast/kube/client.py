@@ -5,10 +5,12 @@ Python never builds model objects here: request bodies are bytes made in Rust, r
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -62,15 +64,47 @@ class TokenBucket:
             time.sleep(wait)
 
 
+class KubeconfigError(ValueError):
+    """No usable cluster configuration; the message names the file or says where we looked."""
+
+
+def _kubeconfig_files(kubeconfig: str) -> tuple[str, list[Path]]:
+    """Where the kubeconfig comes from (for messages) and its files, as kubectl resolves them."""
+    if kubeconfig:
+        return "--kubeconfig", [Path(kubeconfig)]
+    if os.environ.get("KUBECONFIG"):
+        return "KUBECONFIG", [Path(p) for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
+    return "default", [Path.home() / ".kube" / "config"]
+
+
 def load_api_client(kubeconfig: str = "") -> k8s_client.ApiClient:
-    """kubeconfig path, else KUBECONFIG / ~/.kube/config, else in-cluster config."""
+    """kubeconfig path, else KUBECONFIG / ~/.kube/config, else in-cluster config.
+
+    Raises KubeconfigError (one line) for a missing or unusable file, or when there is no
+    configuration at all.
+    """
     configuration = k8s_client.Configuration()
-    try:
-        k8s_config.load_kube_config(config_file=kubeconfig or None, client_configuration=configuration)
-    except (k8s_config.ConfigException, FileNotFoundError, TypeError):
-        if kubeconfig:
-            raise
-        k8s_config.load_incluster_config(client_configuration=configuration)
+    source, files = _kubeconfig_files(kubeconfig)
+    present = [f for f in files if f.is_file()]
+    if present:
+        try:
+            k8s_config.load_kube_config(
+                config_file=os.pathsep.join(map(str, present)), client_configuration=configuration
+            )
+        except (k8s_config.ConfigException, OSError, TypeError, ValueError, AttributeError) as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise KubeconfigError(f"kubeconfig {', '.join(map(str, present))}: {message}") from None
+    elif source != "default":
+        missing = ", ".join(map(str, files)) or "(empty)"
+        raise KubeconfigError(f"kubeconfig {missing} ({source}): no such file")
+    else:
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException:
+            raise KubeconfigError(
+                f"no kubeconfig: {files[0]} does not exist, KUBECONFIG is not set and this is not a pod in a cluster"
+                " (pass --kubeconfig FILE)"
+            ) from None
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 96)  # binds + lanes
     return k8s_client.ApiClient(configuration)
 

@@ -147,5 +147,10 @@ def serve_metrics(metrics: Metrics, address: str, split: Callable[[str], tuple[s
     from prometheus_client import start_http_server
 
     host, port = split(address)
-    server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        from hami_fast.server.listen import ListenError
+
+        raise ListenError(f"cannot listen on {address} (--metrics-bind-address): {exc.strerror or exc}") from None
     return server

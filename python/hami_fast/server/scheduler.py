@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from hami_fast._native import Cluster, EngineError, parse_binding_args
+from hami_fast._native import Cluster, EngineError, FilterDecision, parse_binding_args
 from hami_fast.config import Config
 from hami_fast.kube.nodelock import LockContention, NodeLocker
 from hami_fast.kube.writer import NotFound, Writer
@@ -79,11 +79,12 @@ class Scheduler:
         )
         self.binds = BindQueue(workers=workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
-        # Filter's annotation patches, written behind its answer: one single-thread lane per pod hash
-        # keeps each pod's patches in order. In-memory writers patch inline.
-        blocking = getattr(writer, "blocking", True)
+        # By default Filter patches the pod before it answers, as HAMi does, so an answered Filter is
+        # always on the API. With --filter-patch-behind-answer the patch is written behind the answer:
+        # one single-thread lane per pod hash keeps each pod's patches in order. In-memory writers patch inline.
+        behind = config.filter_patch_behind_answer and getattr(writer, "blocking", True)
         self.patchers = (
-            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)] if blocking else None
+            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)] if behind else None
         )
         self._patches: dict[str, Future[str]] = {}
         self._patch_guard = threading.Lock()
@@ -107,44 +108,35 @@ class Scheduler:
             if not self.synced.wait(wait):
                 self.metrics.filter_results.labels("not_synced").inc()
                 return filter_error("context cancelled: caches not synced")
-            response, raw = self.cluster.filter(body, int(time.time()))
-            if raw is None:
-                self.metrics.filter_results.labels("passthrough" if b'"Error":""' in response else "error").inc()
-                return response
-            decision = orjson.loads(raw)
-            return self._commit(response, decision)
+            decision = self.cluster.decide(body, int(time.time()))
+            if decision.node is None and decision.outcome != "unschedulable":
+                self.metrics.filter_results.labels(decision.outcome).inc()
+                return decision.response
+            return self._commit(decision)
 
-    def _commit(self, response: bytes, decision: dict[str, Any]) -> bytes:
-        pod = decision["pod"]
-        self.metrics.count_failed_reasons(decision["failed_reasons"])
-        if decision["node"] is None:
+    def _commit(self, d: FilterDecision) -> bytes:
+        pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid}
+        self.metrics.count_failed_reasons(d.reason_counts)
+        if d.node is None or d.patch is None:
             self.metrics.filter_results.labels("unschedulable").inc()
-            for event in decision["events"]:
-                self._event(pod, event["type"], event["reason"], event["message"])
-            log.info(
-                "no node fits",
-                extra={"pod": f"{pod['namespace']}/{pod['name']}", "reasons": decision["failed_reasons"]},
-            )
-            return response
-        key = pod["uid"] or f"{pod['namespace']}/{pod['name']}"
-        if self.patchers is None:  # in-memory writers: the patch is instant, keep Filter's own error path
-            error = self._write_allocation(pod, decision["patch"].encode(), key)
+            for event_type, reason, message in d.events:
+                self._event(pod, event_type, reason, message)
+            log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": d.reason_counts})
+            return d.response
+        if self.patchers is None:  # patch before answering; a failed patch is Filter's error
+            error = self._write_allocation(pod, d.patch, d.pod_key)
             if error:
                 return filter_error(error)
         else:
-            self._queue_allocation(pod, decision["patch"].encode(), key)
+            self._queue_allocation(pod, d.patch, d.pod_key)
         self.metrics.filter_results.labels("scheduled").inc()
-        for event in decision["events"]:
-            self._event(pod, event["type"], event["reason"], event["message"])
-        log.info(
-            "filter chose node",
-            extra={
-                "pod": f"{pod['namespace']}/{pod['name']}",
-                "node": decision["node"],
-                "devices": decision["annotations"].get("hami.io/vgpu-devices-allocated"),
-            },
-        )
-        return response
+        for event_type, reason, message in d.events:
+            self._event(pod, event_type, reason, message)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "filter chose node", extra={"pod": f"{d.namespace}/{d.name}", "node": d.node, "devices": d.devices}
+            )
+        return d.response
 
     def _write_allocation(self, pod: dict[str, Any], patch: bytes, key: str) -> str:
         """Patch the pod with Filter's annotations; on failure roll the reservation back. Returns the error."""

@@ -24,8 +24,9 @@ from hami_fast.kube.handshake import Handshaker, kube_node_patcher, memory_node_
 from hami_fast.kube.leader import AlwaysLeader, LeaseFollower
 from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
-from hami_fast.manifests import load_objects
+from hami_fast.manifests import load_objects, require_nodes
 from hami_fast.server.app import App
+from hami_fast.server.listen import ListenError, start_listening
 from hami_fast.server.metrics import Metrics, serve_metrics
 from hami_fast.server.scheduler import Scheduler
 
@@ -136,12 +137,13 @@ def build_runtime(config: Config, stop: threading.Event | None = None) -> Runtim
     cluster = Cluster(config.engine_config())
     metrics = Metrics(cluster)
     if config.snapshot:
-        log.info("serving the in-memory cluster from %s", config.snapshot, extra={"source": "snapshot"})
-        runtime = _memory_runtime(config, cluster, metrics, load_objects(config.snapshot), stop)
+        objects = require_nodes(load_objects(config.snapshot), config.snapshot)
+        log.info("cluster source: the in-memory cluster of %s", config.snapshot, extra={"source": "snapshot"})
+        runtime = _memory_runtime(config, cluster, metrics, objects, stop)
     elif config.demo or not _kube_reachable(config):
-        from hami_fast.demo import demo_nodes
+        from hami_fast.demo.cluster import demo_nodes
 
-        log.info("no cluster configured: serving the built-in demo cluster", extra={"source": "demo"})
+        log.info("cluster source: the built-in demo cluster (no cluster configured)", extra={"source": "demo"})
         runtime = _memory_runtime(config, cluster, metrics, demo_nodes(50), stop)
     else:
         runtime = _kube_runtime(config, cluster, metrics, stop)
@@ -151,10 +153,9 @@ def build_runtime(config: Config, stop: threading.Event | None = None) -> Runtim
 
 
 def _kube_reachable(config: Config) -> bool:
-    if config.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return True
-    path = Path(os.environ.get("KUBECONFIG", "") or Path.home() / ".kube" / "config")
-    return path.is_file()
+    if config.kubeconfig or os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True  # a named kubeconfig that is missing is an error, not the demo cluster
+    return (Path.home() / ".kube" / "config").is_file()
 
 
 def _cert_stamp(config: Config) -> tuple[float, float]:
@@ -193,12 +194,17 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
             log_enabled=False,
             **tls,
         )
-        task = asyncio.create_task(server.serve())
+        try:
+            task = await start_listening(server, f"{host}:{port}")
+        except ListenError:
+            runtime.stop.set()
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
         log.info("serving", extra={"address": f"{'https' if config.tls else 'http'}://{host}:{port}"})
         if ready:
-            loop.call_later(0.3, ready.set)
+            ready.set()
         while not task.done() and not runtime.stop.is_set() and not stop_async.is_set():
-            await asyncio.sleep(1.0)
+            await _wait_stop(runtime.stop, stop_async, 1.0)
             if config.tls and _safe_stamp(config) != stamp:
                 log.info("certificate changed: restarting the listener")
                 break
@@ -207,6 +213,16 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
     runtime.stop.set()
     runtime.scheduler.close()
     executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _wait_stop(stop: threading.Event, stop_async: asyncio.Event, seconds: float) -> None:
+    """Sleep up to `seconds`, waking within 20 ms of either stop signal."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not stop.is_set() and not stop_async.is_set() and asyncio.get_running_loop().time() < deadline:
+        try:
+            await asyncio.wait_for(stop_async.wait(), 0.02)
+        except TimeoutError:
+            pass
 
 
 def _safe_stamp(config: Config) -> tuple[float, float]:

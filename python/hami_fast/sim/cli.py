@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--policy",
         default="fgd",
-        help="fgd, bestfit, dotprod, packing, clustering, random, binpack, spread; a comma list or 'all' sweeps",
+        help="fgd, fgd-balance, bestfit, dotprod, packing, clustering, random, binpack, spread; "
+        "a comma list or 'all' sweeps",
     )
     p.add_argument(
         "--seed", type=int, default=42, help="seed of the shuffle, tuning and node order (Go math/rand stream)"
@@ -51,6 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--results", default=None, metavar="FILE.jsonl", help="sweep: write every run's summary, one JSON per line"
+    )
+    p.add_argument(
+        "--bound",
+        default=None,
+        metavar="FILE.json",
+        help="sweep: add the offline lower bound (python -m hami_fast.sim.bound --out) to the table and bar charts",
     )
     p.add_argument("--jobs", type=int, default=None, help="sweep: parallel processes (default: all cores)")
     p.add_argument(
@@ -92,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             from hami_fast.sim.plots import plot_run
 
             plot_run(result, args.plot)
+            print(f"wrote {args.plot}", file=sys.stderr)
         return 0
     return _sweep(args, policies, seeds)
 
@@ -123,16 +131,18 @@ def _sweep(
             if sink:
                 sink.close()
     table = report.rows(aggregate(results))
+    bounds = report.load_bounds(args.bound) if args.bound else None
     if args.table:
-        _write_table(Path(args.table), table)
+        _write_table(Path(args.table), table, bounds)
     if args.output == "json":
-        print(json.dumps({"rows": table}))
+        print(json.dumps({"rows": table, "bounds": bounds}))
     else:
-        print(report.wide_markdown(table))
+        print(report.wide_markdown(table, bounds=bounds))
         print()
         print(report.markdown(table))
     if args.figures or args.plot:
-        draw_figures(results, Path(args.figures) if args.figures else None, args.plot)
+        for path in draw_figures(results, Path(args.figures) if args.figures else None, args.plot, bounds):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -141,7 +151,7 @@ def _write_line(sink: Any, result: dict[str, Any]) -> None:
     sink.flush()
 
 
-def _write_table(path: Path, table: list[dict[str, Any]]) -> None:
+def _write_table(path: Path, table: list[dict[str, Any]], bounds: dict[str, float] | None = None) -> None:
     from hami_fast.sim import report
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +165,7 @@ def _write_table(path: Path, table: list[dict[str, Any]]) -> None:
             w.writeheader()
             w.writerows(table)
     else:
-        path.write_text(report.wide_markdown(table) + "\n\n" + report.markdown(table) + "\n")
+        path.write_text(report.wide_markdown(table, bounds=bounds) + "\n\n" + report.markdown(table) + "\n")
 
 
 FAMILIES = {
@@ -164,7 +174,12 @@ FAMILIES = {
 }
 
 
-def draw_figures(results: list[dict[str, Any]], out_dir: Path | None, plot_file: str | None = None) -> list[Path]:
+def draw_figures(
+    results: list[dict[str, Any]],
+    out_dir: Path | None,
+    plot_file: str | None = None,
+    bounds: dict[str, float] | None = None,
+) -> list[Path]:
     """Per trace: allocation and fragmentation curves; per family: bar charts at 100 % arrived."""
     from hami_fast.sim import plots
     from hami_fast.sim.runner import POLICIES, aggregate
@@ -195,6 +210,7 @@ def draw_figures(results: list[dict[str, Any]], out_dir: Path | None, plot_file:
                     policies,
                     out_dir / f"bars_{family}.png",
                     title=f"{family}: unallocated GPU % at 100 % arrived",
+                    bounds=bounds,
                 )
             )
     return written

@@ -16,11 +16,15 @@ COLORS = {
     "fgd": "#d62728",
     "binpack": "#ff7f0e",
     "spread": "#17becf",
+    "fgd-balance": "#000000",
 }
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError("figures need matplotlib: pip install 'hami-fast[plot]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -119,9 +123,10 @@ def plot_bars(
     policies: Sequence[str],
     path: str | Path,
     title: str = "",
+    bounds: dict[str, float] | None = None,
 ) -> Path:
     """Figs. 11–12 style: unallocated % at 100 % arrived, mean ± sd over seeds, a bar group per
-    trace, FGD's value labelled."""
+    trace, FGD's value labelled; with ``bounds`` the offline lower bound as a black line per group."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(traces) + 2), 4.5))
     width = 0.8 / max(len(policies), 1)
@@ -135,8 +140,11 @@ def plot_bars(
             means.append(a["mean"])
             sds.append(a["sd"])
         bars = ax.bar(xs, means, width, yerr=sds, capsize=2, label=policy, color=COLORS.get(policy))
-        if policy == "fgd":
+        if policy in ("fgd", "fgd-balance"):
             ax.bar_label(bars, labels=[f"{m:.1f}" for m in means], fontsize=8, padding=2)
+    for i, t in enumerate(traces):
+        if bounds and t in bounds:
+            ax.hlines(bounds[t], i - 0.42, i + 0.42, colors="k", lw=2, label="lower bound" if i == 0 else None)
     ax.set_xticks(range(len(traces)), list(traces))
     ax.set(ylabel="unallocated GPU (%) at 100 % arrived")
     ax.grid(axis="y", alpha=0.3)
@@ -145,6 +153,75 @@ def plot_bars(
         ax.set_title(title)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def plot_idle_breakdown(snapshots: dict[str, dict[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Where the idle GPU capacity is at 100 % arrived, per policy (a replay snapshot each, a
+    Kubernetes List): whole free GPUs or GPU slices, on nodes with CPU left for a GPU pod or
+    not (less than the smallest CPU request of the GPU pods placed)."""
+    plt = _pyplot()
+    kinds = ["whole GPUs, CPU left", "whole GPUs, no CPU left", "GPU slices, CPU left", "GPU slices, no CPU left"]
+    colors = ["#2ca02c", "#98df8a", "#1f77b4", "#aec7e8"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    policies = list(snapshots)
+    bottoms = [0.0] * len(policies)
+    parts = {k: [] for k in kinds}
+    for snap in snapshots.values():
+        b = idle_breakdown(snap)
+        for k in kinds:
+            parts[k].append(b[k])
+    for k, c in zip(kinds, colors):
+        ax.bar(policies, parts[k], bottom=bottoms, color=c, label=k)
+        bottoms = [x + y for x, y in zip(bottoms, parts[k])]
+    for i, total in enumerate(bottoms):
+        ax.text(i, total + 3, f"{total:.0f}", ha="center", fontsize=9)
+    ax.set(ylabel="idle GPUs at 100 % arrived")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _quantity(text: str) -> int:
+    return int(text[:-1]) if text.endswith("m") else int(float(text) * 1000)
+
+
+def idle_breakdown(snapshot: dict[str, Any]) -> dict[str, float]:
+    """Idle GPUs (in GPUs) of a replay snapshot by kind (see :func:`plot_idle_breakdown`)."""
+    items = snapshot["items"]
+    nodes = {i["metadata"]["name"]: i for i in items if i["kind"] == "Node"}
+    cpu_used: dict[str, int] = {}
+    gpu_used: dict[str, dict[str, int]] = {}
+    min_gpu_pod_cpu = None
+    for p in (i for i in items if i["kind"] == "Pod"):
+        node = p["spec"].get("nodeName")
+        cpu = sum(_quantity(c["resources"]["requests"]["cpu"]) for c in p["spec"]["containers"])
+        cpu_used[node] = cpu_used.get(node, 0) + cpu
+        allocated = p["metadata"].get("annotations", {}).get("hami.io/vgpu-devices-allocated")
+        if allocated:
+            min_gpu_pod_cpu = cpu if min_gpu_pod_cpu is None else min(min_gpu_pod_cpu, cpu)
+            for dev in allocated.split(";")[0].split(":"):
+                if dev:
+                    uuid, _, mem, _ = dev.split(",")
+                    gpu_used.setdefault(node, {})[uuid] = gpu_used.get(node, {}).get(uuid, 0) + int(mem)
+    out = dict.fromkeys(
+        ["whole GPUs, CPU left", "whole GPUs, no CPU left", "GPU slices, CPU left", "GPU slices, no CPU left"], 0.0
+    )
+    for name, n in nodes.items():
+        import json as _json
+
+        devices = _json.loads(n["metadata"]["annotations"]["hami.io/node-nvidia-register"])
+        cpu_left = _quantity(n["status"]["allocatable"]["cpu"]) - cpu_used.get(name, 0)
+        starved = "no CPU left" if cpu_left < (min_gpu_pod_cpu or 0) else "CPU left"
+        for d in devices:
+            free = (d["devmem"] - gpu_used.get(name, {}).get(d["id"], 0)) / d["devmem"]
+            if free >= 1:
+                out[f"whole GPUs, {starved}"] += 1
+            elif free > 0:
+                out[f"GPU slices, {starved}"] += free
+    return out
 
 
 def plot_run(result: dict[str, Any], path: str | Path) -> Path:

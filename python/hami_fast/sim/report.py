@@ -67,14 +67,18 @@ def markdown(table: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def wide_markdown(table: list[dict[str, Any]], policies: list[str] | None = None) -> str:
-    """Wide table as the paper prints it: a row per trace, ``reproduced (published)`` per policy."""
+def wide_markdown(
+    table: list[dict[str, Any]], policies: list[str] | None = None, bounds: dict[str, float] | None = None
+) -> str:
+    """Wide table as the paper prints it: a row per trace, ``reproduced (published)`` per policy;
+    with ``bounds`` (trace -> mean bound, see ``hami_fast.sim.bound``) a first column of the bound."""
     policies = policies or [p for p in POLICIES if any(r["policy"] == p for r in table)]
     by = {(r["trace"], r["policy"]): r for r in table}
     traces = sorted({r["trace"] for r in table}, key=_trace_key)
-    lines = ["| trace | " + " | ".join(policies) + " |", "|---|" + "---:|" * len(policies)]
+    first = ["bound"] if bounds else []
+    lines = ["| trace | " + " | ".join(first + policies) + " |", "|---|" + "---:|" * (len(policies) + len(first))]
     for t in traces:
-        cells = []
+        cells = [f"{bounds[t]:.2f}" if t in bounds else "—"] if bounds else []
         for p in policies:
             r = by.get((t, p))
             if r is None:
@@ -88,6 +92,14 @@ def wide_markdown(table: list[dict[str, Any]], policies: list[str] | None = None
             cells.append(cell)
         lines.append(f"| {t} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def load_bounds(path: str) -> dict[str, float]:
+    """``docs/results/bound.json`` (``python -m hami_fast.sim.bound --out``) -> trace -> mean bound."""
+    import json
+    from pathlib import Path
+
+    return {b["trace"]: b["mean"] for b in json.loads(Path(path).read_text())}
 
 
 def text_summary(result: dict[str, Any]) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 
 from hami_fast import _native
 
-POLICIES = ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread"]
+#: Every node policy, in table order: the engine's own list.
+POLICIES: list[str] = list(_native.policy_names())
 
 
 @dataclass(frozen=True)

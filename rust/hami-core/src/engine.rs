@@ -65,10 +65,9 @@ impl Engine {
         };
         if placement.request.is_empty() {
             return match parse_node_names(args.node_names) {
-                Ok(names) => FilterOutcome {
-                    response: ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(),
-                    decision: None,
-                },
+                Ok(names) => FilterOutcome::passthrough(
+                    ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(),
+                ),
                 Err(e) => FilterOutcome::error(e),
             };
         }
@@ -114,6 +113,9 @@ impl Engine {
             annotations: BTreeMap<String, String>,
             failed: BTreeMap<String, String>,
             scores: BTreeMap<String, f64>,
+            /// Fitting nodes, most preferred first; the node policy that ordered them.
+            ranked: Vec<String>,
+            node_policy: String,
             error: String,
         }
         let result = (|| -> Result<Explain> {
@@ -150,12 +152,14 @@ impl Engine {
                 ((*n).to_owned(), allocation_annotations(n, positional, &f.slots, now))
             });
             let (scores, failed) = (eval.scores(), eval.failed_map());
+            let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
             drop(eval);
             if let Some(record) = saved {
                 state.reserve(key, record);
             }
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
-            Ok(Explain { node, annotations, scores, failed, error: String::new() })
+            let node_policy = placement.node_policy.as_str().to_owned();
+            Ok(Explain { node, annotations, scores, failed, ranked, node_policy, error: String::new() })
         })();
         let out = result.unwrap_or_else(|error| Explain { error: error.to_string(), ..Default::default() });
         serde_json::to_vec(&out).unwrap_or_default()

@@ -101,6 +101,16 @@ pub fn choose(fits: &[(&str, f64)], policy: NodePolicy) -> Option<usize> {
     score::choose(fits.len(), |i| fits[i].0, |i| fits[i].1, policy)
 }
 
+/// The fitting nodes in the policy's order of preference: the first is the one [`choose`] picks.
+pub fn ranked(fits: &[(&str, f64)], policy: NodePolicy) -> Vec<String> {
+    let mut rest: Vec<(&str, f64)> = fits.to_vec();
+    let mut order = Vec::with_capacity(rest.len());
+    while let Some(i) = choose(&rest, policy) {
+        order.push(rest.swap_remove(i).0.to_owned());
+    }
+    order
+}
+
 /// Evaluation is bound by memory latency on large clusters: start loading the device arrays of
 /// the node a few candidates ahead, and that node's own struct further ahead.
 #[inline]
@@ -253,7 +263,11 @@ struct LiveViews<'s> {
 
 impl<'s> LiveViews<'s> {
     fn new(state: &'s ClusterState, scorer: np::Scorer, request: &PodRequest, nodes: &[&GpuNode]) -> Self {
-        let mut workload = if scorer == np::Scorer::Fgd { state.target_workload() } else { Workload::default() };
+        let mut workload = match scorer {
+            np::Scorer::Fgd => state.target_workload(),
+            np::Scorer::FgdBalance => state.balance_workload(),
+            _ => Workload::default(),
+        };
         let tags = if scorer == np::Scorer::Clustering { state.gpu_tags_by_node() } else { Default::default() };
         let frees = nodes.iter().map(|n| np::live_free_milli(n)).collect();
         let pods: Vec<np::PodShape> = nodes
@@ -308,14 +322,18 @@ pub fn allocation_annotations(node: &str, positional: bool, slots: &PodDevices, 
     ])
 }
 
-#[derive(Serialize)]
-struct PodRef<'a> {
-    namespace: &'a str,
-    name: &'a str,
-    uid: &'a str,
+/// The pod a decision is about.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Where its reservation is kept (UID, else `namespace/name`): what a rollback releases.
+    #[serde(skip)]
+    pub key: String,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Event {
     #[serde(rename = "type")]
     pub event_type: &'static str,
@@ -323,25 +341,70 @@ pub struct Event {
     pub message: String,
 }
 
-#[derive(Serialize)]
-struct Decision<'a> {
-    pod: PodRef<'a>,
-    node: Option<&'a str>,
-    annotations: BTreeMap<String, String>,
-    patch: String,
-    failed_reasons: BTreeMap<&'a str, usize>,
-    events: Vec<Event>,
+/// A scheduling decision about one pod: where it goes (or why nowhere) and the side effects to
+/// perform (the merge patch, the events).
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    pub pod: PodRef,
+    pub node: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The JSON merge patch of the pod's annotations and label (empty without a node).
+    pub patch: String,
+    /// How many candidate nodes failed for each reason.
+    pub failed_reasons: BTreeMap<&'static str, usize>,
+    pub events: Vec<Event>,
 }
 
-/// The result of one `/filter` call: response bytes plus the side effects to perform.
+impl Decision {
+    /// The decision as one JSON object (the debugging form of [`crate::Engine::filter`]).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// What a `/filter` call came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A node was chosen (and, when recording, reserved).
+    Scheduled,
+    /// No candidate fits; the response lists why per node.
+    Unschedulable,
+    /// Nothing to decide: the pod asks for no vGPU, or a cluster-autoscaler dry run.
+    Passthrough,
+    /// Bad input; the response's `Error` says what.
+    Error,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Unschedulable => "unschedulable",
+            Self::Passthrough => "passthrough",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// The result of one `/filter` call: the response bytes, its outcome, and the decision to carry out.
+#[derive(Debug, Clone)]
 pub struct FilterOutcome {
     pub response: Vec<u8>,
-    pub decision: Option<Vec<u8>>,
+    pub outcome: Outcome,
+    pub decision: Option<Decision>,
 }
 
 impl FilterOutcome {
     pub fn error(error: Error) -> Self {
-        Self { response: ExtenderFilterResult::error(error.to_string()).to_bytes(), decision: None }
+        Self {
+            response: ExtenderFilterResult::error(error.to_string()).to_bytes(),
+            outcome: Outcome::Error,
+            decision: None,
+        }
+    }
+
+    pub fn passthrough(response: Vec<u8>) -> Self {
+        Self { response, outcome: Outcome::Passthrough, decision: None }
     }
 }
 
@@ -422,7 +485,12 @@ pub fn decide(
     key: &str,
 ) -> FilterOutcome {
     let meta = &placement.pod.metadata;
-    let pod = PodRef { namespace: &meta.namespace, name: &meta.name, uid: &meta.uid };
+    let pod = PodRef {
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        uid: meta.uid.clone(),
+        key: key.to_owned(),
+    };
     let Some((node, fit)) = &eval.chosen else {
         let response = ExtenderFilterResult { failed_nodes: Some(eval.failed_map()), ..Default::default() };
         let decision = Decision {
@@ -433,7 +501,11 @@ pub fn decide(
             failed_reasons: eval.failed_reasons(),
             events: failed_events(eval, total),
         };
-        return FilterOutcome { response: response.to_bytes(), decision: serde_json::to_vec(&decision).ok() };
+        return FilterOutcome {
+            response: response.to_bytes(),
+            outcome: Outcome::Unschedulable,
+            decision: Some(decision),
+        };
     };
     let positional = state.nodes.get(node).is_some_and(GpuNode::pads_device_lists);
     let annotations = allocation_annotations(node, positional, &fit.slots, now);
@@ -445,13 +517,13 @@ pub fn decide(
     let response = ExtenderFilterResult { node_names: Some(vec![Cow::Borrowed(*node)]), ..Default::default() };
     let decision = Decision {
         pod,
-        node: Some(node),
+        node: Some((*node).to_owned()),
         patch: merge_patch(&annotations, node),
         annotations,
         failed_reasons: eval.failed_reasons(),
         events: vec![succeed_event(eval, node, total, placement.node_policy)],
     };
-    FilterOutcome { response: response.to_bytes(), decision: serde_json::to_vec(&decision).ok() }
+    FilterOutcome { response: response.to_bytes(), outcome: Outcome::Scheduled, decision: Some(decision) }
 }
 
 /// Cluster-autoscaler dry run: Nodes given in full, no usage, no side effects (§7.4).
@@ -481,5 +553,5 @@ pub fn filter_simulated(state: &ClusterState, placement: &Placement, nodes: &Raw
         failed_nodes: Some(eval.failed_map()),
         ..Default::default()
     };
-    FilterOutcome { response: response.to_bytes(), decision: None }
+    FilterOutcome::passthrough(response.to_bytes())
 }

@@ -15,8 +15,19 @@ create_exception!(
     "Bad input: the message names the object and the field."
 );
 
+/// An `EngineError` carrying the typed error's parts: `.kind`, `.object`, `.field` (str each).
 fn engine_error(error: hami_core::Error) -> PyErr {
-    EngineError::new_err(error.to_string())
+    Python::attach(|py| {
+        let err = EngineError::new_err(error.to_string());
+        let value = err.value(py);
+        let parts = [("kind", error.kind.as_str()), ("object", &error.object), ("field", &error.field)];
+        for (name, text) in parts {
+            if let Err(e) = value.setattr(name, text) {
+                return e;
+            }
+        }
+        err
+    })
 }
 
 /// Runs engine code without the GIL; a panic becomes an EngineError instead of crossing the FFI boundary.
@@ -82,6 +93,13 @@ impl Cluster {
         run(py, || Ok(self.lock().state.retain(kind, &keys)))
     }
 
+    /// ExtenderArgs -> FilterDecision: the response bytes and the decision as typed fields.
+    #[pyo3(signature = (args, now, record=true))]
+    fn decide(&self, py: Python<'_>, args: &[u8], now: i64, record: bool) -> PyResult<FilterDecision> {
+        let outcome = run(py, || Ok(self.lock().filter(args, now, record)))?;
+        Ok(FilterDecision::from(outcome))
+    }
+
     #[pyo3(signature = (args, now, record=true))]
     fn filter<'py>(
         &self,
@@ -91,7 +109,7 @@ impl Cluster {
         record: bool,
     ) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
         let outcome = run(py, || Ok(self.lock().filter(args, now, record)))?;
-        Ok((PyBytes::new(py, &outcome.response), outcome.decision.map(|d| PyBytes::new(py, &d))))
+        Ok((PyBytes::new(py, &outcome.response), outcome.decision.map(|d| PyBytes::new(py, &d.to_json()))))
     }
 
     fn release(&self, py: Python<'_>, pod_uid: &str) -> PyResult<bool> {
@@ -121,6 +139,12 @@ impl Cluster {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// Per container: the request against the largest free GPU resources (`kubectl hami why`).
+    fn headroom<'py>(&self, py: Python<'py>, pod: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().state.headroom(pod)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     fn admit<'py>(&self, py: Python<'py>, review: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().admit(review)))?;
         Ok(PyBytes::new(py, &out))
@@ -142,6 +166,108 @@ impl Cluster {
 
     fn pod_count(&self) -> usize {
         self.lock().state.pod_count()
+    }
+}
+
+/// YAML documents (as `kubectl get -o yaml` writes them) -> JSON array of the non-empty documents.
+#[pyfunction]
+fn yaml_to_json<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let out =
+        run(py, || hami_core::manifest::yaml_documents_to_json(text).map_err(|e| hami_core::Error::invalid("", e)))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Every valid node scheduler policy name, from the engine's own list.
+#[pyfunction]
+fn node_policy_names() -> Vec<&'static str> {
+    hami_core::policy::NodePolicy::names()
+}
+
+/// A node scheduler policy given as a flag: its canonical name, or EngineError listing the valid ones.
+#[pyfunction]
+fn check_node_policy(value: &str) -> PyResult<&'static str> {
+    hami_core::policy::NodePolicy::parse_strict(value)
+        .map(hami_core::policy::NodePolicy::as_str)
+        .map_err(|e| engine_error(hami_core::Error::config("", e)))
+}
+
+/// A GPU scheduler policy given as a flag: the trimmed value, or EngineError listing the valid ones.
+#[pyfunction]
+fn check_gpu_policy(value: &str) -> PyResult<String> {
+    hami_core::policy::GpuPolicy::parse_strict(value)
+        .map(|p| p.text)
+        .map_err(|e| engine_error(hami_core::Error::config("", e)))
+}
+
+/// One `/filter` decision, typed: no JSON to decode in Python.
+#[pyclass(frozen, module = "hami_fast._native")]
+struct FilterDecision {
+    response: Vec<u8>,
+    #[pyo3(get)]
+    outcome: &'static str,
+    #[pyo3(get)]
+    pod_key: String,
+    #[pyo3(get)]
+    namespace: String,
+    #[pyo3(get)]
+    name: String,
+    #[pyo3(get)]
+    uid: String,
+    #[pyo3(get)]
+    node: Option<String>,
+    patch: Option<Vec<u8>>,
+    #[pyo3(get)]
+    devices: Option<String>,
+    #[pyo3(get)]
+    events: Vec<(String, String, String)>,
+    #[pyo3(get)]
+    reason_counts: std::collections::BTreeMap<String, usize>,
+}
+
+impl From<hami_core::FilterOutcome> for FilterDecision {
+    fn from(o: hami_core::FilterOutcome) -> Self {
+        let mut out = Self {
+            response: o.response,
+            outcome: o.outcome.as_str(),
+            pod_key: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            uid: String::new(),
+            node: None,
+            patch: None,
+            devices: None,
+            events: Vec::new(),
+            reason_counts: Default::default(),
+        };
+        if let Some(d) = o.decision {
+            out.devices = d.annotations.get(codec::ALLOCATED_KEY).cloned();
+            out.patch = d.node.is_some().then(|| d.patch.into_bytes());
+            (out.pod_key, out.namespace, out.name, out.uid) = (d.pod.key, d.pod.namespace, d.pod.name, d.pod.uid);
+            out.node = d.node;
+            out.events =
+                d.events.into_iter().map(|e| (e.event_type.to_owned(), e.reason.to_owned(), e.message)).collect();
+            out.reason_counts = d.failed_reasons.into_iter().map(|(k, n)| (k.to_owned(), n)).collect();
+        }
+        out
+    }
+}
+
+#[pymethods]
+impl FilterDecision {
+    /// The ExtenderFilterResult bytes to answer kube-scheduler with.
+    #[getter]
+    fn response<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.response)
+    }
+
+    /// The merge patch of the pod's annotations and label, when a node was chosen.
+    #[getter]
+    fn patch<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.patch.as_ref().map(|p| PyBytes::new(py, p))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("FilterDecision(outcome={:?}, pod_key={:?}, node={:?})", self.outcome, self.pod_key, self.node)
     }
 }
 
@@ -223,6 +349,40 @@ fn replay<'py>(
             ..replay::Options::default()
         };
         let value = replay::replay_csv(nodes_name, &nodes, pods_name, &pods, options)?;
+        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// The node policy names the replay (and `--node-scheduler-policy`) accepts, in table order.
+#[pyfunction]
+fn policy_names() -> Vec<&'static str> {
+    hami_core::policy::POLICY_NAMES.to_vec()
+}
+
+/// The replay's cluster and arrival stream for `seed` (no replay run): JSON
+/// `{"seed", "total_gpus", "nodes": [[name, cpu_milli, memory_mib, gpus, model]], "pods": [[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]]}`.
+#[pyfunction]
+#[pyo3(signature = (nodes_csv, pods_csv, seed=42, tune=1.3, nodes_name="nodes.csv", pods_name="pods.csv"))]
+fn replay_arrivals<'py>(
+    py: Python<'py>,
+    nodes_csv: &[u8],
+    pods_csv: &[u8],
+    seed: i64,
+    tune: f64,
+    nodes_name: &str,
+    pods_name: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use hami_core::replay;
+    let out = run(py, || {
+        let text = |name: &str, bytes: &[u8]| {
+            std::str::from_utf8(bytes)
+                .map(str::to_owned)
+                .map_err(|_| hami_core::Error::decode(name.to_owned(), "not UTF-8 text"))
+        };
+        let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
+        let options = replay::Options { seed, tune, ..replay::Options::default() };
+        let value = replay::arrivals_csv(nodes_name, &nodes, pods_name, &pods, options)?;
         serde_json::to_vec(&value).map_err(hami_core::Error::internal)
     })?;
     Ok(PyBytes::new(py, &out))
@@ -331,6 +491,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EngineError", m.py().get_type::<EngineError>())?;
     m.add_class::<Cluster>()?;
+    m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
+    m.add_function(wrap_pyfunction!(check_node_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(check_gpu_policy, m)?)?;
+    m.add_class::<FilterDecision>()?;
     m.add_function(wrap_pyfunction!(decode_node_register, m)?)?;
     m.add_function(wrap_pyfunction!(encode_node_register, m)?)?;
     m.add_function(wrap_pyfunction!(decode_pod_devices, m)?)?;
@@ -339,6 +504,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(parse_binding_args, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_arrivals, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(node_frag, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(fragmentation, m)?)?;

@@ -91,7 +91,7 @@ impl ReasonCounts {
 
     /// The reasons present, with their counts, in declaration order.
     pub fn iter(&self) -> impl Iterator<Item = (Reason, usize)> + '_ {
-        Reason::ALL.iter().filter_map(|&r| (self.0[r as usize] > 0).then(|| (r, self.0[r as usize] as usize)))
+        Reason::ALL.iter().filter(|&&r| self.0[r as usize] > 0).map(|&r| (r, self.0[r as usize] as usize))
     }
 }
 

@@ -108,7 +108,9 @@ impl Snapshot {
     /// nodes,pods -o json`) or a single Node / Pod, JSON bytes.
     pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self> {
         let mut cluster = ClusterState::new(config.clone());
-        let mut pods: Vec<(Pod, String, Option<(String, String)>)> = Vec::new();
+        // (pod, phase, controlling owner as (kind, name))
+        type Found = (Pod, String, Option<(String, String)>);
+        let mut pods: Vec<Found> = Vec::new();
         let mut allocatable: HashMap<String, (i64, i64)> = HashMap::new();
         let mut host_used: HashMap<String, (i64, i64, i64)> = HashMap::new();
         for (n, bytes) in inputs.iter().enumerate() {

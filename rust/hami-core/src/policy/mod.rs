@@ -3,6 +3,7 @@
 //! dispatch shared by the live engine, the replay and the planner ([`score`]), and the per-pod
 //! policy hints read from annotations ([`hints`]).
 
+pub mod balance;
 pub mod device;
 pub mod hints;
 pub mod node;
@@ -13,8 +14,8 @@ pub use hints::{PodHints, ScoringWeights};
 use node::Scorer;
 
 /// Every node policy name, in the order the simulator's figures list them.
-pub const POLICY_NAMES: [&str; 8] =
-    ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread"];
+pub const POLICY_NAMES: [&str; 9] =
+    ["random", "dotprod", "clustering", "packing", "bestfit", "fgd", "binpack", "spread", "fgd-balance"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NodePolicy {
@@ -53,6 +54,23 @@ impl NodePolicy {
         }
     }
 
+    /// Every node policy name a flag accepts: HAMi's two, then the scored policies.
+    pub fn names() -> Vec<&'static str> {
+        ["binpack", "spread"].into_iter().chain(Scorer::ALL.iter().map(|s| s.as_str())).collect()
+    }
+
+    /// For flags and configuration: unlike [`Self::parse`] (HAMi's annotation rule, where anything
+    /// unknown is binpack), an unknown name is an error listing the valid ones. Case-sensitive, as
+    /// HAMi's own `spread`.
+    pub fn parse_strict(value: &str) -> Result<Self, String> {
+        let policy = Self::parse(value);
+        if policy.as_str() == value.trim() || Scorer::parse(value).is_some_and(|s| Self::Scored(s) == policy) {
+            Ok(policy)
+        } else {
+            Err(format!("unknown node scheduler policy {value:?} (valid: {})", Self::names().join(", ")))
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Binpack => "binpack",
@@ -83,6 +101,25 @@ impl GpuPolicy {
     pub fn parse(value: &str) -> Self {
         let has = |name: &str| value.split(',').any(|t| t.trim() == name);
         Self { mutex: has("mutex"), topology: has("topology-aware"), text: value.to_owned() }
+    }
+
+    /// Single GPU policy names; a comma chain of `binpack`, `spread` and `numa` is valid too.
+    pub const NAMES: [&'static str; 5] = ["spread", "binpack", "topology-aware", "mutex", "numa"];
+    const CHAIN_KEYS: [&'static str; 3] = ["binpack", "spread", "numa"];
+
+    /// For flags and configuration: an unknown name is an error listing the valid ones.
+    pub fn parse_strict(value: &str) -> Result<Self, String> {
+        let text = value.trim();
+        let chain = text.contains(',') && text.split(',').all(|t| Self::CHAIN_KEYS.contains(&t.trim()));
+        if Self::NAMES.contains(&text) || chain {
+            Ok(Self::parse(text))
+        } else {
+            Err(format!(
+                "unknown GPU scheduler policy {value:?} (valid: {}, or a comma chain of {})",
+                Self::NAMES.join(", "),
+                Self::CHAIN_KEYS.join(", ")
+            ))
+        }
     }
 
     fn is_chain(&self) -> bool {
@@ -135,6 +172,13 @@ mod tests {
         assert_eq!(NodePolicy::parse(" fgd "), NodePolicy::Scored(Scorer::Fgd));
         assert_eq!(NodePolicy::parse("bestfit").as_str(), "bestfit");
         assert_eq!(NodePolicy::parse("FGD"), NodePolicy::Binpack, "names are case-sensitive, as HAMi's spread");
+        assert_eq!(NodePolicy::parse_strict("spread"), Ok(NodePolicy::Spread));
+        assert_eq!(NodePolicy::parse_strict("best-fit"), Ok(NodePolicy::Scored(Scorer::BestFit)));
+        let err = NodePolicy::parse_strict("foo").unwrap_err();
+        assert!(err.contains("\"foo\"") && err.contains("binpack, spread, random"), "{err}");
+        assert!(NodePolicy::parse_strict("Spread").is_err(), "flags are case-sensitive as HAMi's");
+        assert!(GpuPolicy::parse_strict("numa,binpack").is_ok() && GpuPolicy::parse_strict("topology-aware").is_ok());
+        assert!(GpuPolicy::parse_strict("fast").unwrap_err().contains("valid: spread, binpack"));
     }
 
     #[test]

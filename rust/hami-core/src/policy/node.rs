@@ -24,11 +24,13 @@ pub enum Scorer {
     Packing,
     Clustering,
     Random,
+    /// FGD with an online workload and a CPU-balance tie-break ([`super::balance`]).
+    FgdBalance,
 }
 
 impl Scorer {
-    pub const ALL: [Scorer; 6] =
-        [Self::Random, Self::DotProd, Self::Clustering, Self::Packing, Self::BestFit, Self::Fgd];
+    pub const ALL: [Scorer; 7] =
+        [Self::Random, Self::DotProd, Self::Clustering, Self::Packing, Self::BestFit, Self::Fgd, Self::FgdBalance];
 
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name.trim().to_ascii_lowercase().as_str() {
@@ -38,6 +40,7 @@ impl Scorer {
             "packing" | "gpupacking" => Self::Packing,
             "clustering" | "gpuclustering" => Self::Clustering,
             "random" => Self::Random,
+            "fgd-balance" => Self::FgdBalance,
             _ => return None,
         })
     }
@@ -50,13 +53,14 @@ impl Scorer {
             Self::Packing => "packing",
             Self::Clustering => "clustering",
             Self::Random => "random",
+            Self::FgdBalance => "fgd-balance",
         }
     }
 
     /// How the GPU is picked inside the chosen node (the simulator's run scripts).
     pub fn gpu_selection(self) -> GpuSelection {
         match self {
-            Self::Fgd => GpuSelection::Fgd,
+            Self::Fgd | Self::FgdBalance => GpuSelection::Fgd,
             Self::Random => GpuSelection::Random,
             _ => GpuSelection::BestFit,
         }

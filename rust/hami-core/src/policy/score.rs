@@ -98,6 +98,12 @@ pub fn score_nodes<'a>(
         Scorer::DotProd => out.extend(nodes.map(|c| np::dot_product(&c.view, &c.pod) as f64)),
         Scorer::Packing => out.extend(nodes.map(|c| np::packing(&c.view, &c.pod) as f64)),
         Scorer::Clustering => out.extend(nodes.map(|c| np::clustering(&c.view, &c.pod) as f64)),
+        // The live scheduler (no CPU view): the replay keeps its own history (`replay::choose_balance`).
+        Scorer::FgdBalance => out.extend(nodes.map(|c| {
+            let before = c.frag.unwrap_or_else(|| ctx.memo.frag(&c.view.shape, ctx.workload));
+            super::balance::cost(&c.view, &c.pod, ctx.workload, ctx.memo, before, 0.0)
+                .map_or(f64::MIN, |(cost, _)| cost.live_score())
+        })),
     }
 }
 

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::fit::{fit_pod, host_shortfall, PodContext};
 use crate::frag::{FragMemo, FxHasher, NodeShape, TaskType, Workload, MILLI};
 use crate::model::{collapse, DeviceUsage, GpuNode, HostResources};
+use crate::policy::balance::{self as bal, History};
 use crate::policy::device::node_score;
 use crate::policy::node::{GpuTag, NodeView, PodShape, Scorer};
 use crate::policy::score::{self, Candidate, Randomness, Scoring, ShapeKey};
@@ -270,6 +271,16 @@ pub struct Replay {
     total_gpus: i64,
     shape_scores: HashMap<ShapeKey, i64, BuildHasherDefault<FxHasher>>,
     scores: Vec<f64>,
+    /// `fgd-balance`: its own online target workload (from the pods seen so far) and memo.
+    balance: BalanceState,
+}
+
+#[derive(Default)]
+struct BalanceState {
+    history: History,
+    workload: Workload,
+    memo: FragMemo,
+    costs: HashMap<ShapeKey, Option<bal::Cost>, BuildHasherDefault<FxHasher>>,
 }
 
 /// What one pod event did to the cluster.
@@ -342,6 +353,7 @@ impl Replay {
             total_gpus,
             shape_scores: HashMap::default(),
             scores: Vec::new(),
+            balance: BalanceState::default(),
         })
     }
 
@@ -385,6 +397,9 @@ impl Replay {
         if cands.is_empty() {
             return None;
         }
+        if self.options.policy == NodePolicy::Scored(Scorer::FgdBalance) {
+            return self.choose_balance(task, cands);
+        }
         let (policy, pod, nodes) = (self.options.policy, task.shape(), &self.nodes);
         let hami = matches!(policy, NodePolicy::Binpack | NodePolicy::Spread);
         let rng = &mut self.rng;
@@ -406,6 +421,77 @@ impl Replay {
             _ => None,
         };
         Some((best, gpu))
+    }
+
+    /// `fgd-balance`: learn from the arriving pod, then the best cost over the candidates, ties
+    /// to the smallest name; nodes of equal shape are costed once.
+    fn choose_balance(&mut self, task: &Task, cands: &[usize]) -> Option<(usize, Option<usize>)> {
+        let shape = task.shape();
+        let st = &mut self.balance;
+        st.history.observe(bal::task_type(&shape));
+        if st.history.refresh_due() {
+            st.workload = st.history.workload();
+            st.memo = FragMemo::default();
+        }
+        let workload = bal::workload_or_pod(&st.workload, &shape);
+        let cpu_per_gpu = st.history.cpu_per_gpu();
+        st.costs.clear();
+        let mut best: Option<(usize, bal::Cost)> = None;
+        for &i in cands {
+            let n = &self.nodes[i];
+            let c = match st.costs.get(&n.key) {
+                Some(c) => *c,
+                None => {
+                    let before = st.memo.frag(&n.shape(), &workload);
+                    let c = bal::cost(&n.view(), &shape, &workload, &mut st.memo, before, cpu_per_gpu).map(|c| c.0);
+                    st.costs.insert(n.key.clone(), c);
+                    c
+                }
+            };
+            let Some(c) = c else { continue };
+            let better = match &best {
+                None => true,
+                Some((b, bc)) => match c.compare(bc) {
+                    Ordering::Greater => true,
+                    Ordering::Equal => n.name < self.nodes[*b].name,
+                    Ordering::Less => false,
+                },
+            };
+            if better {
+                best = Some((i, c));
+            }
+        }
+        let Some((i, _)) = best else {
+            // Only if the policy's CPU view disagrees with the capacity index: still place the pod.
+            return cands.iter().min_by(|&&a, &&b| self.nodes[a].name.cmp(&self.nodes[b].name)).map(|&i| (i, None));
+        };
+        let n = &self.nodes[i];
+        let before = st.memo.frag(&n.shape(), &workload);
+        let gpu = bal::cost(&n.view(), &shape, &workload, &mut st.memo, before, cpu_per_gpu).and_then(|c| c.1);
+        Some((i, gpu))
+    }
+
+    /// The arrival stream and the cluster as the replay sees them (for offline bounds): the nodes
+    /// as `[name, cpu_milli, memory_mib, gpus, model]` and the pods in arrival order as
+    /// `[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]` (per-GPU milli clamped as replayed).
+    pub fn arrivals_json(&self) -> serde_json::Value {
+        let nodes: Vec<serde_json::Value> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let h = n.gpu.host.unwrap_or_default();
+                serde_json::json!([n.name, h.cpu_milli, h.memory_mib, n.free.len(), n.model])
+            })
+            .collect();
+        let pods: Vec<serde_json::Value> = self
+            .order
+            .iter()
+            .map(|&i| {
+                let t = &self.tasks[i];
+                serde_json::json!([t.cpu, t.memory, t.milli, t.num_gpu, t.spec])
+            })
+            .collect();
+        serde_json::json!({ "seed": self.options.seed, "total_gpus": self.total_gpus, "nodes": nodes, "pods": pods })
     }
 
     /// GPU preference on the chosen node (the simulator's `gpuSelMethod`), or `None` for HAMi's order.
@@ -623,6 +709,19 @@ impl Outcome {
             "elapsed_s": elapsed_s,
         })
     }
+}
+
+/// Parses both CSVs and returns [`Replay::arrivals_json`] for `options` (no replay is run).
+pub fn arrivals_csv(
+    nodes_file: &str,
+    nodes_csv: &str,
+    pods_file: &str,
+    pods_csv: &str,
+    options: Options,
+) -> Result<serde_json::Value> {
+    let nodes = csv::parse_nodes(nodes_file, nodes_csv).map_err(|e| Error::invalid("", e))?;
+    let pods = csv::parse_pods(pods_file, pods_csv).map_err(|e| Error::invalid("", e))?;
+    Ok(Replay::new(&nodes, &pods, options)?.arrivals_json())
 }
 
 /// Parses both CSVs and replays: the entry point of the binding. Errors name file, line, column.

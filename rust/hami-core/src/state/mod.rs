@@ -159,6 +159,13 @@ impl ClusterState {
         crate::frag::Workload::typical(self.recent.iter().cloned(), 95.0)
     }
 
+    /// `fgd-balance`'s target workload: every task type of the same recent placements.
+    pub fn balance_workload(&self) -> crate::frag::Workload {
+        let mut history = crate::policy::balance::History::default();
+        self.recent.iter().cloned().for_each(|t| history.observe(t));
+        history.workload()
+    }
+
     /// GpuClustering's view of the nodes: the GPU tags of the pods on each, with counts (one pass).
     pub fn gpu_tags_by_node(&self) -> HashMap<&str, Vec<(crate::policy::node::GpuTag, u32)>> {
         let mut out: HashMap<&str, Vec<(crate::policy::node::GpuTag, u32)>> = HashMap::new();

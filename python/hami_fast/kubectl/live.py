@@ -1,0 +1,71 @@
+"""The live cluster as the engine reads it: paged LISTs through the user's kubeconfig (official client)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from hami_fast._native import Cluster
+from hami_fast.kube.client import ApiError, KubeClient, load_api_client, path_of
+
+PAGE = 500
+RESOURCES = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "resourcequotas": "/api/v1/resourcequotas"}
+
+
+class NotFound(ValueError):
+    """The named object does not exist."""
+
+
+@dataclass
+class Snapshot:
+    """Raw LIST pages per resource (bytes, as the API sent them) and the engine's Cluster built from them."""
+
+    pages: dict[str, list[bytes]] = field(default_factory=dict)
+    cluster: Cluster = field(default_factory=Cluster)
+    #: One line per object the engine skipped (a malformed annotation), as `explain` reports them.
+    warnings: list[str] = field(default_factory=list)
+
+    def inputs(self) -> list[bytes]:
+        """Node and pod pages, as the planner and the fragmentation measure take them."""
+        return [*self.pages.get("nodes", []), *self.pages.get("pods", [])]
+
+
+def connect(kubeconfig: str = "") -> KubeClient:
+    return KubeClient(load_api_client(kubeconfig), qps=50, burst=100)
+
+
+def list_pages(client: KubeClient, path: str) -> list[bytes]:
+    pages, token = [], ""
+    while True:
+        query: list[tuple[str, Any]] = [("limit", PAGE)] + ([("continue", token)] if token else [])
+        page = client.request("GET", path, query=query).data
+        pages.append(page)
+        token = orjson.loads(page).get("metadata", {}).get("continue") or ""
+        if not token:
+            return pages
+
+
+def snapshot(client: KubeClient) -> Snapshot:
+    snap = Snapshot()
+    for resource, path in RESOURCES.items():
+        try:
+            snap.pages[resource] = list_pages(client, path)
+        except ApiError as exc:
+            if resource == "resourcequotas" and exc.status in (403, 404):
+                continue  # quotas are optional: without read access, verdicts ignore them
+            raise
+        for page in snap.pages[resource]:
+            _, _, _, errors = snap.cluster.apply_list_page(page)
+            snap.warnings += [f"{resource}: skipped {error}" for error in errors]
+    return snap
+
+
+def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    try:
+        return client.request("GET", path_of("api", "v1", "namespaces", namespace, "pods", name)).json()
+    except ApiError as exc:
+        if exc.status == 404:
+            raise NotFound(f'pod "{name}" not found in namespace "{namespace}"') from None
+        raise

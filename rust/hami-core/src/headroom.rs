@@ -1,0 +1,253 @@
+//! What would have to change for a pod to fit: per container, the request against the largest free
+//! resources of any single GPU and the most GPUs with room on one node (`kubectl hami why`).
+//!
+//! These are hints next to the verdicts of `explain`, which stay the authority: type, NUMA, quota
+//! and topology filters are not applied here.
+
+use crate::k8s::Pod;
+use crate::model::{GpuNode, CORDONED, HEALTHY};
+use crate::mutate::apply_defaults;
+use crate::request::{ContainerRequest, PodRequest, PERCENT_UNSET};
+use crate::state::ClusterState;
+use serde::Serialize;
+
+/// The GPU with the most of one free resource.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FreeOn {
+    pub node: String,
+    pub gpu: String,
+    pub free: i64,
+}
+
+/// The node with the most GPUs that each have room for one container's per-GPU share.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct GpusOn {
+    pub node: String,
+    pub count: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerHeadroom {
+    pub container: String,
+    pub init: bool,
+    pub nums: i64,
+    /// MiB per GPU, or `None` when the request is a percentage of each card.
+    pub memory_mib: Option<i64>,
+    pub memory_percentage: Option<i64>,
+    pub cores: i64,
+    pub largest_free_memory: Option<FreeOn>,
+    pub largest_free_cores: Option<FreeOn>,
+    pub most_gpus_with_room: Option<GpusOn>,
+    /// Which of `memory`, `cores`, `slots`, `gpus` no usable GPU (or node, for `gpus`) offers.
+    pub blocking: Vec<&'static str>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Headroom {
+    pub pod: String,
+    pub nodes: usize,
+    pub gpus: usize,
+    pub containers: Vec<ContainerHeadroom>,
+    pub error: String,
+}
+
+/// Free memory, cores and slots of each usable (registered, healthy, uncordoned) GPU of a node.
+fn usable_gpus(node: &GpuNode) -> impl Iterator<Item = (&str, i64, i64, i64, i64)> + '_ {
+    let registered = node.is_registered();
+    node.devices.iter().zip(&node.hot).zip(&node.usage).filter_map(move |((d, hot), u)| {
+        let usable = registered && hot.has(HEALTHY) && !hot.has(CORDONED);
+        usable.then(|| {
+            let devmem = i64::from(hot.devmem);
+            (
+                d.id.as_str(),
+                devmem,
+                devmem - u.usedmem,
+                i64::from(hot.devcore) - u.usedcores,
+                i64::from(hot.count) - u.used,
+            )
+        })
+    })
+}
+
+fn larger(best: &mut Option<FreeOn>, node: &str, gpu: &str, free: i64) {
+    if best.as_ref().is_none_or(|b| free > b.free) {
+        *best = Some(FreeOn { node: node.to_owned(), gpu: gpu.to_owned(), free });
+    }
+}
+
+fn container_headroom(
+    cluster: &ClusterState,
+    names: &[&String],
+    name: &str,
+    init: bool,
+    r: &ContainerRequest,
+) -> ContainerHeadroom {
+    let (mut memory, mut cores, mut most) = (None, None, None::<GpusOn>);
+    let (mut any_memory, mut any_cores, mut any_slot) = (false, false, false);
+    for node_name in names {
+        let Some(node) = cluster.nodes.get(node_name) else { continue };
+        let mut with_room = 0;
+        for (gpu, devmem, free_mem, free_cores, free_slots) in usable_gpus(node) {
+            larger(&mut memory, node_name, gpu, free_mem);
+            larger(&mut cores, node_name, gpu, free_cores);
+            let (mem_ok, cores_ok, slot_ok) =
+                (free_mem >= r.resolved_memory(devmem), free_cores >= r.clamped_cores(), free_slots > 0);
+            any_memory |= mem_ok;
+            any_cores |= cores_ok;
+            any_slot |= slot_ok;
+            with_room += i64::from(mem_ok && cores_ok && slot_ok);
+        }
+        if with_room > 0 && most.as_ref().is_none_or(|m| with_room > m.count) {
+            most = Some(GpusOn { node: (*node_name).clone(), count: with_room });
+        }
+    }
+    let enough_gpus = most.as_ref().is_some_and(|m| m.count >= r.nums);
+    let blocking = [("memory", any_memory), ("cores", any_cores), ("slots", any_slot), ("gpus", enough_gpus)]
+        .into_iter()
+        .filter_map(|(what, ok)| (!ok).then_some(what))
+        .collect();
+    ContainerHeadroom {
+        container: name.to_owned(),
+        init,
+        nums: r.nums,
+        memory_mib: (r.memreq > 0).then_some(r.memreq),
+        memory_percentage: (r.memreq <= 0 && r.mem_percentage != PERCENT_UNSET).then_some(r.mem_percentage),
+        cores: r.clamped_cores(),
+        largest_free_memory: memory,
+        largest_free_cores: cores,
+        most_gpus_with_room: most,
+        blocking,
+    }
+}
+
+impl ClusterState {
+    /// [`Headroom`] of a pod as a user submits it (webhook defaults applied first), JSON out. A pod
+    /// already placed is measured with its own allocation set aside, as `explain` does.
+    pub fn headroom(&mut self, pod_bytes: &[u8]) -> Vec<u8> {
+        let result = (|| -> Result<Headroom, String> {
+            let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| format!("decode Pod: {e}"))?;
+            apply_defaults(&mut pod, &self.config).map_err(|e| e.to_string())?;
+            if pod.metadata.namespace.is_empty() {
+                pod.metadata.namespace = "default".into();
+            }
+            let request = PodRequest::from_pod(&pod, &self.config);
+            let key = pod.reservation_key();
+            let saved = self.set_aside(&key);
+            let mut names: Vec<&String> = self.nodes.names().collect();
+            names.sort();
+            let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
+            let rows = containers
+                .zip(&request.slots)
+                .enumerate()
+                .filter_map(|(i, (c, slot))| {
+                    slot.as_ref().map(|r| container_headroom(self, &names, &c.name, request.is_init(i), r))
+                })
+                .collect();
+            let gpus = self.nodes.values().map(|n| usable_gpus(n).count()).sum();
+            let headroom = Headroom {
+                pod: pod.key().to_string(),
+                nodes: names.len(),
+                gpus,
+                containers: rows,
+                error: String::new(),
+            };
+            if let Some(record) = saved {
+                self.reserve(key, record);
+            }
+            Ok(headroom)
+        })();
+        let out = result.unwrap_or_else(|error| Headroom { error, ..Headroom::default() });
+        serde_json::to_vec(&out).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn node(name: &str, free: &[(i64, i64)]) -> Value {
+        let devices: Vec<Value> = free
+            .iter()
+            .enumerate()
+            .map(|(i, _)| {
+                json!({"id": format!("{name}-gpu{i}"), "index": i, "count": 10, "devmem": 16000, "devcore": 100,
+                       "type": "NVIDIA-T4", "mode": "hami-core", "health": true})
+            })
+            .collect();
+        json!({"kind": "Node", "metadata": {"name": name, "annotations": {
+            "hami.io/node-nvidia-register": serde_json::to_string(&devices).unwrap()}}})
+    }
+
+    fn resident(name: &str, node: &str, gpu: &str, mem: i64, cores: i64) -> Value {
+        json!({"kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": name, "annotations": {
+            "hami.io/vgpu-node": node,
+            "hami.io/vgpu-devices-allocated": format!("{gpu},NVIDIA,{mem},{cores}:;")}},
+            "spec": {"nodeName": node, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}})
+    }
+
+    fn pod(limits: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "main", "resources": {"limits": limits}}]}}))
+        .unwrap()
+    }
+
+    fn cluster() -> ClusterState {
+        let mut c = ClusterState::default();
+        for obj in [
+            node("node-1", &[(0, 0), (0, 0)]),
+            node("node-2", &[(0, 0)]),
+            resident("a", "node-1", "node-1-gpu0", 12000, 50),
+            resident("b", "node-1", "node-1-gpu1", 14000, 10),
+            resident("c", "node-2", "node-2-gpu0", 8000, 90),
+        ] {
+            c.apply(&serde_json::to_vec(&obj).unwrap()).unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn memory_shortfall_names_the_largest_free_gpu() {
+        let out: Value = serde_json::from_slice(
+            &cluster()
+                .headroom(&pod(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 12000, "nvidia.com/gpucores": 5}))),
+        )
+        .unwrap();
+        let c = &out["containers"][0];
+        assert_eq!(c["memory_mib"], 12000);
+        assert_eq!(c["largest_free_memory"], json!({"node": "node-2", "gpu": "node-2-gpu0", "free": 8000}));
+        assert_eq!(c["largest_free_cores"], json!({"node": "node-1", "gpu": "node-1-gpu1", "free": 90}));
+        assert_eq!(c["blocking"], json!(["memory", "gpus"]));
+        assert_eq!(out["gpus"], 3);
+    }
+
+    #[test]
+    fn gpu_count_shortfall_reports_the_most_on_one_node() {
+        let out: Value = serde_json::from_slice(
+            &cluster()
+                .headroom(&pod(json!({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 20}))),
+        )
+        .unwrap();
+        let c = &out["containers"][0];
+        assert_eq!(c["most_gpus_with_room"], json!({"node": "node-1", "count": 2}));
+        assert_eq!(c["blocking"], json!([]));
+        let out: Value = serde_json::from_slice(
+            &cluster()
+                .headroom(&pod(json!({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 20}))),
+        )
+        .unwrap();
+        let c = &out["containers"][0];
+        assert_eq!(
+            c["most_gpus_with_room"],
+            json!({"node": "node-1", "count": 1}),
+            "gpu1 has 2000 free, node-2 10 cores"
+        );
+        assert_eq!(c["blocking"], json!(["gpus"]));
+    }
+
+    #[test]
+    fn bad_pod_is_an_error_not_a_panic() {
+        let out: Value = serde_json::from_slice(&cluster().headroom(b"{not json")).unwrap();
+        assert!(out["error"].as_str().unwrap().starts_with("decode Pod"));
+    }
+}
