@@ -201,9 +201,12 @@ def test_bad_files_give_clear_errors(
     objects = cluster_objects()
     objects[-1]["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a0,NVIDIA,lots,1:;"
     bad_ann.write_text(yaml.safe_dump_all(objects))
-    assert main(["explain", "--snapshot", str(bad_ann), "--pod", str(pod)]) == 2
-    err = capsys.readouterr().err
-    assert "default/old" in err and "hami.io/vgpu-devices-allocated" in err
+    # As HAMi (and the watch path) do, the malformed resident pod is skipped, with one warning line.
+    assert main(["explain", "--snapshot", str(bad_ann), "--pod", str(pod)]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: ") and err.count("\n") == 1
+    assert "skipped Pod default/old" in err and "hami.io/vgpu-devices-allocated" in err
+    assert "chosen node: node-a" in out
 
 
 def test_pod_without_vgpu_is_explained_as_such(

@@ -90,7 +90,9 @@ class Cluster:
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
-        """Apply the webhook defaults to ``pod``, then report where it would go over all nodes."""
+        """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go."""
+    def registration_pass(self, now: int) -> bytes:
+        """One of HAMi's registration passes: JSON list of ``{"node", "key", "value"}`` handshake writes."""
     def headroom(self, pod: bytes) -> bytes:
         """Per container of ``pod`` (webhook defaults applied): the request, the largest free memory and
         cores of any usable GPU (``{"node", "gpu", "free"}``), the node with the most GPUs with room

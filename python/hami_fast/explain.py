@@ -6,6 +6,7 @@ The verdicts, scores, ranking and headroom all come from the engine; this module
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import defaultdict
 from typing import Any
@@ -19,8 +20,8 @@ from hami_fast.manifests import as_list_bytes, load_objects, load_one, require_n
 def explain(
     snapshot: str, pod_path: str, node_policy: str | None, gpu_policy: str | None, now: int | None = None
 ) -> dict[str, Any]:
-    cluster, pod = load(snapshot, pod_path)
-    return decide(cluster, pod, node_policy, gpu_policy, now)
+    cluster, pod, warnings = load(snapshot, pod_path)
+    return {**decide(cluster, pod, node_policy, gpu_policy, now), "warnings": warnings}
 
 
 def decide(
@@ -30,12 +31,16 @@ def decide(
     return orjson.loads(cluster.explain(pod, int(time.time()) if now is None else now, node_policy, gpu_policy))
 
 
-def load(snapshot: str, pod_path: str) -> tuple[Cluster, bytes]:
-    """The snapshot in an engine Cluster, and the pod as JSON bytes."""
+def load(snapshot: str, pod_path: str) -> tuple[Cluster, bytes, list[str]]:
+    """The snapshot in an engine Cluster, the pod as JSON bytes, and one warning per object skipped.
+
+    Each object is applied on its own: one malformed resident pod is skipped with a warning, as
+    HAMi and the watch path skip it, instead of failing the whole snapshot."""
     objects = require_nodes(load_objects(snapshot), snapshot)
     cluster = Cluster()
-    cluster.apply(as_list_bytes(objects))
-    return cluster, orjson.dumps(load_one(pod_path, "Pod"), default=str)
+    _, _, _, errors = cluster.apply_list_page(as_list_bytes(objects))
+    warnings = [f"{snapshot}: skipped {error}" for error in errors]
+    return cluster, orjson.dumps(load_one(pod_path, "Pod"), default=str), warnings
 
 
 def reason_keys(reason: str) -> list[str]:
@@ -150,7 +155,9 @@ def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], t
 
 
 def run(args: Any) -> int:
-    cluster, pod = load(args.snapshot, args.pod)
+    cluster, pod, warnings = load(args.snapshot, args.pod)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     result = decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
     if args.output == "json":
         print(json.dumps(result, sort_keys=True))

@@ -24,6 +24,8 @@ class Snapshot:
 
     pages: dict[str, list[bytes]] = field(default_factory=dict)
     cluster: Cluster = field(default_factory=Cluster)
+    #: One line per object the engine skipped (a malformed annotation), as `explain` reports them.
+    warnings: list[str] = field(default_factory=list)
 
     def inputs(self) -> list[bytes]:
         """Node and pod pages, as the planner and the fragmentation measure take them."""
@@ -55,7 +57,8 @@ def snapshot(client: KubeClient) -> Snapshot:
                 continue  # quotas are optional: without read access, verdicts ignore them
             raise
         for page in snap.pages[resource]:
-            snap.cluster.apply_list_page(page)
+            _, _, _, errors = snap.cluster.apply_list_page(page)
+            snap.warnings += [f"{resource}: skipped {error}" for error in errors]
     return snap
 
 

@@ -30,7 +30,8 @@ def header(pod: dict[str, Any]) -> str:
 
 def why(snap: Snapshot, pod: dict[str, Any], output: str, top: int, all_nodes: bool) -> str:
     body = orjson.dumps(pod)
-    result = decide(snap.cluster, body, None, None)
+    result = {**decide(snap.cluster, body, None, None), "warnings": snap.warnings}
     if output == "json":
         return json.dumps(result, sort_keys=True)
-    return header(pod) + "\n\n" + render_with_headroom(snap.cluster, body, result, top, all_nodes)
+    warnings = "".join(f"warning: {w}\n" for w in snap.warnings)
+    return warnings + header(pod) + "\n\n" + render_with_headroom(snap.cluster, body, result, top, all_nodes)

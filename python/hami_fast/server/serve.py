@@ -20,6 +20,7 @@ from granian.server.embed import Server
 from hami_fast._native import Cluster
 from hami_fast.config import Config, split_address
 from hami_fast.kube import events as kube_events
+from hami_fast.kube.handshake import Handshaker, kube_node_patcher, memory_node_patcher
 from hami_fast.kube.leader import AlwaysLeader, LeaseFollower
 from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
@@ -47,6 +48,10 @@ class Runtime:
     events: Any = None
 
 
+def scheduler_leading() -> threading.Event:
+    return AlwaysLeader().leading
+
+
 def _memory_runtime(
     config: Config, cluster: Cluster, metrics: Metrics, objects: list[dict[str, Any]], stop: threading.Event
 ) -> Runtime:
@@ -60,7 +65,12 @@ def _memory_runtime(
     scheduler = Scheduler(
         config, cluster, writer, sink.emit, metrics, synced, AlwaysLeader().leading, before_patch=writer.remember_pod
     )
-    runtime = Runtime(config, cluster, scheduler, stop, metrics, memory=writer, events=memory_events)
+    handshake = Handshaker(
+        cluster, memory_node_patcher(cluster, writer.nodes, writer.lock), scheduler_leading(), synced, stop
+    )
+    runtime = Runtime(
+        config, cluster, scheduler, stop, metrics, threads=[handshake], memory=writer, events=memory_events
+    )
     return runtime
 
 
@@ -85,7 +95,8 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
     sink = kube_events.EventSink(kube_events.kube_poster(client))
     scheduler = Scheduler(config, cluster, KubeWriter(client), sink.emit, metrics, gate.synced, leader.leading)
     reflectors[0].on_event = lambda node, line: _wake_binds(scheduler, node, line)
-    threads = [*reflectors, gate, *([leader] if isinstance(leader, LeaseFollower) else [])]
+    handshake = Handshaker(cluster, kube_node_patcher(client), leader.leading, gate.synced, stop)
+    threads = [*reflectors, gate, handshake, *([leader] if isinstance(leader, LeaseFollower) else [])]
     runtime = Runtime(config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink)
     return runtime
 

@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 use crate::filter::{self, allocation_annotations, evaluate_nodes, CandidateCache, FilterOutcome, Placement, Policies};
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
-use crate::mutate::apply_defaults;
+use crate::model::GpuNode;
+use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::state::ClusterState;
 use serde::Serialize;
@@ -71,7 +72,7 @@ impl Engine {
             };
         }
         if let Some(nodes) = args.nodes {
-            return filter::filter_simulated(&self.state, &placement, nodes);
+            return filter::filter_simulated(&self.state, &placement, nodes, now);
         }
         let key = pod.reservation_key();
         let state = &mut self.state;
@@ -88,6 +89,7 @@ impl Engine {
         let eval = evaluate_nodes(
             state,
             &placement,
+            now,
             cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i)))),
             |n| state.nodes.get(n),
         );
@@ -118,10 +120,11 @@ impl Engine {
         }
         let result = (|| -> Result<Explain> {
             let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| Error::decode("Pod", e))?;
-            apply_defaults(&mut pod, &self.state.config)?;
             if pod.metadata.namespace.is_empty() {
                 pod.metadata.namespace = "default".into();
             }
+            // The webhook as `serve` applies it: its defaults, and its denials reported as the answer.
+            admit_pod(&self.state, &mut pod)?;
             let policies = Policies {
                 node: node_policy.map_or(self.policies.node, NodePolicy::parse),
                 gpu: gpu_policy.map_or_else(|| self.policies.gpu.clone(), GpuPolicy::parse),
@@ -134,14 +137,20 @@ impl Engine {
                     "requests no vGPU resource; kube-scheduler places it without hami-fast",
                 ));
             }
+            // A snapshot is what a HAMi just started sees: one registration pass decides its nodes.
+            state.registration_pass(now);
             let mut names: Vec<String> = state.nodes.names().cloned().collect();
             names.sort();
             let key = pod.reservation_key();
             let saved = state.set_aside(&key);
-            let eval = evaluate_nodes(state, &placement, names.iter().map(|n| (n.as_str(), state.nodes.get(n))), |n| {
-                state.nodes.get(n)
+            let eval =
+                evaluate_nodes(state, &placement, now, names.iter().map(|n| (n.as_str(), state.nodes.get(n))), |n| {
+                    state.nodes.get(n)
+                });
+            let chosen = eval.chosen.as_ref().map(|(n, f)| {
+                let positional = state.nodes.get(n).is_some_and(GpuNode::pads_device_lists);
+                ((*n).to_owned(), allocation_annotations(n, positional, &f.slots, now))
             });
-            let chosen = eval.chosen.as_ref().map(|(n, f)| ((*n).to_owned(), allocation_annotations(n, &f.slots, now)));
             let (scores, failed) = (eval.scores(), eval.failed_map());
             let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
             drop(eval);

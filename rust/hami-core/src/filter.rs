@@ -1,7 +1,7 @@
 //! Filter: evaluate the candidate nodes of one pod, choose one, build HAMi's annotations, the
 //! merge patch and the events of the decision.
 
-use crate::codec::{self, encode_pod_devices, PodDevices};
+use crate::codec::{self, encode_pod_devices_as_hami, PodDevices};
 use crate::error::{Error, Result};
 use crate::fit::{fit_pod, order_free_request, quick_fit, FitFailure, NodeFit, PodContext, Reason};
 use crate::frag::{FragMemo, NodeShape, Workload};
@@ -62,11 +62,16 @@ pub struct Placement<'a> {
 impl<'a> Placement<'a> {
     /// Policies: pod annotation, else the given override, else the configured default.
     pub fn new(state: &ClusterState, pod: &'a Pod, policies: &Policies) -> Result<Self> {
-        let hints = PodHints::from_annotations(&pod.metadata.annotations)
-            .map_err(|e| e.in_object(format_args!("Pod {}", pod.key())))?;
+        let request = PodRequest::from_pod(pod, &state.config);
+        // HAMi passes a pod without vGPU requests through before it reads any hint annotation.
+        let hints = if request.is_empty() {
+            PodHints::default()
+        } else {
+            PodHints::from_annotations(&pod.metadata.annotations)
+                .map_err(|e| e.in_object(format_args!("Pod {}", pod.key())))?
+        };
         let node_policy = hints.node_policy.unwrap_or(policies.node);
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| policies.gpu.clone());
-        let request = PodRequest::from_pod(pod, &state.config);
         Ok(Self { pod, request, hints, node_policy, gpu_policy })
     }
 }
@@ -154,10 +159,11 @@ impl CandidateCache {
     }
 }
 
-/// Every candidate's verdict, then the chosen node's devices.
+/// Every candidate's verdict at `now` (Unix seconds: registration is timed), then the chosen node's devices.
 pub fn evaluate_nodes<'n, 'c>(
     state: &ClusterState,
     placement: &Placement,
+    now: i64,
     candidates: impl Iterator<Item = (&'n str, Option<&'c GpuNode>)>,
     lookup: impl Fn(&str) -> Option<&'c GpuNode>,
 ) -> Evaluation<'n> {
@@ -174,7 +180,7 @@ pub fn evaluate_nodes<'n, 'c>(
     let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
     for (k, &(name, node)) in candidates.iter().enumerate() {
         prefetch_ahead(&candidates, k);
-        let verdict = match node.filter(|n| n.is_registered()) {
+        let verdict = match node.filter(|n| n.is_registered_at(now)) {
             None => Err(FitFailure::Node(Reason::NodeUnregistered)),
             Some(node) => match order_free {
                 Some(r) => quick_fit(node, &ctx, r),
@@ -303,9 +309,11 @@ fn rescore(views: &LiveViews, placement: &Placement, fits: &mut [(&str, f64)], n
     }
 }
 
-/// The annotations Filter writes for a decision.
-pub fn allocation_annotations(node: &str, slots: &PodDevices, now: i64) -> BTreeMap<String, String> {
-    let devices = encode_pod_devices(slots);
+/// The annotations Filter writes for a decision, with HAMi's bytes for GPU-less containers
+/// (see [`encode_pod_devices_as_hami`]).
+/// `positional`: the node pads GPU-less containers ([`GpuNode::pads_device_lists`]).
+pub fn allocation_annotations(node: &str, positional: bool, slots: &PodDevices, now: i64) -> BTreeMap<String, String> {
+    let devices = encode_pod_devices_as_hami(slots, positional);
     BTreeMap::from([
         (codec::VGPU_NODE_KEY.to_owned(), node.to_owned()),
         (codec::VGPU_TIME_KEY.to_owned(), now.to_string()),
@@ -499,7 +507,8 @@ pub fn decide(
             decision: Some(decision),
         };
     };
-    let annotations = allocation_annotations(node, &fit.slots, now);
+    let positional = state.nodes.get(node).is_some_and(GpuNode::pads_device_lists);
+    let annotations = allocation_annotations(node, positional, &fit.slots, now);
     if record {
         let footprint = collapse(&fit.slots, placement.request.init_count, false);
         let record = state.record(&meta.namespace, &meta.name, node, footprint);
@@ -518,7 +527,7 @@ pub fn decide(
 }
 
 /// Cluster-autoscaler dry run: Nodes given in full, no usage, no side effects (§7.4).
-pub fn filter_simulated(state: &ClusterState, placement: &Placement, nodes: &RawValue) -> FilterOutcome {
+pub fn filter_simulated(state: &ClusterState, placement: &Placement, nodes: &RawValue, now: i64) -> FilterOutcome {
     #[derive(serde::Deserialize)]
     struct Items<'a> {
         #[serde(borrow, default)]
@@ -536,7 +545,7 @@ pub fn filter_simulated(state: &ClusterState, placement: &Placement, nodes: &Raw
         }
     }
     let lookup = |name: &str| temp.iter().find(|(g, _)| g.name == name).map(|(g, _)| g);
-    let eval = evaluate_nodes(state, placement, temp.iter().map(|(g, _)| (g.name.as_str(), Some(g))), lookup);
+    let eval = evaluate_nodes(state, placement, now, temp.iter().map(|(g, _)| (g.name.as_str(), Some(g))), lookup);
     let chosen =
         eval.chosen.as_ref().and_then(|(name, _)| temp.iter().find(|(g, _)| g.name == *name)).map(|(_, raw)| *raw);
     let response = ExtenderFilterResult {

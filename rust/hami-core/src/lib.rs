@@ -18,6 +18,7 @@ pub mod filter;
 pub mod fit;
 pub mod frag;
 pub mod headroom;
+pub mod health;
 pub mod k8s;
 pub mod manifest;
 pub mod model;

@@ -151,6 +151,10 @@ pub struct GpuNode {
     pub register_error: Option<String>,
     /// CPU / memory / pods capacity, when known (trace replay); `None` = not checked here.
     pub host: Option<HostResources>,
+    /// The handshake and allocatable GPUs HAMi's registration rule reads.
+    pub registration: crate::health::Registration,
+    /// Whether HAMi's node cache holds the node, as registration passes left it.
+    pub membership: crate::health::Membership,
 }
 
 impl GpuNode {
@@ -207,6 +211,17 @@ impl GpuNode {
 
     pub fn is_registered(&self) -> bool {
         self.register_error.is_none()
+    }
+
+    /// Registered devices, and in HAMi's node cache at `now` (Unix seconds).
+    pub fn is_registered_at(&self, now: i64) -> bool {
+        self.is_registered() && self.membership.registered(&self.registration, !self.devices.is_empty(), now)
+    }
+
+    /// HAMi pads GPU-less containers in the NVIDIA device list only when one of the node's
+    /// devices registered with the type `NVIDIA` itself (its padding goes under each device type).
+    pub fn pads_device_lists(&self) -> bool {
+        self.devices.iter().any(|d| d.device_type == codec::VENDOR_NVIDIA)
     }
 
     pub fn device_index(&self, uuid: &str) -> Option<usize> {

@@ -163,11 +163,21 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
                 value: json!(cfg.runtime_class_name),
             });
         }
-        if exceeds_admission_quota(state, pod) {
-            return Verdict::Deny("exceeding resource quota".into());
-        }
+    }
+    // HAMi checks the quota of every pod, with or without a resource limit the webhook saw
+    // (a pod asking for vGPUs only in `requests` is counted too).
+    if exceeds_admission_quota(state, pod) {
+        return Verdict::Deny("exceeding resource quota".into());
     }
     Verdict::Patch(m.ops)
+}
+
+/// The webhook's decision on a pod, applied to it in place: `Err` with its denial or failure message.
+pub fn admit_pod(state: &ClusterState, pod: &mut Pod) -> Result<()> {
+    match mutate(state, pod) {
+        Verdict::Allow(_) | Verdict::Patch(_) => Ok(()),
+        Verdict::Deny(message) | Verdict::Fail(_, message) => Err(Error::invalid("", message)),
+    }
 }
 
 /// §13.2: app containers sum, init containers peak, percentage-only memory counts 0.
@@ -185,5 +195,9 @@ fn exceeds_admission_quota(state: &ClusterState, pod: &Pod) -> bool {
         }
     }
     let (mem, cores) = (app.0.max(init.0), app.1.max(init.1));
+    if mem == 0 && cores == 0 {
+        // HAMi checks no quota for a pod that asks for neither, even in a namespace over its quota.
+        return false;
+    }
     q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
 }

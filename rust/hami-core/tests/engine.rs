@@ -192,14 +192,68 @@ fn init_container_peak_and_release() {
 }
 
 #[test]
-fn init_containers_fit_separately_and_slots_are_positional() {
+fn init_containers_fit_separately_and_empty_slots_are_written_as_hami_does() {
     let mut c = Engine::new(Config::default());
     apply(&mut c, &node("n", vec![gpu("GPU-n0", 0, 0)]));
     let mut p = pod("p", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}));
     p["spec"]["initContainers"] = json!([{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}}}, {"name": "plain"}]);
     p["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "sidecar"}));
     let r = explain(&mut c, &p, None, None);
+    // HAMi pads GPU-less containers only under a device type named exactly NVIDIA.
+    assert_eq!(r["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-n0,NVIDIA,20000,0:;GPU-n0,NVIDIA,20000,0:;");
+    let mut vendor_typed = gpu("GPU-n0", 0, 0);
+    vendor_typed["type"] = json!("NVIDIA");
+    apply(&mut c, &node("n", vec![vendor_typed]));
+    let r = explain(&mut c, &p, None, None);
     assert_eq!(r["annotations"]["hami.io/vgpu-devices-allocated"], "GPU-n0,NVIDIA,20000,0:;;GPU-n0,NVIDIA,20000,0:;;");
+}
+
+#[test]
+fn unpadded_lists_count_real_usage_after_init_containers_finish() {
+    // HAMi's own shrink would read this pod's only slot as the init container's and drop it to 0.
+    let mut c = Engine::new(Config::default());
+    apply(&mut c, &node("n", vec![gpu("GPU-n0", 0, 0)]));
+    let mut p = placed_pod("p", "n", "GPU-n0,NVIDIA,30000,0:;");
+    p["spec"]["initContainers"] = json!([{"name": "setup"}]);
+    p["spec"]["containers"][0]["resources"] = json!({"limits": {"nvidia.com/gpu": "1"}});
+    p["status"] = json!({"phase": "Running", "initContainerStatuses": [{"state": {"terminated": {"exitCode": 0}}}]});
+    apply(&mut c, &p);
+    let u: Value = serde_json::from_slice(&c.state.usage_json()).unwrap();
+    assert_eq!((u[0]["devices"][0]["usedmem"].as_i64(), u[0]["devices"][0]["used"].as_i64()), (Some(30000), Some(1)));
+    let (resp, _) = filter(&mut c, &pod("q", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"})), &["n"]);
+    assert_eq!(resp["FailedNodes"]["n"], "1/1 CardInsufficientMemory");
+}
+
+#[test]
+fn nodes_register_as_hami_s_handshake_passes_leave_them() {
+    let mut c = Engine::new(Config::default());
+    let mut n = node("n", vec![gpu("GPU-n0", 0, 0)]);
+    n["status"] = json!({"allocatable": {"cpu": "8"}});
+    apply(&mut c, &n);
+    let p = pod("q", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}));
+    let asked = 1_767_225_600;
+    let verdict = |c: &mut Engine, now: i64| -> Value {
+        let args = json!({"Pod": p, "NodeNames": ["n"]}).to_string();
+        serde_json::from_slice(&c.filter(args.as_bytes(), now, false).response).unwrap()
+    };
+    // No request yet: HAMi asks (writes Requesting_<now>) and takes the node in.
+    let writes = c.state.registration_pass(asked);
+    assert_eq!(
+        (writes[0].key, writes[0].value.as_deref()),
+        ("hami.io/node-handshake", Some("Requesting_2026-01-01 00:00:00"))
+    );
+    assert_eq!(writes.len(), 5, "NVIDIA's key and the four vendor variants");
+    n["metadata"]["annotations"]["hami.io/node-handshake"] = json!("Requesting_2026-01-01 00:00:00");
+    apply(&mut c, &n);
+    assert!(c.state.registration_pass(asked + 15).iter().all(|w| w.key != "hami.io/node-handshake"));
+    assert_eq!(verdict(&mut c, asked + 59)["NodeNames"], json!(["n"]), "the plugin has a minute to answer");
+    let writes = c.state.registration_pass(asked + 60);
+    assert_eq!((writes[0].key, writes[0].value.as_deref()), ("hami.io/node-handshake", None), "cleaned up");
+    assert_eq!(verdict(&mut c, asked + 61)["FailedNodes"]["n"], "node unregistered");
+    n["status"] = json!({"allocatable": {"nvidia.com/gpu": "10"}});
+    apply(&mut c, &n);
+    c.state.registration_pass(asked + 75);
+    assert_eq!(verdict(&mut c, asked + 600)["NodeNames"], json!(["n"]), "the plugin advertises GPUs again");
 }
 
 #[test]
@@ -364,7 +418,9 @@ fn quota_limits_memory() {
     let ok = pod("ok", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7000"}));
     assert!(explain(&mut c, &ok, None, None)["node"].is_string());
     let too_big = pod("big", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7001"}));
-    assert_eq!(explain(&mut c, &too_big, None, None)["failed"]["node-a"], "2/2 ResourceQuotaNotFit");
+    assert_eq!(explain(&mut c, &too_big, None, None)["error"], "exceeding resource quota", "the webhook denies it");
+    let (resp, _) = filter(&mut c, &too_big, &["node-a"]);
+    assert_eq!(resp["FailedNodes"]["node-a"], "2/2 ResourceQuotaNotFit", "Filter checks the quota per card");
     let accounting: Value = serde_json::from_slice(&c.state.accounting_json()).unwrap();
     assert_eq!(
         accounting["quotas"],

@@ -116,6 +116,16 @@ impl Cluster {
         run(py, || Ok(self.lock().release(pod_uid)))
     }
 
+    /// One of HAMi's registration passes at `now`: JSON list of handshake writes
+    /// (`{"node", "key", "value"}`, `value` null to delete the key).
+    fn registration_pass<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || {
+            serde_json::to_vec(&self.lock().state.registration_pass(now))
+                .map_err(|e| hami_core::Error::internal(format!("encode handshake writes: {e}")))
+        })?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     #[pyo3(signature = (pod, now, node_policy=None, gpu_policy=None))]
     fn explain<'py>(
         &self,

@@ -26,6 +26,29 @@ pub fn encode_pod_devices(slots: &[Vec<ContainerDevice>]) -> String {
     out
 }
 
+/// The device list as HAMi's Filter writes it. HAMi pads a GPU-less container with an empty
+/// slot only under the key of a registered device type, and its NVIDIA devices register with
+/// their model name as type: the padding lands under a model key, never in the NVIDIA list.
+/// Only a node with a device whose type is exactly `NVIDIA` gets the positional (padded) list.
+pub fn encode_pod_devices_as_hami(slots: &[Vec<ContainerDevice>], positional: bool) -> String {
+    if positional {
+        return encode_pod_devices(slots);
+    }
+    let used: Vec<Vec<ContainerDevice>> = slots.iter().filter(|s| !s.is_empty()).cloned().collect();
+    encode_pod_devices(&used)
+}
+
+/// Spreads a device list without padding (one slot per GPU container, as HAMi writes it) back
+/// onto the pod's containers: `uses_gpu[i]` says whether container `i` (init containers first)
+/// requests GPUs. Returns `None` when the counts do not match, and the list is read as it is.
+pub fn align_to_containers(slots: &PodDevices, uses_gpu: &[bool]) -> Option<PodDevices> {
+    if slots.len() >= uses_gpu.len() || uses_gpu.iter().filter(|u| **u).count() != slots.len() {
+        return None;
+    }
+    let mut given = slots.iter();
+    uses_gpu.iter().map(|&u| if u { given.next().cloned() } else { Some(Vec::new()) }).collect()
+}
+
 /// Decodes a device list. Empty slots are kept so slot *i* still maps to container *i*;
 /// the empty element after the final `;` is dropped.
 pub fn decode_pod_devices(value: &str) -> Result<PodDevices, String> {
@@ -91,6 +114,28 @@ mod tests {
         assert_eq!(d, vec![vec![], vec![], vec![dev("GPU-main1", 2000, 50)]]);
         let d = decode_pod_devices("GPU-a,NVIDIA,1,2:GPU-b,NVIDIA,3,4:;").unwrap();
         assert_eq!(d, vec![vec![dev("GPU-a", 1, 2), dev("GPU-b", 3, 4)]]);
+    }
+
+    #[test]
+    fn hami_bytes_for_empty_slots() {
+        let a = vec![dev("GPU-a0", 1000, 0)];
+        let sidecar = vec![a.clone(), vec![]];
+        assert_eq!(encode_pod_devices_as_hami(&sidecar, false), "GPU-a0,NVIDIA,1000,0:;");
+        assert_eq!(encode_pod_devices_as_hami(&sidecar, true), "GPU-a0,NVIDIA,1000,0:;;");
+        let init_first = vec![vec![], a.clone()];
+        assert_eq!(encode_pod_devices_as_hami(&init_first, false), "GPU-a0,NVIDIA,1000,0:;");
+        assert_eq!(encode_pod_devices_as_hami(&init_first, true), ";GPU-a0,NVIDIA,1000,0:;");
+    }
+
+    #[test]
+    fn unpadded_lists_align_to_gpu_containers() {
+        let a = vec![dev("GPU-a0", 1000, 0)];
+        let b = vec![dev("GPU-b0", 2000, 0)];
+        let list = vec![a.clone(), b.clone()];
+        assert_eq!(align_to_containers(&list, &[false, true, true]), Some(vec![vec![], a.clone(), b.clone()]));
+        assert_eq!(align_to_containers(&list, &[true, false, true]), Some(vec![a.clone(), vec![], b]));
+        assert_eq!(align_to_containers(&list, &[true, true]), None, "already positional");
+        assert_eq!(align_to_containers(&list, &[false, false, true]), None, "counts disagree");
     }
 
     #[test]

@@ -4,7 +4,10 @@ pub mod devices;
 pub mod lock;
 pub mod register;
 
-pub use devices::{decode_pod_devices, encode_pod_devices, ContainerDevice, PodDevices};
+pub use devices::{
+    align_to_containers, decode_pod_devices, encode_pod_devices, encode_pod_devices_as_hami, ContainerDevice,
+    PodDevices,
+};
 pub use lock::{format_node_lock, parse_node_lock, NodeLock};
 pub use register::{decode_node_register, decode_pair_scores, encode_node_register, Device, MigProfile};
 

@@ -4,7 +4,7 @@ pub mod reason;
 
 use crate::codec::{ContainerDevice, PodDevices, VENDOR_NVIDIA};
 use crate::model::{collapse, DeviceHot, DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG, NVIDIA};
-use crate::policy::device::{device_order, device_score, node_score};
+use crate::policy::device::{device_score, node_score, sort_devices};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::{ContainerRequest, PodRequest};
 pub use reason::{FitFailure, Reason, ReasonCounts};
@@ -65,21 +65,27 @@ pub struct NodeFit {
 }
 
 /// Places every container of the pod on `node`, or says why not.
+///
+/// As in HAMi, each init container starts from the node's registration order, while the app
+/// containers share one device list that each container's sort leaves in place for the next.
 pub fn fit_pod(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFailure> {
     let base = &node.usage;
     let score = node_score(&node.totals);
     let request = ctx.request;
+    let registration_order = || (0..node.devices.len()).collect::<Vec<usize>>();
     let mut slots: PodDevices = vec![Vec::new(); request.slots.len()];
     for slot in 0..request.init_count {
         if let Some(r) = &request.slots[slot] {
             let mut scratch = base.clone();
-            slots[slot] = fit_container(node, &mut scratch, r, ctx, &slots, slot)?;
+            let mut order = registration_order();
+            slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot)?;
         }
     }
     let mut app = base.clone();
+    let mut order = registration_order();
     for slot in request.init_count..request.slots.len() {
         if let Some(r) = &request.slots[slot] {
-            slots[slot] = fit_container(node, &mut app, r, ctx, &slots, slot)?;
+            slots[slot] = fit_container(node, &mut app, &mut order, r, ctx, &slots, slot)?;
         }
     }
     Ok(NodeFit { score, slots })
@@ -88,25 +94,25 @@ pub fn fit_pod(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFailure> 
 fn fit_container(
     node: &GpuNode,
     usage: &mut [DeviceUsage],
+    order: &mut Vec<usize>,
     r: &ContainerRequest,
     ctx: &PodContext,
     earlier: &PodDevices,
     slot: usize,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
-    let preferred = ctx.device_preference.and_then(|prefer| prefer(node, usage));
-    let order = match preferred {
+    match ctx.device_preference.and_then(|prefer| prefer(node, usage)) {
         // Fit walks the order from the end: reverse the preference.
         Some(mut p) => {
             p.reverse();
-            p
+            *order = p;
         }
         None => {
-            let scores: Vec<f64> =
+            let scores: Vec<f32> =
                 node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
-            device_order(node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind)
+            sort_devices(order, node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
         }
-    };
-    let typed: Vec<usize> = order.into_iter().filter(|&i| node.hot[i].has(NVIDIA)).collect();
+    }
+    let typed: Vec<usize> = order.iter().copied().filter(|&i| node.hot[i].has(NVIDIA)).collect();
     if r.nums > typed.len() as i64 {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }

@@ -43,6 +43,9 @@ pub struct HamiAnnotations<'a> {
     pub register: Option<Cow<'a, str>>,
     pub pair_scores: Option<Cow<'a, str>>,
     pub cordon: Option<Cow<'a, str>>,
+    pub handshake: Option<Cow<'a, str>>,
+    /// Which of HAMi's handshake annotations already carry a request (see [`crate::health`]).
+    pub requesting_keys: u8,
     pub vgpu_node: Option<Cow<'a, str>>,
     pub allocated: Option<Cow<'a, str>>,
 }
@@ -65,6 +68,18 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         codec::REGISTER_KEY => &mut out.register,
                         codec::PAIR_SCORE_KEY => &mut out.pair_scores,
                         codec::DEVICE_CORDON_KEY => &mut out.cordon,
+                        k if k.starts_with(crate::health::HANDSHAKE_KEY) => {
+                            let value = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
+                            if let Some(i) = crate::health::HANDSHAKE_KEYS.iter().position(|h| *h == k) {
+                                if value.as_deref().is_some_and(|v| v.contains("Requesting")) {
+                                    out.requesting_keys |= 1 << i;
+                                }
+                                if i == 0 {
+                                    out.handshake = value;
+                                }
+                            }
+                            continue;
+                        }
                         codec::VGPU_NODE_KEY => &mut out.vgpu_node,
                         codec::ALLOCATED_KEY => &mut out.allocated,
                         _ => {
@@ -129,12 +144,22 @@ pub struct ObjectView<'a> {
     pub code: i32,
 }
 
-/// What the usage rules read from a pod's spec: how many init containers it has.
+/// What the registration health rule reads of a node's status.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeStatusView {
+    #[serde(deserialize_with = "crate::k8s::object::nullable")]
+    pub allocatable: crate::k8s::ResourceList,
+}
+
+/// What the usage rules read from a pod's spec: how many init and app containers it has.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct PodSpecView {
     #[serde(deserialize_with = "crate::k8s::object::nullable")]
     pub init_containers: Vec<IgnoredAny>,
+    #[serde(deserialize_with = "crate::k8s::object::nullable")]
+    pub containers: Vec<IgnoredAny>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -6,15 +6,17 @@ use crate::model::{DeviceUsage, GpuNode, Totals};
 use crate::request::{ContainerRequest, PERCENT_UNSET};
 use std::cmp::Ordering;
 
-pub const WEIGHT: f64 = 10.0;
+pub const WEIGHT: f32 = 10.0;
 
-fn ratio(part: i64, whole: i64) -> f64 {
-    part as f64 / whole as f64
+/// HAMi keeps usage in int32 and divides in float32; near-ties must round exactly as it does.
+fn ratio(part: i64, whole: i64) -> f32 {
+    part as i32 as f32 / whole as i32 as f32
 }
 
-/// Device utilisation score. The request only counts when the device type is exactly `NVIDIA`
-/// (HAMi compares the model string with the vendor word; real models never match).
-pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &ScoringWeights) -> f64 {
+/// Device utilisation score, in HAMi's float32 arithmetic. The request only counts when the
+/// device type is exactly `NVIDIA` (HAMi compares the model string with the vendor word; real
+/// models never match).
+pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &ScoringWeights) -> f32 {
     let (count, core, mem) = (i64::from(d.count), i64::from(d.devcore), i64::from(d.devmem));
     if count == 0 || core == 0 || mem == 0 {
         return 0.0;
@@ -29,21 +31,23 @@ pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &Scori
     } else {
         (0, 0, 0)
     };
-    WEIGHT
-        * (w.slot as f64 * ratio(slots + u.used, count)
-            + w.core as f64 * ratio(cores + u.usedcores, core)
-            + w.memory as f64 * ratio(memory + u.usedmem, mem))
+    let slot_part = w.slot as f32 * ratio(slots + u.used, count);
+    let core_part = w.core as f32 * ratio(cores + u.usedcores, core);
+    let mem_part = w.memory as f32 * ratio(memory + u.usedmem, mem);
+    WEIGHT * (slot_part + core_part + mem_part)
 }
 
-/// Node utilisation over all its devices, before the pod is placed.
+/// Node utilisation over all its devices, before the pod is placed (float32, as HAMi).
 pub fn node_score(t: &Totals) -> f64 {
-    if t.count == 0 || t.core == 0 || t.mem == 0 {
+    if t.count as i32 == 0 || t.core as i32 == 0 || t.mem as i32 == 0 {
         return 0.0;
     }
-    WEIGHT * (ratio(t.used, t.count) + ratio(t.usedcores, t.core) + ratio(t.usedmem, t.mem))
+    let sum = ratio(t.used, t.count) + ratio(t.usedcores, t.core) + ratio(t.usedmem, t.mem);
+    f64::from(WEIGHT * sum)
 }
 
-fn by_key(key: SortKey, a: (f64, i32), b: (f64, i32)) -> Ordering {
+/// One comparison of HAMi's `DeviceUsageList.Less`: `Less` when device `a` sorts before `b`.
+fn by_key(key: SortKey, a: (f32, i32), b: (f32, i32)) -> Ordering {
     match key {
         SortKey::ScoreAscending => a.0.total_cmp(&b.0),
         SortKey::ScoreDescending => b.0.total_cmp(&a.0),
@@ -51,36 +55,44 @@ fn by_key(key: SortKey, a: (f64, i32), b: (f64, i32)) -> Ordering {
     }
 }
 
-/// Device indexes in policy order; Fit tries them from the end. Final tiebreak: register order.
-pub fn device_order(
+/// Sorts `order` (device indexes) in place by the GPU policy, as HAMi's `sort.Sort` over the
+/// node's device list does for each container in turn: ties keep the order the previous
+/// container's sort left (Go's sort is an insertion sort, so stable, for up to 12 devices).
+/// Fit tries the devices from the end.
+pub fn sort_devices(
+    order: &mut [usize],
     node: &GpuNode,
     usage: &[DeviceUsage],
-    scores: &[f64],
+    scores: &[f32],
     policy: &GpuPolicy,
     numa_bind: bool,
-) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..node.devices.len()).collect();
+) {
     let key = |i: usize| (scores[i], node.hot[i].numa);
-    let keys: Vec<SortKey> = if let Some(chain) = policy.chain_keys(numa_bind) {
-        chain
-    } else if policy.text == "mutex" {
-        order.sort_by(|&a, &b| usage[b].used.cmp(&usage[a].used).then(key(a).1.cmp(&key(b).1)).then(a.cmp(&b)));
-        return order;
-    } else if numa_bind {
-        if policy.text == "binpack" {
-            order.sort_by(|&a, &b| key(b).1.cmp(&key(a).1).then(key(a).0.total_cmp(&key(b).0)).then(a.cmp(&b)));
-            return order;
+    if let Some(chain) = policy.chain_keys(numa_bind) {
+        // The chain ends with the registered `index` field as HAMi's deterministic tiebreak.
+        order.sort_by(|&a, &b| {
+            chain
+                .iter()
+                .fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b))))
+                .then(node.devices[a].index.cmp(&node.devices[b].index))
+        });
+        return;
+    }
+    if policy.text == "mutex" {
+        order.sort_by(|&a, &b| usage[b].used.cmp(&usage[a].used).then(key(a).1.cmp(&key(b).1)));
+        return;
+    }
+    let binpack = policy.text == "binpack";
+    let keys: [SortKey; 2] = match (numa_bind, binpack) {
+        (true, true) => {
+            order.sort_by(|&a, &b| key(b).1.cmp(&key(a).1).then(key(a).0.total_cmp(&key(b).0)));
+            return;
         }
-        vec![SortKey::NumaAscending, SortKey::ScoreDescending]
-    } else if policy.text == "binpack" {
-        vec![SortKey::ScoreAscending, SortKey::NumaAscending]
-    } else {
-        vec![SortKey::ScoreDescending, SortKey::NumaAscending]
+        (true, false) => [SortKey::NumaAscending, SortKey::ScoreDescending],
+        (false, true) => [SortKey::ScoreAscending, SortKey::NumaAscending],
+        (false, false) => [SortKey::ScoreDescending, SortKey::NumaAscending],
     };
-    order.sort_by(|&a, &b| {
-        keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))).then(a.cmp(&b))
-    });
-    order
+    order.sort_by(|&a, &b| keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))));
 }
 
 #[cfg(test)]
@@ -104,14 +116,24 @@ mod tests {
         let u = DeviceUsage { used: 2, usedmem: 4000, usedcores: 30 };
         let r = ContainerRequest { nums: 1, memreq: 2000, mem_percentage: PERCENT_UNSET, coresreq: 20 };
         let w = ScoringWeights::default();
-        assert!((device_score(&dev("NVIDIA-Tesla T4", 10, 16000), &u, &r, &w) - 7.5).abs() < 1e-9);
-        assert!((device_score(&dev("NVIDIA", 10, 16000), &u, &r, &w) - 11.75).abs() < 1e-9);
+        assert_eq!(device_score(&dev("NVIDIA-Tesla T4", 10, 16000), &u, &r, &w), 7.5);
+        assert_eq!(device_score(&dev("NVIDIA", 10, 16000), &u, &r, &w), 11.75);
         assert_eq!(device_score(&dev("NVIDIA", 0, 16000), &u, &r, &w), 0.0);
     }
 
     #[test]
     fn node_score_example() {
         let totals = Totals { count: 20, core: 200, mem: 32000, used: 3, usedcores: 50, usedmem: 8000 };
-        assert!((node_score(&totals) - 6.5).abs() < 1e-9);
+        assert!((node_score(&totals) - 6.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn node_score_rounds_in_float32() {
+        // HAMi's examples/3: equal in exact arithmetic, one float32 ulp apart as HAMi computes them.
+        let mem = 8 * 32768;
+        let a = Totals { count: 80, core: 800, mem, used: 2, usedcores: 50, usedmem: 2000 };
+        let b = Totals { count: 80, core: 800, mem, used: 1, usedcores: 60, usedmem: 2000 };
+        assert_eq!(node_score(&a), 0.9512939453125);
+        assert_eq!(node_score(&b), 0.9512940049171448);
     }
 }

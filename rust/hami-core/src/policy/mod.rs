@@ -31,10 +31,12 @@ impl NodePolicy {
     /// HAMi: `spread` is spread, anything else behaves as binpack — except the names of the
     /// simulator-derived policies, which select them.
     pub fn parse(value: &str) -> Self {
-        let value = value.trim();
+        // HAMi compares the untrimmed value with "spread"; anything else it does not know is binpack.
         if value == "spread" {
-            Self::Spread
-        } else if let Some(s) = Scorer::parse(value).filter(|_| value == value.to_ascii_lowercase()) {
+            return Self::Spread;
+        }
+        let value = value.trim();
+        if let Some(s) = Scorer::parse(value).filter(|_| value == value.to_ascii_lowercase()) {
             Self::Scored(s)
         } else {
             Self::Binpack
@@ -94,9 +96,11 @@ pub struct GpuPolicy {
 }
 
 impl GpuPolicy {
+    /// The value as written: HAMi compares it untrimmed, and finds the mutex and topology-aware
+    /// filters among its comma-separated, trimmed tokens.
     pub fn parse(value: &str) -> Self {
-        let text = value.trim().to_owned();
-        Self { mutex: text.contains("mutex"), topology: text.contains("topology-aware"), text }
+        let has = |name: &str| value.split(',').any(|t| t.trim() == name);
+        Self { mutex: has("mutex"), topology: has("topology-aware"), text: value.to_owned() }
     }
 
     /// Single GPU policy names; a comma chain of `binpack`, `spread` and `numa` is valid too.

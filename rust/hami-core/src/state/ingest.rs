@@ -3,7 +3,8 @@
 use super::{Applied, ClusterState, EventInfo, ListInfo, QuotaLimits};
 use crate::codec::{self, decode_pod_devices};
 use crate::error::{Error, Result};
-use crate::k8s::view::{parse_object, parse_raw, ObjectView, PodSpecView, PodStatusView};
+use crate::health::Registration;
+use crate::k8s::view::{parse_object, parse_raw, NodeStatusView, ObjectView, PodSpecView, PodStatusView};
 use crate::k8s::{ListPage, ObjectKey, QuotaSpec, WatchEvent};
 use crate::model::{collapse, GpuNode};
 use serde_json::value::RawValue;
@@ -161,6 +162,15 @@ impl ClusterState {
             return Err(Error::invalid("Node", "metadata.name is empty"));
         }
         let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations);
+        let status: NodeStatusView =
+            parse_raw(view.status).map_err(|e| Error::invalid(format!("Node {}", fresh.name), e).field("status"))?;
+        let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
+        fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
+        fresh.registration.requesting_keys = view.metadata.annotations.requesting_keys;
+        fresh.registration.register_hash = view.metadata.annotations.register.as_deref().map_or(0, register_hash);
+        if let Some(old) = self.nodes.get(&fresh.name) {
+            fresh.membership = old.membership;
+        }
         match self.nodes.get(&fresh.name) {
             Some(old) if old.same_inventory(&fresh) => fresh.copy_usage_from(old),
             _ => self.rebuild_usage(&mut fresh),
@@ -193,13 +203,33 @@ impl ClusterState {
             return Ok(Applied::PodIgnored);
         };
         let spec: PodSpecView = parse_raw(view.spec).map_err(|e| Error::invalid(pod_name(), e).field("spec"))?;
-        let slots = decode_pod_devices(allocated)
+        let mut slots = decode_pod_devices(allocated)
             .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", codec::ALLOCATED_KEY)))?;
         let init_count = spec.init_containers.len();
+        if slots.len() < init_count + spec.containers.len() {
+            if let Some(aligned) = self.align_unpadded(view.spec, &slots) {
+                slots = aligned;
+            }
+        }
         let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
         let record = self.record(&meta.namespace, &meta.name, node, footprint);
         self.reserve(key, record);
         Ok(Applied::Pod)
+    }
+
+    /// HAMi writes one slot per GPU container, not one per container; its own reader then takes
+    /// slot *i* for container *i*, so a GPU-less init container turns the first app container's
+    /// GPUs into init usage that its shrink drops to 0 once init finishes (a HAMi bug). Read the
+    /// slots onto the containers that request GPUs instead.
+    fn align_unpadded(&self, spec: Option<&RawValue>, slots: &codec::PodDevices) -> Option<codec::PodDevices> {
+        let spec: crate::k8s::PodSpec = parse_raw(spec).ok()?;
+        let uses_gpu: Vec<bool> = spec
+            .init_containers
+            .iter()
+            .chain(&spec.containers)
+            .map(|c| crate::request::container_request(c, &self.config).is_some())
+            .collect();
+        codec::align_to_containers(slots, &uses_gpu)
     }
 
     fn apply_quota(&mut self, view: &ObjectView) -> Result<()> {
@@ -225,4 +255,12 @@ impl ClusterState {
         self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
         Ok(())
     }
+}
+
+/// A non-zero fingerprint of the register annotation: HAMi's registration rule notices when it changes.
+fn register_hash(register: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    register.hash(&mut h);
+    h.finish() | 1
 }

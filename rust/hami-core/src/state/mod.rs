@@ -181,6 +181,21 @@ impl ClusterState {
         out
     }
 
+    /// One of HAMi's registration passes (every 15 s, and on node events) at `now`: updates which
+    /// nodes HAMi's cache holds and returns the handshake writes HAMi's scheduler makes.
+    pub fn registration_pass(&mut self, now: i64) -> Vec<crate::health::HandshakeWrite> {
+        let mut names: Vec<String> = self.nodes.names().cloned().collect();
+        names.sort();
+        let mut writes = Vec::new();
+        for name in names {
+            let Some(node) = self.nodes.get_mut(&name) else { continue };
+            let has_devices = node.is_registered() && !node.devices.is_empty();
+            let cleaned_up = node.membership.pass(&node.registration, has_devices, now);
+            writes.extend(crate::health::handshake_writes(&name, &node.registration, cleaned_up, now));
+        }
+        writes
+    }
+
     fn add_ns_usage(&mut self, record: &PodRecord, sign: i64) {
         let mem: i64 = record.footprint.iter().map(|c| c.mem).sum();
         let cores: i64 = record.footprint.iter().map(|c| c.cores).sum();

@@ -37,7 +37,7 @@ impl ClusterState {
             .into_iter()
             .map(|n| NodeReport {
                 name: &n.name,
-                registered: n.is_registered(),
+                registered: n.is_registered() && n.membership.member != Some(false),
                 error: n.register_error.as_deref(),
                 devices: n
                     .devices

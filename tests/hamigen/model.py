@@ -1,0 +1,152 @@
+"""hami_fast against HAMi on one case: what HAMi is asked, what must match, the kept differences.
+
+The kept differences (docs/compatibility.md) are modelled here, never skipped:
+
+- Terminating pods: a long-running HAMi counts a resident pod with a `deletionTimestamp` until it
+  is gone, and only a HAMi that meets the pod at start-up ignores it. hami_fast always counts it,
+  so HAMi is shown the steady state: the pod without its `deletionTimestamp`.
+- The shrink after init containers finish: HAMi applies it on the pod's next update; the oracle's
+  `--resync` sends that update (see oracle.run).
+- Device lists HAMi wrote without padding, on a pod with a GPU-less container before a GPU one:
+  HAMi reads slot *i* as container *i* and miscounts the pod (its shrink even drops it to 0);
+  hami_fast reads the slots onto the containers that request GPUs. HAMi is shown the same list
+  padded to one slot per container, which it reads right.
+- Node policies HAMi does not know but hami_fast implements (`fgd`, `bestfit`, ...): HAMi takes
+  them as binpack; only the per-node verdicts and reasons are compared, not scores or the choice.
+"""
+
+from __future__ import annotations
+
+import copy
+import struct
+from typing import Any
+
+import hami_fast._native as native
+import orjson
+
+from hamigen.strategies import requests_gpu
+
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
+OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
+FILTER_ERROR = "calcScore failed "
+OWN_NODE_POLICIES = {"fgd", "bestfit", "dotprod", "packing", "clustering", "random"}
+
+
+def slots_of(value: str) -> list[str]:
+    parts = value.split(";")
+    if parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def padded(pod: dict[str, Any]) -> str | None:
+    """The pod's device list padded to one slot per container, if HAMi wrote it without padding."""
+    value = (pod.get("metadata", {}).get("annotations") or {}).get(ALLOCATED)
+    if value is None:
+        return None
+    spec = pod.get("spec") or {}
+    everyone = (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    uses_gpu = [requests_gpu(c) for c in everyone]
+    slots = slots_of(value)
+    if len(slots) >= len(everyone) or sum(uses_gpu) != len(slots):
+        return None
+    given = iter(slots)
+    return "".join((next(given) if gpu else "") + ";" for gpu in uses_gpu)
+
+
+def hami_view(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The snapshot as HAMi is shown it, the kept differences modelled (module docstring)."""
+    out = []
+    for obj in items:
+        if obj.get("kind") == "Pod":
+            obj = copy.deepcopy(obj)
+            obj["metadata"].pop("deletionTimestamp", None)
+            if (fixed := padded(obj)) is not None:
+                obj["metadata"]["annotations"][ALLOCATED] = fixed
+        out.append(obj)
+    return out
+
+
+def engine_cluster(items: list[dict[str, Any]], node_policy: str = "", gpu_policy: str = "") -> tuple[Any, list[str]]:
+    """The engine on the snapshot, configured with the given default policies (as serve's flags)."""
+    config = {k: v for k, v in (("node_scheduler_policy", node_policy), ("gpu_scheduler_policy", gpu_policy)) if v}
+    cluster = native.Cluster(orjson.dumps(config) if config else None)
+    page = orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    _, _, _, errors = cluster.apply_list_page(page)
+    return cluster, errors
+
+
+def engine_explain(items: list[dict[str, Any]], pod: dict[str, Any], node_policy: str, gpu_policy: str, now: int):
+    cluster, _ = engine_cluster(items)
+    return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, gpu_policy))
+
+
+def engine_devices_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, str | None]:
+    """What hami_fast would allocate on each node, each alone among the candidates."""
+    out = {}
+    for name in nodes:
+        items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
+        r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now)
+        out[name] = r["annotations"].get(ALLOCATED) if r["node"] == name else None
+    return out
+
+
+def effective_node_policy(case: dict[str, Any]) -> str:
+    ann = case["pod"]["metadata"].get("annotations") or {}
+    return ann.get("hami.io/node-scheduler-policy", case["node_policy"])
+
+
+def f32(x: float) -> bytes:
+    return struct.pack("<f", x)
+
+
+def best_nodes(scores: dict[str, float], policy: str) -> set[str]:
+    """HAMi picks among equal best scores at random: every node it could have picked."""
+    if not scores:
+        return set()
+    pick = min if policy == "spread" else max
+    best = pick(scores.values())
+    return {n for n, s in scores.items() if s == best}
+
+
+def compare(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, Any], now: int) -> list[str]:
+    """Every disagreement between HAMi's answer and hami_fast's, as readable lines."""
+    diffs: list[str] = []
+    if hami.get("error") == NO_RESOURCE and (ours.get("error") or "").endswith(OUR_NO_RESOURCE):
+        return []
+    if FILTER_ERROR in (hami.get("error") or "") and ours.get("error"):
+        return []  # both refuse the pod's hints; hami_fast's message names the pod and annotation its own way
+    if (hami.get("error") or "") != (ours.get("error") or ""):
+        return [f"error: HAMi {hami.get('error')!r}, hami_fast {ours.get('error')!r}"]
+    if hami.get("error"):
+        return []
+    if hami["failed"] != ours["failed"]:
+        diffs.append(f"failed: HAMi {hami['failed']}, hami_fast {ours['failed']}")
+    own_policy = effective_node_policy(case).strip() in OWN_NODE_POLICIES
+    if set(hami["scores"]) != set(ours["scores"]):
+        diffs.append(f"fitting nodes: HAMi {sorted(hami['scores'])}, hami_fast {sorted(ours['scores'])}")
+    if own_policy:
+        return diffs
+    for name, score in hami["scores"].items():
+        if name in ours["scores"] and f32(score) != f32(ours["scores"][name]):
+            diffs.append(f"score of {name}: HAMi {score!r}, hami_fast {ours['scores'][name]!r}")
+    if (hami["node"] is None) != (ours["node"] is None):
+        diffs.append(f"node: HAMi {hami['node']}, hami_fast {ours['node']}")
+    elif ours["node"] is not None:
+        policy = "spread" if effective_node_policy(case) == "spread" else "binpack"
+        if ours["node"] not in best_nodes(hami["scores"], policy):
+            diffs.append(f"node: hami_fast {ours['node']} not among HAMi's best {best_nodes(hami['scores'], policy)}")
+        a = ours["annotations"]
+        if a.get("hami.io/vgpu-node") != ours["node"] or a.get(TO_ALLOCATE) != a.get(ALLOCATED):
+            diffs.append(f"annotations: {a}")
+        if hami["node"] == ours["node"]:
+            for key in ("hami.io/vgpu-node", ALLOCATED, TO_ALLOCATE):
+                if hami["annotations"].get(key) != a.get(key):
+                    diffs.append(f"annotation {key}: HAMi {hami['annotations'].get(key)!r}, hami_fast {a.get(key)!r}")
+        mine = engine_devices_per_node(case, sorted(hami.get("devices") or {}), now)
+        for name, devices in (hami.get("devices") or {}).items():
+            if mine.get(name) != devices:
+                diffs.append(f"devices on {name}: HAMi {devices!r}, hami_fast {mine.get(name)!r}")
+    return diffs
