@@ -28,7 +28,7 @@ impl Replay {
             arrived += task.total_milli();
             let Some(Placed { node, usage_before: before, .. }) = self.step(task, &mut cands)? else {
                 if task.request.is_some() {
-                    items.push(pending_pod(k, task));
+                    items.push(task_pod(k, task, serde_json::Map::new(), None));
                 }
                 continue;
             };
@@ -54,31 +54,7 @@ impl Replay {
                 annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[devices]).into());
                 annotations.insert(codec::BIND_PHASE_KEY.into(), "success".into());
             }
-            let mut limits = serde_json::Map::new();
-            if gpu {
-                limits.insert("nvidia.com/gpu".into(), task.num_gpu.to_string().into());
-                limits.insert("nvidia.com/gpumem".into(), task.milli.to_string().into());
-            }
-            if gpu && !task.spec.is_empty() {
-                annotations.insert(codec::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
-            }
-            items.push(json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {
-                    "name": format!("pod-{k:05}"), "namespace": "openb", "uid": format!("uid-{k:05}"),
-                    "labels": {"app": format!("task-{k:05}")},
-                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("task-{k:05}"), "uid": format!("rs-{k:05}"), "controller": true}],
-                    "annotations": annotations,
-                },
-                "spec": {
-                    "nodeName": n.name, "schedulerName": "hami-scheduler",
-                    "containers": [{"name": "main", "resources": {
-                        "limits": limits,
-                        "requests": {"cpu": format!("{}m", task.cpu), "memory": format!("{}Mi", task.memory)},
-                    }}],
-                },
-                "status": {"phase": "Running"},
-            }));
+            items.push(task_pod(k, task, annotations, Some(&n.name)));
         }
         let mut list: Vec<Value> = self
             .nodes
@@ -102,11 +78,32 @@ impl Replay {
     }
 }
 
-/// A GPU task the replay could not place, as the Pending pod a cluster would hold.
-fn pending_pod(k: usize, task: &super::Task) -> Value {
-    let mut annotations = serde_json::Map::new();
-    if !task.spec.is_empty() {
-        annotations.insert(codec::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
+/// A task as the Pod a cluster would hold: `Running` on `node` when placed (with its allocation
+/// `annotations`), else `Pending` without a node. Owned by a ReplicaSet, so the planner may move it.
+fn task_pod(
+    k: usize,
+    task: &super::Task,
+    mut annotations: serde_json::Map<String, Value>,
+    node: Option<&str>,
+) -> Value {
+    let gpu = task.request.is_some();
+    let mut limits = serde_json::Map::new();
+    if gpu {
+        limits.insert("nvidia.com/gpu".into(), task.num_gpu.to_string().into());
+        limits.insert("nvidia.com/gpumem".into(), task.milli.to_string().into());
+        if !task.spec.is_empty() {
+            annotations.insert(codec::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
+        }
+    }
+    let mut spec = json!({
+        "schedulerName": "hami-scheduler",
+        "containers": [{"name": "main", "resources": {
+            "limits": limits,
+            "requests": {"cpu": format!("{}m", task.cpu), "memory": format!("{}Mi", task.memory)},
+        }}],
+    });
+    if let Some(node) = node {
+        spec["nodeName"] = node.into();
     }
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -116,14 +113,8 @@ fn pending_pod(k: usize, task: &super::Task) -> Value {
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("task-{k:05}"), "uid": format!("rs-{k:05}"), "controller": true}],
             "annotations": annotations,
         },
-        "spec": {
-            "schedulerName": "hami-scheduler",
-            "containers": [{"name": "main", "resources": {
-                "limits": {"nvidia.com/gpu": task.num_gpu.to_string(), "nvidia.com/gpumem": task.milli.to_string()},
-                "requests": {"cpu": format!("{}m", task.cpu), "memory": format!("{}Mi", task.memory)},
-            }}],
-        },
-        "status": {"phase": "Pending"},
+        "spec": spec,
+        "status": {"phase": if node.is_some() { "Running" } else { "Pending" }},
     })
 }
 
