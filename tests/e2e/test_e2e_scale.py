@@ -84,6 +84,10 @@ SHORT |= {PROTOCOL_USER: "protocol writes (test)"}
 RUNS = os.environ.get("HAMI_FAST_E2E_SCALE_RUNS", f"{FLOOR},{FAST},{HAMI}").split(",")
 
 
+# The runs repeated at HAMi's default client limits (QPS 5 / burst 10); default: every extender run.
+DEFAULT_RUNS = os.environ.get("HAMI_FAST_E2E_SCALE_DEFAULT_RUNS", ",".join(RUNS)).split(",")
+
+
 def scheduler_of(run: str) -> tuple[str, list[str]]:
     which, _, flags = run.partition(":")
     return which, [f for f in flags.split(":") if f]
@@ -136,6 +140,19 @@ def calls_per_pod(calls: dict, pods: int) -> dict[str, dict[str, float]]:
     return out
 
 
+def drained_events(s: SideBySide, user: str, t0: float, offset: int, quiet: float = 3.0) -> int:
+    """Events `user` created since t0, counted once it has posted none for `quiet` seconds (max 60 s)."""
+    deadline, last, count = time.time() + 60, -1, 0
+    while time.time() < deadline:
+        calls = audit_calls(s.cp.audit_log, t0, time.time(), offset).get(user, {})
+        count = calls.get("create events", 0)
+        if count == last:
+            return count
+        last = count
+        time.sleep(quiet)
+    return count
+
+
 def measure(s: SideBySide, run: str, n: int, limits: str, budget: float) -> dict:
     which, flags = scheduler_of(run)
     namespace = re.sub(r"[^a-z0-9-]+", "-", f"{run}-{limits}".lower()).strip("-")[:63]
@@ -162,7 +179,8 @@ def measure(s: SideBySide, run: str, n: int, limits: str, budget: float) -> dict
     try:
         wait_for(f"{namespace}: {n} pods bound", lambda: len(tracker.bound) >= n, budget, 0.5)
         if which != FLOOR:  # and the device plugin's part done for each (bind-phase success, lock released)
-            wait_for(f"{namespace}: {n} pods allocated", lambda: len(allocated()) >= n, 30 if writes else 10, 0.2)
+            rest = budget - (time.time() - t0) if writes else 10
+            wait_for(f"{namespace}: {n} pods allocated", lambda: len(allocated()) >= n, max(10, rest), 0.2)
     except TimeoutError:
         pass
     t1 = time.time()
@@ -177,10 +195,11 @@ def measure(s: SideBySide, run: str, n: int, limits: str, budget: float) -> dict
     time.sleep(2)  # the audit log's batch flush
     calls = audit_calls(s.cp.audit_log, t0, t1, offset)
     user = USERS[which]
+    events = drained_events(s, user, t0, offset) if user else 0
     ext_calls = sum(v for kind, v in calls.get(user, {}).items() if not kind.startswith("watch")) if user else 0
     ks_calls = sum(v for kind, v in calls.get(KS_USER, {}).items() if not kind.startswith("watch"))
     elapsed = (bound[-1] - t0) if len(bound) >= n else (t1 - t0)
-    if writes:  # this floor is done when the protocol's last write is
+    if writes:  # this floor is done when the protocol's last write is: its rate counts completed pods
         elapsed = (done[-1] - t0) if len(done) >= n else (t1 - t0)
     cpu = {k: round(cpu1[k] - v, 1) for k, v in cpu0.items() if k in cpu1 and cpu1[k] - v >= 0.5}
     result = {
@@ -191,13 +210,16 @@ def measure(s: SideBySide, run: str, n: int, limits: str, budget: float) -> dict
         "bound": len(bound),
         "all_bound_s": round(bound[-1] - t0, 2) if len(bound) >= n else None,
         "create_s": round(t_created - t0, 2),
+        "allocated": len(done),
         "all_allocated_s": round(done[-1] - t0, 2) if len(done) >= n else None,
-        "pods_per_s": round(len(bound) / elapsed, 2) if elapsed > 0 else None,
+        "pods_per_s": round((len(done) if writes else len(bound)) / elapsed, 2) if elapsed > 0 else None,
         "p50_s": round(statistics.median(waits), 3) if waits else None,
         "p99_s": round(percentile(waits, 0.99), 3) if waits else None,
         "extender_calls_per_pod": round(ext_calls / max(1, len(bound)), 2),
         "kube_scheduler_calls_per_pod": round(ks_calls / max(1, len(bound)), 2),
         "calls_per_pod": calls_per_pod(calls, max(1, len(bound))),
+        # Events are posted behind the answers: all the extender posted for this run, once it stopped.
+        "extender_events_per_pod_drained": round(events / max(1, len(bound)), 2),
         "protocol_write_errors": writes.errors if writes else None,
         "cpu_s": cpu,
         "cpu_ms_per_pod": {k: round(1000 * v / max(1, len(bound)), 1) for k, v in cpu.items()},
@@ -231,7 +253,7 @@ def table(results: list[dict]) -> str:
     for r in results:
         rows.append(
             f"| {r['limits']} | {r['run']} | {r['nodes']} | {r['pods']} | {r['bound']} | {r['all_bound_s'] or 'not all'} "
-            f"| {r['all_allocated_s'] or '-'} "
+            f"| {r['all_allocated_s'] or (str(r['allocated']) + ' allocated' if r['allocated'] else '-')} "
             f"| {r['pods_per_s']} | {r['p50_s']} | {r['p99_s']} | {r['extender_calls_per_pod']} | {r['kube_scheduler_calls_per_pod']} |"
         )
     return "\n".join(rows)
@@ -245,6 +267,7 @@ def breakdown(results: list[dict]) -> str:
         for who, kinds in r["calls_per_pod"].items():
             total = round(sum(kinds.values()), 2)
             out.append(f"  calls/pod {who}: {total} = " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
+        out.append(f"  extender events/pod, all posted: {r['extender_events_per_pod_drained']}")
         cpu = sorted(r["cpu_ms_per_pod"].items(), key=lambda kv: -kv[1])
         out.append("  CPU ms/pod: " + ", ".join(f"{k} {v}" for k, v in cpu))
     return "\n".join(out)
@@ -257,7 +280,7 @@ def test_scale_side_by_side_with_hami_and_the_no_extender_floor(scale) -> None:
         results.append(measure(scale, run, PODS, f"qps{RAISED[0]}", budget))
     if DEFAULT_PODS:
         scale.set_client_limits(5, 10)
-        for run in [r for r in RUNS if scheduler_of(r)[0] not in FLOORS]:
+        for run in [r for r in DEFAULT_RUNS if scheduler_of(r)[0] not in FLOORS]:
             budget = HAMI_BUDGET if scheduler_of(run)[0] == HAMI else max(120.0, DEFAULT_PODS * 3)
             results.append(measure(scale, run, DEFAULT_PODS, "qps5", budget))
     text = table(results) + "\n" + breakdown(results)
