@@ -273,16 +273,25 @@ def create_pods(api: KubeApi, pods: list[dict], threads: int = 16) -> dict[str, 
 
 
 def delete_pods(api: KubeApi, namespace: str, wait: float = 300) -> None:
-    try:
-        api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
-    except TimeoutError:  # thousands of pods on a busy API server: the deletion goes on server-side
-        log(f"deleting the pods of {namespace} is taking longer than the request's timeout; waiting")
-    wait_for(
-        f"pods in {namespace} deleted",
-        lambda: not api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")["items"],
-        timeout=wait,
-        interval=1,
-    )
+    """Delete every pod of the namespace and wait until they are gone. A collection DELETE of thousands
+    of pods can outlast the request's timeout on a busy API server and then stop half-way: re-issue
+    it until the namespace is empty."""
+    deadline = time.monotonic() + wait
+
+    def empty() -> bool:
+        return not api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")["items"]
+
+    while True:
+        try:
+            api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
+        except TimeoutError:
+            log(f"deleting the pods of {namespace} outlasted the request's timeout; deleting the rest again")
+        try:
+            wait_for(f"pods in {namespace} deleted", empty, min(30, max(1, deadline - time.monotonic())), 1)
+            return
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def list_pods(api: KubeApi, namespace: str | None = None) -> list[dict]:
