@@ -63,6 +63,17 @@ def pod(init: list[dict[str, str]], app: list[dict[str, str]], namespace: str = 
     }
 
 
+def resident(name: str, on: str, devices: str) -> dict[str, Any]:
+    annotations = {"hami.io/vgpu-node": on, "hami.io/vgpu-devices-allocated": devices}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations},
+        "spec": {"nodeName": on, "containers": [container("c", {"nvidia.com/gpu": "1"})]},
+        "status": {"phase": "Running"},
+    }
+
+
 def case(items: list[dict[str, Any]], new: dict[str, Any], gpu_policy: str = "binpack") -> dict[str, Any]:
     return {"items": items, "pod": new, "node_policy": "binpack", "gpu_policy": gpu_policy}
 
@@ -94,5 +105,15 @@ FOUND: dict[str, dict[str, Any]] = {
     "quota-padded-gpu-less-app-container-takes-an-index": case(
         [node("node-a", [gpu("node-a", 0, BARE, health=False), gpu("node-a", 1, A100)]), memory_quota(30000)],
         pod([{}], [{}, QUARTER, QUARTER]),
+    ),
+    # Beyond 12 devices Go's sort.Sort is a pattern-defeating quicksort: the 13 equal idle cards
+    # come out in its order, not in registration order, and Fit takes the last ones.
+    "more-than-12-devices-sorted-as-go-sorts": case(
+        [
+            node("node-a", [gpu("node-a", i, A100) for i in range(15)]),
+            resident("r0", "node-a", "GPU-node-a-4,NVIDIA,1000,10:;"),
+            resident("r1", "node-a", "GPU-node-a-12,NVIDIA,2000,10:;"),
+        ],
+        pod([], [{"nvidia.com/gpu": "3", "nvidia.com/gpumem": "1000"}]),
     ),
 }

@@ -1,8 +1,9 @@
 """Hypothesis strategies for clusters and pods as HAMi v2.10 sees them.
 
 A case is one cluster snapshot (Nodes, resident Pods, ResourceQuotas), one pod as a user submits
-it, and the command-line policies. Everything is drawn small (1-4 nodes, up to 12 GPUs each) so
-that ties, near-ties and shared cards are common, and each case costs one call of HAMi's oracle.
+it, and the command-line policies. Everything is drawn small (1-4 nodes, mostly up to 4 GPUs, now and
+then up to 20, past the 12 where Go's sort stops being an insertion sort) so that ties, near-ties
+and shared cards are common, and each case costs one call of HAMi's oracle.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def quantity(value: int) -> st.SearchStrategy[str]:
 
 @st.composite
 def devices(draw, node: str) -> list[dict[str, Any]]:
-    n = draw(st.integers(1, 12) if draw(st.integers(0, 9)) == 0 else st.integers(1, 4))
+    n = draw(st.sampled_from([st.integers(1, 4)] * 8 + [st.integers(5, 12), st.integers(13, 20)]))
+    n = draw(n)
     mixed = draw(st.booleans())
     model = draw(st.sampled_from(sorted(MODELS)))
     split = draw(st.sampled_from([1, 2, 4, 10]))
@@ -57,7 +59,7 @@ def devices(draw, node: str) -> list[dict[str, Any]]:
             "devcore": draw(st.sampled_from([100, 100, 100, 0, 200])),
             "type": this_model,
             # MIG devices are left out: hami_fast does not place pods on them (docs/compatibility.md).
-            "mode": draw(st.sampled_from(["hami-core"] * 8 + ["mps"])),
+            "mode": draw(st.sampled_from(["hami-core"] * 8 + ["mps", "missing"])),
             "health": draw(st.integers(0, 9)) != 0,
         }
         index = draw(st.sampled_from(["own", "own", "own", "missing", "duplicate"]))
@@ -65,9 +67,11 @@ def devices(draw, node: str) -> list[dict[str, Any]]:
             d["index"] = i
         elif index == "duplicate":
             d["index"] = max(0, i - 1)
-        numa = draw(st.sampled_from([0, 0, 1, i % 2]))
+        numa = draw(st.sampled_from([0, 0, 1, i % 2, i % 4]))
         if numa:
             d["numa"] = numa
+        if d["mode"] == "missing":
+            del d["mode"]  # an older device plugin registers no mode
         out.append(d)
     return out
 
@@ -125,11 +129,11 @@ def container_resources(draw, gpu: bool) -> dict[str, Any]:
         return draw(st.sampled_from([{}, {"limits": {"cpu": "1"}}]))
     limits: dict[str, str] = {}
     if draw(st.integers(0, 5)):
-        limits["nvidia.com/gpu"] = draw(st.integers(1, 3).flatmap(quantity))
+        limits["nvidia.com/gpu"] = draw(st.sampled_from([1, 1, 1, 2, 2, 3, 4, 0]).flatmap(quantity))
     memory = draw(st.sampled_from(["mem", "mem", "percent", "none"]))
     if memory == "mem":
         limits["nvidia.com/gpumem"] = draw(
-            st.sampled_from([500, 1000, 2000, 3000, 8000, 16000, 40000]).flatmap(quantity)
+            st.sampled_from([0, 500, 1000, 2000, 3000, 8000, 16000, 40000]).flatmap(quantity)
         )
     elif memory == "percent":
         limits["nvidia.com/gpumem-percentage"] = str(draw(st.sampled_from([0, 10, 25, 50, 100, 101, 150])))
@@ -229,31 +233,46 @@ def resident_pod(draw, i: int, nodes: list[tuple[str, list[dict[str, Any]]]]) ->
             }
             for c in init
         ]
-    spec: dict[str, Any] = {"nodeName": node_name, "containers": app}
+    spec: dict[str, Any] = {"containers": app}
+    if draw(st.integers(0, 7)):
+        spec["nodeName"] = node_name  # else Filter assigned it and it is not bound yet
     if init:
         spec["initContainers"] = init
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
+# Keys HAMi does not manage: a quota on them must change nothing.
+UNMANAGED_QUOTA_KEYS = ("requests.nvidia.com/gpumem", "limits.nvidia.com/gpumem-percentage", "limits.cpu")
+
+
 @st.composite
 def quotas(draw) -> list[dict[str, Any]]:
+    """At most one quota per namespace names each managed key: with two, HAMi keeps the one its
+    informer saw last (docs/compatibility.md), which a snapshot does not say."""
     out = []
     for i, ns in enumerate(NAMESPACES):
-        if draw(st.integers(0, 4)):
+        if draw(st.integers(0, 3)):
             continue
+        mem = "limits.nvidia.com/gpumem"
+        cores = "limits.nvidia.com/gpucores"
         hard = {}
         if draw(st.booleans()):
-            hard["limits.nvidia.com/gpumem"] = draw(st.sampled_from([4000, 10000, 30000, 100000]).flatmap(quantity))
+            hard[mem] = draw(st.sampled_from([0, 4000, 10000, 30000, 100000]).flatmap(quantity))
         if draw(st.booleans()) or not hard:
-            hard["limits.nvidia.com/gpucores"] = draw(st.sampled_from([50, 100, 300]).flatmap(quantity))
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": f"q{i}", "namespace": ns},
-                "spec": {"hard": hard},
-            }
-        )
+            hard[cores] = draw(st.sampled_from([0, 50, 100, 300]).flatmap(quantity))
+        if draw(st.integers(0, 3)) == 0:
+            hard[draw(st.sampled_from(UNMANAGED_QUOTA_KEYS))] = "1"
+        split = len(hard) > 1 and draw(st.integers(0, 3)) == 0  # the same limits as two objects
+        parts = [{k: v} for k, v in hard.items()] if split else [hard]
+        for j, part in enumerate(parts):
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": f"q{i}-{j}", "namespace": ns},
+                    "spec": {"hard": part},
+                }
+            )
     return out
 
 
@@ -262,14 +281,19 @@ def pod_annotations(draw, uuids: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key in TYPE_KEYS:
         if draw(st.integers(0, 7)) == 0:
-            out[key] = draw(st.sampled_from(["V100", "A100", "T4", "NVIDIA", "4090,T4", "a100"]))
+            out[key] = draw(
+                st.sampled_from(["V100", "A100", "T4", "NVIDIA", "4090,T4", "a100", " t4 , V100", "T4,", "", " "])
+            )
     for key in UUID_KEYS:
         if uuids and draw(st.integers(0, 7)) == 0:
-            out[key] = ",".join(draw(st.lists(st.sampled_from(uuids), min_size=1, max_size=3, unique=True)))
+            picks = draw(st.lists(st.sampled_from(uuids + ["GPU-gone"]), min_size=1, max_size=3, unique=True))
+            out[key] = draw(st.sampled_from([",", ", ", " , "])).join(picks) + draw(st.sampled_from(["", "", ","]))
+        elif draw(st.integers(0, 40)) == 0:
+            out[key] = draw(st.sampled_from(["", " "]))
     if draw(st.integers(0, 5)) == 0:
-        out["nvidia.com/numa-bind"] = draw(st.sampled_from(["true", "1", "false", "yes"]))
+        out["nvidia.com/numa-bind"] = draw(st.sampled_from(["true", "1", "false", "yes", "True", "0"]))
     if draw(st.integers(0, 7)) == 0:
-        out["nvidia.com/vgpu-mode"] = draw(st.sampled_from(["hami-core", "mps", "mig"]))
+        out["nvidia.com/vgpu-mode"] = draw(st.sampled_from(["hami-core", "mps", "mig", "hami-core,mps", "MPS", ""]))
     if draw(st.integers(0, 4)) == 0:
         out["hami.io/node-scheduler-policy"] = draw(st.sampled_from(["binpack", "spread", "Spread", "other", "fgd"]))
     if draw(st.integers(0, 4)) == 0:
@@ -288,7 +312,7 @@ def pod_annotations(draw, uuids: list[str]) -> dict[str, str]:
 @st.composite
 def new_pod(draw, uuids: list[str]) -> dict[str, Any]:
     init = draw(containers("init", st.sampled_from([0, 0, 0, 1, 2]), 3))
-    app = draw(containers("c", st.integers(1, 3), 6))
+    app = draw(containers("c", st.integers(1, 4), 6))
     if draw(st.integers(0, 9)):
         app[0]["resources"] = draw(container_resources(True))
     metadata = {"name": "new", "namespace": draw(st.sampled_from(NAMESPACES)), "uid": "uid-new"}

@@ -6,6 +6,8 @@ use crate::model::{DeviceUsage, GpuNode, Totals};
 use crate::request::{ContainerRequest, PERCENT_UNSET};
 use std::cmp::Ordering;
 
+mod go_sort;
+
 pub const WEIGHT: f32 = 10.0;
 
 /// HAMi keeps usage in int32 and divides in float32; near-ties must round exactly as it does.
@@ -57,8 +59,8 @@ fn by_key(key: SortKey, a: (f32, i32), b: (f32, i32)) -> Ordering {
 
 /// Sorts `order` (device indexes) in place by the GPU policy, as HAMi's `sort.Sort` over the
 /// node's device list does for each container in turn: ties keep the order the previous
-/// container's sort left (Go's sort is an insertion sort, so stable, for up to 12 devices).
-/// Fit tries the devices from the end.
+/// container's sort left up to 12 devices (an insertion sort), and beyond land where Go's
+/// pattern-defeating quicksort leaves them ([`go_sort`]). Fit tries the devices from the end.
 pub fn sort_devices(
     order: &mut [usize],
     node: &GpuNode,
@@ -70,29 +72,32 @@ pub fn sort_devices(
     let key = |i: usize| (scores[i], node.hot[i].numa);
     if let Some(chain) = policy.chain_keys(numa_bind) {
         // The chain ends with the registered `index` field as HAMi's deterministic tiebreak.
-        order.sort_by(|&a, &b| {
+        go_sort::sort(order, |a, b| {
             chain
                 .iter()
                 .fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b))))
                 .then(node.devices[a].index.cmp(&node.devices[b].index))
+                .is_lt()
         });
         return;
     }
     if policy.text == "mutex" {
-        order.sort_by(|&a, &b| usage[b].used.cmp(&usage[a].used).then(key(a).1.cmp(&key(b).1)));
+        go_sort::sort(order, |a, b| usage[b].used.cmp(&usage[a].used).then(key(a).1.cmp(&key(b).1)).is_lt());
         return;
     }
     let binpack = policy.text == "binpack";
     let keys: [SortKey; 2] = match (numa_bind, binpack) {
         (true, true) => {
-            order.sort_by(|&a, &b| key(b).1.cmp(&key(a).1).then(key(a).0.total_cmp(&key(b).0)));
+            go_sort::sort(order, |a, b| key(b).1.cmp(&key(a).1).then(key(a).0.total_cmp(&key(b).0)).is_lt());
             return;
         }
         (true, false) => [SortKey::NumaAscending, SortKey::ScoreDescending],
         (false, true) => [SortKey::ScoreAscending, SortKey::NumaAscending],
         (false, false) => [SortKey::ScoreDescending, SortKey::NumaAscending],
     };
-    order.sort_by(|&a, &b| keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))));
+    go_sort::sort(order, |a, b| {
+        keys.iter().fold(Ordering::Equal, |acc, k| acc.then_with(|| by_key(*k, key(a), key(b)))).is_lt()
+    });
 }
 
 #[cfg(test)]
