@@ -204,7 +204,7 @@ def test_a_crashing_handler_is_500_without_traceback_or_the_protocol_error(exten
     assert b"Traceback" not in data and b"secret" not in data
 
     class Broken:
-        decide = admit = staticmethod(boom)
+        decide = review = staticmethod(boom)
 
     e_port, e_app = extender
     monkeypatch.setattr(e_app.scheduler, "cluster", Broken())
@@ -214,6 +214,31 @@ def test_a_crashing_handler_is_500_without_traceback_or_the_protocol_error(exten
     status, _, data = request(e_port, "POST", "/webhook", b"{}")
     review = orjson.loads(data)["response"]
     assert status == 200 and review["allowed"] is False and review["status"]["code"] == 400
+
+
+def admission(pod: dict) -> bytes:
+    return orjson.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u1", "object": pod}}
+    )
+
+
+def test_webhook_verdict_comes_typed_from_the_engine(extender):
+    """The binding says whether it admitted (no byte search in the answer); the metric follows it."""
+    port, app = extender
+    privileged = gpu_pod("priv", gpu=1)
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    cases = [(gpu_pod("w1", gpu=1), True), (privileged, False), ({"kind": "Pod"}, False)]
+    for pod, allowed in cases:
+        answer, verdict = app.scheduler.cluster.review(admission(pod))
+        assert verdict is allowed and orjson.loads(answer)["response"]["allowed"] is allowed
+        assert answer == app.scheduler.cluster.admit(admission(pod))
+    assert app.scheduler.cluster.review(b"{nope")[1] is False
+    counter = app.scheduler.metrics.webhook_results
+    before = {r: counter.labels(r)._value.get() for r in ("allowed", "denied")}
+    for pod, _ in cases:
+        assert request(port, "POST", "/webhook", admission(pod))[0] == 200
+    after = {r: counter.labels(r)._value.get() for r in ("allowed", "denied")}
+    assert (after["allowed"] - before["allowed"], after["denied"] - before["denied"]) == (1, 2)
 
 
 # -- the mapping itself, on a router of its own ---------------------------------------------------

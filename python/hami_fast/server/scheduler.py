@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast._native import Cluster, EngineError, FilterDecision, parse_binding_args
 from hami_fast.config import Config
 from hami_fast.kube.errors import NotFound
@@ -228,9 +229,7 @@ class Scheduler:
             self.locker.acquire(node, namespace, name)
             locked = True
             patch = {
-                "metadata": {
-                    "annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}
-                }
+                "metadata": {"annotations": {keys.BIND_PHASE: "allocating", keys.BIND_TIME: str(int(time.time()))}}
             }
             self.writer.patch_pod(namespace, name, orjson.dumps(patch))
             self.writer.bind(namespace, name, uid, node)
@@ -265,7 +264,6 @@ class Scheduler:
 
     def admit(self, body: bytes) -> bytes:
         with self.metrics.time("webhook"):
-            answer = self.cluster.admit(body)
-            allowed = b'"allowed":true' in answer
+            answer, allowed = self.cluster.review(body)
             self.metrics.webhook_results.labels("allowed" if allowed else "denied").inc()
             return answer
