@@ -10,8 +10,6 @@ from typing import Any
 
 import orjson
 
-from hami_fast import annotations as keys
-
 GPU_MODELS = [
     ("NVIDIA A100-SXM4-80GB", 81920, 8),
     ("NVIDIA-Tesla V100-PCIE-32GB", 32768, 4),
@@ -42,7 +40,7 @@ def demo_node(i: int, rng: random.Random) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "labels": {"gpu": "on"},
-            "annotations": {keys.NODE_REGISTER: orjson.dumps(devices).decode()},
+            "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()},
         },
         "status": {"allocatable": {"nvidia.com/gpu": str(gpus * 10), "cpu": "96", "memory": "768Gi"}},
     }
