@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from hami_fast.server.app import App
+from hami_fast.server.router import JSON, Router, error_body
 
 
-def asgi(app: App) -> Any:
+def asgi(app: Router) -> Any:
     async def handle(scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
@@ -19,19 +18,9 @@ def asgi(app: App) -> Any:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        if route is None or route[1] is None:
-            status, answer = (404, b"") if route is None else (200, b"ok")
-        else:
-            _, handler, _, inline = route
-            status = 200
-            answer = (
-                handler(body)
-                if inline
-                else await asyncio.get_running_loop().run_in_executor(app.executor, handler, body)
-            )
-        await send(
-            {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
-        )
+        reply = (404, error_body("no route")) if route is None else await app.call(route, body)
+        status, answer, kind = (200, reply, JSON) if type(reply) is bytes else (*reply, JSON)[:3]
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", kind.encode())]})
         await send({"type": "http.response.body", "body": answer})
 
     return handle

@@ -4,6 +4,10 @@ from typing import final
 
 __version__: str
 
+#: Every HAMi annotation key the engine reads or writes, by its Rust constant's name
+#: (``rust/hami-core/src/annotations.rs``); ``hami_fast.annotations`` names them for Python.
+ANNOTATIONS: dict[str, str]
+
 class EngineError(ValueError):
     """Bad input: the message names the object and the field.
 
@@ -99,6 +103,8 @@ class Cluster:
         (``{"node", "count"}``) and ``blocking`` (which of memory, cores, slots, gpus nothing offers), JSON."""
     def admit(self, review: bytes) -> bytes:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
+    def review(self, review: bytes) -> tuple[bytes, bool]:
+        """:meth:`admit` with the verdict: ``(AdmissionReview bytes, allowed)``."""
     def usage(self) -> bytes:
         """Per-node, per-device usage as JSON (for metrics, the REST API and tests)."""
     def accounting(self) -> bytes:

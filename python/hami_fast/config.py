@@ -16,6 +16,21 @@ from typing import Any
 import orjson
 import yaml
 
+TRUE = frozenset({"1", "t", "true", "y", "yes", "on"})
+FALSE = frozenset({"0", "f", "false", "n", "no", "off", ""})
+
+
+def parse_bool(text: str, name: str = "") -> bool:
+    """One boolean parser for flags, environment and Helm values: Go's strconv.ParseBool spellings
+    (1/0, t/f, true/false in any case) plus yes/no, y/n and on/off as YAML and shell users write
+    them; empty is false (a variable set to nothing). ValueError names the setting otherwise."""
+    lowered = text.strip().lower()
+    if lowered in TRUE:
+        return True
+    if lowered in FALSE:
+        return False
+    raise ValueError(f"{name + ': ' if name else ''}{text!r} is not a boolean (true/false, 1/0, yes/no, on/off)")
+
 
 def parse_duration(text: str) -> float:
     """Go-style durations: `5m`, `28s`, `1m30s`, `500ms`, or plain seconds."""
@@ -217,11 +232,7 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
     if f.type in ("bool", bool):
         if isinstance(value, bool):
             return value
-        if str(value).lower() in ("1", "true", "yes", "on"):
-            return True
-        if str(value).lower() in ("0", "false", "no", "off", ""):
-            return False
-        raise ValueError(f"{f.name}: {value!r} is not a boolean")
+        return parse_bool(str(value), f.name)
     if f.type in ("int", int):
         return int(value)
     if f.type in ("float", float):

@@ -14,12 +14,13 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast._native import Cluster
 from hami_fast.demo.cluster import KINDS, pod_kind
 from hami_fast.demo.driver import Outcome
 from hami_fast.explain import failures_by_reason, render_headroom
 
-ALLOCATED = "hami.io/vgpu-devices-allocated"
+ALLOCATED = keys.ALLOCATED
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

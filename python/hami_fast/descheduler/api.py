@@ -3,8 +3,6 @@ plus the pinning webhook on POST /webhook. Read-only apart from the webhook's pl
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -16,12 +14,8 @@ import orjson
 from hami_fast import _native
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.webhook import Pinner
-from hami_fast.kube.client import ApiError, KubeClient
-
-log = logging.getLogger("hami_fast.descheduler.api")
-
-JSON_HEADERS = [("content-type", "application/json")]
-MAX_BODY = 4 * 1024 * 1024
+from hami_fast.kube.client import KubeClient
+from hami_fast.server.router import HttpError, Route, Router, json_body
 
 
 class Source:
@@ -132,77 +126,47 @@ def placements(source: Source) -> dict[str, Any]:
     return {"items": items, "allocations": allocations}
 
 
-class ApiApp:
+VALIDATE_SHAPE = '{"pod": "ns/name", "nodeName": .., "gpuDevices": [..]}'
+OK = b'{"status": "ok"}'
+
+
+class ApiApp(Router):
     def __init__(
         self, source: Source, pinner: Pinner | None, leading: Callable[[], bool], executor: ThreadPoolExecutor
     ) -> None:
-        self.source, self.pinner, self.leading, self.executor = source, pinner, leading, executor
-        self.routes: dict[str, tuple[str, Callable[[bytes], tuple[int, bytes]]]] = {
-            "/api/v1/cluster-info": ("GET", lambda _: (200, orjson.dumps(cluster_info(self.source, self.leading())))),
-            "/api/v1/placements": ("GET", lambda _: (200, orjson.dumps(placements(self.source)))),
-            "/api/v1/fragmentation": (
-                "GET",
-                lambda _: (200, _native.fragmentation(self.source.inputs(), self.source.config)),
-            ),
-            "/api/v1/plan": ("POST", self.plan),
-            "/api/v1/placements/validate": ("POST", self.validate),
-            "/webhook": ("POST", self.webhook),
-            "/healthz": ("GET", lambda _: (200, b'{"status": "ok"}')),
-            "/readyz": ("GET", lambda _: (200, b'{"status": "ok"}')),
-        }
+        self.source, self.pinner, self.leading = source, pinner, leading
+        super().__init__(
+            [
+                Route("GET", "/api/v1/cluster-info", lambda _: orjson.dumps(cluster_info(self.source, self.leading()))),
+                Route("GET", "/api/v1/placements", lambda _: orjson.dumps(placements(self.source))),
+                Route("GET", "/api/v1/fragmentation", self.fragmentation),
+                Route("POST", "/api/v1/plan", self.plan),
+                Route("POST", "/api/v1/placements/validate", self.validate),
+                Route("POST", "/webhook", self.webhook),
+                Route("GET", "/healthz", lambda _: OK, "inline"),
+                Route("GET", "/readyz", lambda _: OK, "inline"),
+            ],
+            executor,
+            name="descheduler",
+        )
 
-    def plan(self, body: bytes) -> tuple[int, bytes]:
-        options = body.strip() or b"{}"
-        try:
-            orjson.loads(options)
-        except orjson.JSONDecodeError as exc:
-            return 400, orjson.dumps({"error": f"request body: not JSON: {exc}"})
-        return 200, _native.plan(self.source.inputs(), options, self.source.config)
+    def fragmentation(self, _: bytes) -> bytes:
+        return _native.fragmentation(self.source.inputs(), self.source.config)
 
-    def validate(self, body: bytes) -> tuple[int, bytes]:
+    def plan(self, body: bytes) -> bytes:
+        json_body(body)
+        return _native.plan(self.source.inputs(), body.strip() or b"{}", self.source.config)
+
+    def validate(self, body: bytes) -> bytes:
         """Dry-fit a placement target: `{"pod": "ns/name", "nodeName": .., "gpuDevices": [..]}`."""
+        req = json_body(body)
         try:
-            req = orjson.loads(body or b"{}")
             pod, node, gpus = str(req.get("pod", "")), str(req["nodeName"]), [str(g) for g in req["gpuDevices"]]
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            return 400, orjson.dumps({"error": f'want {{"pod": "ns/name", "nodeName": .., "gpuDevices": [..]}}: {exc}'})
-        return 200, _native.validate_target(self.source.inputs(), pod, node, gpus, self.source.config)
+        except KeyError as exc:
+            raise HttpError(400, f"request body: field {exc} is required; want {VALIDATE_SHAPE}") from None
+        except (TypeError, AttributeError) as exc:
+            raise HttpError(400, f"request body: want {VALIDATE_SHAPE}: {exc}") from None
+        return _native.validate_target(self.source.inputs(), pod, node, gpus, self.source.config)
 
-    def webhook(self, body: bytes) -> tuple[int, bytes]:
-        pinner = self.pinner or Pinner(None)
-        return 200, pinner.admit(body)
-
-    def __rsgi_init__(self, loop: Any) -> None:
-        pass
-
-    def __rsgi_del__(self, loop: Any) -> None:
-        pass
-
-    async def __rsgi__(self, scope: Any, protocol: Any) -> None:
-        if scope.proto != "http":
-            return
-        route = self.routes.get(scope.path)
-        if route is None:
-            protocol.response_bytes(404, JSON_HEADERS, b'{"error": "not found"}')
-            return
-        method, handler = route
-        if scope.method != method:
-            protocol.response_bytes(
-                405, [("content-type", "text/plain"), ("allow", method)], b"405 method not allowed\n"
-            )
-            return
-        chunks, size = [], 0
-        async for chunk in protocol:
-            size += len(chunk)
-            if size > MAX_BODY:
-                protocol.response_bytes(413, JSON_HEADERS, b'{"error": "request body too large"}')
-                return
-            chunks.append(chunk)
-        try:
-            status, answer = await asyncio.get_running_loop().run_in_executor(self.executor, handler, b"".join(chunks))
-        except (ApiError, _native.EngineError, ValueError) as exc:
-            status, answer = 502 if isinstance(exc, ApiError) else 400, orjson.dumps({"error": str(exc)})
-        except Exception as exc:
-            log.exception("handler failed", extra={"path": scope.path})
-            status, answer = 500, orjson.dumps({"error": f"internal error: {exc}"})
-        protocol.response_bytes(status, JSON_HEADERS, answer)
+    def webhook(self, body: bytes) -> bytes:
+        return (self.pinner or Pinner(None)).admit(body)

@@ -15,7 +15,7 @@ from typing import Any
 from granian.constants import Interfaces
 from granian.server.embed import Server
 
-from hami_fast.config import parse_duration
+from hami_fast.config import parse_bool, parse_duration
 from hami_fast.server import logs
 from hami_fast.server.listen import ListenError, start_listening
 
@@ -31,11 +31,10 @@ def duration(value: str) -> float:
 
 
 def flag(value: str) -> bool:
-    if value.lower() in ("1", "t", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "f", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean {value!r}")
+    try:
+        return parse_bool(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast.kube import times
 from hami_fast.kube.client import KubeClient, path_of
 from hami_fast.kube.errors import NotFound, TooManyRequests
@@ -14,11 +15,12 @@ GROUP = "scheduling.hami.placement.com"
 VERSION = "v1"
 PLURAL = "hamipodplacements"
 SCHEDULER_NAME = "hami-scheduler"
-STAMP_NAME = "placement.hami.io/name"
-STAMP_REQ_ID = "placement.hami.io/req-id"
-STAMP_TARGET = "placement.hami.io/target"
-USE_UUID = "nvidia.com/use-gpuuuid"
-ALLOCATED = "hami.io/vgpu-devices-allocated"
+# Annotation keys by the names the controller and the webhook use (the keys live in hami_fast.annotations).
+STAMP_NAME = keys.PLACEMENT_NAME
+STAMP_REQ_ID = keys.PLACEMENT_REQ_ID
+STAMP_TARGET = keys.PLACEMENT_TARGET
+USE_UUID = keys.USE_GPU_UUID
+ALLOCATED = keys.ALLOCATED
 
 
 now_rfc3339 = times.now  # status stamps (metav1.Time); kept for the controller and the webhook

@@ -10,11 +10,12 @@ import threading
 import time
 from typing import Protocol
 
+from hami_fast import annotations as keys
 from hami_fast._native import EngineError, format_node_lock, parse_node_lock
 from hami_fast.kube import times
 from hami_fast.kube.errors import Conflict
 
-LOCK_KEY = "hami.io/mutex.lock"
+LOCK_KEY = keys.NODE_LOCK
 
 
 class LockContention(Exception):

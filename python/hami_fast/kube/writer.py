@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast._native import Cluster
 from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of, pod_path
 from hami_fast.kube.errors import Conflict, NotFound
@@ -226,7 +227,7 @@ class MemoryWriter:
                 )
             pod.setdefault("spec", {})["nodeName"] = node
             pod.setdefault("status", {})["phase"] = "Running"
-            merge(pod, {"metadata": {"annotations": {"hami.io/bind-phase": "success"}}})
+            merge(pod, {"metadata": {"annotations": {keys.BIND_PHASE: "success"}}})
             annotations = self.nodes[node]["metadata"].get("annotations") or {}
             if str(annotations.get(LOCK_KEY, "")).endswith(f",{namespace},{name}"):
                 self.write_lock(node, None, str(self.versions.get(node, 0)))

@@ -7,10 +7,11 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast.explain import decide, render_with_headroom
 from hami_fast.kubectl.live import Snapshot
 
-ALLOCATED_NODE = "hami.io/vgpu-node"
+ALLOCATED_NODE = keys.VGPU_NODE
 
 
 def header(pod: dict[str, Any]) -> str:

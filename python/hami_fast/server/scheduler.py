@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast._native import Cluster, EngineError, FilterDecision, parse_binding_args
 from hami_fast.config import Config
 from hami_fast.kube.errors import NotFound
@@ -24,8 +25,6 @@ from hami_fast.server.metrics import Metrics
 log = logging.getLogger("hami_fast.scheduler")
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-VGPU_NODE = "hami.io/vgpu-node"
-ALLOCATED = "hami.io/vgpu-devices-allocated"
 # Filter answers kept for their Bind; kube-scheduler binds within seconds of Filter, or filters again.
 ALLOCATION_TTL = 600.0
 MAX_ALLOCATIONS = 200_000
@@ -71,7 +70,7 @@ def with_bind_phase(patch: bytes | None, now: int) -> bytes:
     """Bind's `bind-phase: allocating` patch, with Filter's annotations in the same write when given."""
     merged = orjson.loads(patch) if patch else {}
     meta = merged.setdefault("metadata", {})
-    meta.setdefault("annotations", {}).update({"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(now)})
+    meta.setdefault("annotations", {}).update({keys.BIND_PHASE: "allocating", keys.BIND_TIME: str(now)})
     return orjson.dumps(merged)
 
 
@@ -326,10 +325,10 @@ class Scheduler:
             pod = self.writer.get_pod(namespace, name)
             meta = pod.get("metadata") or {}
             annotations = meta.get("annotations") or {}
-            if annotations.get(VGPU_NODE) != node or not annotations.get(ALLOCATED):
+            if annotations.get(keys.VGPU_NODE) != node or not annotations.get(keys.ALLOCATED):
                 raise NoAllocation(
                     f"pod {namespace}/{name}: hami-fast holds no allocation for it on node {node} and the pod "
-                    f"has no {VGPU_NODE}/{ALLOCATED} annotations for that node (filtered before a restart?): "
+                    f"has no {keys.VGPU_NODE}/{keys.ALLOCATED} annotations for that node (filtered before a restart?): "
                     "not binding it without one; it will be scheduled again"
                 )
             pod_group = bool((meta.get("labels") or {}).get(POD_GROUP_LABEL))
@@ -355,7 +354,6 @@ class Scheduler:
 
     def admit(self, body: bytes) -> bytes:
         with self.metrics.time("webhook"):
-            answer = self.cluster.admit(body)
-            allowed = b'"allowed":true' in answer
+            answer, allowed = self.cluster.review(body)
             self.metrics.webhook_results.labels("allowed" if allowed else "denied").inc()
             return answer

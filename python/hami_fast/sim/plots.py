@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hami_fast import annotations as keys
+
 COLORS = {
     "random": "#9e9e9e",
     "dotprod": "#8c564b",
@@ -199,7 +201,7 @@ def idle_breakdown(snapshot: dict[str, Any]) -> dict[str, float]:
         node = p["spec"].get("nodeName")
         cpu = sum(_quantity(c["resources"]["requests"]["cpu"]) for c in p["spec"]["containers"])
         cpu_used[node] = cpu_used.get(node, 0) + cpu
-        allocated = p["metadata"].get("annotations", {}).get("hami.io/vgpu-devices-allocated")
+        allocated = p["metadata"].get("annotations", {}).get(keys.ALLOCATED)
         if allocated:
             min_gpu_pod_cpu = cpu if min_gpu_pod_cpu is None else min(min_gpu_pod_cpu, cpu)
             for dev in allocated.split(";")[0].split(":"):
@@ -212,7 +214,7 @@ def idle_breakdown(snapshot: dict[str, Any]) -> dict[str, float]:
     for name, n in nodes.items():
         import json as _json
 
-        devices = _json.loads(n["metadata"]["annotations"]["hami.io/node-nvidia-register"])
+        devices = _json.loads(n["metadata"]["annotations"][keys.NODE_REGISTER])
         cpu_left = _quantity(n["status"]["allocatable"]["cpu"]) - cpu_used.get(name, 0)
         starved = "no CPU left" if cpu_left < (min_gpu_pod_cpu or 0) else "CPU left"
         for d in devices:

@@ -31,3 +31,29 @@ pub const WEIGHTS_KEY: &str = "hami.io/device-scoring-weights";
 pub const DESCHEDULER_SKIP_KEY: &str = "hami.io/descheduler-skip";
 /// sig-descheduler's opt-out, honoured as well.
 pub const PREFER_NO_EVICTION_KEY: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
+
+/// Every key above by its constant's name (exported to Python as `hami_fast._native.ANNOTATIONS`).
+pub const ALL: &[(&str, &str)] = &[
+    ("REGISTER_KEY", REGISTER_KEY),
+    ("PAIR_SCORE_KEY", PAIR_SCORE_KEY),
+    ("DEVICE_CORDON_KEY", DEVICE_CORDON_KEY),
+    ("NODE_LOCK_KEY", NODE_LOCK_KEY),
+    ("NODE_HANDSHAKE_KEY", NODE_HANDSHAKE_KEY),
+    ("VGPU_NODE_KEY", VGPU_NODE_KEY),
+    ("VGPU_TIME_KEY", VGPU_TIME_KEY),
+    ("TO_ALLOCATE_KEY", TO_ALLOCATE_KEY),
+    ("ALLOCATED_KEY", ALLOCATED_KEY),
+    ("BIND_PHASE_KEY", BIND_PHASE_KEY),
+    ("BIND_TIME_KEY", BIND_TIME_KEY),
+    ("USE_TYPE_KEY", USE_TYPE_KEY),
+    ("NOUSE_TYPE_KEY", NOUSE_TYPE_KEY),
+    ("USE_UUID_KEY", USE_UUID_KEY),
+    ("NOUSE_UUID_KEY", NOUSE_UUID_KEY),
+    ("NUMA_BIND_KEY", NUMA_BIND_KEY),
+    ("VGPU_MODE_KEY", VGPU_MODE_KEY),
+    ("NODE_POLICY_KEY", NODE_POLICY_KEY),
+    ("GPU_POLICY_KEY", GPU_POLICY_KEY),
+    ("WEIGHTS_KEY", WEIGHTS_KEY),
+    ("DESCHEDULER_SKIP_KEY", DESCHEDULER_SKIP_KEY),
+    ("PREFER_NO_EVICTION_KEY", PREFER_NO_EVICTION_KEY),
+];

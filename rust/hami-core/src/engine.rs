@@ -43,6 +43,11 @@ impl Engine {
         crate::webhook::admit(&self.state, body)
     }
 
+    /// `/webhook` with the verdict: the AdmissionReview bytes and whether they admit the pod.
+    pub fn review(&self, body: &[u8]) -> crate::webhook::Admission {
+        crate::webhook::review(&self.state, body)
+    }
+
     /// The defragmentation plan of Kubernetes objects under this engine's configuration (JSON out).
     pub fn plan(&self, inputs: &[&[u8]], options: &[u8]) -> Result<Vec<u8>> {
         crate::plan::plan_bytes(inputs, options, &self.state.config)

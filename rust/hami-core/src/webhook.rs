@@ -27,8 +27,20 @@ struct ReviewRequest<'a> {
     object: Option<&'a RawValue>,
 }
 
+/// A webhook answer: the AdmissionReview bytes and whether they admit the pod (for metrics, without
+/// looking into the bytes).
+pub struct Admission {
+    pub response: Vec<u8>,
+    pub allowed: bool,
+}
+
 /// `/webhook`: AdmissionReview (v1 or v1beta1) in, AdmissionReview out in the same version.
 pub fn admit(state: &ClusterState, body: &[u8]) -> Vec<u8> {
+    review(state, body).response
+}
+
+/// [`admit`] with the verdict alongside the bytes.
+pub fn review(state: &ClusterState, body: &[u8]) -> Admission {
     let (version, uid, verdict) = match serde_json::from_slice::<Review>(body) {
         Err(e) => (None, String::new(), Verdict::Fail(400, format!("decode AdmissionReview: {e}"))),
         Ok(Review { api_version, request: None }) => {
@@ -39,6 +51,7 @@ pub fn admit(state: &ClusterState, body: &[u8]) -> Vec<u8> {
             (api_version, req.uid, verdict)
         }
     };
+    let allowed = matches!(verdict, Verdict::Allow(_) | Verdict::Patch(_));
     let response = match verdict {
         Verdict::Allow(message) => {
             json!({"uid": uid, "allowed": true, "status": {"code": 200, "message": message.unwrap_or_default()}})
@@ -57,8 +70,9 @@ pub fn admit(state: &ClusterState, body: &[u8]) -> Vec<u8> {
     };
     let version =
         version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or_else(|| "admission.k8s.io/v1".into());
-    serde_json::to_vec(&json!({"apiVersion": version, "kind": "AdmissionReview", "response": response}))
-        .unwrap_or_default()
+    let response = serde_json::to_vec(&json!({"apiVersion": version, "kind": "AdmissionReview", "response": response}))
+        .unwrap_or_default();
+    Admission { response, allowed }
 }
 
 fn review_pod(state: &ClusterState, req: &ReviewRequest) -> Verdict {

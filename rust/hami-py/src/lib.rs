@@ -150,6 +150,12 @@ impl Cluster {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// `admit` with the verdict: `(AdmissionReview bytes, allowed)`.
+    fn review<'py>(&self, py: Python<'py>, review: &[u8]) -> PyResult<(Bound<'py, PyBytes>, bool)> {
+        let out = run(py, || Ok(self.lock().review(review)))?;
+        Ok((PyBytes::new(py, &out.response), out.allowed))
+    }
+
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().state.usage_json()))?;
         Ok(PyBytes::new(py, &out))
@@ -490,6 +496,11 @@ fn replay_snapshot<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EngineError", m.py().get_type::<EngineError>())?;
+    let keys = pyo3::types::PyDict::new(m.py());
+    for (name, key) in hami_core::annotations::ALL {
+        keys.set_item(name, key)?;
+    }
+    m.add("ANNOTATIONS", keys)?;
     m.add_class::<Cluster>()?;
     m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
