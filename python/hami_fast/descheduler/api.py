@@ -21,6 +21,7 @@ from hami_fast.kube.client import ApiError, KubeClient
 log = logging.getLogger("hami_fast.descheduler.api")
 
 JSON_HEADERS = [("content-type", "application/json")]
+HEADERS_BY_PATH = {"/metrics": [("content-type", "text/plain; version=0.0.4; charset=utf-8")]}  # Prometheus text
 MAX_BODY = 4 * 1024 * 1024
 
 
@@ -205,4 +206,4 @@ class ApiApp:
         except Exception as exc:
             log.exception("handler failed", extra={"path": scope.path})
             status, answer = 500, orjson.dumps({"error": f"internal error: {exc}"})
-        protocol.response_bytes(status, JSON_HEADERS, answer)
+        protocol.response_bytes(status, HEADERS_BY_PATH.get(scope.path, JSON_HEADERS), answer)
