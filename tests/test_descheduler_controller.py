@@ -505,3 +505,37 @@ def test_work_queue_dedupes_and_delays():
     assert q.get(1.0) == "b"
     assert 0.08 <= time.monotonic() - start < 0.5
     assert q.get(0.2) is None, "one wake-up per key"
+
+
+def test_object_store_follows_the_reflector_contract():
+    import orjson
+
+    heard: list[tuple[str, str | None, str | None]] = []
+    store = ObjectStore("HamiPodPlacement")
+    phase = lambda o: ((o or {}).get("status") or {}).get("phase")  # noqa: E731
+    store.listeners.append(lambda key, old, new: heard.append((key, phase(old), phase(new))))
+
+    def obj(name: str, rv: str, ph: str) -> dict:
+        return {"metadata": {"name": name, "namespace": NS, "resourceVersion": rv}, "status": {"phase": ph}}
+
+    page = {"metadata": {"resourceVersion": "5", "continue": "tok"}, "items": [obj("a", "3", "Pending"), {}]}
+    version, token, keys, errors = store.apply_list_page(orjson.dumps(page))
+    assert (version, token, keys) == ("5", "tok", [f"{NS}/a"]) and len(errors) == 1
+    event = orjson.dumps({"type": "MODIFIED", "object": obj("a", "7", "DeletingOldPod")})
+    assert store.apply_watch_event(event) == ("MODIFIED", "7", f"{NS}/a", 0, None)
+    store.put(obj("a", "6", "Pending"))  # a write's answer older than what the watch brought: kept out
+    assert phase(store.get(f"{NS}/a")) == "DeletingOldPod"
+    assert store.apply_watch_event(orjson.dumps({"type": "MODIFIED", "object": obj("a", "7", "x")}))[2] == f"{NS}/a"
+    assert phase(store.get(f"{NS}/a")) == "DeletingOldPod", "same resourceVersion: no change, no event"
+    bookmark = orjson.dumps({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}})
+    assert store.apply_watch_event(bookmark) == ("BOOKMARK", "9", "", 0, None)
+    gone = orjson.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+    assert store.apply_watch_event(gone)[0::3] == ("ERROR", 410)
+    with pytest.raises(ValueError):
+        store.apply_watch_event(b"{not json")
+    assert store.retain("HamiPodPlacement", []) == 1 and len(store) == 0
+    assert heard == [
+        (f"{NS}/a", None, "Pending"),
+        (f"{NS}/a", "Pending", "DeletingOldPod"),
+        (f"{NS}/a", "DeletingOldPod", None),
+    ]

@@ -36,6 +36,13 @@ def _version(obj: Object | None) -> str:
     return ((obj or {}).get("metadata") or {}).get("resourceVersion") or ""
 
 
+def _older(candidate: Object, current: Object | None) -> bool:
+    """True when `candidate` is known to be older than what is stored. Resource versions are
+    opaque, but kube-apiserver's (etcd revisions) are integers: compare those, trust the rest."""
+    a, b = _version(candidate), _version(current)
+    return a.isdigit() and b.isdigit() and int(a) < int(b)
+
+
 class ObjectStore:
     def __init__(
         self,
@@ -61,6 +68,12 @@ class ObjectStore:
     def items(self) -> list[Object]:
         with self._changed:
             objects = list(self._objects.values())
+        return copy.deepcopy(objects)
+
+    def select(self, predicate: Callable[[Object], bool]) -> list[Object]:
+        """Copies of the objects `predicate` accepts (it sees the stored object: it must not change it)."""
+        with self._changed:
+            objects = [obj for obj in self._objects.values() if predicate(obj)]
         return copy.deepcopy(objects)
 
     def keys(self) -> list[str]:
@@ -93,12 +106,13 @@ class ObjectStore:
     # -- writes ----------------------------------------------------------------------------------
 
     def put(self, obj: Object) -> None:
-        """Store what a write returned, so the next read does not wait for the watch to echo it."""
+        """Store what a write returned, so the next read does not wait for the watch to echo it
+        (unless the watch already brought something newer)."""
         key = key_of(obj)
         if key:
-            self._apply([(key, self.trim(obj))])
+            self._apply([(key, self.trim(obj))], keep_newer=True)
 
-    def _apply(self, changes: Iterable[tuple[str, Object | None]]) -> None:
+    def _apply(self, changes: Iterable[tuple[str, Object | None]], keep_newer: bool = False) -> None:
         heard: list[tuple[str, Object | None, Object | None]] = []
         with self._changed:
             for key, obj in changes:
@@ -108,6 +122,8 @@ class ObjectStore:
                         continue
                     del self._objects[key]
                 elif old is not None and _version(old) == _version(obj) and _version(obj):
+                    continue
+                elif keep_newer and _older(obj, old):
                     continue
                 else:
                     self._objects[key] = obj

@@ -187,9 +187,11 @@ class Controller:
             self.queue.add(key)
 
     def queue_waiting(self) -> None:
-        for p in self.placements.store.items():
-            if (p.get("status") or {}).get("phase") == s.PENDING and (p.get("spec") or {}).get("evictPod"):
-                self.queue.add(self._key(p))
+        waiting = self.placements.store.select(
+            lambda p: (p.get("status") or {}).get("phase") == s.PENDING and bool((p.get("spec") or {}).get("evictPod"))
+        )
+        for p in waiting:
+            self.queue.add(self._key(p))
 
     def start_informers(self) -> None:
         self.placements.start()
@@ -353,7 +355,7 @@ class Controller:
             self.queue.add_after(self._key(placement), left + 1.0)
 
     def in_flight(self) -> list[dict[str, Any]]:
-        return [p for p in self.placements.store.items() if (p.get("status") or {}).get("phase") == s.DELETING]
+        return self.placements.store.select(lambda p: (p.get("status") or {}).get("phase") == s.DELETING)
 
     def pending(self, placement: dict[str, Any]) -> None:
         spec, status = placement.get("spec") or {}, placement.get("status") or {}

@@ -154,16 +154,16 @@ class Pinner:
         if not informer.wait_synced(self.sync_timeout):
             log.warning("placements not synced yet: pod admitted without a pin")
             return []
-        candidates = [
-            p
-            for p in informer.store.items()
-            if p["metadata"].get("namespace") == namespace
-            and (p.get("status") or {}).get("phase") in OPEN_PHASES
-            and not (p.get("status") or {}).get("claimedBy")
-            and (p.get("status") or {}).get("resolvedUUIDs")
-            and labels_match((p.get("spec") or {}).get("podSelector"), labels)
-            and not expired(p, self.ttl)
-        ]
+        candidates = informer.store.select(
+            lambda p: (
+                p["metadata"].get("namespace") == namespace
+                and (p.get("status") or {}).get("phase") in OPEN_PHASES
+                and not (p.get("status") or {}).get("claimedBy")
+                and bool((p.get("status") or {}).get("resolvedUUIDs"))
+                and labels_match((p.get("spec") or {}).get("podSelector"), labels)
+                and not expired(p, self.ttl)
+            )
+        )
         candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
         return candidates
 

@@ -90,6 +90,8 @@ class Reflector(threading.Thread):
             except Gone:
                 log.info("watch expired, re-listing", extra={"kind": self.resource.kind})
             except (ApiError, EngineError, OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
+                if self.stop_event.is_set():
+                    return  # stopping while a watch was open: its connection error is expected
                 self.stats.errors += 1
                 self.stats.last_error = str(exc)
                 log.warning("reflector error: %s", exc, extra={"kind": self.resource.kind})
