@@ -686,6 +686,7 @@ def test_cli_accepts_the_helm_chart_flags():
             "--eviction-timeout=5m",
             "--replacement-timeout=1h30m",
             "--dry-run=false",
+            "--placement-ttl=1h",
         ]
     )
     assert (args.bind, args.webhook_bind, args.cert_file, args.leader_elect, args.lease_name, args.lease_namespace) == (
@@ -697,6 +698,7 @@ def test_cli_accepts_the_helm_chart_flags():
         "ns",
     )
     assert (args.eviction_timeout, args.replacement_timeout, args.dry_run) == (300.0, 5400.0, False)
+    assert args.placement_ttl == 3600.0 and parser.parse_args(["--placement-ttl=0s"]).placement_ttl == 0
     with pytest.raises(SystemExit):
         parser.parse_args(["--eviction-mode=Delete"])
 
