@@ -223,6 +223,37 @@ def test_condition_transition_time_moves_only_when_its_status_flips():
     assert (cond["status"], cond["reason"], cond["observedGeneration"]) == ("True", "Evicted", 2)
 
 
+def test_adding_evict_pod_after_validation_is_validated_before_any_eviction(cluster, client):
+    """The guide's workflow: create without evictPod, check, then add evictPod (a spec change)."""
+    create_placement(cluster, placement("p", "n1", ["gpu-1"]))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    assert status_of(cluster, "p")["observedGeneration"] == 1
+    cluster.custom.patch_namespaced_custom_object(k.GROUP, k.VERSION, NS, k.PLURAL, "p", {"spec": {"evictPod": "busy"}})
+    pinner = make_pinner(client)
+    assert cluster.get("hamipodplacements", "p", NS)["metadata"]["generation"] == 2
+    assert patched(replacement(), pinner.admit(admission(replacement()))) is None, "not pinned before re-validation"
+    c.reconcile_all()
+    st = status_of(cluster, "p")
+    assert st["phase"] == "Failed" and st["message"].startswith("spec.evictPod: pod serving/busy does not match")
+    assert_nothing_evicted(cluster)
+    assert cluster.get("pods", "busy", NS) is not None
+
+
+def test_a_changed_target_is_resolved_again_before_pinning(cluster, client):
+    create_placement(cluster, placement("p", "n1", ["gpu-1"]))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    assert status_of(cluster, "p")["resolvedUUIDs"] == ["GPU-n1-1"]
+    body = {"spec": {"nodeName": "n2", "gpuDevices": ["gpu-0"]}}
+    cluster.custom.patch_namespaced_custom_object(k.GROUP, k.VERSION, NS, k.PLURAL, "p", body)
+    c.reconcile_all()
+    st = status_of(cluster, "p")
+    assert (st["phase"], st["resolvedUUIDs"], st["observedGeneration"]) == ("Pending", ["GPU-n2-0"], 2)
+    new = patched(replacement(), make_pinner(client).admit(admission(replacement())))
+    assert new["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == "GPU-n2-0"
+
+
 # -- every phase the CRD declares ----------------------------------------------------------------
 
 

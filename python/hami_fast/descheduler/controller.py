@@ -239,7 +239,7 @@ class Controller:
         generation = int(placement["metadata"].get("generation") or 1)
         old_phase, new_phase = status.get("phase"), changes.get("phase")
         status.update(changes)
-        status["observedGeneration"] = generation
+        status.setdefault("observedGeneration", generation)
         if condition:
             s.set_condition(status, generation, condition)
         try:
@@ -287,8 +287,8 @@ class Controller:
         phase = (placement.get("status") or {}).get("phase")
         if phase in s.FINAL:
             return
-        if not phase:
-            self.validate(placement)
+        if not phase or (phase == s.PENDING and s.spec_changed(placement)):
+            self.validate(placement)  # new, or its spec changed since validation (e.g. evictPod added)
         elif phase == s.PENDING:
             self.pending(placement)
         elif phase == s.DELETING:
@@ -335,6 +335,7 @@ class Controller:
             message="target validated",
             resolvedUUIDs=result["uuids"],
             validatedAt=k.now_rfc3339(),
+            observedGeneration=int(meta.get("generation") or 1),
         )
 
     def _expire(self, placement: dict[str, Any]) -> None:

@@ -53,6 +53,14 @@ def set_condition(status: dict[str, Any], generation: int, condition: Condition)
     entry.update(status=value, reason=reason, message=message[:4096], observedGeneration=generation)
 
 
+def spec_changed(placement: dict[str, Any]) -> bool:
+    """Unclaimed, and its spec changed since it was validated (`observedGeneration` is the
+    generation whose spec the status describes; the validation writes it)."""
+    status = placement.get("status") or {}
+    generation = int(placement["metadata"].get("generation") or 1)
+    return not status.get("claimedBy") and generation > int(status.get("observedGeneration") or generation)
+
+
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
 

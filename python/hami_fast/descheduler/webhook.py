@@ -145,7 +145,8 @@ class Pinner:
         self.stop.set()
 
     def open_placements(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-        """Validated, unclaimed, unexpired placements in `namespace` whose selector matches, oldest first."""
+        """Validated (for their current spec), unclaimed, unexpired placements in `namespace` whose
+        selector matches, oldest first."""
         from hami_fast.descheduler.controller import expired
 
         informer = self.informer()
@@ -162,6 +163,7 @@ class Pinner:
                 and bool((p.get("status") or {}).get("resolvedUUIDs"))
                 and labels_match((p.get("spec") or {}).get("podSelector"), labels)
                 and not expired(p, self.ttl)
+                and not s.spec_changed(p)  # resolvedUUIDs describe an older spec: wait for the re-validation
             )
         )
         candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
