@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -29,7 +28,9 @@ from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import Informer, pinned_by, placement_informer, pod_informer
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.webhook import labels_match, target_field
-from hami_fast.kube.client import ApiError, KubeClient
+from hami_fast.kube import times
+from hami_fast.kube.client import KubeClient
+from hami_fast.kube.errors import ApiError, Conflict, NotFound
 
 log = logging.getLogger("hami_fast.descheduler.controller")
 
@@ -54,10 +55,8 @@ class Timeouts:
 
 
 def _age(stamp: str | None) -> float:
-    if not stamp:
-        return 0.0
-    then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    return (datetime.now(UTC) - then).total_seconds()
+    """Seconds since a status stamp; a missing or unreadable one counts as just now (never expires)."""
+    return (times.age_seconds(stamp) or 0.0) if stamp else 0.0
 
 
 def controller_owner(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -244,10 +243,8 @@ class Controller:
             s.set_condition(status, generation, condition)
         try:
             written = k.put_status(self.client, placement)
-        except ApiError as exc:
-            if exc.status in (404, 409):  # deleted, or changed under us: the watch brings the new one
-                return None
-            raise
+        except (NotFound, Conflict):  # deleted, or changed under us: the watch brings the new one
+            return None
         self.placements.store.put(written)
         if new_phase and new_phase != old_phase:
             event_type, reason = REASONS[new_phase]

@@ -20,7 +20,8 @@ import orjson
 
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
-from hami_fast.kube.client import ApiError, KubeClient
+from hami_fast.kube.client import KubeClient
+from hami_fast.kube.errors import ApiError, Conflict, NotFound
 
 if TYPE_CHECKING:
     from hami_fast.descheduler.cache import Informer
@@ -182,10 +183,8 @@ class Pinner:
         uuids = (placement.get("status") or {}).get("resolvedUUIDs") or []
         try:
             node = self.client.request("GET", path_of("api", "v1", "nodes", node_name)).json()
-        except ApiError as exc:
-            if exc.status == 404:
-                return f"spec.nodeName: node {node_name} not found"
-            raise
+        except NotFound:
+            return f"spec.nodeName: node {node_name} not found"
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         try:
             devices = {
@@ -254,9 +253,8 @@ class Pinner:
                 written = k.put_status(self.client, placement)
                 self._remember(written)
                 return written
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
+            except Conflict:
+                pass
             meta = placement["metadata"]
             fresh = k.get_placement(self.client, meta["namespace"], meta["name"])
             fresh_status = (fresh or {}).get("status") or {}
