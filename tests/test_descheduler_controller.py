@@ -470,6 +470,31 @@ def test_metrics_count_moves_latency_and_phases(cluster, client):
     assert phases == {"New": 0, "Pending": 1, "DeletingOldPod": 0, "PartiallyCompleted": 0, "Completed": 1, "Failed": 2}
 
 
+def test_eviction_latency_includes_the_disruption_budget_wait(cluster, client):
+    cluster.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "pdb", "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    )
+    create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    c.reconcile_all()  # refused (429)
+    assert conditions(status_of(cluster, "move"))["EvictionRequested"]["reason"] == "DisruptionBudget"
+    time.sleep(0.4)
+    cluster.patch("poddisruptionbudgets", "pdb", {"status": {"disruptionsAllowed": 1}}, NS)
+    c.reconcile_all()
+    st = status_of(cluster, "move")
+    assert st["phase"] == "DeletingOldPod" and conditions(st)["EvictionRequested"]["status"] == "True"
+    got = samples(c.metrics.render())
+    assert got[("hami_fast_descheduler_eviction_duration_seconds_count", ())] == 1
+    assert got[("hami_fast_descheduler_eviction_duration_seconds_sum", ())] >= 0.4
+
+
 def test_placement_gauge_reads_the_cache():
     store = ObjectStore("HamiPodPlacement")
     for i, phase in enumerate(["Pending", "Pending", None, "Weird"]):

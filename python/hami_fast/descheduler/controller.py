@@ -151,7 +151,10 @@ class Controller:
         self.metrics = metrics or DeschedulerMetrics(self.placements.store)
         self.queue = WorkQueue()
         self.next_attempt: dict[str, float] = {}
-        self.first_attempt: dict[str, float] = {}  # uid -> monotonic time of the first eviction attempt
+        # uid -> monotonic time of the first eviction attempt / of the accepted eviction (latency metrics;
+        # after a restart they are derived from the status stamps, to the second)
+        self.first_attempt: dict[str, float] = {}
+        self.evicted: dict[str, float] = {}
         self.leading: Any = lambda: True  # the loop sets its leader check: only the leader counts moves
         self.placements.store.listeners.append(self._placement_changed)
         self.pods.store.listeners.append(self._pod_changed)
@@ -163,6 +166,7 @@ class Controller:
             uid = (old or {}).get("metadata", {}).get("uid", "")
             self.next_attempt.pop(uid, None)
             self.first_attempt.pop(uid, None)
+            self.evicted.pop(uid, None)
             return
         self.queue.add(key)
         was = ((old or {}).get("status") or {}).get("phase")
@@ -419,7 +423,7 @@ class Controller:
         namespace, name = placement["metadata"]["namespace"], spec["evictPod"]
         uid = placement["metadata"].get("uid", "")
         first = status.get("firstEvictionAttempt") or k.now_rfc3339()
-        self.first_attempt.setdefault(uid, time.monotonic() - _age(first))
+        self.first_attempt.setdefault(uid, time.monotonic() - _age(status.get("firstEvictionAttempt")))
         code = k.evict(self.client, namespace, name)
         attempts = int(status.get("evictionAttempts") or 0) + 1
         if code == 429:
@@ -452,7 +456,8 @@ class Controller:
             )
             return
         self.next_attempt.pop(uid, None)
-        self.metrics.eviction_seconds.observe(max(0.0, time.monotonic() - self.first_attempt.pop(uid)))
+        self.evicted[uid] = time.monotonic()
+        self.metrics.eviction_seconds.observe(max(0.0, self.evicted[uid] - self.first_attempt.pop(uid)))
         self.queue.add_after(self._key(placement), self.timeouts.replacement + 1.0)
         self._write(
             placement,
@@ -554,7 +559,9 @@ class Controller:
             consumedAt=status.get("consumedAt") or k.now_rfc3339(),
         )
         if written is not None and evicted_at:
-            self.metrics.move_seconds.observe(max(0.0, _age(evicted_at)))
+            uid = placement["metadata"].get("uid", "")
+            since = self.evicted.pop(uid, None)
+            self.metrics.move_seconds.observe(max(0.0, time.monotonic() - since if since else _age(evicted_at)))
 
 
 class ControllerLoop(threading.Thread):
