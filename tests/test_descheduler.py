@@ -127,6 +127,33 @@ def cluster(kubeapi):
     return kubeapi
 
 
+_PINNERS: list[Pinner] = []
+
+
+def make_pinner(client: KubeClient, **kwargs) -> Pinner:
+    """A pinning webhook with its own placement informer (list, then watch), closed after the test."""
+    pinner = Pinner(client, **kwargs)
+    _PINNERS.append(pinner)
+    return pinner
+
+
+@pytest.fixture(autouse=True)
+def _close_pinners():
+    yield
+    for pinner in _PINNERS:
+        pinner.close()
+    _PINNERS.clear()
+
+
+def sees(pinner: Pinner, name: str, phase: str, timeout: float = 5.0) -> None:
+    """Wait until the pinner's cache has the placement in `phase` (the watch delivers writes)."""
+    informer = pinner.informer()
+    assert informer is not None and informer.wait_synced(timeout)
+    key = f"{NS}/{name}"
+    ok = informer.store.wait_until(lambda st: ((st.get(key) or {}).get("status") or {}).get("phase") == phase, timeout)
+    assert ok, informer.store.get(key)
+
+
 def fast() -> Timeouts:
     return Timeouts(eviction=30, replacement=30, bind=30, backoff_min=0.05, backoff_max=0.1)
 
@@ -273,7 +300,7 @@ def test_full_move_with_restart_mid_eviction(cluster, client):
     assert cluster.count("create", EVICTIONS) == 1
 
     # The ReplicaSet's replacement goes through the pinning webhook.
-    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    new = patched(replacement(), make_pinner(client).admit(admission(replacement())))
     assert new is not None
     ann = new["metadata"]["annotations"]
     assert ann["nvidia.com/use-gpuuuid"] == "GPU-n1-1" and ann[k.STAMP_NAME] == f"{NS}/move"
@@ -295,7 +322,7 @@ def test_full_move_with_restart_mid_eviction(cluster, client):
     reasons = [e["reason"] for e in cluster.events(NS) if e["object"].startswith("HamiPodPlacement/")]
     assert reasons == ["TargetValidated", "Evicted", "Completed"], cluster.events(NS)
     # Later pods with the same labels are not pinned: the placement was consumed once.
-    assert patched(replacement(), Pinner(client).admit(admission(replacement(), uid="r2"))) is None
+    assert patched(replacement(), make_pinner(client).admit(admission(replacement(), uid="r2"))) is None
 
 
 def test_replacement_on_the_wrong_gpu_fails(cluster, client):
@@ -303,7 +330,7 @@ def test_replacement_on_the_wrong_gpu_fails(cluster, client):
     c = Controller(client, fast())
     c.reconcile_all()
     c.reconcile_all()
-    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    new = patched(replacement(), make_pinner(client).admit(admission(replacement())))
     new["metadata"]["name"] = "infer-x"
     cluster.create(new)
     bind(cluster, "infer-x", "n1", "GPU-n1-0")
@@ -368,7 +395,7 @@ def test_placement_consumed_once_under_concurrent_pod_creation(cluster, client):
     Controller(client, fast()).reconcile_all()
     assert status_of(cluster, "pin")["phase"] == "Pending"
     # Two webhook replicas, 12 pods admitted at once.
-    replicas = [Pinner(KubeClient(load_api_client(cluster.kubeconfig), qps=0)) for _ in range(2)]
+    replicas = [make_pinner(KubeClient(load_api_client(cluster.kubeconfig), qps=0)) for _ in range(2)]
     with ThreadPoolExecutor(12) as pool:
         answers = list(pool.map(lambda i: replicas[i % 2].admit(admission(replacement(), uid=f"r{i}")), range(12)))
     pinned = [a for a in answers if "patch" in orjson.loads(a)["response"]]
@@ -378,9 +405,10 @@ def test_placement_consumed_once_under_concurrent_pod_creation(cluster, client):
 
 def test_webhook_ignores_other_schedulers_dry_runs_and_unvalidated(cluster, client):
     create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
-    pinner = Pinner(client)
+    pinner = make_pinner(client)
     assert patched(replacement(), pinner.admit(admission(replacement()))) is None, "not validated yet"
     Controller(client, fast()).reconcile_all()
+    sees(pinner, "pin", "Pending")
     other = replacement()
     other["spec"]["schedulerName"] = "default-scheduler"
     assert patched(other, pinner.admit(admission(other))) is None
@@ -408,7 +436,7 @@ def test_passive_placement_completes_when_the_pinned_pod_binds(cluster, client):
     create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
     c = Controller(client, fast())
     c.reconcile_all()
-    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    new = patched(replacement(), make_pinner(client).admit(admission(replacement())))
     new["metadata"]["name"] = "infer-new"
     cluster.create(new)
     c.reconcile_all()
@@ -541,7 +569,7 @@ class FakeReplicaSetAndScheduler(threading.Thread):
     def __init__(self, kubeapi, client, stop: threading.Event, mem_by_app: dict[str, int]) -> None:
         super().__init__(daemon=True)
         self.mem_by_app = mem_by_app
-        self.kubeapi, self.pinner, self.stop_event = kubeapi, Pinner(client), stop
+        self.kubeapi, self.pinner, self.stop_event = kubeapi, Pinner(client, stop=stop), stop
         self.made = 0
 
     def run(self) -> None:
@@ -633,7 +661,7 @@ def test_status_fields_are_declared_in_the_crd(cluster, client):
     cluster.patch("poddisruptionbudgets", "pdb", {"status": {"disruptionsAllowed": 1}}, NS)
     time.sleep(0.15)
     c.reconcile_all()
-    Pinner(client).admit(admission(replacement()))
+    make_pinner(client).admit(admission(replacement()))
     written |= set(status_of(cluster, "move"))
     assert {"resolvedUUIDs", "claimedBy", "evictedAt", "evictionAttempts"} <= written
     assert written <= declared, written - declared
@@ -658,6 +686,7 @@ def test_cli_accepts_the_helm_chart_flags():
             "--eviction-timeout=5m",
             "--replacement-timeout=1h30m",
             "--dry-run=false",
+            "--placement-ttl=1h",
         ]
     )
     assert (args.bind, args.webhook_bind, args.cert_file, args.leader_elect, args.lease_name, args.lease_namespace) == (
@@ -669,6 +698,7 @@ def test_cli_accepts_the_helm_chart_flags():
         "ns",
     )
     assert (args.eviction_timeout, args.replacement_timeout, args.dry_run) == (300.0, 5400.0, False)
+    assert args.placement_ttl == 3600.0 and parser.parse_args(["--placement-ttl=0s"]).placement_ttl == 0
     with pytest.raises(SystemExit):
         parser.parse_args(["--eviction-mode=Delete"])
 
@@ -679,7 +709,7 @@ def test_webhook_does_not_pin_to_a_target_that_went_bad(cluster, client):
     cluster.patch(
         "nodes", "n1", {"metadata": {"annotations": {"hami.io/node-nvidia-register": register("n1", unhealthy=(1,))}}}
     )
-    assert patched(replacement(), Pinner(client).admit(admission(replacement()))) is None
+    assert patched(replacement(), make_pinner(client).admit(admission(replacement()))) is None
     st = status_of(cluster, "pin")
     assert st["phase"] == "Failed" and "not healthy" in st["message"]
 
@@ -811,11 +841,11 @@ def test_claim_survives_a_conflict_with_the_controllers_own_status_write(cluster
     cluster.fail(
         "PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status", 409, times=1
     )
-    new = patched(replacement(), Pinner(client).admit(admission(replacement())))
+    new = patched(replacement(), make_pinner(client).admit(admission(replacement())))
     assert new is not None and new["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] == "GPU-n1-1"
     writes = cluster.requests(
         "PUT", "/apis/scheduling.hami.placement.com/v1/namespaces/*/hamipodplacements/move/status"
     )
     assert [w.status for w in writes][-2:] == [409, 200]
     assert status_of(cluster, "move")["claimedBy"] is not None
-    assert patched(replacement(), Pinner(client).admit(admission(replacement(), uid="r2"))) is None
+    assert patched(replacement(), make_pinner(client).admit(admission(replacement(), uid="r2"))) is None

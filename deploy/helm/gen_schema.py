@@ -236,6 +236,7 @@ schema = {
                     "eviction": obj(
                         {"mode": {"enum": ["Eviction"]}, "evictionTimeout": DURATION, "replacementTimeout": DURATION}
                     ),
+                    "placementTTL": DURATION,
                     "dryRun": B,
                     "crds": obj({"install": B, "keep": B}),
                     "extraArgs": STRLIST,

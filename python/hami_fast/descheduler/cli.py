@@ -18,6 +18,9 @@ from granian.server.embed import Server
 from hami_fast.config import parse_bool, parse_duration
 from hami_fast.server import logs
 from hami_fast.server.listen import ListenError, start_listening
+from hami_fast.server.router import Route
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"  # the format generate_latest writes
 
 log = logging.getLogger("hami_fast.descheduler")
 
@@ -94,7 +97,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--bind-timeout", type=duration, default=900.0, help="how long the replacement may take to bind (default 15m0s)"
     )
-    p.add_argument("--period", type=duration, default=1.0, help="reconcile period (default 1s)")
+    p.add_argument(
+        "--period",
+        "--resync-period",
+        dest="period",
+        type=duration,
+        default=30.0,
+        help="resync: every placement is reconciled at least this often; watch events act at once (default 30s)",
+    )
+    p.add_argument(
+        "--placement-ttl",
+        type=duration,
+        default=3600.0,
+        help="a Pending placement no pod consumed fails as Expired this long after creation; 0: never (default 1h)",
+    )
     p.add_argument(
         "--max-in-flight",
         type=int,
@@ -134,7 +150,6 @@ class Runtime:
 
             client = KubeClient(load_api_client(args.kubeconfig), args.kube_qps, args.kube_burst)
             source = Source(client=client)
-            pinner = Pinner(client, args.scheduler_name)
             if args.leader_elect:
                 elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
                 self.leading = elector.leading
@@ -146,11 +161,18 @@ class Runtime:
                 replacement=args.replacement_timeout,
                 bind=args.bind_timeout,
                 max_in_flight=args.max_in_flight,
+                ttl=args.placement_ttl,
             )
-            self.controller = Controller(client, timeouts, dry_run=args.dry_run, scheduler_name=args.scheduler_name)
+            self.controller = Controller(
+                client, timeouts, dry_run=args.dry_run, scheduler_name=args.scheduler_name, stop=self.stop
+            )
+            # One placement informer feeds the controller and the webhook (every replica watches; only the leader acts).
+            pinner = Pinner(client, args.scheduler_name, self.controller.placements, ttl=args.placement_ttl)
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
         self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="desched-api")
         self.app = ApiApp(source, pinner, self.leading.is_set, self.executor)
+        if not args.snapshot:
+            self.app.add(Route("GET", "/metrics", lambda _: (200, self.controller.metrics.render(), PROMETHEUS_TEXT)))
 
     def start(self) -> None:
         for t in self.threads:

@@ -1,9 +1,12 @@
 """Pinning webhook: a hami-scheduler pod whose labels match a validated, unclaimed placement gets a
 required node affinity on the target node and `nvidia.com/use-gpuuuid` with the target UUIDs.
 
-A placement is claimed before the patch is returned, by a status write carrying the placement's
-resourceVersion: of several pods created at once (in this process or in other replicas), exactly
-one wins; the others are admitted unchanged.
+Placements are read from memory: an informer lists them once and then watches (re-listing on 410
+Gone, reconnecting with backoff), so an admission makes no LIST. A placement is claimed before the
+patch is returned, by a status write carrying the cached resourceVersion: of several pods created
+at once (in this process or in other replicas), exactly one wins; the others are admitted
+unchanged. A stale cache costs one conflict and one GET, never a second pin. A placement past its
+TTL (Pending, never claimed) no longer pins, whether or not the controller has marked it yet.
 """
 
 from __future__ import annotations
@@ -11,16 +14,31 @@ from __future__ import annotations
 import base64
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from hami_fast.descheduler import kube as k
-from hami_fast.kube.client import ApiError, KubeClient
+from hami_fast.descheduler import status as s
+from hami_fast.kube.client import KubeClient
+from hami_fast.kube.errors import ApiError, Conflict, NotFound
+
+if TYPE_CHECKING:
+    from hami_fast.descheduler.cache import Informer
 
 log = logging.getLogger("hami_fast.descheduler.webhook")
 
-OPEN_PHASES = ("Pending", "DeletingOldPod")
+OPEN_PHASES = s.OPEN
+DEFAULT_TTL = 3600.0
+
+
+def target_field(problem: str) -> str:
+    """The spec field a target problem is about (the engine's messages start with what was wrong)."""
+    if problem.startswith("node "):
+        return "spec.nodeName"
+    if problem.startswith(("GPU ", "gpuDevices")) or " GPU(s) but the placement names " in problem:
+        return "spec.gpuDevices"
+    return "spec.nodeName/spec.gpuDevices"
 
 
 def labels_match(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
@@ -97,9 +115,64 @@ def pin_patch(pod: dict[str, Any], placement: dict[str, Any]) -> list[dict[str, 
 
 
 class Pinner:
-    def __init__(self, client: KubeClient | None, scheduler_name: str = k.SCHEDULER_NAME) -> None:
-        self.client, self.scheduler_name = client, scheduler_name
+    def __init__(
+        self,
+        client: KubeClient | None,
+        scheduler_name: str = k.SCHEDULER_NAME,
+        placements: Informer | None = None,
+        ttl: float = DEFAULT_TTL,
+        stop: threading.Event | None = None,
+        sync_timeout: float = 5.0,
+    ) -> None:
+        """`placements`: a shared informer (the controller's); without one the pinner starts its own
+        on the first admission, ended by `stop` or `close()`."""
+        self.client, self.scheduler_name, self.ttl, self.sync_timeout = client, scheduler_name, ttl, sync_timeout
+        self.stop = stop or threading.Event()
+        self.placements = placements
         self.lock = threading.Lock()
+
+    def informer(self) -> Informer | None:
+        if self.placements is None and self.client is not None:
+            from hami_fast.descheduler.cache import placement_informer
+
+            with self.lock:
+                if self.placements is None:
+                    self.placements = placement_informer(self.client, self.stop)
+        if self.placements is not None:
+            self.placements.start()
+        return self.placements
+
+    def close(self) -> None:
+        self.stop.set()
+
+    def open_placements(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """Validated (for their current spec), unclaimed, unexpired placements in `namespace` whose
+        selector matches, oldest first."""
+        from hami_fast.descheduler.controller import expired
+
+        informer = self.informer()
+        if informer is None:
+            return []
+        if not informer.wait_synced(self.sync_timeout):
+            log.warning("placements not synced yet: pod admitted without a pin")
+            return []
+        candidates = informer.store.select(
+            lambda p: (
+                p["metadata"].get("namespace") == namespace
+                and (p.get("status") or {}).get("phase") in OPEN_PHASES
+                and not (p.get("status") or {}).get("claimedBy")
+                and bool((p.get("status") or {}).get("resolvedUUIDs"))
+                and labels_match((p.get("spec") or {}).get("podSelector"), labels)
+                and not expired(p, self.ttl)
+                and not s.spec_changed(p)  # resolvedUUIDs describe an older spec: wait for the re-validation
+            )
+        )
+        candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+        return candidates
+
+    def _remember(self, written: dict[str, Any]) -> None:
+        if self.placements is not None:
+            self.placements.store.put(written)
 
     def target_problem(self, placement: dict[str, Any]) -> str:
         """The target node still exists and its resolved GPUs are registered, healthy, not cordoned."""
@@ -110,10 +183,8 @@ class Pinner:
         uuids = (placement.get("status") or {}).get("resolvedUUIDs") or []
         try:
             node = self.client.request("GET", path_of("api", "v1", "nodes", node_name)).json()
-        except ApiError as exc:
-            if exc.status == 404:
-                return f"node {node_name} not found"
-            raise
+        except NotFound:
+            return f"spec.nodeName: node {node_name} not found"
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         try:
             devices = {
@@ -121,16 +192,16 @@ class Pinner:
                 for d in orjson.loads(_native.decode_node_register(annotations.get("hami.io/node-nvidia-register", "")))
             }
         except (_native.EngineError, orjson.JSONDecodeError) as exc:
-            return f"node {node_name} is not registered: {exc}"
+            return f"spec.nodeName: node {node_name} is not registered: {exc}"
         cordoned = {u.strip() for u in annotations.get("hami.io/device-cordon", "").split(",") if u.strip()}
         for uuid in uuids:
             device = devices.get(uuid)
             if device is None:
-                return f"GPU {uuid} no longer registered on {node_name}"
+                return f"spec.gpuDevices: GPU {uuid} no longer registered on {node_name}"
             if not device.get("health"):
-                return f"GPU {uuid} on {node_name} is not healthy"
+                return f"spec.gpuDevices: GPU {uuid} on {node_name} is not healthy"
             if uuid in cordoned:
-                return f"GPU {uuid} on {node_name} is cordoned"
+                return f"spec.gpuDevices: GPU {uuid} on {node_name} is cordoned"
         return ""
 
     def admit(self, body: bytes) -> bytes:
@@ -175,11 +246,15 @@ class Pinner:
                 "claimedAt": stamp,
             }
             status["consumedAt"] = stamp
+            claimed = f"pod {pod_meta.get('name') or pod_meta.get('generateName', '') + '*'} admitted with the pin"
+            generation = int(placement["metadata"].get("generation") or 1)
+            s.set_condition(status, generation, (s.CLAIMED, True, "PodAdmitted", claimed))
             try:
-                return k.put_status(self.client, placement)
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
+                written = k.put_status(self.client, placement)
+                self._remember(written)
+                return written
+            except Conflict:
+                pass
             meta = placement["metadata"]
             fresh = k.get_placement(self.client, meta["namespace"], meta["name"])
             fresh_status = (fresh or {}).get("status") or {}
@@ -199,26 +274,12 @@ class Pinner:
         meta = pod.get("metadata") or {}
         namespace = request.get("namespace") or meta.get("namespace") or "default"
         labels = meta.get("labels") or {}
+        candidates = self.open_placements(namespace, labels)
         with self.lock:
-            candidates = [
-                p
-                for p in k.list_placements(self.client, namespace)
-                if (p.get("status") or {}).get("phase") in OPEN_PHASES
-                and not (p.get("status") or {}).get("claimedBy")
-                and (p.get("status") or {}).get("resolvedUUIDs")
-                and labels_match((p.get("spec") or {}).get("podSelector"), labels)
-            ]
-            candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
             for placement in candidates:
                 problem = self.target_problem(placement)
                 if problem:
-                    # Never leave an unschedulable pin: admit the pod as it is, fail the placement.
-                    status = placement.setdefault("status", {})
-                    status.update(phase="Failed", message=f"target no longer valid at admission: {problem}")
-                    try:
-                        k.put_status(self.client, placement)
-                    except ApiError:
-                        pass
+                    self._fail_at_admission(placement, problem)
                     continue
                 claimed = self._claim(placement, meta)
                 if claimed is None:
@@ -226,3 +287,15 @@ class Pinner:
                 log.info("pinned pod to placement", extra={"placement": f"{namespace}/{placement['metadata']['name']}"})
                 return pin_patch(pod, claimed)
         return None
+
+    def _fail_at_admission(self, placement: dict[str, Any], problem: str) -> None:
+        """Never leave an unschedulable pin: the pod is admitted as it is, the placement fails."""
+        status = placement.setdefault("status", {})
+        message = f"target no longer valid at admission: {problem}; nothing was pinned"
+        status.update(phase=s.FAILED, message=message)
+        generation = int(placement["metadata"].get("generation") or 1)
+        s.set_condition(status, generation, (s.VALIDATED, False, "TargetGone", message))
+        try:
+            self._remember(k.put_status(self.client, placement))
+        except ApiError as exc:
+            log.info("placement not marked failed: %s", exc)

@@ -1,4 +1,7 @@
-"""List-then-watch per resource, raw bytes straight into the Rust cluster (client-go's reflector, trimmed)."""
+"""List-then-watch per resource, raw bytes straight into a store (client-go's reflector, trimmed).
+
+The store is the Rust cluster for the scheduler, or any object with the same three methods (the
+descheduler keeps its placements and pods in a Python store, `descheduler/cache.py`)."""
 
 from __future__ import annotations
 
@@ -7,14 +10,25 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import urllib3
 
-from hami_fast._native import Cluster, EngineError
+from hami_fast._native import EngineError
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.errors import ApiError, Gone, api_error
 
 log = logging.getLogger("hami_fast.reflector")
+
+
+class Store(Protocol):
+    """What a reflector feeds (`_native.Cluster` is one)."""
+
+    def apply_list_page(self, page: bytes) -> tuple[str, str, list[str], list[str]]: ...
+
+    def apply_watch_event(self, line: bytes) -> tuple[str, str, str, int, str | None]: ...
+
+    def retain(self, kind: str, keys: list[str]) -> int: ...
 
 
 @dataclass
@@ -22,6 +36,7 @@ class Resource:
     kind: str
     path: str
     label_selector: str = ""
+    field_selector: str = ""
 
 
 NODES = Resource("Node", "/api/v1/nodes")
@@ -47,7 +62,7 @@ class Reflector(threading.Thread):
     def __init__(
         self,
         client: KubeClient,
-        cluster: Cluster,
+        cluster: Store,
         resource: Resource,
         stop: threading.Event,
         *,
@@ -73,6 +88,8 @@ class Reflector(threading.Thread):
                 except Gone:  # only a watch's 410 re-lists at once; a LIST's 410 backs off like any error
                     log.info("watch expired, re-listing", extra={"kind": self.resource.kind})
             except (ApiError, EngineError, OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
+                if self.stop_event.is_set():
+                    return  # stopping while a watch was open: its connection error is expected
                 self.stats.errors += 1
                 self.stats.last_error = str(exc)
                 log.warning("reflector error: %s", exc, extra={"kind": self.resource.kind})
@@ -86,7 +103,8 @@ class Reflector(threading.Thread):
                 backoff = min(backoff * 2, 30.0)
 
     def _query(self) -> list[tuple[str, str]]:
-        return [("labelSelector", self.resource.label_selector)] if self.resource.label_selector else []
+        query = [("labelSelector", self.resource.label_selector)] if self.resource.label_selector else []
+        return query + ([("fieldSelector", self.resource.field_selector)] if self.resource.field_selector else [])
 
     def list(self) -> str:
         keys: list[str] = []

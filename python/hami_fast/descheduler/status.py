@@ -1,0 +1,84 @@
+"""HamiPodPlacement status vocabulary: phases, condition types, and the standard condition shape
+(`type`, `status`, `reason`, `message`, `lastTransitionTime`, `observedGeneration`) the CRD declares.
+
+| phase              | reached when                                                             |
+|--------------------|--------------------------------------------------------------------------|
+| (none)             | created, not validated yet                                               |
+| Pending            | target validated (Validated=True); waiting to evict or for a pod to pin  |
+| DeletingOldPod     | evictPod accepted by the Eviction API, or already gone (EvictionRequested) |
+| Completed          | the pinned pod bound on nodeName using every named GPU (Scheduled=True)  |
+| PartiallyCompleted | the pinned pod bound on nodeName on some of the named GPUs only          |
+| Failed             | the condition of the step that failed is False and names the reason     |
+
+Condition types and their reasons:
+- Validated: TargetValid | InvalidSpec, DuplicateReqID, InvalidEvictee, InvalidTarget, TargetGone
+- EvictionRequested: Evicted, AlreadyGone | DisruptionBudget (retrying), EvictionTimeout
+- Claimed: PodAdmitted | Expired (TTL passed before any pod consumed the placement)
+- ReplacementCreated: PodCreated | ReplacementTimeout
+- Scheduled: BoundOnTarget, PartialAssignment | BindFailed, WrongTarget, BindTimeout
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hami_fast.descheduler import kube as k
+
+PENDING, DELETING, PARTIAL, COMPLETED, FAILED = "Pending", "DeletingOldPod", "PartiallyCompleted", "Completed", "Failed"
+FINAL = (PARTIAL, COMPLETED, FAILED)
+OPEN = (PENDING, DELETING)
+
+VALIDATED, EVICTION, CLAIMED, REPLACEMENT, SCHEDULED = (
+    "Validated",
+    "EvictionRequested",
+    "Claimed",
+    "ReplacementCreated",
+    "Scheduled",
+)
+
+Condition = tuple[str, bool, str, str]  # type, status, reason, message
+
+
+def set_condition(status: dict[str, Any], generation: int, condition: Condition) -> None:
+    """Upsert one condition; `lastTransitionTime` moves only when its status flips."""
+    kind, ok, reason, message = condition
+    value = "True" if ok else "False"
+    conditions = status.setdefault("conditions", [])
+    entry = next((c for c in conditions if c.get("type") == kind), None)
+    if entry is None:
+        entry = {"type": kind}
+        conditions.append(entry)
+    if entry.get("status") != value or not entry.get("lastTransitionTime"):
+        entry["lastTransitionTime"] = k.now_rfc3339()
+    entry.update(status=value, reason=reason, message=message[:4096], observedGeneration=generation)
+
+
+def spec_changed(placement: dict[str, Any]) -> bool:
+    """Unclaimed, and its spec changed since it was validated (`observedGeneration` is the
+    generation whose spec the status describes; the validation writes it)."""
+    status = placement.get("status") or {}
+    generation = int(placement["metadata"].get("generation") or 1)
+    return not status.get("claimedBy") and generation > int(status.get("observedGeneration") or generation)
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+REJECTED_REASONS = ("InvalidSpec", "DuplicateReqID", "InvalidEvictee", "InvalidTarget", "TargetGone")
+
+
+def result_of(status: dict[str, Any]) -> str:
+    """How a finished placement ended, as `hami_fast_descheduler_moves_total{result}` counts it."""
+    phase = status.get("phase")
+    if phase == COMPLETED:
+        return "completed"
+    if phase == PARTIAL:
+        return "partially_completed"
+    failed = [c for c in status.get("conditions") or [] if c.get("status") == "False"]
+    reasons = {c.get("reason") for c in failed}
+    if "Expired" in reasons:
+        return "expired"
+    if reasons & set(REJECTED_REASONS):
+        return "rejected"
+    return "failed"
