@@ -31,3 +31,9 @@ pub const WEIGHTS_KEY: &str = "hami.io/device-scoring-weights";
 pub const DESCHEDULER_SKIP_KEY: &str = "hami.io/descheduler-skip";
 /// sig-descheduler's opt-out, honoured as well.
 pub const PREFER_NO_EVICTION_KEY: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
+
+// hami-fast's own keys (HAMi ignores them: switching back to HAMi is undisturbed).
+/// On a pending pod: the GPUs held for it, `<node>/<GPU-uuid>[,<GPU-uuid>...]` (written by the descheduler).
+pub const RESERVATION_KEY: &str = "hami-fast.io/reservation";
+/// On a pending pod: when its reservation lapses, RFC 3339 (`2026-12-01T12:05:00Z`).
+pub const RESERVATION_EXPIRES_KEY: &str = "hami-fast.io/reservation-expires";
