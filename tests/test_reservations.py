@@ -15,10 +15,16 @@ from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import RESERVATION, RESERVATION_EXPIRES, apply_for, clear_reservation
 from hami_fast.descheduler.auto import AutoMover, AutoOptions, waiting_for_vgpu
 from hami_fast.descheduler.controller import Controller, ControllerLoop
-from test_descheduler import NS, FakeReplicaSetAndScheduler, client, fast, node, pod  # noqa: F401
+from hami_fast.kube.client import KubeClient, load_api_client
+from test_descheduler import NS, FakeReplicaSetAndScheduler, fast, node, pod
 
 PENDING_PATCH = re.compile(rf"/namespaces/{NS}/pods/big$")
 NOW = int(time.time())
+
+
+@pytest.fixture
+def client(kubeapi) -> KubeClient:
+    return KubeClient(load_api_client(kubeapi.kubeconfig), qps=0, burst=100, timeout=10)
 
 
 def pending(name: str = "big", mem: int = 14000, unschedulable: bool = True) -> dict:

@@ -183,7 +183,9 @@ fn reserved_report(state: &ClusterState, owner: &str) -> BTreeMap<String, BTreeM
         let whom = if key == owner { "this pod".to_owned() } else { r.pod.clone() };
         let until = crate::state::reservations::format_rfc3339(r.expires);
         for gpu in &r.gpus {
-            out.entry(r.node.to_string()).or_default().insert(gpu.to_string(), format!("held for {whom} until {until}"));
+            out.entry(r.node.to_string())
+                .or_default()
+                .insert(gpu.to_string(), format!("held for {whom} until {until}"));
         }
     }
     out

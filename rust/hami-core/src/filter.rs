@@ -76,11 +76,8 @@ impl<'a> Placement<'a> {
         let node_policy = hints.node_policy.unwrap_or(policies.node);
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| policies.gpu.clone());
         let holds = state.reservations();
-        let held = if holds.is_empty() || request.is_empty() {
-            None
-        } else {
-            holds.get(&pod.reservation_key()).cloned()
-        };
+        let held =
+            if holds.is_empty() || request.is_empty() { None } else { holds.get(&pod.reservation_key()).cloned() };
         Ok(Self { pod, request, hints, node_policy, gpu_policy, held })
     }
 }

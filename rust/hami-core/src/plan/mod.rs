@@ -20,6 +20,7 @@ mod unblock;
 pub use objective::{workload_from_spec, Objective};
 pub use unblock::{baseline_queue, unblock, unblock_queue, PendingPod, QueueResult, Unblock};
 
+use crate::annotations::RESERVATION_KEY;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fit::{fit_host, fit_pod, host_shortfall, PodContext};
@@ -27,12 +28,11 @@ use crate::frag::{FragMemo, NodeShape, Workload, MILLI};
 use crate::k8s::quantity::{cpu_milli, memory_mib};
 use crate::k8s::Envelope;
 use crate::k8s::{Object, ObjectKey, Pod};
-use crate::annotations::RESERVATION_KEY;
 use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, HostResources, CORDONED, HEALTHY, RESERVED};
-use crate::state::reservations::Reservation;
 use crate::policy::node as np;
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
+use crate::state::reservations::Reservation;
 use crate::state::ClusterState;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -783,7 +783,8 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
         if n.hot[d].has(CORDONED) {
             return Err(format!("GPU {u} on node {node} is cordoned (hami.io/device-cordon)"));
         }
-        if let Some((_, r)) = snapshot.holds.iter().find(|(_, r)| *r.node == *node && r.gpus.iter().any(|g| **g == **u)) {
+        if let Some((_, r)) = snapshot.holds.iter().find(|(_, r)| *r.node == *node && r.gpus.iter().any(|g| **g == **u))
+        {
             return Err(format!("GPU {u} on node {node} is held for pending pod {} ({RESERVATION_KEY})", r.pod));
         }
     }

@@ -553,8 +553,10 @@ fn only_opted_in_pods_move_when_a_list_is_given() {
     let run = |movable: serde_json::Value| -> serde_json::Value {
         let big = &items[3];
         let opts = json!({"for_pod": big, "max_moves": 3, "movable": movable});
-        serde_json::from_slice(&plan_bytes(&[list.as_bytes()], opts.to_string().as_bytes(), &Config::default()).unwrap())
-            .unwrap()
+        serde_json::from_slice(
+            &plan_bytes(&[list.as_bytes()], opts.to_string().as_bytes(), &Config::default()).unwrap(),
+        )
+        .unwrap()
     };
     let any = run(serde_json::Value::Null);
     assert_eq!(any["unblocked"], true);

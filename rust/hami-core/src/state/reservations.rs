@@ -40,7 +40,8 @@ impl Reservation {
         if node.trim().is_empty() || gpus.is_empty() {
             return Err(bad(RESERVATION_KEY, format!("{value:?} names no node or no GPU")));
         }
-        let expires = expires.ok_or_else(|| bad(RESERVATION_EXPIRES_KEY, "is missing (a hold needs an expiry)".into()))?;
+        let expires =
+            expires.ok_or_else(|| bad(RESERVATION_EXPIRES_KEY, "is missing (a hold needs an expiry)".into()))?;
         let at = parse_rfc3339(expires)
             .ok_or_else(|| bad(RESERVATION_EXPIRES_KEY, format!("{expires:?} is not an RFC 3339 time")))?;
         Ok(Some(Self { pod: pod.to_owned(), node: Arc::from(node.trim()), gpus, expires: at }))
