@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 
 from hami_fast.descheduler import kube as k
-from hami_fast.kube.client import MERGE_PATCH, ApiError, KubeClient, path_of
+from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of
+from hami_fast.kube.errors import NotFound
 
 log = logging.getLogger("hami_fast.descheduler.apply")
 
@@ -54,13 +55,11 @@ def clear_reservation(client: KubeClient, pod: str) -> None:
     """Drops the hold (the pod stays pending; its GPUs are free for anyone again)."""
     namespace, name = pod.split("/", 1)
     body = orjson.dumps({"metadata": {"annotations": {RESERVATION: None, RESERVATION_EXPIRES: None}}})
+    path = path_of("api", "v1", "namespaces", namespace, "pods", name)
     try:
-        client.request(
-            "PATCH", path_of("api", "v1", "namespaces", namespace, "pods", name), body=body, content_type=MERGE_PATCH
-        )
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
+        client.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+    except NotFound:
+        pass
 
 
 def apply_for(

@@ -11,7 +11,6 @@ on the pending pod for the moves it would make.
 
 from __future__ import annotations
 
-import calendar
 import logging
 import threading
 import time
@@ -24,7 +23,9 @@ import orjson
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import RESERVATION, RESERVATION_EXPIRES, apply_for
 from hami_fast.descheduler.planner import plan
-from hami_fast.kube.client import ApiError, KubeClient, path_of
+from hami_fast.kube import times
+from hami_fast.kube.client import KubeClient, path_of
+from hami_fast.kube.errors import ApiError
 from hami_fast.kube.events import event_body
 
 log = logging.getLogger("hami_fast.descheduler.auto")
@@ -75,12 +76,10 @@ def holds_reservation(pod: dict[str, Any], now: float) -> bool:
     ann = (pod.get("metadata") or {}).get("annotations") or {}
     if RESERVATION not in ann:
         return False
-    expires = ann.get(RESERVATION_EXPIRES) or ""
     try:
-        at = calendar.timegm(time.strptime(expires[:19], "%Y-%m-%dT%H:%M:%S"))
+        return times.parse(ann.get(RESERVATION_EXPIRES) or "").timestamp() > now
     except ValueError:
         return False
-    return at > now
 
 
 def pod_key(pod: dict[str, Any]) -> str:
