@@ -41,3 +41,7 @@ PREFER_NO_EVICTION: Final = _ENGINE["PREFER_NO_EVICTION_KEY"]
 PLACEMENT_NAME: Final = "placement.hami.io/name"
 PLACEMENT_REQ_ID: Final = "placement.hami.io/req-id"
 PLACEMENT_TARGET: Final = "placement.hami.io/target"
+
+# hami-fast's own: the GPUs the descheduler holds for a pending pod (HAMi ignores them).
+RESERVATION: Final = _ENGINE["RESERVATION_KEY"]
+RESERVATION_EXPIRES: Final = _ENGINE["RESERVATION_EXPIRES_KEY"]

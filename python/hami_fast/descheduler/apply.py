@@ -10,8 +10,10 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
-from hami_fast.kube.client import KubeClient
+from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of
+from hami_fast.kube.errors import NotFound
 
 log = logging.getLogger("hami_fast.descheduler.apply")
 
@@ -21,6 +23,72 @@ VOLATILE_LABELS = (
     "apps.kubernetes.io/pod-index",
     "batch.kubernetes.io/job-completion-index",
 )
+
+
+# The reservation of GPUs for a pending pod, on the pod itself (read by the scheduler engine; HAMi ignores it).
+RESERVATION = keys.RESERVATION
+RESERVATION_EXPIRES = keys.RESERVATION_EXPIRES
+
+
+def reservation_value(reservation: dict[str, Any]) -> str:
+    """`<node>/<GPU-uuid>[,<GPU-uuid>...]`, the wire format of `hami-fast.io/reservation`."""
+    return f"{reservation['node']}/{','.join(reservation['gpus'])}"
+
+
+def _expiry(ttl: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + ttl))
+
+
+def write_reservation(client: KubeClient, reservation: dict[str, Any], ttl: float) -> None:
+    """Holds the reservation's GPUs for its pod until `ttl` seconds from now. The patch names the
+    pod's UID, so a pod recreated under the same name is never given another's hold."""
+    namespace, name = reservation["pod"].split("/", 1)
+    metadata: dict[str, Any] = {
+        "annotations": {RESERVATION: reservation_value(reservation), RESERVATION_EXPIRES: _expiry(ttl)}
+    }
+    if reservation.get("uid"):
+        metadata["uid"] = reservation["uid"]
+    path = path_of("api", "v1", "namespaces", namespace, "pods", name)
+    client.request("PATCH", path, body=orjson.dumps({"metadata": metadata}), content_type=MERGE_PATCH)
+
+
+def clear_reservation(client: KubeClient, pod: str) -> None:
+    """Drops the hold (the pod stays pending; its GPUs are free for anyone again)."""
+    namespace, name = pod.split("/", 1)
+    body = orjson.dumps({"metadata": {"annotations": {RESERVATION: None, RESERVATION_EXPIRES: None}}})
+    path = path_of("api", "v1", "namespaces", namespace, "pods", name)
+    try:
+        client.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+    except NotFound:
+        pass
+
+
+def apply_for(
+    client: KubeClient,
+    result: dict[str, Any],
+    ttl: float,
+    interval: float = 5.0,
+    timeout: float = 900.0,
+    say: Callable[[str], None] = print,
+    run_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """`plan --for POD --apply`: the reservation first (so nothing else takes the GPUs the moves
+    free), then the moves; the hold is renewed after each completed move and dropped when a move
+    fails (the pod would not fit anyway). Nothing is written when the pod cannot be unblocked."""
+    reservation = result.get("reservation")
+    if not result.get("unblocked") or not reservation:
+        return []
+    write_reservation(client, reservation, ttl)
+    say(f"reserved {reservation_value(reservation)} for {reservation['pod']} ({ttl:.0f} s, renewed per move)")
+
+    def renew(_: dict[str, Any]) -> None:
+        write_reservation(client, reservation, ttl)
+
+    done = apply_moves(client, result["moves"], interval, timeout, say=say, run_id=run_id, after_move=renew)
+    if len(done) != len(result["moves"]) or any(r["phase"] != "Completed" for r in done):
+        clear_reservation(client, reservation["pod"])
+        say(f"reservation for {reservation['pod']} dropped: not every move completed")
+    return done
 
 
 def placement_for(move: dict[str, Any], pod: dict[str, Any], req_id: str) -> dict[str, Any]:
@@ -57,6 +125,7 @@ def apply_moves(
     timeout: float = 900.0,
     say: Callable[[str], None] = print,
     run_id: str | None = None,
+    after_move: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     run_id = run_id or time.strftime("%Y%m%d%H%M%S")
     results: list[dict[str, Any]] = []
@@ -93,6 +162,8 @@ def apply_moves(
             }
         )
         say(f"  {phase}: {status.get('message', '')}")
+        if phase == "Completed" and after_move is not None:
+            after_move(results[-1])
         if phase != "Completed":
             say("stopping: later moves assumed this one had happened")
             break

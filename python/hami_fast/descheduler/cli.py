@@ -125,6 +125,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="TLS certificate (for the webhook listener, else the API)",
     )
     p.add_argument("--key-file", "--key_file", dest="key_file", default="")
+    # Automatic mode (descheduler/auto.py).
+    p.add_argument(
+        "--auto",
+        type=flag,
+        nargs="?",
+        const=True,
+        default=False,
+        help="unblock pods Pending for lack of vGPU resources: plan --for them (oldest first) and apply (off by default)",
+    )
+    p.add_argument("--max-moves-per-hour", type=int, default=6, help="--auto: most evictions in any hour (default 6)")
+    p.add_argument(
+        "--max-moves-per-pending-pod", type=int, default=4, help="--auto: most moves for one pod (default 4)"
+    )
+    p.add_argument(
+        "--selector",
+        default="hami-fast.io/movable=true",
+        help="--auto: label selector of the pods it may move (default hami-fast.io/movable=true; '' = none by label)",
+    )
+    p.add_argument(
+        "--namespace-selector",
+        default="",
+        help="--auto: label selector of namespaces whose pods it may move (default none)",
+    )
+    p.add_argument("--auto-period", type=duration, default=30.0, help="--auto: seconds between passes (default 30s)")
+    p.add_argument(
+        "--reservation-ttl",
+        type=duration,
+        default=600.0,
+        help="--auto: how long freed GPUs stay held for the pending pod after its last move (default 10m0s)",
+    )
     p.add_argument("--kube-qps", type=float, default=20.0, help="API client queries per second (default 20)")
     p.add_argument("--kube-burst", type=int, default=40, help="API client burst (default 40)")
     logs.add_arguments(p)
@@ -169,10 +199,28 @@ class Runtime:
             # One placement informer feeds the controller and the webhook (every replica watches; only the leader acts).
             pinner = Pinner(client, args.scheduler_name, self.controller.placements, ttl=args.placement_ttl)
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
+            if args.auto:
+                self.threads.append(self.auto_loop(client))
         self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="desched-api")
         self.app = ApiApp(source, pinner, self.leading.is_set, self.executor)
         if not args.snapshot:
             self.app.add(Route("GET", "/metrics", lambda _: (200, self.controller.metrics.render(), PROMETHEUS_TEXT)))
+
+    def auto_loop(self, client: Any) -> threading.Thread:
+        from hami_fast.descheduler.auto import AutoLoop, AutoMover, AutoOptions
+
+        a = self.args
+        options = AutoOptions(
+            max_moves_per_hour=a.max_moves_per_hour,
+            max_moves_per_pod=a.max_moves_per_pending_pod,
+            selector=a.selector,
+            namespace_selector=a.namespace_selector,
+            dry_run=a.dry_run,
+            period=a.auto_period,
+            reservation_ttl=a.reservation_ttl,
+        )
+        log.info("automatic mode on%s: pods matching %r may move", " (dry run)" if a.dry_run else "", a.selector)
+        return AutoLoop(AutoMover(client, options), self.leading, self.stop)
 
     def start(self) -> None:
         for t in self.threads:

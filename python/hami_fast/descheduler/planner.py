@@ -38,6 +38,7 @@ def plan(
     workload: str | list[dict[str, Any]] = "typical",
     for_pod: dict[str, Any] | None = None,
     max_moves_per_pod: int | None = None,
+    movable: list[str] | None = None,
 ) -> dict[str, Any]:
     """The planner (Rust) on Kubernetes objects: the one entry point of `hami-fast plan`,
     `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode."""
@@ -51,6 +52,7 @@ def plan(
             "workload": workload,
             "for_pod": for_pod,
             "max_moves_per_pod": max_moves_per_pod,
+            "movable": movable,
         }
     )
     return orjson.loads(_native.plan(inputs, options))
@@ -242,6 +244,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--interval", type=float, default=5.0, help="--apply: seconds between moves (rate limit)")
     p.add_argument("--move-timeout", type=float, default=900.0, help="--apply: seconds to wait for each placement")
+    p.add_argument(
+        "--reservation-ttl",
+        type=float,
+        default=600.0,
+        help="--apply --for: seconds the freed GPUs stay held for the pod after the last completed move (default 600)",
+    )
 
     def run(args: argparse.Namespace) -> int:
         client = None
@@ -286,11 +294,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         if for_pod is not None and not result["unblocked"]:
             return 1
         if args.apply and client is not None:
-            from hami_fast.descheduler.apply import apply_moves
+            from hami_fast.descheduler.apply import apply_for, apply_moves
 
-            done = apply_moves(
-                client, result["moves"], args.interval, args.move_timeout, say=lambda m: print(m, file=sys.stderr)
-            )
+            say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+            if for_pod is not None:
+                done = apply_for(client, result, args.reservation_ttl, args.interval, args.move_timeout, say=say)
+            else:
+                done = apply_moves(client, result["moves"], args.interval, args.move_timeout, say=say)
             return 0 if all(r["phase"] == "Completed" for r in done) and len(done) == len(result["moves"]) else 1
         return 0
 

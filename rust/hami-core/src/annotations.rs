@@ -32,6 +32,12 @@ pub const DESCHEDULER_SKIP_KEY: &str = "hami.io/descheduler-skip";
 /// sig-descheduler's opt-out, honoured as well.
 pub const PREFER_NO_EVICTION_KEY: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
 
+// hami-fast's own keys (HAMi ignores them: switching back to HAMi is undisturbed).
+/// On a pending pod: the GPUs held for it, `<node>/<GPU-uuid>[,<GPU-uuid>...]` (written by the descheduler).
+pub const RESERVATION_KEY: &str = "hami-fast.io/reservation";
+/// On a pending pod: when its reservation lapses, RFC 3339 (`2026-12-01T12:05:00Z`).
+pub const RESERVATION_EXPIRES_KEY: &str = "hami-fast.io/reservation-expires";
+
 /// Every key above by its constant's name (exported to Python as `hami_fast._native.ANNOTATIONS`).
 pub const ALL: &[(&str, &str)] = &[
     ("REGISTER_KEY", REGISTER_KEY),
@@ -56,4 +62,6 @@ pub const ALL: &[(&str, &str)] = &[
     ("WEIGHTS_KEY", WEIGHTS_KEY),
     ("DESCHEDULER_SKIP_KEY", DESCHEDULER_SKIP_KEY),
     ("PREFER_NO_EVICTION_KEY", PREFER_NO_EVICTION_KEY),
+    ("RESERVATION_KEY", RESERVATION_KEY),
+    ("RESERVATION_EXPIRES_KEY", RESERVATION_EXPIRES_KEY),
 ];

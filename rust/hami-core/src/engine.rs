@@ -85,12 +85,14 @@ impl Engine {
         if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
             return FilterOutcome::error(e);
         }
+        state.expire_holds(now);
         let saved = if record {
             state.release(&key);
             None
         } else {
             state.set_aside(&key)
         };
+        let lifted = state.lift_hold(&key);
         let eval = evaluate_nodes(
             state,
             &placement,
@@ -98,6 +100,7 @@ impl Engine {
             cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i)))),
             |n| state.nodes.get(n),
         );
+        state.restore_hold(lifted);
         if let Some(record) = saved {
             state.reserve(key.clone(), record);
         }
@@ -121,6 +124,9 @@ impl Engine {
             /// Fitting nodes, most preferred first; the node policy that ordered them.
             ranked: Vec<String>,
             node_policy: String,
+            /// GPUs held by reservations, per node: `{uuid: "held for ns/pod until T"}` (hami-fast only).
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            reserved: BTreeMap<String, BTreeMap<String, String>>,
             error: String,
         }
         let result = (|| -> Result<Explain> {
@@ -147,7 +153,10 @@ impl Engine {
             let mut names: Vec<String> = state.nodes.names().cloned().collect();
             names.sort();
             let key = pod.reservation_key();
+            state.expire_holds(now);
+            let reserved = reserved_report(state, &key);
             let saved = state.set_aside(&key);
+            let lifted = state.lift_hold(&key);
             let eval =
                 evaluate_nodes(state, &placement, now, names.iter().map(|n| (n.as_str(), state.nodes.get(n))), |n| {
                     state.nodes.get(n)
@@ -159,14 +168,30 @@ impl Engine {
             let (scores, failed) = (eval.scores(), eval.failed_map());
             let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
             drop(eval);
+            state.restore_hold(lifted);
             if let Some(record) = saved {
                 state.reserve(key, record);
             }
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
             let node_policy = placement.node_policy.as_str().to_owned();
-            Ok(Explain { node, annotations, scores, failed, ranked, node_policy, error: String::new() })
+            Ok(Explain { node, annotations, scores, failed, ranked, node_policy, reserved, error: String::new() })
         })();
         let out = result.unwrap_or_else(|error| Explain { error: error.to_string(), ..Default::default() });
         serde_json::to_vec(&out).unwrap_or_default()
     }
+}
+
+/// Every held GPU, per node, with whom it is held for (`this pod` for `owner`'s own) and until when.
+fn reserved_report(state: &ClusterState, owner: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (key, r) in state.reservations().iter() {
+        let whom = if key == owner { "this pod".to_owned() } else { r.pod.clone() };
+        let until = crate::state::reservations::format_rfc3339(r.expires);
+        for gpu in &r.gpus {
+            out.entry(r.node.to_string())
+                .or_default()
+                .insert(gpu.to_string(), format!("held for {whom} until {until}"));
+        }
+    }
+    out
 }

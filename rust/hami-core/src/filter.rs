@@ -14,6 +14,7 @@ use crate::policy::score::{self, Candidate, Randomness, Scoring};
 use crate::policy::{GpuPolicy, NodePolicy, PodHints};
 use crate::request::PodRequest;
 use crate::state::nodes::NodeTable;
+use crate::state::reservations::Reservation;
 use crate::state::ClusterState;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -57,6 +58,8 @@ pub struct Placement<'a> {
     pub hints: PodHints,
     pub node_policy: NodePolicy,
     pub gpu_policy: GpuPolicy,
+    /// The GPUs held for this pod, if a reservation names it: Filter tries them first.
+    pub held: Option<Reservation>,
 }
 
 impl<'a> Placement<'a> {
@@ -72,7 +75,10 @@ impl<'a> Placement<'a> {
         };
         let node_policy = hints.node_policy.unwrap_or(policies.node);
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| policies.gpu.clone());
-        Ok(Self { pod, request, hints, node_policy, gpu_policy })
+        let holds = state.reservations();
+        let held =
+            if holds.is_empty() || request.is_empty() { None } else { holds.get(&pod.reservation_key()).cloned() };
+        Ok(Self { pod, request, hints, node_policy, gpu_policy, held })
     }
 }
 
@@ -205,6 +211,10 @@ pub fn evaluate_nodes<'n, 'c>(
         }
         NodePolicy::Binpack | NodePolicy::Spread => None,
     };
+    if let Some(fit) = held_fit(placement, &ctx, &eval.fits, &fit_nodes) {
+        eval.chosen = Some(fit);
+        return eval;
+    }
     let mut alive: Vec<usize> = (0..eval.fits.len()).collect();
     while let Some(i) = choose(&eval.fits, placement.node_policy) {
         let (name, score) = eval.fits[i];
@@ -249,6 +259,33 @@ pub fn evaluate_nodes<'n, 'c>(
         }
     }
     eval
+}
+
+/// The owner of a reservation goes to its held GPUs when its node is a candidate and it fits
+/// there on them (tried first, in the reservation's order); otherwise it is placed like any pod.
+fn held_fit<'n>(
+    placement: &Placement,
+    ctx: &PodContext,
+    fits: &[(&'n str, f64)],
+    nodes: &[&GpuNode],
+) -> Option<(&'n str, NodeFit)> {
+    let held = placement.held.as_ref()?;
+    let i = fits.iter().position(|(n, _)| *n == &*held.node)?;
+    let node = nodes[i];
+    let mut order: Vec<usize> = held.gpus.iter().filter_map(|g| node.device_index(g)).collect();
+    let rest: Vec<usize> = (0..node.devices.len()).filter(|d| !order.contains(d)).collect();
+    order.extend(rest);
+    let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| Some(order.clone());
+    let pinned = PodContext {
+        request: ctx.request,
+        hints: ctx.hints,
+        gpu_policy: ctx.gpu_policy,
+        quota: ctx.quota,
+        device_preference: Some(&prefer),
+    };
+    let fit = fit_pod(node, &pinned).ok()?;
+    let on_held = fit.slots.iter().flatten().all(|d| held.gpus.iter().any(|g| **g == *d.uuid));
+    on_held.then_some((fits[i].0, fit))
 }
 
 /// The simulator-derived policies' view of the live fits: GPUs as shares of device memory

@@ -84,6 +84,8 @@ pub const HEALTHY: u8 = 1;
 pub const CORDONED: u8 = 2;
 pub const NVIDIA: u8 = 4;
 pub const MIG: u8 = 8;
+/// Held for a pending pod by a reservation ([`crate::state::reservations`]): unavailable to any other.
+pub const RESERVED: u8 = 16;
 
 /// What every fit check reads of a device, packed so a node's devices share one cache-friendly array.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

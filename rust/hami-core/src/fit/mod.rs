@@ -3,7 +3,7 @@
 pub mod reason;
 
 use crate::codec::{ContainerDevice, PodDevices, VENDOR_NVIDIA};
-use crate::model::{collapse, DeviceHot, DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG, NVIDIA};
+use crate::model::{collapse, DeviceHot, DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG, NVIDIA, RESERVED};
 use crate::policy::device::{device_score, node_score, sort_devices};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::{ContainerRequest, PodRequest};
@@ -207,13 +207,16 @@ fn pick_devices(
     Err(FitFailure::Cards { counts: reasons, cards: typed.len() })
 }
 
-/// Checks 1–3: health, cordon, type and mode filters (MIG devices are not supported yet).
+/// Checks 1–3: health, cordon, a hold for another pod (hami-fast's), type and mode filters (MIG
+/// devices are not supported yet).
 fn identity_check(node: &GpuNode, i: usize, hints: &PodHints) -> Option<Reason> {
     let h = &node.hot[i];
     if !h.has(HEALTHY) {
         Some(Reason::CardNotHealth)
     } else if h.has(CORDONED) {
         Some(Reason::CardCordoned)
+    } else if h.has(RESERVED) {
+        Some(Reason::CardReserved)
     } else if h.has(MIG)
         || (hints.filters_devices() && !hints.device_allowed(&node.devices[i].device_type, &node.devices[i].mode))
     {
@@ -273,7 +276,7 @@ pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Resu
     let mutex = ctx.gpu_policy.mutex;
     let mut eligible = 0usize;
     for (h, u) in node.hot.iter().zip(&node.usage) {
-        let usable = h.flags & (HEALTHY | NVIDIA | CORDONED | MIG) == HEALTHY | NVIDIA;
+        let usable = h.flags & (HEALTHY | NVIDIA | CORDONED | MIG | RESERVED) == HEALTHY | NVIDIA;
         if plain && usable && fits_capacity(h, u, r.resolved_memory(i64::from(h.devmem)), cores, mutex) {
             eligible += 1;
             if eligible >= nums {

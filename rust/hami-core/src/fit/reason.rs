@@ -7,6 +7,8 @@ use std::fmt;
 pub enum Reason {
     CardNotHealth,
     CardCordoned,
+    /// hami-fast only: the card is held for another pending pod (never produced without a reservation).
+    CardReserved,
     CardTypeMismatch,
     NumaNotFit,
     CardUuidMismatch,
@@ -25,10 +27,11 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const COUNT: usize = 17;
+    pub const COUNT: usize = 18;
     pub const ALL: [Reason; Self::COUNT] = [
         Self::CardNotHealth,
         Self::CardCordoned,
+        Self::CardReserved,
         Self::CardTypeMismatch,
         Self::NumaNotFit,
         Self::CardUuidMismatch,
@@ -50,6 +53,7 @@ impl Reason {
         match self {
             Self::CardNotHealth => "CardNotHealth",
             Self::CardCordoned => "CardCordoned",
+            Self::CardReserved => "CardReserved",
             Self::CardTypeMismatch => "CardTypeMismatch",
             Self::NumaNotFit => "NumaNotFit",
             Self::CardUuidMismatch => "CardUuidMismatch",

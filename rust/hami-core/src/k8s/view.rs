@@ -48,6 +48,9 @@ pub struct HamiAnnotations<'a> {
     pub requesting_keys: u8,
     pub vgpu_node: Option<Cow<'a, str>>,
     pub allocated: Option<Cow<'a, str>>,
+    /// hami-fast's reservation of GPUs for a pending pod (see [`crate::state::reservations`]).
+    pub reservation: Option<Cow<'a, str>>,
+    pub reservation_expires: Option<Cow<'a, str>>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
@@ -82,6 +85,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         }
                         codec::VGPU_NODE_KEY => &mut out.vgpu_node,
                         codec::ALLOCATED_KEY => &mut out.allocated,
+                        codec::RESERVATION_KEY => &mut out.reservation,
+                        codec::RESERVATION_EXPIRES_KEY => &mut out.reservation_expires,
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                             continue;

@@ -20,6 +20,7 @@ mod unblock;
 pub use objective::{workload_from_spec, Objective};
 pub use unblock::{baseline_queue, unblock, unblock_queue, PendingPod, QueueResult, Unblock};
 
+use crate::annotations::RESERVATION_KEY;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fit::{fit_host, fit_pod, host_shortfall, PodContext};
@@ -27,10 +28,11 @@ use crate::frag::{FragMemo, NodeShape, Workload, MILLI};
 use crate::k8s::quantity::{cpu_milli, memory_mib};
 use crate::k8s::Envelope;
 use crate::k8s::{Object, ObjectKey, Pod};
-use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, HostResources, CORDONED, HEALTHY};
+use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, HostResources, CORDONED, HEALTHY, RESERVED};
 use crate::policy::node as np;
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
+use crate::state::reservations::Reservation;
 use crate::state::ClusterState;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -88,6 +90,14 @@ pub struct Snapshot {
     pub workload: Workload,
     /// Pods waiting for vGPU resources (no node yet, phase Pending), by namespace and name.
     pub pending: Vec<PendingPod>,
+    /// GPUs held for pending pods (owner key, hold), unexpired when the snapshot was read: their
+    /// GPUs are marked RESERVED on `nodes`, so no move lands there.
+    pub holds: Vec<(String, Reservation)>,
+}
+
+/// The wall clock in Unix seconds: a snapshot drops the holds that have lapsed.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Whether a pod may be evicted and recreated elsewhere, or why not.
@@ -159,6 +169,10 @@ impl Snapshot {
                 }
             }
         }
+        cluster.expire_holds(unix_now());
+        let mut holds: Vec<(String, Reservation)> =
+            cluster.reservations().iter().map(|(k, r)| (k.clone(), r.clone())).collect();
+        holds.sort_by(|a, b| a.1.pod.cmp(&b.1.pod));
         let mut nodes: Vec<GpuNode> = cluster.nodes.values().cloned().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         for n in &mut nodes {
@@ -212,7 +226,7 @@ impl Snapshot {
         let workload =
             Workload::typical(out.iter().filter_map(|p| np::live_task_type(&nodes[p.node], &p.footprint)), 95.0);
         pending.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(Self { nodes, index, pods: out, workload, pending })
+        Ok(Self { nodes, index, pods: out, workload, pending, holds })
     }
 
     /// Cluster-level measures.
@@ -451,7 +465,7 @@ impl<'s> Planner<'s> {
             }
             fits.clear();
             for (d, (h, u)) in n.hot.iter().zip(&n.usage).enumerate() {
-                if !h.has(HEALTHY) || h.has(CORDONED) || !allowed(t, d, n) {
+                if !h.has(HEALTHY) || h.has(CORDONED | RESERVED) || !allowed(t, d, n) {
                     continue;
                 }
                 let free_mem = i64::from(h.devmem) - u.usedmem;
@@ -769,6 +783,10 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
         if n.hot[d].has(CORDONED) {
             return Err(format!("GPU {u} on node {node} is cordoned (hami.io/device-cordon)"));
         }
+        if let Some((_, r)) = snapshot.holds.iter().find(|(_, r)| *r.node == *node && r.gpus.iter().any(|g| **g == **u))
+        {
+            return Err(format!("GPU {u} on node {node} is held for pending pod {} ({RESERVATION_KEY})", r.pod));
+        }
     }
     let mut work = snapshot.clone();
     let mut planner = Planner::new(&mut work, usize::MAX);
@@ -870,6 +888,8 @@ pub struct PlanOptions {
     pub for_pod: Option<serde_json::Value>,
     /// Objective `pending`: the most moves spent on one pending pod.
     pub max_moves_per_pod: Option<usize>,
+    /// Only these pods (`namespace/name`) may be moved (the automatic mode's opt-in); all when absent.
+    pub movable: Option<Vec<String>>,
 }
 
 impl Default for PlanOptions {
@@ -883,6 +903,7 @@ impl Default for PlanOptions {
             baseline: true,
             for_pod: None,
             max_moves_per_pod: None,
+            movable: None,
         }
     }
 }
@@ -911,6 +932,14 @@ pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<V
     let mut snapshot = Snapshot::from_objects(inputs, config)?;
     if let Some(w) = workload_from_spec(&options.workload)? {
         snapshot.workload = w;
+    }
+    if let Some(allowed) = &options.movable {
+        let allowed: HashSet<&str> = allowed.iter().map(String::as_str).collect();
+        for p in snapshot.pods.iter_mut().filter(|p| p.blocked.is_none()) {
+            if !allowed.contains(p.key().as_str()) {
+                p.blocked = Some("not opted in to automatic moves".into());
+            }
+        }
     }
     let pct_budget = ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize;
     let out = match &options.for_pod {

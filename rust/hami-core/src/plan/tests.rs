@@ -497,3 +497,74 @@ fn queue_places_each_pod_before_planning_the_next() {
     assert_eq!(q.after_moves.free_whole_gpus, 2);
     validate_moves(&s, &q.moves).unwrap();
 }
+
+/// A pending pod of `mem` MiB on one GPU; `hold` (`node/uuid,...`) is its reservation, far in the future.
+fn pending_pod(name: &str, mem: i64, hold: Option<&str>) -> serde_json::Value {
+    let mut p = json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "annotations": {}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mem.to_string()}}}]},
+        "status": {"phase": "Pending"}});
+    if let Some(h) = hold {
+        p["metadata"]["annotations"] =
+            json!({"hami-fast.io/reservation": h, "hami-fast.io/reservation-expires": "2999-01-01T00:00:00Z"});
+    }
+    p
+}
+
+#[test]
+fn held_gpus_take_no_moved_pod_and_are_free_for_their_owner() {
+    // a-g0 holds p (600), a-g1 is empty but held for `owner`: p cannot move there to free a-g0.
+    let items = vec![
+        node("a", 2, &[]),
+        pod("p", "a", &[0], 600, true),
+        pending_pod("owner", 1000, Some("a/a-g1")),
+        pending_pod("big", 1000, None),
+    ];
+    let s = snap(items.clone());
+    assert_eq!(s.holds.len(), 1);
+    let r = plan(&s, 5, Strategy::Drain);
+    assert!(r.moves.is_empty(), "{:?}", r.moves);
+    let big = PendingPod::from_value(&items[3], &Config::default()).unwrap();
+    let u = unblock(&s, &big, 5);
+    assert!(!u.unblocked, "{}", u.message);
+    assert_eq!(u.reasons["a"], "ns/p has nowhere else to go", "a-g1 is held: p cannot move there");
+    let owner = PendingPod::from_value(&items[2], &Config::default()).unwrap();
+    let u = unblock(&s, &owner, 5);
+    assert!(u.unblocked && u.moves.is_empty(), "{}", u.message);
+    assert_eq!(u.target.unwrap().gpus, vec!["a-g1".to_owned()]);
+    let err = validate_target(&s, "ns/p", "a", &["gpu-1".into()]).unwrap_err();
+    assert!(err.contains("held for pending pod ns/owner"), "{err}");
+    // A lapsed hold is dropped when the snapshot is read.
+    let mut lapsed = items.clone();
+    lapsed[2]["metadata"]["annotations"]["hami-fast.io/reservation-expires"] = "2001-01-01T00:00:00Z".into();
+    let s = snap(lapsed);
+    assert!(s.holds.is_empty());
+    assert!(unblock(&s, &big, 5).unblocked);
+}
+
+#[test]
+fn only_opted_in_pods_move_when_a_list_is_given() {
+    let items = vec![
+        node("a", 2, &[]),
+        pod("p", "a", &[0], 600, true),
+        pod("q", "a", &[1], 300, true),
+        pending_pod("big", 1000, None),
+    ];
+    let list = json!({"kind": "List", "items": items}).to_string();
+    let run = |movable: serde_json::Value| -> serde_json::Value {
+        let big = &items[3];
+        let opts = json!({"for_pod": big, "max_moves": 3, "movable": movable});
+        serde_json::from_slice(
+            &plan_bytes(&[list.as_bytes()], opts.to_string().as_bytes(), &Config::default()).unwrap(),
+        )
+        .unwrap()
+    };
+    let any = run(serde_json::Value::Null);
+    assert_eq!(any["unblocked"], true);
+    for only in ["ns/p", "ns/q"] {
+        let r = run(json!([only]));
+        assert_eq!(r["unblocked"], true);
+        assert_eq!(r["moves"].as_array().unwrap().len(), 1);
+        assert_eq!(r["moves"][0]["pod"], only);
+    }
+    assert_eq!(run(json!([]))["unblocked"], false);
+}

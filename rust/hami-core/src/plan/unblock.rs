@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fit::{fit_host, fit_pod, PodContext};
 use crate::k8s::Pod;
-use crate::model::{collapse, Collapsed, GpuNode, CORDONED, HEALTHY, NVIDIA};
+use crate::model::{collapse, Collapsed, GpuNode, CORDONED, HEALTHY, NVIDIA, RESERVED};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use serde::Serialize;
@@ -139,7 +139,30 @@ pub fn unblock(snapshot: &Snapshot, pending: &PendingPod, budget: usize) -> Unbl
 type Landing = Option<(usize, Vec<Collapsed>)>;
 
 /// [`unblock`] on a planner's state: on success the moves stay applied (the pod itself is not placed).
+/// The pod's own hold (if it has one) is free for it meanwhile.
 fn unblock_in(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (Unblock, Landing) {
+    own_hold(planner, pending, false);
+    let out = unblock_held(planner, pending, budget);
+    own_hold(planner, pending, true);
+    out
+}
+
+/// Clears (`on = false`) or restores the RESERVED marks of the GPUs held for `pending`.
+fn own_hold(planner: &mut Planner, pending: &PendingPod, on: bool) {
+    let Some((_, r)) = planner.s.holds.iter().find(|(k, r)| *k == pending.uid || r.pod == pending.key) else {
+        return;
+    };
+    let Some(&t) = planner.s.index.get(&*r.node) else { return };
+    let node = &mut planner.s.nodes[t];
+    for gpu in &r.gpus {
+        if let Some(d) = node.device_index(gpu) {
+            let flags = &mut node.hot[d].flags;
+            *flags = if on { *flags | RESERVED } else { *flags & !RESERVED };
+        }
+    }
+}
+
+fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (Unblock, Landing) {
     let zero = planner.s.measures_with(&[]);
     let mut out = Unblock {
         pod: pending.key.clone(),
@@ -296,6 +319,8 @@ fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, mem: i64, cores: i6
         Some("unhealthy")
     } else if h.has(CORDONED) {
         Some("cordoned")
+    } else if h.has(RESERVED) {
+        Some("held for another pending pod")
     } else if !h.has(NVIDIA) || !pending.hints.type_allowed(&dev.device_type.to_uppercase()) {
         Some("type not allowed")
     } else if !pending.hints.uuid_allowed(&dev.id) {

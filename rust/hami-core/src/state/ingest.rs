@@ -1,5 +1,6 @@
 //! Ingest: Node, Pod and ResourceQuota objects, watch lines and LIST pages into the state.
 
+use super::reservations::Reservation;
 use super::{Applied, ClusterState, EventInfo, ListInfo, QuotaLimits};
 use crate::codec::{self, decode_pod_devices};
 use crate::error::{Error, Result};
@@ -65,7 +66,9 @@ impl ClusterState {
                 self.nodes.remove(meta.name.as_ref());
             }
             "Pod" => {
-                self.release(&meta.reservation_key());
+                let key = meta.reservation_key();
+                self.release(&key);
+                self.unhold(&key);
             }
             "ResourceQuota" => {
                 if let Some(m) = self.quotas.get_mut(meta.namespace.as_ref()) {
@@ -142,6 +145,11 @@ impl ClusterState {
                 gone.iter().for_each(|uid| {
                     self.release(uid);
                 });
+                let lapsed: Vec<String> =
+                    self.holds.iter().filter(|(_, r)| !keys.contains(&r.pod)).map(|(k, _)| k.clone()).collect();
+                lapsed.iter().for_each(|k| {
+                    self.unhold(k);
+                });
                 gone.len()
             }
             "ResourceQuota" => {
@@ -175,6 +183,7 @@ impl ClusterState {
             Some(old) if old.same_inventory(&fresh) => fresh.copy_usage_from(old),
             _ => self.rebuild_usage(&mut fresh),
         }
+        self.mark_holds_on(&mut fresh);
         self.nodes.insert(fresh);
         Ok(())
     }
@@ -196,12 +205,15 @@ impl ClusterState {
             parse_raw(view.status).map_err(|e| Error::invalid(pod_name(), e).field("status"))?;
         if status.is_terminal() {
             self.release(&key);
+            self.unhold(&key);
             return Ok(Applied::Pod);
         }
         let ann = &meta.annotations;
         let (Some(node), Some(allocated)) = (ann.vgpu_node.as_deref(), ann.allocated.as_deref()) else {
-            return Ok(Applied::PodIgnored);
+            return self.apply_hold(view, &key).map(|()| Applied::PodIgnored);
         };
+        // The owner of a reservation has its allocation now: its GPUs are its own, not held.
+        self.unhold(&key);
         let spec: PodSpecView = parse_raw(view.spec).map_err(|e| Error::invalid(pod_name(), e).field("spec"))?;
         let mut slots = decode_pod_devices(allocated)
             .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", codec::ALLOCATED_KEY)))?;
@@ -215,6 +227,34 @@ impl ClusterState {
         let record = self.record(&meta.namespace, &meta.name, node, footprint);
         self.reserve(key, record);
         Ok(Applied::Pod)
+    }
+
+    /// A pod without an allocation: holds the GPUs its reservation names, or drops its hold when
+    /// the annotation is gone, it is bound, or the annotation is malformed (the error says which field).
+    fn apply_hold(&mut self, view: &ObjectView, key: &str) -> Result<()> {
+        #[derive(Default, serde::Deserialize)]
+        #[serde(default, rename_all = "camelCase")]
+        struct Bound {
+            node_name: String,
+        }
+        let ann = &view.metadata.annotations;
+        if ann.reservation.is_none() {
+            self.unhold(key);
+            return Ok(());
+        }
+        if !parse_raw::<Bound>(view.spec).unwrap_or_default().node_name.is_empty() {
+            self.unhold(key);
+            return Ok(());
+        }
+        let pod = ObjectKey::namespaced(&view.metadata.namespace, &view.metadata.name).to_string();
+        match Reservation::parse(&pod, ann.reservation.as_deref(), ann.reservation_expires.as_deref()) {
+            Ok(Some(r)) => self.hold(key, r),
+            Ok(None) => Ok(()),
+            Err(e) => {
+                self.unhold(key);
+                Err(e)
+            }
+        }
     }
 
     /// HAMi writes one slot per GPU container, not one per container; its own reader then takes

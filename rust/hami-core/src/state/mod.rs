@@ -4,6 +4,7 @@
 mod ingest;
 pub mod nodes;
 mod report;
+pub mod reservations;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -40,6 +41,8 @@ pub struct ClusterState {
     ns_usage: HashMap<String, (i64, i64)>,
     /// Task types of the most recently placed pods: FGD's target workload in the live scheduler.
     recent: std::collections::VecDeque<crate::frag::TaskType>,
+    /// GPUs held for pending pods ([`reservations`]).
+    holds: reservations::Reservations,
 }
 
 /// How many recent placements FGD learns its target workload from.
