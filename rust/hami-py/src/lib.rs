@@ -39,9 +39,9 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, hami_core::Error> 
     .map_err(engine_error)
 }
 
-/// A malformed HAMi annotation value, named by its key.
-fn annotation_error(key: &str, message: String) -> PyErr {
-    engine_error(hami_core::Error::invalid("", message).field(format!("annotation {key}")))
+/// A malformed HAMi annotation value: the codec's error, its field prefixed with the annotation's key.
+fn annotation_error(key: &str, error: hami_core::Error) -> PyErr {
+    engine_error(error.in_field(format_args!("annotation {key}")))
 }
 
 #[pyclass(frozen, module = "hami_fast._native")]
