@@ -275,6 +275,14 @@ def test_malformed_csv_is_one_typed_error(tmp_path, capsys, which, text, kind, a
     assert captured.out == ""
 
 
+def test_plan_replay_names_the_broken_csv(tmp_path, capsys):
+    nodes, pods = write_cluster(tmp_path)
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,two,1\n")
+    assert main(["plan", "--replay", f"{nodes},{pods}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f'hami-fast plan: decode {pods}:2:4: column `num_gpu`: expected a non-negative integer, got "two"\n'
+
+
 def test_missing_file_and_unknown_policy(tmp_path, capsys):
     nodes, pods = write_cluster(tmp_path)
     assert main(["simulate", "--nodes", str(tmp_path / "nope.csv"), "--pods", str(pods)]) == 2

@@ -206,6 +206,17 @@ def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], c
     """
 
 def replay_snapshot(
-    nodes_csv: bytes, pods_csv: bytes, policy: str, arrived_pct: float = 90.0, seed: int = 42, tune: float = 1.3
+    nodes_csv: bytes,
+    pods_csv: bytes,
+    policy: str,
+    arrived_pct: float = 90.0,
+    seed: int = 42,
+    tune: float = 1.3,
+    nodes_name: str = "nodes.csv",
+    pods_name: str = "pods.csv",
 ) -> bytes:
-    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``."""
+    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``.
+
+    Pods are dated one second apart in arrival order (``creationTimestamp``), so the pending queue
+    (oldest first) is the arrival order. CSV errors name ``nodes_name`` / ``pods_name`` as in :func:`replay`.
+    """

@@ -26,6 +26,14 @@ pub struct PodRow {
     pub gpu_spec: String,
 }
 
+/// The bytes of trace file `file` as text; not UTF-8 is an error naming the line of the first bad byte.
+pub fn utf8<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        Error::decode(format!("{file}:{line}"), "not UTF-8 text")
+    })
+}
+
 struct Table<'a> {
     file: &'a str,
     header: Vec<&'a str>,
@@ -236,5 +244,7 @@ mod tests {
         );
         assert_eq!(parse_nodes("n.csv", " \n\r\n").unwrap_err().message, "empty file (want a header line)");
         assert_eq!(parse_pods("p.csv", PODS).unwrap_err().to_string(), "decode p.csv: no pod rows after the header");
+        assert_eq!(utf8("p.csv", b"a\nb\n\xffc").unwrap_err().to_string(), "decode p.csv:3: not UTF-8 text");
+        assert_eq!(utf8("p.csv", b"a,b\n").unwrap(), "a,b\n");
     }
 }
