@@ -72,6 +72,55 @@ def test_bad_input_raises_engine_error_naming_the_field(call, needle: str) -> No
     assert issubclass(EngineError, ValueError)
 
 
+@pytest.mark.parametrize(
+    ("call", "kind", "field", "message"),
+    [
+        (lambda: _native.decode_pod_devices("GPU-a,NVIDIA,1000,0:;GPU-b,NVIDIA,x,0:;"), "invalid",
+         "annotation hami.io/vgpu-devices-allocated, container slot 1, device 0",
+         'memory "x" is not an int32 (in "GPU-b,NVIDIA,x,0")'),
+        (lambda: _native.decode_node_register("GPU-a,10,1,100,T,0,true:GPU-b,10,1,100,T,0,yes:"), "invalid",
+         "annotation hami.io/node-nvidia-register, device 1, health", '"yes" is not a bool'),
+        (lambda: _native.decode_node_register("[]"), "invalid", "annotation hami.io/node-nvidia-register",
+         "no gpu found on node"),
+        (lambda: _native.parse_node_lock("a,b"), "invalid", "annotation hami.io/mutex.lock",
+         "node lock \"a,b\" must be '<RFC3339>,<namespace>,<name>'"),
+    ],
+)  # fmt: skip
+def test_codec_errors_are_typed(call, kind: str, field: str, message: str) -> None:
+    with pytest.raises(EngineError) as err:
+        call()
+    assert (err.value.kind, err.value.object, err.value.field) == (kind, "", field)
+    assert str(err.value) == f"{field}: {message}"
+
+
+def test_malformed_allocation_in_a_watch_line_names_pod_annotation_slot_and_device() -> None:
+    cluster = Cluster()
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u",
+            "annotations": {
+                "hami.io/vgpu-node": "n1",
+                "hami.io/vgpu-devices-allocated": "GPU-a,NVIDIA,1000,0:;GPU-b,NVIDIA,1000:;",
+            },
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}]},
+        "status": {"phase": "Running"},
+    }
+    event_type, _, key, _, error = cluster.apply_watch_event(orjson.dumps({"type": "ADDED", "object": pod}))
+    assert (event_type, key) == ("ADDED", "ns/p")
+    assert error == (
+        "Pod ns/p: annotation hami.io/vgpu-devices-allocated: container slot 1, device 0: "
+        '"GPU-b,NVIDIA,1000" needs 4 comma fields UUID,TYPE,MEM,CORES'
+    )
+    with pytest.raises(EngineError) as err:
+        cluster.apply_watch_event(b'{"type": "ADDED", "object": ')
+    assert (err.value.kind, err.value.object) == ("decode", "watch event")
+    assert "\n" not in str(err.value)
+
+
 def test_huge_and_hostile_bodies_do_not_crash() -> None:
     cluster = Cluster()
     deep = b"[" * 100_000 + b"]" * 100_000

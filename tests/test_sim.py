@@ -238,29 +238,49 @@ def test_fragmentation_spec_vectors(cpu_left, free, model, types, expected):
     assert _native.node_frag(cpu_left, free, model, table) == pytest.approx(expected, abs=0.01)
 
 
-# Bad input names the file, the line and the column.
+# Bad input is one typed error: kind, object `file:line:column`, field the column, one line on the CLI.
 @pytest.mark.parametrize(
-    ("which", "text", "message"),
+    ("which", "text", "kind", "at", "field", "message"),
     [
         ("pods", POD_HEADER + "\nopenb-pod-0000,12000,16384,1,1000,,LS,Running,0,1,0\nopenb-pod-0001,12k,16384,1,460,,LS,Running,0,1,0\n",
-         'pods.csv:3:2: column `cpu_milli`: expected a non-negative integer, got "12k"'),
+         "decode", ":3:2", "column `cpu_milli`", 'expected a non-negative integer, got "12k"'),
         ("pods", POD_HEADER + "\nopenb-pod-0000,12000,16384,-1,1000,,LS,Running,0,1,0\n",
-         "pods.csv:2:4: column `num_gpu`: -1 is out of range 0..=1024"),
-        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1\n", "pods.csv:2:5: column `gpu_milli` is missing"),
-        ("pods", "name,cpu,memory_mib,num_gpu,gpu_milli\np,1,1,1,1\n", "pods.csv:1: missing column `cpu_milli`"),
-        ("nodes", NODE_HEADER + "\nn1,64000,262144,two,P100\n", 'nodes.csv:2:4: column `gpu`: expected a non-negative integer, got "two"'),
-        ("nodes", NODE_HEADER + '\n"n1",64000,262144,2,P100\n', "nodes.csv:2:1: quoted fields are not supported"),
+         "invalid", ":2:4", "column `num_gpu`", "-1 is out of range 0..=1024"),
+        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1\n",
+         "decode", ":2:5", "column `gpu_milli`", "missing (row has 4 fields, header has 5)"),
+        ("pods", "name,cpu,memory_mib,num_gpu,gpu_milli\np,1,1,1,1\n",
+         "decode", ":1", "column `cpu_milli`", "missing from the header (header has: name,cpu,memory_mib,num_gpu,gpu_milli)"),
+        ("pods", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", "decode", "", "", "no pod rows after the header"),
+        ("pods", "", "decode", "", "", "empty file (want a header line)"),
+        ("nodes", NODE_HEADER + "\nn1,64000,262144,two,P100\n",
+         "decode", ":2:4", "column `gpu`", 'expected a non-negative integer, got "two"'),
+        ("nodes", NODE_HEADER + '\n"n1",64000,262144,2,P100\n',
+         "decode", ":2:1", "column `sn`", "quoted fields are not supported in trace CSVs"),
+        ("nodes", NODE_HEADER + "\n\xff\n", "decode", ":2", "", "not UTF-8 text"),
     ],
 )  # fmt: skip
-def test_malformed_csv_names_file_line_column(tmp_path, capsys, which, text, message):
+def test_malformed_csv_is_one_typed_error(tmp_path, capsys, which, text, kind, at, field, message):
     nodes, pods = write_cluster(tmp_path)
-    (nodes if which == "nodes" else pods).write_text(text)
+    path = nodes if which == "nodes" else pods
+    path.write_bytes(text.encode("latin-1"))
     with pytest.raises(_native.EngineError) as err:
         replay(Run(str(nodes), str(pods), "fgd"))
-    assert str(err.value).startswith(str(tmp_path / f"{which}.csv")[: -len(which) - 4])
-    assert message in str(err.value)
+    e = err.value
+    assert (e.kind, e.object, e.field) == (kind, f"{path}{at}", field)
+    line = f"{'decode ' if kind == 'decode' else ''}{path}{at}: {field + ': ' if field else ''}{message}"
+    assert str(e) == line
     assert main(["simulate", "--nodes", str(nodes), "--pods", str(pods)]) == 2
-    assert message in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.err == f"hami-fast simulate: {line}\n", "one line, no traceback"
+    assert captured.out == ""
+
+
+def test_plan_replay_names_the_broken_csv(tmp_path, capsys):
+    nodes, pods = write_cluster(tmp_path)
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,two,1\n")
+    assert main(["plan", "--replay", f"{nodes},{pods}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f'hami-fast plan: decode {pods}:2:4: column `num_gpu`: expected a non-negative integer, got "two"\n'
 
 
 def test_missing_file_and_unknown_policy(tmp_path, capsys):

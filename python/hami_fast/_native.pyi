@@ -126,13 +126,18 @@ def check_gpu_policy(value: str) -> str:
     """A GPU policy flag value (a name or a comma chain) -> the trimmed value; EngineError otherwise."""
 
 def decode_node_register(value: str) -> bytes:
-    """``hami.io/node-nvidia-register`` (JSON or legacy colon form) -> JSON list of devices."""
+    """``hami.io/node-nvidia-register`` (JSON or legacy colon form) -> JSON list of devices.
+
+    EngineError's ``field`` is the annotation and the device (``annotation hami.io/node-nvidia-register,
+    device 1, health``)."""
 
 def encode_node_register(devices: bytes) -> str:
     """JSON list of devices -> annotation value, in the device plugin's key order and omitempty rules."""
 
 def decode_pod_devices(value: str) -> bytes:
-    """``hami.io/vgpu-devices-allocated`` -> JSON ``[[{"uuid","type","usedmem","usedcores"}, ...], ...]``."""
+    """``hami.io/vgpu-devices-allocated`` -> JSON ``[[{"uuid","type","usedmem","usedcores"}, ...], ...]``.
+
+    EngineError's ``field`` is the annotation, slot and device (``..., container slot 1, device 0``)."""
 
 def encode_pod_devices(containers: bytes) -> str:
     """Inverse of :func:`decode_pod_devices`."""
@@ -163,7 +168,10 @@ def replay(
     unallocated_pct_at_100, alloc_pct_by_arrived, frag_pct_by_arrived, frag_ratio_by_arrived,
     elapsed_s`` (the ``*_by_arrived`` maps are keyed by arrived GPU % as strings).
     ``check_all`` confirms every candidate node with the engine's Fit (slower).
-    A malformed CSV raises :class:`EngineError` naming the file, line and column.
+    A malformed CSV raises :class:`EngineError` with ``object`` ``<file>:<line>:<column>`` (``<file>:1``
+    for the header, ``<file>`` for an empty file) and ``field`` the column (```column `cpu_milli` ```);
+    ``kind`` is ``decode`` (not a number, a missing column or field, a quote, not UTF-8) or ``invalid``
+    (out of range, an empty name).
     """
 
 def policy_names() -> list[str]:
@@ -204,6 +212,17 @@ def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], c
     """
 
 def replay_snapshot(
-    nodes_csv: bytes, pods_csv: bytes, policy: str, arrived_pct: float = 90.0, seed: int = 42, tune: float = 1.3
+    nodes_csv: bytes,
+    pods_csv: bytes,
+    policy: str,
+    arrived_pct: float = 90.0,
+    seed: int = 42,
+    tune: float = 1.3,
+    nodes_name: str = "nodes.csv",
+    pods_name: str = "pods.csv",
 ) -> bytes:
-    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``."""
+    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``.
+
+    Pods are dated one second apart in arrival order (``creationTimestamp``), so the pending queue
+    (oldest first) is the arrival order. CSV errors name ``nodes_name`` / ``pods_name`` as in :func:`replay`.
+    """

@@ -267,7 +267,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             if not pods:
                 raise ValueError("--replay wants NODES_CSV,PODS_CSV")
             snap = _native.replay_snapshot(
-                Path(nodes).read_bytes(), Path(pods).read_bytes(), args.policy, args.arrived, args.seed
+                Path(nodes).read_bytes(),
+                Path(pods).read_bytes(),
+                args.policy,
+                args.arrived,
+                args.seed,
+                nodes_name=nodes,
+                pods_name=pods,
             )
             if args.save_snapshot:
                 Path(args.save_snapshot).write_bytes(snap)

@@ -74,6 +74,13 @@ impl Error {
         self
     }
 
+    /// Names the field an inner error (raised inside a value, e.g. a codec's `container slot 0`)
+    /// sits in: `annotation hami.io/x` + `container slot 0` -> `annotation hami.io/x, container slot 0`.
+    pub fn in_field(mut self, outer: impl fmt::Display) -> Self {
+        self.field = if self.field.is_empty() { outer.to_string() } else { format!("{outer}, {}", self.field) };
+        self
+    }
+
     /// Names the object an inner error (raised without knowing it) belongs to, keeping its field.
     pub fn in_object(mut self, object: impl fmt::Display) -> Self {
         self.object = if self.object.is_empty() { object.to_string() } else { format!("{object}: {}", self.object) };
@@ -114,5 +121,8 @@ mod tests {
         );
         assert_eq!(Error::invalid("", "x").in_object("Pod a/b").to_string(), "Pod a/b: x");
         assert_eq!(Error::internal("panic").kind.as_str(), "internal");
+        let inner = Error::invalid("", "bad").field("container slot 0");
+        assert_eq!(inner.in_field("annotation hami.io/x").to_string(), "annotation hami.io/x, container slot 0: bad");
+        assert_eq!(Error::invalid("", "bad").in_field("annotation hami.io/x").field, "annotation hami.io/x");
     }
 }

@@ -164,11 +164,13 @@ impl GpuNode {
         let mut out = Self { name: name.to_owned(), ..Self::default() };
         let decoded = match ann.register.as_deref() {
             None => Err("annotation hami.io/node-nvidia-register not found".to_owned()),
-            Some(v) => codec::decode_node_register(v).map_err(|e| format!("annotation {}: {e}", codec::REGISTER_KEY)),
+            Some(v) => codec::decode_node_register(v)
+                .map_err(|e| e.in_field(format_args!("annotation {}", codec::REGISTER_KEY)).to_string()),
         };
         let pair_scores = match ann.pair_scores.as_deref() {
             None => Ok(BTreeMap::new()),
-            Some(v) => codec::decode_pair_scores(v).map_err(|e| format!("annotation {}: {e}", codec::PAIR_SCORE_KEY)),
+            Some(v) => codec::decode_pair_scores(v)
+                .map_err(|e| e.in_field(format_args!("annotation {}", codec::PAIR_SCORE_KEY)).to_string()),
         };
         match (decoded, pair_scores) {
             (Ok(devices), Ok(pairs)) => out.set_devices(devices, &pairs, ann.cordon.as_deref()),

@@ -39,9 +39,9 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, hami_core::Error> 
     .map_err(engine_error)
 }
 
-/// A malformed HAMi annotation value, named by its key.
-fn annotation_error(key: &str, message: String) -> PyErr {
-    engine_error(hami_core::Error::invalid("", message).field(format!("annotation {key}")))
+/// A malformed HAMi annotation value: the codec's error, its field prefixed with the annotation's key.
+fn annotation_error(key: &str, error: hami_core::Error) -> PyErr {
+    engine_error(error.in_field(format_args!("annotation {key}")))
 }
 
 #[pyclass(frozen, module = "hami_fast._native")]
@@ -339,13 +339,7 @@ fn replay<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     use hami_core::replay;
     let out = run(py, || {
-        let text = |name: &str, bytes: &[u8]| {
-            std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| {
-                let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-                hami_core::Error::decode(format!("{name}:{line}"), "not UTF-8 text")
-            })
-        };
-        let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
+        let (nodes, pods) = (replay::csv::utf8(nodes_name, nodes_csv)?, replay::csv::utf8(pods_name, pods_csv)?);
         let options = replay::Options {
             policy: hami_core::policy::NodePolicy::from_name(policy)?,
             seed,
@@ -354,7 +348,7 @@ fn replay<'py>(
             check_all,
             ..replay::Options::default()
         };
-        let value = replay::replay_csv(nodes_name, &nodes, pods_name, &pods, options)?;
+        let value = replay::replay_csv(nodes_name, nodes, pods_name, pods, options)?;
         serde_json::to_vec(&value).map_err(hami_core::Error::internal)
     })?;
     Ok(PyBytes::new(py, &out))
@@ -381,14 +375,9 @@ fn replay_arrivals<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     use hami_core::replay;
     let out = run(py, || {
-        let text = |name: &str, bytes: &[u8]| {
-            std::str::from_utf8(bytes)
-                .map(str::to_owned)
-                .map_err(|_| hami_core::Error::decode(name.to_owned(), "not UTF-8 text"))
-        };
-        let (nodes, pods) = (text(nodes_name, nodes_csv)?, text(pods_name, pods_csv)?);
+        let (nodes, pods) = (replay::csv::utf8(nodes_name, nodes_csv)?, replay::csv::utf8(pods_name, pods_csv)?);
         let options = replay::Options { seed, tune, ..replay::Options::default() };
-        let value = replay::arrivals_csv(nodes_name, &nodes, pods_name, &pods, options)?;
+        let value = replay::arrivals_csv(nodes_name, nodes, pods_name, pods, options)?;
         serde_json::to_vec(&value).map_err(hami_core::Error::internal)
     })?;
     Ok(PyBytes::new(py, &out))
@@ -462,7 +451,8 @@ fn validate_target<'py>(
 
 /// A trace replay stopped at `arrived_pct` % of GPU capacity, as a Kubernetes `List` (JSON).
 #[pyfunction]
-#[pyo3(signature = (nodes_csv, pods_csv, policy, arrived_pct=90.0, seed=42, tune=1.3))]
+#[pyo3(signature = (nodes_csv, pods_csv, policy, arrived_pct=90.0, seed=42, tune=1.3, nodes_name="nodes.csv", pods_name="pods.csv"))]
+#[allow(clippy::too_many_arguments)]
 fn replay_snapshot<'py>(
     py: Python<'py>,
     nodes_csv: &[u8],
@@ -471,22 +461,15 @@ fn replay_snapshot<'py>(
     arrived_pct: f64,
     seed: i64,
     tune: f64,
+    nodes_name: &str,
+    pods_name: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
     use hami_core::replay;
     let out = run(py, || {
-        let text = |name: &str, b: &[u8]| {
-            std::str::from_utf8(b).map(str::to_owned).map_err(|_| hami_core::Error::decode(name, "not UTF-8 text"))
-        };
+        let (nodes, pods) = (replay::csv::utf8(nodes_name, nodes_csv)?, replay::csv::utf8(pods_name, pods_csv)?);
         let policy = hami_core::policy::NodePolicy::from_name(policy)?;
         let options = replay::Options { policy, seed, tune, ..replay::Options::default() };
-        let value = replay::snapshot::snapshot_csv(
-            "nodes.csv",
-            &text("nodes.csv", nodes_csv)?,
-            "pods.csv",
-            &text("pods.csv", pods_csv)?,
-            options,
-            arrived_pct,
-        )?;
+        let value = replay::snapshot::snapshot_csv(nodes_name, nodes, pods_name, pods, options, arrived_pct)?;
         serde_json::to_vec(&value).map_err(hami_core::Error::internal)
     })?;
     Ok(PyBytes::new(py, &out))

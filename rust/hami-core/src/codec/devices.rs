@@ -1,5 +1,6 @@
 //! Per-container device lists: `UUID,NVIDIA,mem,cores:` per device, `;` per container slot.
 
+use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -50,8 +51,9 @@ pub fn align_to_containers(slots: &PodDevices, uses_gpu: &[bool]) -> Option<PodD
 }
 
 /// Decodes a device list. Empty slots are kept so slot *i* still maps to container *i*;
-/// the empty element after the final `;` is dropped.
-pub fn decode_pod_devices(value: &str) -> Result<PodDevices, String> {
+/// the empty element after the final `;` is dropped. An error's field names the slot and device
+/// (`container slot 1, device 0`); the caller names the annotation ([`Error::in_field`]).
+pub fn decode_pod_devices(value: &str) -> Result<PodDevices> {
     let mut parts: Vec<&str> = value.split(';').collect();
     if parts.last() == Some(&"") {
         parts.pop();
@@ -59,21 +61,25 @@ pub fn decode_pod_devices(value: &str) -> Result<PodDevices, String> {
     parts
         .iter()
         .enumerate()
-        .map(|(slot, entry)| decode_slot(entry).map_err(|e| format!("container slot {slot}: {e}")))
+        .map(|(slot, entry)| decode_slot(entry).map_err(|e| e.in_field(format!("container slot {slot}"))))
         .collect()
 }
 
-fn decode_slot(entry: &str) -> Result<Vec<ContainerDevice>, String> {
+fn decode_slot(entry: &str) -> Result<Vec<ContainerDevice>> {
     entry
         .split(':')
         .filter(|seg| seg.contains(','))
-        .map(|seg| {
+        .enumerate()
+        .map(|(i, seg)| {
+            let at = || format!("device {i}");
             let f: Vec<&str> = seg.split(',').collect();
             if f.len() < 4 {
-                return Err(format!("device {seg:?} needs 4 comma fields UUID,TYPE,MEM,CORES"));
+                return Err(Error::invalid("", format!("{seg:?} needs 4 comma fields UUID,TYPE,MEM,CORES")).field(at()));
             }
-            let int = |i: usize, name: &str| {
-                f[i].trim().parse::<i32>().map_err(|_| format!("device {seg:?}: {name} {:?} is not an int32", f[i]))
+            let int = |k: usize, name: &str| {
+                f[k].trim().parse::<i32>().map_err(|_| {
+                    Error::invalid("", format!("{name} {:?} is not an int32 (in {seg:?})", f[k])).field(at())
+                })
             };
             Ok(ContainerDevice {
                 uuid: f[0].to_owned(),
@@ -140,9 +146,17 @@ mod tests {
 
     #[test]
     fn malformed_lists_are_errors() {
-        assert!(decode_pod_devices("GPU-a,NVIDIA,1:;").unwrap_err().contains("4 comma fields"));
-        assert!(decode_pod_devices("GPU-a,NVIDIA,x,1:;").unwrap_err().contains("memory"));
-        assert!(decode_pod_devices("GPU-a,NVIDIA,1,99999999999:;").unwrap_err().contains("cores"));
+        let err = decode_pod_devices("GPU-a,NVIDIA,1:;").unwrap_err();
+        assert_eq!(
+            (err.field.as_str(), err.message.as_str()),
+            ("container slot 0, device 0", "\"GPU-a,NVIDIA,1\" needs 4 comma fields UUID,TYPE,MEM,CORES")
+        );
+        let err = decode_pod_devices(";GPU-a,NVIDIA,1,2:GPU-b,NVIDIA,x,1:;").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "container slot 1, device 1: memory \"x\" is not an int32 (in \"GPU-b,NVIDIA,x,1\")"
+        );
+        assert!(decode_pod_devices("GPU-a,NVIDIA,1,99999999999:;").unwrap_err().message.starts_with("cores"));
         assert!(decode_pod_devices("a;GPU-a,NVIDIA,1,2,extra:;").is_ok());
     }
 }

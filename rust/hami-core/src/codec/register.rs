@@ -1,5 +1,6 @@
 //! `hami.io/node-nvidia-register` (JSON, legacy colon form as fallback) and `hami.io/node-nvidia-score`.
 
+use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -68,43 +69,45 @@ pub struct Device {
 }
 
 /// Decodes the register annotation: JSON first, then the legacy `UUID,count,mem,core,type,numa,health[,index,mode]:` form.
-pub fn decode_node_register(value: &str) -> Result<Vec<Device>, String> {
+/// An error's field names the device (`device 1, devmem`); the caller names the annotation.
+pub fn decode_node_register(value: &str) -> Result<Vec<Device>> {
     let trimmed = value.trim();
     let devices = if trimmed.starts_with('[') {
-        serde_json::from_str::<Vec<Device>>(trimmed).map_err(|e| format!("invalid JSON: {e}"))?
+        serde_json::from_str::<Vec<Device>>(trimmed).map_err(|e| Error::decode("", format!("invalid JSON: {e}")))?
     } else {
-        decode_legacy_register(trimmed).map_err(|e| format!("neither a JSON array nor the legacy colon form: {e}"))?
+        decode_legacy_register(trimmed)?
     };
     if devices.is_empty() {
-        return Err("no gpu found on node".into());
+        return Err(Error::invalid("", "no gpu found on node"));
     }
     Ok(devices)
 }
 
-fn decode_legacy_register(value: &str) -> Result<Vec<Device>, String> {
+fn decode_legacy_register(value: &str) -> Result<Vec<Device>> {
     if !value.contains(':') {
-        return Err("no ':' separated device found".into());
+        return Err(Error::decode("", "neither a JSON array nor the legacy colon form (no ':' separated device)"));
     }
     value
         .split(':')
         .filter(|s| !s.is_empty())
         .enumerate()
-        .map(|(i, s)| decode_legacy_device(s).map_err(|e| format!("device {i} ({s:?}): {e}")))
+        .map(|(i, s)| decode_legacy_device(s).map_err(|e| e.in_field(format!("device {i}"))))
         .collect()
 }
 
-fn decode_legacy_device(segment: &str) -> Result<Device, String> {
+fn decode_legacy_device(segment: &str) -> Result<Device> {
     let f: Vec<&str> = segment.split(',').collect();
     if f.len() != 7 && f.len() != 9 {
-        return Err(format!("expected 7 or 9 comma fields, found {}", f.len()));
+        return Err(Error::invalid(
+            "",
+            format!("expected 7 or 9 comma fields in the legacy form, found {} in {segment:?}", f.len()),
+        ));
     }
-    let int = |i: usize, name: &str| -> Result<i32, String> {
-        f[i].trim().parse::<i32>().map_err(|_| format!("field {name}={:?} is not an integer", f[i]))
-    };
-    let health = f[6].trim().parse::<bool>().map_err(|_| format!("field health={:?} is not a bool", f[6]))?;
+    let bad = |name: &str, what: &str, raw: &str| Error::invalid("", format!("{raw:?} is not {what}")).field(name);
+    let int = |i: usize, name: &str| f[i].trim().parse::<i32>().map_err(|_| bad(name, "an integer", f[i]));
+    let health = f[6].trim().parse::<bool>().map_err(|_| bad("health", "a bool", f[6]))?;
     let (index, mode) = if f.len() == 9 {
-        let index =
-            f[7].trim().parse::<u32>().map_err(|_| format!("field index={:?} is not a non-negative integer", f[7]))?;
+        let index = f[7].trim().parse::<u32>().map_err(|_| bad("index", "a non-negative integer", f[7]))?;
         (index, f[8].to_owned())
     } else {
         (0, "hami-core".to_owned())
@@ -137,8 +140,9 @@ struct PairScoreEntry {
 }
 
 /// `hami.io/node-nvidia-score`: `[{"uuid": .., "score": {peer: int}}]` -> uuid -> peer -> score.
-pub fn decode_pair_scores(value: &str) -> Result<BTreeMap<String, BTreeMap<String, i64>>, String> {
-    let entries: Vec<PairScoreEntry> = serde_json::from_str(value).map_err(|e| format!("invalid JSON: {e}"))?;
+pub fn decode_pair_scores(value: &str) -> Result<BTreeMap<String, BTreeMap<String, i64>>> {
+    let entries: Vec<PairScoreEntry> =
+        serde_json::from_str(value).map_err(|e| Error::decode("", format!("invalid JSON: {e}")))?;
     Ok(entries.into_iter().map(|e| (e.uuid, e.score)).collect())
 }
 
@@ -195,13 +199,15 @@ mod tests {
 
     #[test]
     fn malformed_inputs_name_the_problem() {
-        assert!(decode_node_register("[]").unwrap_err().contains("no gpu found"));
-        assert!(decode_node_register("[{").unwrap_err().contains("invalid JSON"));
-        assert!(decode_node_register("GPU-a,10,abc,100,T,0,true:").unwrap_err().contains("devmem"));
-        assert!(decode_node_register("GPU-a,10,1,100:").unwrap_err().contains("7 or 9"));
-        assert!(decode_node_register("garbage").is_err());
-        assert!(decode_node_register("GPU-a,10,1,100,T,0,yes:").unwrap_err().contains("health"));
-        assert!(decode_node_register("GPU-a,10,1,100,T,0,true,-1,hami-core:").unwrap_err().contains("index"));
+        let text = |v: &str| decode_node_register(v).unwrap_err().to_string();
+        assert_eq!(text("[]"), "no gpu found on node");
+        assert!(text("[{").starts_with("decode invalid JSON: "), "{}", text("[{"));
+        assert_eq!(text("GPU-a,10,abc,100,T,0,true:"), "device 0, devmem: \"abc\" is not an integer");
+        assert!(text("GPU-a,10,1,100:").starts_with("device 0: expected 7 or 9 comma fields"));
+        assert!(text("garbage").contains("neither a JSON array nor the legacy colon form"));
+        assert_eq!(text("GPU-z,10,1,100,T,0,true:GPU-a,10,1,100,T,0,yes:"), "device 1, health: \"yes\" is not a bool");
+        let err = decode_node_register("GPU-a,10,1,100,T,0,true,-1,hami-core:").unwrap_err();
+        assert_eq!((err.kind, err.field.as_str()), (crate::error::ErrorKind::Invalid, "device 0, index"));
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct ObjectMeta {
     pub annotations: StringMap,
     #[serde(deserialize_with = "nullable")]
     pub labels: StringMap,
+    /// RFC 3339 in UTC (`2026-01-01T00:00:00Z`, as the API server writes it): sorts as text.
+    pub creation_timestamp: Option<String>,
     pub deletion_timestamp: Option<String>,
     #[serde(deserialize_with = "lenient")]
     pub owner_references: Vec<OwnerReference>,

@@ -225,7 +225,7 @@ impl Snapshot {
         out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let workload =
             Workload::typical(out.iter().filter_map(|p| np::live_task_type(&nodes[p.node], &p.footprint)), 95.0);
-        pending.sort_by(|a, b| a.key.cmp(&b.key));
+        pending.sort_by(PendingPod::queue_order);
         Ok(Self { nodes, index, pods: out, workload, pending, holds })
     }
 

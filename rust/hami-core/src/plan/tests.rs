@@ -568,3 +568,25 @@ fn only_opted_in_pods_move_when_a_list_is_given() {
     }
     assert_eq!(run(json!([]))["unblocked"], false);
 }
+
+#[test]
+fn pending_queue_is_oldest_first() {
+    let waiting = |name: &str, created: Option<&str>| {
+        let mut p = json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}")},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "500"}}}]},
+            "status": {"phase": "Pending"}});
+        if let Some(t) = created {
+            p["metadata"]["creationTimestamp"] = t.into();
+        }
+        p
+    };
+    let s = snap(vec![
+        node("a", 1, &[]),
+        waiting("a-new", Some("2026-01-02T00:00:00Z")),
+        waiting("z-old", Some("2026-01-01T00:00:00Z")),
+        waiting("b-undated", None),
+        waiting("c-new", Some("2026-01-02T00:00:00Z")),
+    ]);
+    let order: Vec<&str> = s.pending.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(order, ["ns/z-old", "ns/a-new", "ns/c-new", "ns/b-undated"]);
+}

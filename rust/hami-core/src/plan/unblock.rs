@@ -26,6 +26,8 @@ const MAX_TRIES: usize = 24;
 pub struct PendingPod {
     pub key: String,
     pub uid: String,
+    /// `metadata.creationTimestamp`: the queue is served oldest first, as the scheduler's FIFO.
+    pub created: Option<String>,
     pub request: PodRequest,
     pub hints: PodHints,
     pub gpu_policy: GpuPolicy,
@@ -58,6 +60,7 @@ impl PendingPod {
         Ok(Self {
             key,
             uid: parsed.metadata.uid.clone(),
+            created: parsed.metadata.creation_timestamp.clone(),
             request,
             hints,
             gpu_policy,
@@ -70,6 +73,11 @@ impl PendingPod {
         self.request.slots.iter().flatten().fold((0, 0, 0), |(k, m, c), r| {
             (k.max(r.nums.max(0) as usize), m.max(r.resolved_memory(devmem)), c.max(r.clamped_cores()))
         })
+    }
+
+    /// Queue order: oldest first (pods without a creation time last), then by `namespace/name`.
+    pub fn queue_order(&self, other: &Self) -> std::cmp::Ordering {
+        (self.created.is_none(), &self.created, &self.key).cmp(&(other.created.is_none(), &other.created, &other.key))
     }
 
     fn context<'a>(&'a self, hints: &'a PodHints) -> PodContext<'a> {

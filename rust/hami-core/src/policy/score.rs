@@ -4,6 +4,7 @@
 use super::node::{self as np, GpuSelection, NodeView, PodShape, Scorer};
 use super::NodePolicy;
 use crate::frag::{FragMemo, FxHasher, Workload};
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
@@ -108,20 +109,23 @@ pub fn score_nodes<'a>(
 }
 
 /// The winner: spread takes the lowest score, every other policy the highest; ties go to the
-/// smallest node name.
+/// smallest node name. Names are compared only among the candidates tied at the best score: when
+/// almost every score ties (random's single 1.0 among zeros, binpack on an empty cluster) a
+/// comparison per candidate would be a string comparison per candidate.
 pub fn choose<'n>(
     len: usize,
     name: impl Fn(usize) -> &'n str,
     score: impl Fn(usize) -> f64,
     policy: NodePolicy,
 ) -> Option<usize> {
-    (0..len).min_by(|&a, &b| {
-        let by_score = match policy {
-            NodePolicy::Spread => score(a).total_cmp(&score(b)),
-            NodePolicy::Binpack | NodePolicy::Scored(_) => score(b).total_cmp(&score(a)),
-        };
-        by_score.then_with(|| name(a).cmp(name(b)))
-    })
+    let ahead = |a: f64, b: f64| match policy {
+        NodePolicy::Spread => a.total_cmp(&b),
+        NodePolicy::Binpack | NodePolicy::Scored(_) => b.total_cmp(&a),
+    };
+    let best = (0..len).map(&score).min_by(|&a, &b| ahead(a, b))?;
+    let mut tied = (0..len).filter(|&i| ahead(score(i), best) == Ordering::Equal);
+    let first = tied.next()?;
+    Some(tied.fold(first, |w, i| if name(i) < name(w) { i } else { w }))
 }
 
 /// The GPU FGD would use on the chosen node for a sharing pod (`None` otherwise).
@@ -167,4 +171,43 @@ pub fn gpu_preference(
         Some(g) => np::gpu_preference_first(g, free, pod),
         None => np::gpu_preference_best_fit(free, pod),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule as first written: one comparison of (score, name) per pair of candidates.
+    fn choose_pairwise(names: &[String], scores: &[f64], policy: NodePolicy) -> Option<usize> {
+        (0..names.len()).min_by(|&a, &b| {
+            let by_score = match policy {
+                NodePolicy::Spread => scores[a].total_cmp(&scores[b]),
+                NodePolicy::Binpack | NodePolicy::Scored(_) => scores[b].total_cmp(&scores[a]),
+            };
+            by_score.then_with(|| names[a].cmp(&names[b]))
+        })
+    }
+
+    #[test]
+    fn choose_is_the_pairwise_rule() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let values = [0.0, -0.0, 1.0, 2.5, f64::NAN, f64::MIN, f64::INFINITY];
+        for policy in [NodePolicy::Binpack, NodePolicy::Spread, NodePolicy::Scored(Scorer::Random)] {
+            for _ in 0..2000 {
+                let len = next(9) as usize;
+                // Few distinct names and scores, so ties (equal names too) are common.
+                let names: Vec<String> = (0..len).map(|_| format!("n{}", next(5))).collect();
+                let scores: Vec<f64> = (0..len).map(|_| values[next(values.len() as u64) as usize]).collect();
+                let fast = choose(len, |i| names[i].as_str(), |i| scores[i], policy);
+                assert_eq!(fast, choose_pairwise(&names, &scores, policy), "{policy:?} {names:?} {scores:?}");
+            }
+        }
+        assert_eq!(choose(0, |_| "", |_| 0.0, NodePolicy::Binpack), None);
+    }
 }

@@ -1,5 +1,8 @@
 //! Loaders for the openb trace CSVs. Columns are found by header name; extra columns are
-//! ignored. A malformed row is an error naming the file, the line and the column.
+//! ignored. A malformed row is an [`Error`] whose object is `file:line:column` and whose field is
+//! the column's name: `decode pods.csv:3:2: column `cpu_milli`: expected a non-negative integer, got "12k"`.
+
+use crate::error::{Error, Result};
 
 /// One node of `openb_node_list_*.csv`: `sn,cpu_milli,memory_mib,gpu,model`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +26,14 @@ pub struct PodRow {
     pub gpu_spec: String,
 }
 
+/// The bytes of trace file `file` as text; not UTF-8 is an error naming the line of the first bad byte.
+pub fn utf8<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        Error::decode(format!("{file}:{line}"), "not UTF-8 text")
+    })
+}
+
 struct Table<'a> {
     file: &'a str,
     header: Vec<&'a str>,
@@ -33,10 +44,10 @@ fn split(line: &str) -> Vec<&str> {
     line.split(',').map(str::trim).collect()
 }
 
-fn table<'a>(file: &'a str, text: &'a str) -> Result<Table<'a>, String> {
+fn table<'a>(file: &'a str, text: &'a str) -> Result<Table<'a>> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
     let Some((_, head)) = lines.by_ref().find(|(_, l)| !l.trim().is_empty()) else {
-        return Err(format!("{file}: empty file (want a header line)"));
+        return Err(Error::decode(file, "empty file (want a header line)"));
     };
     let header = split(head.trim_start_matches('\u{feff}'));
     let mut rows = Vec::new();
@@ -44,55 +55,64 @@ fn table<'a>(file: &'a str, text: &'a str) -> Result<Table<'a>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        if let Some(col) = line.find('"') {
-            let column = line[..col].matches(',').count() + 1;
-            return Err(format!("{file}:{n}:{column}: quoted fields are not supported in trace CSVs"));
+        if let Some(at) = line.find('"') {
+            let col = line[..at].matches(',').count();
+            let field = header.get(col).map_or_else(|| format!("column {}", col + 1), |h| format!("column `{h}`"));
+            return Err(
+                Error::decode(position(file, n, col), "quoted fields are not supported in trace CSVs").field(field)
+            );
         }
         rows.push((n, split(line)));
     }
     Ok(Table { file, header, rows })
 }
 
+/// `file:line:column` (1-based), the object of a row error: what editors and `grep -n` point at.
+fn position(file: &str, line: usize, col: usize) -> String {
+    format!("{file}:{line}:{}", col + 1)
+}
+
+fn column_field(name: &str) -> String {
+    format!("column `{name}`")
+}
+
 impl<'a> Table<'a> {
-    fn column(&self, name: &str, required: bool) -> Result<Option<usize>, String> {
+    fn column(&self, name: &str, required: bool) -> Result<Option<usize>> {
         match self.header.iter().position(|h| *h == name) {
             Some(i) => Ok(Some(i)),
-            None if required => {
-                Err(format!("{}:1: missing column `{name}` (header has: {})", self.file, self.header.join(",")))
-            }
+            None if required => Err(Error::decode(
+                format!("{}:1", self.file),
+                format!("missing from the header (header has: {})", self.header.join(",")),
+            )
+            .field(column_field(name))),
             None => Ok(None),
         }
     }
 
-    fn text(&self, line: usize, fields: &[&'a str], col: usize, name: &str) -> Result<&'a str, String> {
+    fn text(&self, line: usize, fields: &[&'a str], col: usize, name: &str) -> Result<&'a str> {
         fields.get(col).copied().ok_or_else(|| {
-            format!(
-                "{}:{line}:{}: column `{name}` is missing (row has {} fields, header has {})",
-                self.file,
-                col + 1,
-                fields.len(),
-                self.header.len()
-            )
+            let message = format!("missing (row has {} fields, header has {})", fields.len(), self.header.len());
+            Error::decode(position(self.file, line, col), message).field(column_field(name))
         })
     }
 
-    fn int(&self, line: usize, fields: &[&'a str], col: usize, name: &str, max: i64) -> Result<i64, String> {
+    fn int(&self, line: usize, fields: &[&'a str], col: usize, name: &str, max: i64) -> Result<i64> {
         let raw = self.text(line, fields, col, name)?;
+        let at = || position(self.file, line, col);
         match raw.parse::<i64>() {
             Ok(v) if (0..=max).contains(&v) => Ok(v),
-            Ok(v) => Err(format!("{}:{line}:{}: column `{name}`: {v} is out of range 0..={max}", self.file, col + 1)),
-            Err(_) => Err(format!(
-                "{}:{line}:{}: column `{name}`: expected a non-negative integer, got {raw:?}",
-                self.file,
-                col + 1
-            )),
+            Ok(v) => Err(Error::invalid(at(), format!("{v} is out of range 0..={max}")).field(column_field(name))),
+            Err(_) => {
+                Err(Error::decode(at(), format!("expected a non-negative integer, got {raw:?}"))
+                    .field(column_field(name)))
+            }
         }
     }
 
-    fn name(&self, line: usize, fields: &[&'a str], col: usize, name: &str) -> Result<String, String> {
+    fn name(&self, line: usize, fields: &[&'a str], col: usize, name: &str) -> Result<String> {
         let raw = self.text(line, fields, col, name)?;
         if raw.is_empty() {
-            return Err(format!("{}:{line}:{}: column `{name}` is empty", self.file, col + 1));
+            return Err(Error::invalid(position(self.file, line, col), "empty").field(column_field(name)));
         }
         Ok(raw.to_owned())
     }
@@ -102,7 +122,7 @@ const MAX_MILLI_CPU: i64 = 1 << 40;
 const MAX_MIB: i64 = 1 << 40;
 
 /// Parses a node list; `file` is only used in error messages.
-pub fn parse_nodes(file: &str, text: &str) -> Result<Vec<NodeRow>, String> {
+pub fn parse_nodes(file: &str, text: &str) -> Result<Vec<NodeRow>> {
     let t = table(file, text)?;
     let (sn, cpu, mem, gpu) =
         (t.column("sn", true)?, t.column("cpu_milli", true)?, t.column("memory_mib", true)?, t.column("gpu", true)?);
@@ -122,13 +142,13 @@ pub fn parse_nodes(file: &str, text: &str) -> Result<Vec<NodeRow>, String> {
         });
     }
     if out.is_empty() {
-        return Err(format!("{file}: no node rows"));
+        return Err(Error::decode(file, "no node rows after the header"));
     }
     Ok(out)
 }
 
 /// Parses a pod (task) list; `file` is only used in error messages.
-pub fn parse_pods(file: &str, text: &str) -> Result<Vec<PodRow>, String> {
+pub fn parse_pods(file: &str, text: &str) -> Result<Vec<PodRow>> {
     let t = table(file, text)?;
     let cols = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"];
     let mut idx = [0usize; 5];
@@ -151,7 +171,7 @@ pub fn parse_pods(file: &str, text: &str) -> Result<Vec<PodRow>, String> {
         });
     }
     if out.is_empty() {
-        return Err(format!("{file}: no pod rows"));
+        return Err(Error::decode(file, "no pod rows after the header"));
     }
     Ok(out)
 }
@@ -159,27 +179,72 @@ pub fn parse_pods(file: &str, text: &str) -> Result<Vec<PodRow>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
+
+    const PODS: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+
+    fn parts(e: &Error) -> (ErrorKind, &str, &str, &str) {
+        (e.kind, e.object.as_str(), e.field.as_str(), e.message.as_str())
+    }
 
     #[test]
-    fn parses_and_reports_position() {
+    fn parses_rows() {
         let nodes =
             parse_nodes("n.csv", "sn,cpu_milli,memory_mib,gpu,model\r\nn1,64000,262144,2,P100\r\n\r\n").unwrap();
         assert_eq!(
             nodes[0],
             NodeRow { name: "n1".into(), cpu_milli: 64000, memory_mib: 262144, gpu: 2, model: "P100".into() }
         );
-        let pods = parse_pods("p.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,10,1,460\n").unwrap();
+        let pods = parse_pods("p.csv", &format!("{PODS}p1,1000,10,1,460\n")).unwrap();
         assert_eq!((pods[0].num_gpu, pods[0].gpu_milli, pods[0].gpu_spec.as_str()), (1, 460, ""));
-        let err =
-            parse_pods("p.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,10,1,460\np2,1x,10,1,460\n")
-                .unwrap_err();
-        assert_eq!(err, "p.csv:3:2: column `cpu_milli`: expected a non-negative integer, got \"1x\"");
-        let err = parse_pods("p.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,10\n").unwrap_err();
-        assert!(err.starts_with("p.csv:2:4: column `num_gpu` is missing"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_row_names_file_line_column_and_field() {
+        let err = parse_pods("p.csv", &format!("{PODS}p1,1000,10,1,460\np2,1x,10,1,460\n")).unwrap_err();
+        assert_eq!(
+            parts(&err),
+            (ErrorKind::Decode, "p.csv:3:2", "column `cpu_milli`", "expected a non-negative integer, got \"1x\"")
+        );
+        assert_eq!(
+            err.to_string(),
+            "decode p.csv:3:2: column `cpu_milli`: expected a non-negative integer, got \"1x\""
+        );
+        let err = parse_pods("p.csv", &format!("{PODS}p1,1000,10\n")).unwrap_err();
+        assert_eq!(
+            parts(&err),
+            (ErrorKind::Decode, "p.csv:2:4", "column `num_gpu`", "missing (row has 3 fields, header has 5)")
+        );
+        let err = parse_pods("p.csv", &format!("{PODS}p1,1,1,-1,0\n")).unwrap_err();
+        assert_eq!(parts(&err), (ErrorKind::Invalid, "p.csv:2:4", "column `num_gpu`", "-1 is out of range 0..=1024"));
+        let err = parse_pods("p.csv", &format!("{PODS},1,1,1,0\n")).unwrap_err();
+        assert_eq!(parts(&err), (ErrorKind::Invalid, "p.csv:2:1", "column `name`", "empty"));
+        let err = parse_nodes("n.csv", "sn,cpu_milli,memory_mib,gpu\n\"n1\",1,1,1\n").unwrap_err();
+        assert_eq!(
+            parts(&err),
+            (ErrorKind::Decode, "n.csv:2:1", "column `sn`", "quoted fields are not supported in trace CSVs")
+        );
+    }
+
+    #[test]
+    fn a_bad_file_names_the_file() {
         let err = parse_nodes("n.csv", "sn,cpu,memory_mib,gpu\n").unwrap_err();
-        assert!(err.starts_with("n.csv:1: missing column `cpu_milli`"), "{err}");
-        let err = parse_pods("p.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1,1,-1,0\n").unwrap_err();
-        assert!(err.starts_with("p.csv:2:4:"), "{err}");
-        assert!(parse_nodes("n.csv", "").unwrap_err().contains("empty"));
+        assert_eq!(
+            parts(&err),
+            (
+                ErrorKind::Decode,
+                "n.csv:1",
+                "column `cpu_milli`",
+                "missing from the header (header has: sn,cpu,memory_mib,gpu)"
+            )
+        );
+        assert_eq!(
+            parts(&parse_nodes("n.csv", "").unwrap_err()),
+            (ErrorKind::Decode, "n.csv", "", "empty file (want a header line)")
+        );
+        assert_eq!(parse_nodes("n.csv", " \n\r\n").unwrap_err().message, "empty file (want a header line)");
+        assert_eq!(parse_pods("p.csv", PODS).unwrap_err().to_string(), "decode p.csv: no pod rows after the header");
+        assert_eq!(utf8("p.csv", b"a\nb\n\xffc").unwrap_err().to_string(), "decode p.csv:3: not UTF-8 text");
+        assert_eq!(utf8("p.csv", b"a,b\n").unwrap(), "a,b\n");
     }
 }

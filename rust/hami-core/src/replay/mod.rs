@@ -719,8 +719,8 @@ pub fn arrivals_csv(
     pods_csv: &str,
     options: Options,
 ) -> Result<serde_json::Value> {
-    let nodes = csv::parse_nodes(nodes_file, nodes_csv).map_err(|e| Error::invalid("", e))?;
-    let pods = csv::parse_pods(pods_file, pods_csv).map_err(|e| Error::invalid("", e))?;
+    let nodes = csv::parse_nodes(nodes_file, nodes_csv)?;
+    let pods = csv::parse_pods(pods_file, pods_csv)?;
     Ok(Replay::new(&nodes, &pods, options)?.arrivals_json())
 }
 
@@ -733,8 +733,8 @@ pub fn replay_csv(
     options: Options,
 ) -> Result<serde_json::Value> {
     let start = std::time::Instant::now();
-    let nodes = csv::parse_nodes(nodes_file, nodes_csv).map_err(|e| Error::invalid("", e))?;
-    let pods = csv::parse_pods(pods_file, pods_csv).map_err(|e| Error::invalid("", e))?;
+    let nodes = csv::parse_nodes(nodes_file, nodes_csv)?;
+    let pods = csv::parse_pods(pods_file, pods_csv)?;
     let outcome = Replay::new(&nodes, &pods, options)?.run()?;
     Ok(outcome.to_json(start.elapsed().as_secs_f64()))
 }

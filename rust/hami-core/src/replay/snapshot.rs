@@ -3,7 +3,7 @@
 
 use super::{Placed, Replay, MILLI};
 use crate::codec::{self, encode_node_register, encode_pod_devices, ContainerDevice};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use serde_json::{json, Value};
 
 impl Replay {
@@ -109,6 +109,7 @@ fn task_pod(
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": format!("pod-{k:05}"), "namespace": "openb", "uid": format!("uid-{k:05}"),
+            "creationTimestamp": arrival_time(k),
             "labels": {"app": format!("task-{k:05}")},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("task-{k:05}"), "uid": format!("rs-{k:05}"), "controller": true}],
             "annotations": annotations,
@@ -116,6 +117,38 @@ fn task_pod(
         "spec": spec,
         "status": {"phase": if node.is_some() { "Running" } else { "Pending" }},
     })
+}
+
+/// The `k`-th arrival's creation time: one second apart from 2026-01-01T00:00:00Z, so the
+/// pending queue (oldest first) is the replay's arrival order.
+fn arrival_time(k: usize) -> String {
+    let secs = k as i64;
+    let days = secs.div_euclid(86_400) + days_from_civil(2026, 1, 1);
+    let (y, m, d) = civil_from_days(days);
+    let s = secs.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
+}
+
+/// The inverse of [`days_from_civil`].
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Parses both CSVs, replays up to `arrived_pct` % and returns the snapshot `List`.
@@ -127,7 +160,22 @@ pub fn snapshot_csv(
     options: super::Options,
     arrived_pct: f64,
 ) -> Result<Value> {
-    let nodes = super::csv::parse_nodes(nodes_file, nodes_csv).map_err(|e| Error::invalid("", e))?;
-    let pods = super::csv::parse_pods(pods_file, pods_csv).map_err(|e| Error::invalid("", e))?;
+    let nodes = super::csv::parse_nodes(nodes_file, nodes_csv)?;
+    let pods = super::csv::parse_pods(pods_file, pods_csv)?;
     super::Replay::new(&nodes, &pods, options)?.snapshot_at(arrived_pct)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrival_times_are_one_second_apart_and_sort_as_text() {
+        assert_eq!(arrival_time(0), "2026-01-01T00:00:00Z");
+        assert_eq!(arrival_time(3_661), "2026-01-01T01:01:01Z");
+        assert_eq!(arrival_time(86_400 * 59), "2026-03-01T00:00:00Z");
+        assert_eq!(arrival_time(86_400 * 365), "2027-01-01T00:00:00Z");
+        let times: Vec<String> = (0..200_000).step_by(997).map(arrival_time).collect();
+        assert!(times.windows(2).all(|w| w[0] < w[1]));
+    }
 }
