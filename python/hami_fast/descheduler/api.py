@@ -15,6 +15,7 @@ import orjson
 
 from hami_fast import _native
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.gpumap import GpuMap
 from hami_fast.descheduler.webhook import Pinner
 from hami_fast.kube.client import ApiError, KubeClient
 
@@ -150,6 +151,7 @@ class ApiApp:
             "/healthz": ("GET", lambda _: (200, b'{"status": "ok"}')),
             "/readyz": ("GET", lambda _: (200, b'{"status": "ok"}')),
         }
+        self.routes.update(GpuMap(source, leading).routes())
 
     def plan(self, body: bytes) -> tuple[int, bytes]:
         options = body.strip() or b"{}"
@@ -205,4 +207,4 @@ class ApiApp:
         except Exception as exc:
             log.exception("handler failed", extra={"path": scope.path})
             status, answer = 500, orjson.dumps({"error": f"internal error: {exc}"})
-        protocol.response_bytes(status, JSON_HEADERS, answer)
+        protocol.response_bytes(status, getattr(answer, "headers", JSON_HEADERS), answer)
