@@ -515,7 +515,7 @@ def test_rest_api(served, cluster):
 
 
 def test_leader_election_one_leader(kubeapi, client):
-    from hami_fast.descheduler.kube import LeaseElector
+    from hami_fast.kube.lease import LeaseElector
 
     stop = threading.Event()
     a = LeaseElector(client, "kube-system", "desched", stop, identity="a", duration=2, period=0.1)

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import pytest
 from hamigen import model, oracle
+from hamigen.regressions import FOUND
 from hamigen.strategies import cases
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
@@ -127,6 +128,14 @@ def check_batch(batch: list[dict[str, Any]]) -> None:
 @given(st.lists(cases(), min_size=BATCH, max_size=BATCH))
 def test_random_clusters_match_hami(batch):
     check_batch(batch)
+
+
+# --- the minimal cases of differences the random suite found (tests/hamigen/regressions.py) ---
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_found_differences_match_hami(name):
+    check_batch([FOUND[name]])
 
 
 # --- the minimal clusters of examples/, one per difference found when the oracle was first run ---

@@ -119,9 +119,9 @@ class Runtime:
     def __init__(self, args: argparse.Namespace, stop: threading.Event | None = None) -> None:
         from hami_fast.descheduler.api import ApiApp, Source
         from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts
-        from hami_fast.descheduler.kube import LeaseElector
         from hami_fast.descheduler.planner import snapshot_bytes
         from hami_fast.descheduler.webhook import Pinner
+        from hami_fast.kube.lease import LeaseElector
 
         self.args = args
         self.stop = stop or threading.Event()

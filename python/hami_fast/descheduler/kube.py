@@ -1,18 +1,14 @@
-"""Kubernetes API calls of the descheduler: placements, snapshots, eviction, its own Lease."""
+"""Kubernetes API calls of the descheduler: placements, snapshots, eviction. Its Lease is `kube/lease.py`."""
 
 from __future__ import annotations
 
-import logging
-import socket
-import threading
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
-from hami_fast.kube.client import ApiError, KubeClient, path_of
-
-log = logging.getLogger("hami_fast.descheduler")
+from hami_fast.kube import times
+from hami_fast.kube.client import KubeClient, path_of
+from hami_fast.kube.errors import NotFound, TooManyRequests
 
 GROUP = "scheduling.hami.placement.com"
 VERSION = "v1"
@@ -25,8 +21,7 @@ USE_UUID = "nvidia.com/use-gpuuuid"
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 
 
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+now_rfc3339 = times.now  # status stamps (metav1.Time); kept for the controller and the webhook
 
 
 def placements_path(namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
@@ -48,10 +43,8 @@ def list_placements(client: KubeClient, namespace: str | None = None) -> list[di
 def get_placement(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return client.request("GET", placements_path(namespace, name)).json()
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    except NotFound:
+        return None
 
 
 def put_status(client: KubeClient, placement: dict[str, Any]) -> dict[str, Any]:
@@ -70,11 +63,9 @@ def snapshot_inputs(client: KubeClient) -> list[bytes]:
 
 def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
     try:
-        return client.request("GET", path_of("api", "v1", "namespaces", namespace, "pods", name)).json()
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+        return client.get_pod(namespace, name)
+    except NotFound:
+        return None
 
 
 def list_pods(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
@@ -96,87 +87,5 @@ def evict(client: KubeClient, namespace: str, name: str, grace_seconds: int | No
     path = path_of("api", "v1", "namespaces", namespace, "pods", name, "eviction")
     try:
         return client.request("POST", path, body=orjson.dumps(body), ok=(200, 201)).status
-    except ApiError as exc:
-        if exc.status in (404, 429):
-            return exc.status
-        raise
-
-
-class LeaseElector(threading.Thread):
-    """Leader election on the descheduler's own coordination.k8s.io Lease (acquire, renew, expire)."""
-
-    def __init__(
-        self,
-        client: KubeClient,
-        namespace: str,
-        name: str,
-        stop: threading.Event,
-        identity: str = "",
-        duration: int = 15,
-        period: float = 2.0,
-    ) -> None:
-        super().__init__(name="descheduler-lease", daemon=True)
-        self.client, self.namespace, self.lease_name, self.stop_event = client, namespace, name, stop
-        self.identity = identity or socket.gethostname()
-        self.duration, self.period = duration, period
-        self.leading = threading.Event()
-
-    def path(self, named: bool = True) -> str:
-        parts = ["apis", "coordination.k8s.io", "v1", "namespaces", self.namespace, "leases"]
-        return path_of(*(parts + ([self.lease_name] if named else [])))
-
-    def try_acquire(self) -> bool:
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        try:
-            lease = self.client.request("GET", self.path(), limited=False).json()
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.lease_name, "namespace": self.namespace},
-                "spec": {
-                    "holderIdentity": self.identity,
-                    "leaseDurationSeconds": self.duration,
-                    "acquireTime": stamp,
-                    "renewTime": stamp,
-                },
-            }
-            try:
-                self.client.request("POST", self.path(named=False), body=orjson.dumps(body), limited=False)
-                return True
-            except ApiError:
-                return False
-        spec = lease.setdefault("spec", {})
-        holder = spec.get("holderIdentity") or ""
-        renew = spec.get("renewTime") or spec.get("acquireTime")
-        expired = True
-        if renew:
-            renewed = datetime.fromisoformat(str(renew).replace("Z", "+00:00"))
-            expired = datetime.now(UTC) - renewed > timedelta(
-                seconds=int(spec.get("leaseDurationSeconds") or self.duration)
-            )
-        if holder != self.identity and not expired:
-            return False
-        if holder != self.identity:
-            spec["acquireTime"] = stamp
-            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
-        spec.update(holderIdentity=self.identity, renewTime=stamp, leaseDurationSeconds=self.duration)
-        try:
-            self.client.request("PUT", self.path(), body=orjson.dumps(lease), limited=False)
-            return True
-        except ApiError:
-            return False
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                leading = self.try_acquire()
-            except ApiError as exc:
-                log.warning("lease: %s", exc)
-                leading = False
-            if leading != self.leading.is_set():
-                log.info("descheduler leadership %s", "acquired" if leading else "lost")
-                (self.leading.set if leading else self.leading.clear)()
-            self.stop_event.wait(self.period)
+    except (NotFound, TooManyRequests) as exc:
+        return exc.status

@@ -19,16 +19,10 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from hami_fast.kube.errors import ApiError, api_error, from_response
+
 MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
-
-
-class ApiError(Exception):
-    """A non-2xx answer from the API server, with its Status reason and message."""
-
-    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
-        super().__init__(f"{method} {path}: {status} {reason}: {message}")
-        self.status, self.reason, self.message = status, reason, message
 
 
 @dataclass
@@ -113,6 +107,10 @@ def path_of(*segments: str) -> str:
     return "/" + "/".join(quote(s, safe="") for s in segments)
 
 
+def pod_path(namespace: str, name: str, *sub: str) -> str:
+    return path_of("api", "v1", "namespaces", namespace, "pods", name, *sub)
+
+
 class KubeClient:
     def __init__(
         self, api_client: k8s_client.ApiClient, qps: float = 5.0, burst: int = 10, timeout: float = 30.0
@@ -157,7 +155,7 @@ class KubeClient:
                 retries=False,
             )
         except urllib3.exceptions.HTTPError as exc:
-            raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
+            raise api_error(0, type(exc).__name__, str(exc), method, path) from exc
         response = Response(raw.status, raw.data)
         if response.status not in ok:
             raise self._error(response, method, path)
@@ -165,11 +163,12 @@ class KubeClient:
 
     @staticmethod
     def _error(response: Response, method: str, path: str) -> ApiError:
-        try:
-            status = orjson.loads(response.data)
-            return ApiError(response.status, status.get("reason", ""), status.get("message", ""), method, path)
-        except (orjson.JSONDecodeError, AttributeError):
-            return ApiError(response.status, "", response.data[:200].decode(errors="replace"), method, path)
+        return from_response(response.status, response.data, method, path)
+
+    def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]:
+        """The pod, else `errors.NotFound`. `cached`: from the watch cache (resourceVersion=0), cheaper, maybe stale."""
+        query = [("resourceVersion", "0")] if cached else None
+        return self.request("GET", pod_path(namespace, name), query=query).json()
 
     def stream_lines(self, path: str, query: list[tuple[str, Any]], read_timeout: float) -> Iterator[bytes]:
         """A WATCH: yields raw event lines; raises ApiError on a non-200 answer; stops when the server closes."""

@@ -11,7 +11,8 @@ from typing import Any
 
 import orjson
 
-from hami_fast.kube.client import ApiError, KubeClient, TokenBucket, path_of
+from hami_fast.kube.client import KubeClient, TokenBucket, path_of
+from hami_fast.kube.errors import Conflict
 
 log = logging.getLogger("hami_fast.events")
 
@@ -100,9 +101,8 @@ def kube_poster(client: KubeClient) -> Callable[[str, bytes], None]:
         bucket.take()
         try:
             client.request("POST", path_of("api", "v1", "namespaces", namespace, "events"), body=body, limited=False)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
+        except Conflict:  # the same event name posted twice (AlreadyExists) is already recorded
+            pass
 
     return post
 

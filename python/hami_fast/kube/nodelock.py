@@ -8,10 +8,11 @@ from __future__ import annotations
 import random
 import threading
 import time
-from datetime import UTC, datetime
 from typing import Protocol
 
 from hami_fast._native import EngineError, format_node_lock, parse_node_lock
+from hami_fast.kube import times
+from hami_fast.kube.errors import Conflict
 
 LOCK_KEY = "hami.io/mutex.lock"
 
@@ -24,28 +25,10 @@ class NodeStore(Protocol):
     """What the lock needs from the API: read a node's lock and resourceVersion, patch it, see if a pod exists."""
 
     def read_lock(self, node: str) -> tuple[str | None, str]: ...
-    def write_lock(self, node: str, value: str | None, resource_version: str) -> None: ...
+    def write_lock(self, node: str, value: str | None, resource_version: str) -> None:
+        """Raises errors.Conflict when the node changed since `resource_version` (retried)."""
+
     def pod_exists(self, namespace: str, name: str) -> bool: ...
-
-
-class Conflict(Exception):
-    """The node changed since it was read (HTTP 409): retry."""
-
-
-def rfc3339_now() -> str:
-    now = datetime.now(UTC).astimezone()
-    text = now.isoformat(timespec="seconds")
-    return text.replace("+00:00", "Z")
-
-
-def lock_age_seconds(timestamp: str) -> float | None:
-    try:
-        stamp = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return (datetime.now(UTC) - stamp).total_seconds()
 
 
 def _duration_text(seconds: float) -> str:
@@ -77,7 +60,7 @@ class NodeLocker:
             except EngineError:
                 lock = ("", "", "")
             timestamp, owner_ns, owner_name = lock
-            age = lock_age_seconds(timestamp)
+            age = times.age_seconds(timestamp)
             if age is None or age > self.timeout:
                 self.release(node, namespace, name, check_owner=False)
             elif (owner_ns, owner_name) == (namespace, name):
@@ -107,7 +90,7 @@ class NodeLocker:
                         f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention"
                     )
                 try:
-                    self.store.write_lock(node, format_node_lock(rfc3339_now(), namespace, name), version)
+                    self.store.write_lock(node, format_node_lock(times.now_local(), namespace, name), version)
                     return
                 except Conflict:
                     time.sleep(0.1 * 2**attempt * (1 + random.random() * 0.5))

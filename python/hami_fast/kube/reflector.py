@@ -11,13 +11,10 @@ from dataclasses import dataclass, field
 import urllib3
 
 from hami_fast._native import Cluster, EngineError
-from hami_fast.kube.client import ApiError, KubeClient
+from hami_fast.kube.client import KubeClient
+from hami_fast.kube.errors import ApiError, Gone, api_error
 
 log = logging.getLogger("hami_fast.reflector")
-
-
-class Gone(Exception):
-    """The watch's resourceVersion is too old (410): re-list."""
 
 
 @dataclass
@@ -71,9 +68,10 @@ class Reflector(threading.Thread):
                 version = self.list()
                 self.stats.synced.set()
                 backoff = 0.2
-                self.watch(version)
-            except Gone:
-                log.info("watch expired, re-listing", extra={"kind": self.resource.kind})
+                try:
+                    self.watch(version)
+                except Gone:  # only a watch's 410 re-lists at once; a LIST's 410 backs off like any error
+                    log.info("watch expired, re-listing", extra={"kind": self.resource.kind})
             except (ApiError, EngineError, OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
                 self.stats.errors += 1
                 self.stats.last_error = str(exc)
@@ -97,11 +95,11 @@ class Reflector(threading.Thread):
             query = [*self._query(), ("limit", str(self.page_size))] + ([("continue", token)] if token else [])
             try:
                 page = self.client.request("GET", self.resource.path, query=query)
-            except ApiError as exc:
-                if exc.status == 410 and token:  # continue token expired mid-list: start over
-                    keys, token = [], ""
-                    continue
-                raise
+            except Gone:
+                if not token:
+                    raise
+                keys, token = [], ""  # continue token expired mid-list: start over
+                continue
             version, token, page_keys, errors = self.cluster.apply_list_page(page.data)
             keys.extend(page_keys)
             for error in errors:
@@ -130,23 +128,16 @@ class Reflector(threading.Thread):
                 ("timeoutSeconds", str(self.watch_seconds)),
             ]
             self.stats.watches += 1
-            try:
-                lines = self.client.stream_lines(self.resource.path, query, read_timeout=self.watch_seconds + 30)
-                for line in lines:
-                    version = self._handle(line) or version
-                    if self.stop_event.is_set():
-                        return
-            except ApiError as exc:
-                if exc.status == 410:
-                    raise Gone() from exc
-                raise
+            lines = self.client.stream_lines(self.resource.path, query, read_timeout=self.watch_seconds + 30)
+            for line in lines:
+                version = self._handle(line) or version
+                if self.stop_event.is_set():
+                    return
 
     def _handle(self, line: bytes) -> str:
         event_type, version, key, code, error = self.cluster.apply_watch_event(line)
-        if event_type == "ERROR":
-            if code == 410:
-                raise Gone()
-            raise ApiError(code, "WatchError", line[:300].decode(errors="replace"), "WATCH", self.resource.path)
+        if event_type == "ERROR":  # a Status in the stream: 410 is Gone, as for an HTTP answer
+            raise api_error(code, "WatchError", line[:300].decode(errors="replace"), "WATCH", self.resource.path)
         self.stats.events += 1
         self.stats.resource_version = version or self.stats.resource_version
         if error:

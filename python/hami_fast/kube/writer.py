@@ -9,12 +9,9 @@ from typing import Any, Protocol
 import orjson
 
 from hami_fast._native import Cluster
-from hami_fast.kube.client import MERGE_PATCH, ApiError, KubeClient, path_of
-from hami_fast.kube.nodelock import LOCK_KEY, Conflict
-
-
-class NotFound(Exception):
-    pass
+from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of, pod_path
+from hami_fast.kube.errors import Conflict, NotFound
+from hami_fast.kube.nodelock import LOCK_KEY
 
 
 class Writer(Protocol):
@@ -49,21 +46,15 @@ class KubeWriter:
     def __init__(self, client: KubeClient) -> None:
         self.client = client
 
-    def _pod_path(self, namespace: str, name: str, *sub: str) -> str:
-        return path_of("api", "v1", "namespaces", namespace, "pods", name, *sub)
-
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
-        self.client.request("PATCH", self._pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
+        self.client.request("PATCH", pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
 
     def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]:
         """`cached`: served from the API server's watch cache (resourceVersion=0), cheaper and possibly stale."""
-        query = [("resourceVersion", "0")] if cached else None
         try:
-            return self.client.request("GET", self._pod_path(namespace, name), query=query).json()
-        except ApiError as exc:
-            if exc.status == 404:
-                raise NotFound(f"pod {namespace}/{name} not found") from exc
-            raise
+            return self.client.get_pod(namespace, name, cached=cached)
+        except NotFound as exc:  # the Bind error kube-scheduler reports names the pod as HAMi's does
+            raise NotFound(f"pod {namespace}/{name} not found") from exc
 
     def pod_exists(self, namespace: str, name: str) -> bool:
         try:
@@ -75,32 +66,24 @@ class KubeWriter:
     def _node(self, node: str) -> dict[str, Any]:
         try:
             return self.client.request("GET", path_of("api", "v1", "nodes", node)).json()
-        except ApiError as exc:
-            if exc.status == 404:
-                raise NotFound(f"failed to get node {node}") from exc
-            raise
+        except NotFound as exc:
+            raise NotFound(f"failed to get node {node}") from exc
 
     def read_lock(self, node: str) -> tuple[str | None, str]:
         meta = self._node(node).get("metadata", {})
         return (meta.get("annotations") or {}).get(LOCK_KEY), meta.get("resourceVersion", "")
 
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None:
-        try:
-            self.client.request(
-                "PATCH",
-                path_of("api", "v1", "nodes", node),
-                body=lock_patch(value, resource_version),
-                content_type=MERGE_PATCH,
-            )
-        except ApiError as exc:
-            if exc.status == 409:
-                raise Conflict(str(exc)) from exc
-            raise
+        """Raises errors.Conflict (409) when the node changed since `resource_version` was read."""
+        self.client.request(
+            "PATCH",
+            path_of("api", "v1", "nodes", node),
+            body=lock_patch(value, resource_version),
+            content_type=MERGE_PATCH,
+        )
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        self.client.request(
-            "POST", self._pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node)
-        )
+        self.client.request("POST", pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node))
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -180,12 +163,11 @@ class MemoryWriter:
         with self.lock:
             pod = self._pod(namespace, name)
             if pod.get("spec", {}).get("nodeName"):
-                raise ApiError(
-                    409,
-                    "Conflict",
+                raise Conflict(
                     f"pod {namespace}/{name} is already assigned to node {pod['spec']['nodeName']}",
-                    "POST",
-                    "binding",
+                    reason="Conflict",
+                    method="POST",
+                    path="binding",
                 )
             pod.setdefault("spec", {})["nodeName"] = node
             pod.setdefault("status", {})["phase"] = "Running"

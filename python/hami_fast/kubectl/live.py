@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 
 from hami_fast._native import Cluster
-from hami_fast.kube.client import ApiError, KubeClient, load_api_client, path_of
+from hami_fast.kube import errors as api
+from hami_fast.kube.client import KubeClient, load_api_client
 
 PAGE = 500
 RESOURCES = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "resourcequotas": "/api/v1/resourcequotas"}
@@ -52,8 +53,8 @@ def snapshot(client: KubeClient) -> Snapshot:
     for resource, path in RESOURCES.items():
         try:
             snap.pages[resource] = list_pages(client, path)
-        except ApiError as exc:
-            if resource == "resourcequotas" and exc.status in (403, 404):
+        except (api.Forbidden, api.NotFound):
+            if resource == "resourcequotas":
                 continue  # quotas are optional: without read access, verdicts ignore them
             raise
         for page in snap.pages[resource]:
@@ -64,8 +65,6 @@ def snapshot(client: KubeClient) -> Snapshot:
 
 def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:
     try:
-        return client.request("GET", path_of("api", "v1", "namespaces", namespace, "pods", name)).json()
-    except ApiError as exc:
-        if exc.status == 404:
-            raise NotFound(f'pod "{name}" not found in namespace "{namespace}"') from None
-        raise
+        return client.get_pod(namespace, name)
+    except api.NotFound:
+        raise NotFound(f'pod "{name}" not found in namespace "{namespace}"') from None

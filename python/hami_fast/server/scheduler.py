@@ -14,8 +14,9 @@ import orjson
 
 from hami_fast._native import Cluster, EngineError, FilterDecision, parse_binding_args
 from hami_fast.config import Config
+from hami_fast.kube.errors import NotFound
 from hami_fast.kube.nodelock import LockContention, NodeLocker
-from hami_fast.kube.writer import NotFound, Writer
+from hami_fast.kube.writer import Writer
 from hami_fast.server.bindqueue import BindJob, BindQueue
 from hami_fast.server.metrics import Metrics
 

@@ -21,7 +21,8 @@ from hami_fast._native import Cluster
 from hami_fast.config import Config, split_address
 from hami_fast.kube import events as kube_events
 from hami_fast.kube.handshake import Handshaker, kube_node_patcher, memory_node_patcher
-from hami_fast.kube.leader import AlwaysLeader, LeaseFollower
+from hami_fast.kube.leader import AlwaysLeader
+from hami_fast.kube.lease import LeaseFollower
 from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
 from hami_fast.manifests import load_objects, require_nodes

@@ -435,6 +435,46 @@ fn quota_limits_memory() {
     assert!(explain(&mut c, &too_big, None, None)["node"].is_string());
 }
 
+/// HAMi's Filter checks an app container's quota against the app containers placed before it,
+/// indexed from 0 and collapsed with the pod's init-container count: with one init container the
+/// first app container counts as an init container (its peak), and init containers not at all.
+#[test]
+fn quota_in_the_app_phase_is_counted_as_hami_counts_it() {
+    let quota = |mib: &str| json!({"kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": {"limits.nvidia.com/gpumem": mib}}});
+    let with_init = |init: Value, app: Vec<Value>| {
+        let containers: Vec<Value> = app
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| json!({"name": format!("c{i}"), "resources": {"limits": l}}))
+            .collect();
+        json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "new", "namespace": "default", "uid": "uid-new"},
+               "spec": {"initContainers": [{"name": "init", "resources": {"limits": init}}], "containers": containers}})
+    };
+    let a100 = |id: &str, index: u32| json!({"id": id, "index": index, "count": 10, "devmem": 81920, "devcore": 100, "type": "NVIDIA-A100-SXM4-80GB", "mode": "hami-core", "health": true});
+    let quarter = json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "25"});
+
+    let mut c = Engine::new(Config::default());
+    apply(&mut c, &node("n", vec![a100("A-0", 0)]));
+    apply(&mut c, &quota("30000"));
+    let two_quarters = with_init(json!({}), vec![quarter.clone(), quarter.clone()]);
+    let r = explain(&mut c, &two_quarters, Some("binpack"), Some("binpack"));
+    assert_eq!(devices_of(&r), "A-0,NVIDIA,20480,0:;A-0,NVIDIA,20480,0:;", "20480 MiB counted once, not 40960: {r}");
+
+    let mut c = Engine::new(Config::default());
+    apply(&mut c, &node("n", vec![a100("A-0", 0), gpu("V-1", 1, 0)]));
+    apply(&mut c, &quota("50000"));
+    let init_on_a100 = with_init(
+        json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "40000"}),
+        vec![json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"})],
+    );
+    let r = explain(&mut c, &init_on_a100, Some("binpack"), Some("binpack"));
+    assert_eq!(
+        devices_of(&r),
+        "A-0,NVIDIA,40000,0:;V-1,NVIDIA,20000,0:;",
+        "the init card is not in the app quota: {r}"
+    );
+}
+
 fn admit(c: &Engine, version: &str, pod: &Value) -> Value {
     let review = json!({"apiVersion": version, "kind": "AdmissionReview", "request": {"uid": "r1", "namespace": "default", "object": pod}});
     serde_json::from_slice(&c.admit(review.to_string().as_bytes())).unwrap()

@@ -179,7 +179,7 @@ fn pick_devices(
         let cores = r.clamped_cores();
         let mem = r.resolved_memory(i64::from(d.devmem));
         if let Some(q) = &ctx.quota {
-            if exceeds_quota(q, node, earlier, slot, &picked, Pick { index: i, mem, cores }, ctx.request.init_count) {
+            if exceeds_quota(q, node, ctx.request, earlier, slot, &picked, Pick { index: i, mem, cores }) {
                 reasons.bump(Reason::ResourceQuotaNotFit, 1);
                 continue;
             }
@@ -330,15 +330,21 @@ fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: u
     Err(FitFailure::Cards { counts: reasons, cards: typed })
 }
 
-/// Quota check (§13.3): earlier containers + picked so far + the candidate, collapsed.
+/// Quota check (§13.3) on the pod as HAMi's `fitQuota` sees it: the containers placed so far in
+/// this phase, then the candidate's container, collapsed with the pod's init-container count.
+///
+/// HAMi keeps init and app allocations apart until the node is scored, so an app container's
+/// check counts no init container and its earlier app containers sit at indexes from 0 (one entry
+/// each where the node pads device lists, else one per GPU container). The collapse still takes
+/// the first `init_count` entries as init containers: their peak counts, not their sum.
 fn exceeds_quota(
     q: &QuotaState,
     node: &GpuNode,
+    request: &PodRequest,
     earlier: &PodDevices,
     slot: usize,
     picked: &[Pick],
     candidate: Pick,
-    init_count: usize,
 ) -> bool {
     let as_device = |p: &Pick| ContainerDevice {
         uuid: node.devices[p.index].id.clone(),
@@ -346,9 +352,13 @@ fn exceeds_quota(
         usedmem: p.mem as i32,
         usedcores: p.cores as i32,
     };
-    let mut slots = earlier.clone();
-    slots[slot] = picked.iter().chain(std::iter::once(&candidate)).map(as_device).collect();
-    let footprint = collapse(&slots, init_count, false);
+    let init_count = request.init_count;
+    let phase = if slot < init_count { 0..slot } else { init_count..slot };
+    let positional = node.pads_device_lists();
+    let mut seen: PodDevices =
+        phase.filter(|&s| positional || request.slots[s].is_some()).map(|s| earlier[s].clone()).collect();
+    seen.push(picked.iter().chain(std::iter::once(&candidate)).map(as_device).collect());
+    let footprint = collapse(&seen, init_count, false);
     let mem: i64 = footprint.iter().map(|c| c.mem).sum();
     let cores: i64 = footprint.iter().map(|c| c.cores).sum();
     q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)

@@ -1,0 +1,98 @@
+"""Minimal cases of the differences the random suite found, each checked against HAMi case by case.
+
+Each entry is a case as `strategies.cases` draws it (items, pod, node_policy, gpu_policy). The name
+says what HAMi does there; docs/compatibility.md explains the code path behind it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+A100, V100 = ("NVIDIA-A100-SXM4-80GB", 81920), ("NVIDIA-Tesla V100-PCIE-32GB", 32768)
+# A device registered with the vendor word itself as its type: HAMi then pads GPU-less containers.
+BARE = ("NVIDIA", 16384)
+
+
+def gpu(node: str, i: int, model: tuple[str, int], *, health: bool = True) -> dict[str, Any]:
+    kind, memory = model
+    return {
+        "id": f"GPU-{node}-{i}",
+        "index": i,
+        "count": 10,
+        "devmem": memory,
+        "devcore": 100,
+        "type": kind,
+        "mode": "hami-core",
+        "health": health,
+    }
+
+
+def node(name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    register = json.dumps(devices, separators=(",", ":"))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register}},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": str(10 * len(devices))}},
+    }
+
+
+def memory_quota(mib: int, namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": namespace},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": str(mib)}},
+    }
+
+
+def container(name: str, limits: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "image": "x", "resources": {"limits": limits}} if limits else {"name": name, "image": "x"}
+
+
+def pod(init: list[dict[str, str]], app: list[dict[str, str]], namespace: str = "default") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container(f"c{i}", lim) for i, lim in enumerate(app)]}
+    if init:
+        spec["initContainers"] = [container(f"init{i}", lim) for i, lim in enumerate(init)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "new", "namespace": namespace, "uid": "uid-new"},
+        "spec": spec,
+    }
+
+
+def case(items: list[dict[str, Any]], new: dict[str, Any], gpu_policy: str = "binpack") -> dict[str, Any]:
+    return {"items": items, "pod": new, "node_policy": "binpack", "gpu_policy": gpu_policy}
+
+
+QUARTER = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "25"}  # no gpumem: the webhook sees 0 MiB
+
+# HAMi's fitQuota collapses the app containers placed so far with the pod's init-container count,
+# but during the app phase its list holds app containers only, from index 0: the first app
+# containers count as init containers (their peak, not their sum), and init containers not at all.
+FOUND: dict[str, dict[str, Any]] = {
+    # CI's failure (issue 10): two app containers on one card count once against the quota.
+    "quota-first-app-container-counts-as-init": case(
+        [node("node-a", [gpu("node-a", 0, A100)]), memory_quota(30000)], pod([{}], [QUARTER, QUARTER])
+    ),
+    # The init container's card is left out of the app containers' quota, which changes the card.
+    "quota-leaves-init-containers-out-of-app-phase": case(
+        [node("node-a", [gpu("node-a", 0, A100), gpu("node-a", 1, V100)]), memory_quota(50000)],
+        pod(
+            [{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "40000"}],
+            [{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}],
+        ),
+    ),
+    # Without padding a GPU-less app container takes no index: c1 is at index 0, an "init" container.
+    "quota-unpadded-gpu-less-app-container-takes-no-index": case(
+        [node("node-a", [gpu("node-a", 0, V100, health=False), gpu("node-a", 1, A100)]), memory_quota(30000)],
+        pod([{}], [{}, QUARTER, QUARTER]),
+    ),
+    # With padding (a device typed `NVIDIA`) it does: c1 and c2 are app containers and add up.
+    "quota-padded-gpu-less-app-container-takes-an-index": case(
+        [node("node-a", [gpu("node-a", 0, BARE, health=False), gpu("node-a", 1, A100)]), memory_quota(30000)],
+        pod([{}], [{}, QUARTER, QUARTER]),
+    ),
+}
