@@ -100,9 +100,20 @@ def descheduler(cluster) -> Iterator[int]:
     finally:
         plugin.stop.set()
         plugin.join(5)
-        for p in suite_pods(api):
-            api.delete(pods_path(p["metadata"]["name"]))
+        remove_workloads(api)
         api.delete(f"/api/v1/nodes/{NODE}")
+
+
+def remove_workloads(api) -> None:
+    """This module's Deployments, ReplicaSets and pods. No garbage collector runs here, so the
+    ReplicaSets go explicitly (else they recreate the pods)."""
+    selector = "?labelSelector=suite%3Ddescheduler"
+    for d in api.get(f"/apis/apps/v1/namespaces/{NS}/deployments")["items"]:
+        if (d["spec"]["template"]["metadata"].get("labels") or {}).get("suite") == SUITE["suite"]:
+            api.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/{d['metadata']['name']}")
+    api.delete(f"/apis/apps/v1/namespaces/{NS}/replicasets{selector}")
+    api.delete(pods_path() + selector)
+    wait_for("this module's pods gone", lambda: not api.get(pods_path() + selector)["items"], timeout=30)
 
 
 def deployment(api, name: str, replicas: int, mem: int) -> None:
@@ -138,12 +149,6 @@ def allocated(api, app: str, count: int) -> list[dict[str, Any]]:
     return wait_for(f"{count} pods of {app} allocated", ready, timeout=90, interval=0.3)
 
 
-def hami_fast(*args: str, kubeconfig: Path, timeout: float = 180) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).parent / "hami-fast"
-    cmd = [str(exe) if exe.exists() else "hami-fast", *args, "--kubeconfig", str(kubeconfig)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-
-
 def live_map(port: int) -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/map", timeout=10) as resp:
         return json.loads(resp.read())
@@ -158,25 +163,45 @@ def diagnose(api) -> str:
     return f"placements: {json.dumps(placements, indent=1)}\npods: {json.dumps(pods, indent=1)}"
 
 
+def one_filler_per_gpu(api, app: str) -> dict[str, str]:
+    """Two Deployment pods of 4000 MiB: GPU spread (the chart's default) puts one on each A100."""
+    deployment(api, app, replicas=2, mem=4000)
+    on = {allocations(p)[0][0]: p["metadata"]["name"] for p in allocated(api, app, 2)}
+    assert set(on) == {f"GPU-{NODE}-0", f"GPU-{NODE}-1"}, f"{app} not spread over the A100s: {on}"
+    return on
+
+
+def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True) -> None:
+    """A pod that needs a whole A100; with every A100 partly used, it waits."""
+    api = cluster.api
+    pod = gpu_pod(name, scheduler="hami-scheduler", labels={"app": name, **SUITE}, gpu=1, mem=GPU_MEM)
+    pod["metadata"]["annotations"] = dict(A100)
+    api.create(pods_path(), pod)
+    if wait_unschedulable:
+        wait_for(
+            f"{name} to be found unschedulable",
+            lambda: _alive(cluster) or any(e["reason"] == "FailedScheduling" for e in events_for(api, name)),
+            timeout=60,
+            interval=0.5,
+        )
+        assert not get_pod(api, name)["spec"].get("nodeName")
+
+
+def plan_for(cluster, name: str, *extra: str) -> list[str]:
+    exe = Path(sys.executable).parent / "hami-fast"
+    admin = cluster.cp.kubeconfig("admin", cluster.cp.admin_token)
+    return [
+        str(exe) if exe.exists() else "hami-fast",
+        "plan", "--live", "--for", f"{NS}/{name}", "--apply", "--interval", "0", "--move-timeout", "120",
+        "--output", "json", "--kubeconfig", str(admin), *extra,
+    ]  # fmt: skip
+
+
 def test_plan_for_a_pending_pod_moves_a_deployment_pod_and_the_pending_pod_lands(cluster, descheduler):
-    api, cp = cluster.api, cluster.cp
+    api = cluster.api
     t0 = time.monotonic()
-    # Two Deployment pods of 4000 MiB: GPU spread (the chart's default) puts one on each A100.
-    deployment(api, "filler", replicas=2, mem=4000)
-    fillers = allocated(api, "filler", 2)
-    on = {allocations(p)[0][0]: p["metadata"]["name"] for p in fillers}
-    assert set(on) == {f"GPU-{NODE}-0", f"GPU-{NODE}-1"}, f"fillers not spread over the A100s: {on}"
-    # A pod that needs a whole A100 waits: no GPU is free.
-    big = gpu_pod("big", scheduler="hami-scheduler", labels={"app": "big", **SUITE}, gpu=1, mem=GPU_MEM)
-    big["metadata"]["annotations"] = dict(A100)
-    api.create(pods_path(), big)
-    wait_for(
-        "big to be found unschedulable",
-        lambda: _alive(cluster) or any(e["reason"] == "FailedScheduling" for e in events_for(api, "big")),
-        timeout=60,
-        interval=0.5,
-    )
-    assert not get_pod(api, "big")["spec"].get("nodeName")
+    on = one_filler_per_gpu(api, "filler")
+    whole_gpu_pod(cluster, "big")
 
     # The GPU map on the descheduler's port shows the pending pod and the move that unblocks it.
     shown = wait_for(
@@ -187,11 +212,7 @@ def test_plan_for_a_pending_pod_moves_a_deployment_pod_and_the_pending_pod_lands
     assert shown["placement"] and shown["placement"]["moves"] == 1 and shown["placement"]["node"] == NODE, shown
 
     # The plan for big, applied: one move through a HamiPodPlacement.
-    admin = cp.kubeconfig("admin", cp.admin_token)
-    done = hami_fast(
-        "plan", "--live", "--for", f"{NS}/big", "--apply", "--interval", "0", "--move-timeout", "120",
-        "--output", "json", kubeconfig=admin,
-    )  # fmt: skip
+    done = subprocess.run(plan_for(cluster, "big"), capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, f"{done.stderr}\n{diagnose(api)}\n{logs(cluster)}"
     plan = json.loads(done.stdout)
     [move] = plan["moves"]
@@ -226,5 +247,41 @@ def test_plan_for_a_pending_pod_moves_a_deployment_pod_and_the_pending_pod_lands
     assert landed["spec"]["nodeName"] == NODE
     assert [a[0] for a in allocations(landed)] == target["gpus"], allocations(landed)
     print(f"\n[e2e] plan --for --apply: move and landing in {time.monotonic() - t0:.1f}s")
-    api.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/filler")
-    api.delete(pods_path("big"))
+    remove_workloads(api)
+
+
+RESERVATION = "hami-fast.io/reservation"
+
+
+def test_gpus_freed_for_a_pending_pod_are_not_taken_by_another(cluster, descheduler):
+    """A rival created while the move runs, asking for the same whole GPU, does not get it: the
+    scheduler engine holds the freed GPU for the pending pod (`hami-fast.io/reservation`)."""
+    api = cluster.api
+    if (
+        "--reservation-ttl"
+        not in subprocess.run(plan_for(cluster, "x")[:2] + ["--help"], capture_output=True, text=True).stdout
+    ):
+        pytest.skip("reservations are not in this build (`hami-fast plan` has no --reservation-ttl)")
+    one_filler_per_gpu(api, "filler2")
+    whole_gpu_pod(cluster, "big2")
+    run = subprocess.Popen(plan_for(cluster, "big2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        held = wait_for(
+            "big2's reservation",
+            lambda: (get_pod(api, "big2")["metadata"].get("annotations") or {}).get(RESERVATION),
+            timeout=60,
+            interval=0.1,
+        )
+        whole_gpu_pod(cluster, "rival", wait_unschedulable=False)
+        out, err = run.communicate(timeout=180)
+    finally:
+        run.kill()
+    assert run.returncode == 0, f"{err}\n{diagnose(api)}\n{logs(cluster)}"
+    target = json.loads(out)["target"]
+    assert held == f"{target['node']}/{','.join(target['gpus'])}"
+    landed = wait_bound(cluster, "big2", timeout=90)
+    assert [a[0] for a in allocations(landed)] == target["gpus"]
+    time.sleep(2)  # the rival had every chance at the freed GPU meanwhile
+    rival = get_pod(api, "rival")
+    assert not rival["spec"].get("nodeName"), f"the rival took {allocations(rival)}"
+    remove_workloads(api)
