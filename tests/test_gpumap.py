@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import urllib.request
@@ -26,6 +25,8 @@ import orjson
 import pytest
 from hami_fast.descheduler import gpumap
 from hami_fast.descheduler.api import ApiApp, Source
+from serving import free_port
+from test_plan import pending_pod
 
 GPU_MEM = 16000
 
@@ -74,17 +75,6 @@ def pod(name: str, node_name: str, gpu: int, mem: int, cores: int = 20) -> dict:
     }
 
 
-def pending(name: str, mem: int = GPU_MEM) -> dict:
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
-        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": limits}}]},
-        "status": {"phase": "Pending"},
-    }
-
-
 EVIL = '<img src=x onerror="document.body.dataset.pwned=1">'
 
 
@@ -105,7 +95,7 @@ def cluster(with_pending: bool = True) -> list[dict]:
         pod("b1", "node-b", 1, 16000, cores=100),
         pod(EVIL, "x<b>bold</b>&co", 0, 15000, cores=90),
     ]
-    return items + ([pending("train-0")] if with_pending else [])
+    return items + ([pending_pod("train-0")] if with_pending else [])
 
 
 def as_list(items: list[dict]) -> bytes:
@@ -184,12 +174,6 @@ def test_a_source_error_still_serves_the_page():
 
 
 # -- served over HTTP --------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

@@ -581,6 +581,17 @@ class Cluster:
         return port
 
 
+def require_descheduler() -> None:
+    """Skip where the descheduler's end-to-end tests cannot run (fail instead with HAMI_FAST_E2E_REQUIRE=1)."""
+    import pytest
+
+    why = descheduler_missing()
+    if why and os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
+        pytest.fail(why)
+    if why:
+        pytest.skip(why)
+
+
 def descheduler_missing() -> str | None:
     """Why the descheduler's end-to-end tests cannot run here, or None."""
     exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import urllib.request
@@ -12,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from controlplane import NAMESPACE, ApiError, ProcessDied, descheduler_missing, wait_for
+from controlplane import NAMESPACE, ApiError, ProcessDied, require_descheduler, wait_for
 
 NS = "e2e"
 GPU_MEM = 16384
@@ -354,11 +353,7 @@ def test_restarting_hami_fast_loses_no_allocation(cluster, nodes):
 
 
 def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
-    why = descheduler_missing()
-    if why:
-        if os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    require_descheduler()
     api = cluster.api
     cluster.ensure_descheduler()
 

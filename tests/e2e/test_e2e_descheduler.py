@@ -10,7 +10,6 @@ modules' nodes and pods play no part (the planner honours the type as the schedu
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controlplane import ApiError, descheduler_missing, wait_for
+from controlplane import ApiError, require_descheduler, wait_for
 from test_e2e_control_plane import (
     NS,
     _alive,
@@ -84,11 +83,7 @@ class DevicePlugin(threading.Thread):
 
 @pytest.fixture(scope="module")
 def descheduler(cluster) -> Iterator[int]:
-    why = descheduler_missing()
-    if why:
-        if os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    require_descheduler()
     api = cluster.api
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, exist_ok=True)
     port = cluster.ensure_descheduler()
