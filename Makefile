@@ -72,6 +72,10 @@ image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isola
 # Results: bench-e2e-results/ (scale.md, scale.json, lock.json).
 BENCH_E2E_NODES ?= 1000
 BENCH_E2E_PODS ?= 5000
+# Side by side in one run: kube-scheduler alone, alone plus HAMi's per-pod protocol writes, hami-fast
+# (default; HAMi's patch order; the opt-in order behind the answer), HAMi's binary.
+BENCH_E2E_RUNS ?= no-extender,no-extender+hami-writes,hami-fast,hami-fast:--allocation-write=filter,hami-fast:--allocation-write=behind-answer,hami
+BENCH_E2E_DEFAULT_RUNS ?= hami-fast,hami
 .PHONY: bench-e2e
 bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK nodes x 8 GPUs, 5,000 pods; lock stalls
 	@mkdir -p bench-e2e-results
@@ -80,6 +84,7 @@ bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK node
 	KUBE_BIN_DIR="$$(BUILD_CONTROLLER_MANAGER=1 scripts/build-control-plane.sh)" \
 	HAMI_FAST_E2E=1 HAMI_FAST_E2E_REQUIRE=1 HAMI_FAST_E2E_RESULTS="$(CURDIR)/bench-e2e-results" \
 	HAMI_FAST_E2E_SCALE_NODES=$(BENCH_E2E_NODES) HAMI_FAST_E2E_SCALE_PODS=$(BENCH_E2E_PODS) \
+	HAMI_FAST_E2E_SCALE_RUNS=$(BENCH_E2E_RUNS) HAMI_FAST_E2E_SCALE_DEFAULT_RUNS=$(BENCH_E2E_DEFAULT_RUNS) \
 	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
 	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock" -v -s -rs
 # ---- end side by side ----------------------------------------------------------------------------

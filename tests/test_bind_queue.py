@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from hami_fast.kube.nodelock import LockContention
 from hami_fast.server.bindqueue import BindJob, BindQueue
-from k8s_objects import bind_args, gpu_node, gpu_pod
+from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
 from kubeapi.fixtures import wait_for
 from serving import Service
 
@@ -28,6 +28,12 @@ def cluster(kubeapi):
 
 def serve(kubeapi, **options) -> Service:
     return Service(kubeconfig=kubeapi.kubeconfig, **options)
+
+
+def filtered(svc: Service, *pods: dict) -> None:
+    """Filter each pod onto node-0, as kube-scheduler does before it asks for the Bind."""
+    for pod in pods:
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
 
 
 def lock_owner(cluster) -> str | None:
@@ -49,6 +55,7 @@ def test_a_contended_bind_completes_once_the_lock_is_released(cluster) -> None:
     first, second = cluster.create(gpu_pod("a", gpu=1, mem=100)), cluster.create(gpu_pod("b", gpu=1, mem=100))
     with serve(cluster) as svc, ThreadPoolExecutor(1) as pool:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, first, second)
         assert svc.post("/bind", bind_args(first, "node-0")) == {"Error": ""}
         waiting = pool.submit(svc.post, "/bind", bind_args(second, "node-0"))
         time.sleep(1.0)
@@ -70,6 +77,7 @@ def test_waiting_binds_complete_in_arrival_order(cluster) -> None:
     pods = [cluster.create(gpu_pod(n, gpu=1, mem=100)) for n in names]
     with serve(cluster, kube_qps=1000, kube_burst=1000) as svc, ThreadPoolExecutor(len(pods)) as pool:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, *pods)
         answers = []
         for pod in pods:  # one at a time, so arrival order is known
             answers.append(pool.submit(svc.post, "/bind", bind_args(pod, "node-0")))
@@ -89,6 +97,7 @@ def test_a_bind_still_waiting_at_its_deadline_fails_with_hamis_error(cluster) ->
     first, second = cluster.create(gpu_pod("a", gpu=1, mem=100)), cluster.create(gpu_pod("b", gpu=1, mem=100))
     with serve(cluster, bind_wait_timeout=1.5) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, first, second)
         assert svc.post("/bind", bind_args(first, "node-0")) == {"Error": ""}
         started = time.monotonic()
         assert svc.post("/bind", bind_args(second, "node-0")) == {"Error": CONTENTION}
@@ -106,6 +115,7 @@ def test_zero_wait_keeps_hamis_fail_fast(cluster) -> None:
     first, second = cluster.create(gpu_pod("a", gpu=1, mem=100)), cluster.create(gpu_pod("b", gpu=1, mem=100))
     with serve(cluster, bind_wait_timeout=0) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, first, second)
         assert svc.post("/bind", bind_args(first, "node-0")) == {"Error": ""}
         started = time.monotonic()
         assert svc.post("/bind", bind_args(second, "node-0")) == {"Error": CONTENTION}
@@ -119,6 +129,7 @@ def test_a_pod_group_member_waits_at_least_the_lock_retry_budget(cluster) -> Non
     member = cluster.create(member)
     with serve(cluster, bind_wait_timeout=0.2, node_lock_retry_timeout=1.5) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, first, member)
         assert svc.post("/bind", bind_args(first, "node-0")) == {"Error": ""}
         started = time.monotonic()
         assert svc.post("/bind", bind_args(member, "node-0")) == {"Error": CONTENTION}
@@ -143,6 +154,7 @@ def test_many_pods_onto_one_node_bind_back_to_back_with_a_device_plugin(cluster)
     plugin = threading.Thread(target=device_plugin, daemon=True)
     with serve(cluster, kube_qps=1000, kube_burst=1000) as svc, ThreadPoolExecutor(len(pods)) as pool:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, *pods)
         plugin.start()
         started = time.monotonic()
         answers = list(pool.map(lambda p: svc.post("/bind", bind_args(p, "node-0")), pods))

@@ -36,6 +36,12 @@ def serve(kubeapi, **options) -> Service:
     return Service(kubeconfig=kubeapi.kubeconfig, **options)
 
 
+def filtered(svc: Service, pod: dict, node: str) -> dict:
+    """Filter the pod onto `node`, as kube-scheduler does before it asks for the Bind."""
+    assert svc.post("/filter", filter_args(pod, [node]))["NodeNames"] == [node]
+    return pod
+
+
 def test_readiness_follows_cache_sync(cluster) -> None:
     with serve(cluster) as svc:
         wait_for(lambda: svc.request("GET", "/readyz")[0] == 200, 10, "readyz")
@@ -45,32 +51,42 @@ def test_readiness_follows_cache_sync(cluster) -> None:
         assert svc.request("GET", "/nope")[0] == 404
 
 
-def test_filter_patches_the_pod_then_bind_locks_and_binds(cluster) -> None:
+def test_filter_answers_then_bind_writes_the_allocation_once_locks_and_binds(cluster) -> None:
+    """The default (--allocation-write=bind): Filter answers without a write; Bind takes HAMi's node lock,
+    then writes Filter's annotations and bind-phase in one pod patch, then posts the binding."""
     pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000, cores=30))
     with serve(cluster) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         result = svc.post("/filter", filter_args(pod, ["node-0", "node-1", "ghost"]))
         assert result["Error"] == "" and len(result["NodeNames"]) == 1
         node = result["NodeNames"][0]
-        # Filter's patch is written right behind its answer.
-        [patch] = wait_for(lambda: cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1"), 5, "patch")
+        assert cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1") == [], "Filter wrote the pod"
+        assert svc.cluster.pod_count() == 1, "the engine holds Filter's reservation"
+
+        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        [patch] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1")
         assert patch.content_type == "application/merge-patch+json"
         body = patch.json
         assert body["metadata"]["labels"] == {"hami.io/vgpu-node": node}
         annotations = body["metadata"]["annotations"]
+        assert annotations["hami.io/vgpu-node"] == node
         assert annotations["hami.io/vgpu-devices-allocated"] == annotations["hami.io/vgpu-devices-to-allocate"]
         assert re.fullmatch(rf"GPU-{node}-\d,NVIDIA,3000,30:;", annotations["hami.io/vgpu-devices-allocated"])
-
-        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        assert annotations["hami.io/bind-phase"] == "allocating" and annotations["hami.io/bind-time"].isdigit()
+        [binding] = cluster.requests("POST", "/api/v1/namespaces/default/pods/p1/binding")
+        node_patches = cluster.requests("PATCH", f"/api/v1/nodes/{node}")
+        [lock_patch] = [r for r in node_patches if "hami.io/node-handshake" not in str(r.json)]
+        assert lock_patch.json["metadata"]["resourceVersion"]
+        assert lock_patch.time <= patch.time <= binding.time, "lock, then the annotations, then the binding"
         lock = cluster.get("nodes", node)["metadata"]["annotations"][LOCK]
         assert LOCK_VALUE.match(lock).group("ns", "name") == ("default", "p1")
         stored = cluster.get("pods", "p1", "default")
         assert stored["spec"]["nodeName"] == node
         assert stored["metadata"]["annotations"]["hami.io/bind-phase"] == "allocating"
-        assert stored["metadata"]["annotations"]["hami.io/bind-time"].isdigit()
-        node_patches = cluster.requests("PATCH", f"/api/v1/nodes/{node}")
-        [lock_patch] = [r for r in node_patches if "hami.io/node-handshake" not in str(r.json)]
-        assert lock_patch.json["metadata"]["resourceVersion"]
+        assert (
+            stored["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+            == (annotations["hami.io/vgpu-devices-allocated"])
+        )
         reasons = wait_for(
             lambda: (
                 {e["reason"] for e in cluster.events("default")} >= {"FilteringSucceed", "BindingSucceed"}
@@ -83,6 +99,66 @@ def test_filter_patches_the_pod_then_bind_locks_and_binds(cluster) -> None:
         succeed = [e for e in cluster.events("default") if e["reason"] == "BindingSucceed"][0]
         assert succeed["message"] == f"Successfully binding node [{node}] to default/p1"
         assert succeed["source"] == "hami-scheduler"
+
+
+def test_hamis_order_patches_at_filter_and_bind_writes_only_bind_phase(cluster) -> None:
+    """--allocation-write=filter: HAMi's own order, Filter's patch before its answer, bind-phase at Bind."""
+    pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000, cores=30))
+    with serve(cluster, allocation_write="filter") as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        [patch] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1")
+        assert patch.json["metadata"]["annotations"]["hami.io/vgpu-node"] == node
+        assert "hami.io/bind-phase" not in patch.json["metadata"]["annotations"]
+        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        [_, phase] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1")
+        assert set(phase.json["metadata"]["annotations"]) == {"hami.io/bind-phase", "hami.io/bind-time"}
+        assert cluster.get("pods", "p1", "default")["spec"]["nodeName"] == node
+
+
+def test_bind_guard_refuses_a_pod_without_an_allocation(cluster) -> None:
+    """No pod is ever bound without its allocation annotations: a Bind for a pod this process never
+    filtered (or filtered onto another node) and that carries no annotations for the node is refused
+    before anything is written; kube-scheduler then schedules the pod again."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=1000))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        error = svc.post("/bind", bind_args(pod, "node-0"))["Error"]
+        assert "hami-fast holds no allocation for it on node node-0" in error and "default/p" in error, error
+        assert cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p") == []
+        assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
+        assert LOCK not in (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {})
+        failed = wait_for(
+            lambda: [e for e in cluster.events("default") if e["reason"] == "BindingFailed"], 5, "BindingFailed"
+        )
+        assert "no allocation" in failed[0]["message"]
+
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
+        error = svc.post("/bind", bind_args(pod, "node-1"))["Error"]
+        assert error == "pod default/p: hami-fast allocated it on node node-0, not node-1: not binding", error
+        assert cluster.get("pods", "p", "default")["spec"].get("nodeName") is None
+        assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
+
+
+def test_bind_guard_accepts_a_pod_whose_annotations_are_already_on_it(cluster) -> None:
+    """A pod annotated before this process started (HAMi's order, or --allocation-write=filter before a
+    restart) is bound with bind-phase only, its allocation untouched."""
+    pod = gpu_pod("pre", gpu=1, mem=1000)
+    allocated = "GPU-node-0-0,NVIDIA,1000,0:;"
+    pod["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": "node-0",
+        "hami.io/vgpu-devices-allocated": allocated,
+        "hami.io/vgpu-devices-to-allocate": allocated,
+    }
+    pod = cluster.create(pod)
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
+        [phase] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/pre")
+        assert set(phase.json["metadata"]["annotations"]) == {"hami.io/bind-phase", "hami.io/bind-time"}
+        stored = cluster.get("pods", "pre", "default")
+        assert stored["spec"]["nodeName"] == "node-0"
+        assert stored["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] == allocated
 
 
 def test_unschedulable_pod_gets_reasons_and_an_event(cluster) -> None:
@@ -99,11 +175,11 @@ def test_unschedulable_pod_gets_reasons_and_an_event(cluster) -> None:
         assert scheduling_patches(cluster) == 0
 
 
-def test_filter_patches_before_it_answers_by_default(cluster) -> None:
-    """HAMi's order: an answered Filter is already on the API, so a crash after the answer loses nothing;
-    a failed patch is Filter's own error and rolls the reservation back."""
+def test_filter_patches_before_it_answers_in_hamis_order(cluster) -> None:
+    """--allocation-write=filter, HAMi's order: an answered Filter is already on the API, so a crash after
+    the answer loses nothing; a failed patch is Filter's own error and rolls the reservation back."""
     pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
-    with serve(cluster) as svc:
+    with serve(cluster, allocation_write="filter") as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
         result = svc.post("/filter", filter_args(pod, ["node-0"]))
@@ -116,6 +192,27 @@ def test_filter_patches_before_it_answers_by_default(cluster) -> None:
         assert time.monotonic() - started >= 0.5, "Filter answered before its patch was written"
         stored = cluster.get("pods", "p", "default")
         assert stored["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"].startswith("GPU-node-0-")
+
+
+def test_a_failed_allocation_write_at_bind_binds_nothing_and_releases_the_lock(cluster) -> None:
+    """The default order: when Bind's one pod patch fails, the pod is not bound (the device plugin would
+    find no annotations), the node lock is released, and the next Filter and Bind succeed."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
+        error = svc.post("/bind", bind_args(pod, "node-0"))["Error"]
+        assert "500" in error, error
+        assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
+        assert cluster.get("pods", "p", "default")["spec"].get("nodeName") is None
+        assert LOCK not in (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {})
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
+        assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
+        stored = cluster.get("pods", "p", "default")
+        assert stored["spec"]["nodeName"] == "node-0"
+        assert stored["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].startswith("GPU-node-0-")
+        assert svc.cluster.pod_count() == 1
 
 
 def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
@@ -166,6 +263,8 @@ def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
     first, second = cluster.create(gpu_pod("a", gpu=1, mem=100)), cluster.create(gpu_pod("b", gpu=1, mem=100))
     with serve(cluster, bind_wait_timeout=0) as svc:  # HAMi's fail-fast; waiting: tests/test_bind_queue.py
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, first, "node-0")
+        filtered(svc, second, "node-0")
         assert svc.post("/bind", bind_args(first, "node-0"))["Error"] == ""
         error = svc.post("/bind", bind_args(second, "node-0"))["Error"]
         assert error == "node node-0 has been locked within 5m0s: node lock contention"
@@ -184,7 +283,7 @@ def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
         # An expired lock is released whoever owns it.
         old = (datetime.now(UTC) - timedelta(minutes=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
         cluster.patch("nodes", "node-1", {"metadata": {"annotations": {LOCK: f"{old},default,b"}}})
-        third = cluster.create(gpu_pod("c", gpu=1, mem=100))
+        third = filtered(svc, cluster.create(gpu_pod("c", gpu=1, mem=100)), "node-1")
         assert svc.post("/bind", bind_args(third, "node-1"))["Error"] == ""
 
 
@@ -202,6 +301,7 @@ def test_lock_conflicts_are_retried(cluster) -> None:
             10,
             "first handshake write",
         )
+        filtered(svc, pod, "node-0")
         cluster.fail("PATCH", "/api/v1/nodes/node-0", 409, times=2)
         assert svc.post("/bind", bind_args(pod, "node-0"))["Error"] == ""
         assert scheduling_patches(cluster, "/api/v1/nodes/node-0") == 3
@@ -211,10 +311,14 @@ def test_bind_failure_releases_the_lock(cluster) -> None:
     pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
     with serve(cluster) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        filtered(svc, pod, "node-0")
         cluster.fail("POST", "/api/v1/namespaces/default/pods/a/binding", 500, times=1)
         assert "500" in svc.post("/bind", bind_args(pod, "node-0"))["Error"]
         assert LOCK not in (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {})
-        assert svc.post("/bind", bind_args(pod, "ghost"))["Error"] == "failed to get node ghost"
+        # The annotations were written before the failed binding: a Bind onto a node that does not
+        # exist is refused by the guard (they name node-0), one onto node-0 goes through.
+        assert "not ghost" in svc.post("/bind", bind_args(pod, "ghost"))["Error"]
+        assert svc.post("/bind", bind_args(pod, "node-0"))["Error"] == ""
 
 
 def test_watch_drops_and_410_are_survived(cluster) -> None:
@@ -236,11 +340,14 @@ def test_watch_drops_and_410_are_survived(cluster) -> None:
 
 
 def test_allocations_survive_a_restart(cluster) -> None:
+    """Bound pods' allocations are rebuilt from the API after a restart (any --allocation-write)."""
     pods = [cluster.create(gpu_pod(f"p{i}", gpu=1, mem=2000, cores=10)) for i in range(6)]
     with serve(cluster) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         for pod in pods:
-            assert svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"]
+            node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+            assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+            cluster.patch("nodes", node, {"metadata": {"annotations": {LOCK: None}}})  # the device plugin's part
         wait_for(lambda: svc.cluster.pod_count() == 6, 5, "reservations")
         before = device_usage(svc)
     with serve(cluster) as svc:
@@ -248,6 +355,41 @@ def test_allocations_survive_a_restart(cluster) -> None:
         assert svc.cluster.pod_count() == 6
         assert device_usage(svc) == before
         assert sum(d["usedmem"] for d in before.values()) == 12000
+
+
+def test_filtered_allocations_survive_a_restart_in_hamis_order(cluster) -> None:
+    """--allocation-write=filter: a filtered, not yet bound pod's allocation is on the API, so it survives."""
+    pods = [cluster.create(gpu_pod(f"p{i}", gpu=1, mem=2000, cores=10)) for i in range(6)]
+    with serve(cluster, allocation_write="filter") as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        for pod in pods:
+            assert svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"]
+        wait_for(lambda: svc.cluster.pod_count() == 6, 5, "reservations")
+        before = device_usage(svc)
+    with serve(cluster, allocation_write="filter") as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        assert svc.cluster.pod_count() == 6
+        assert device_usage(svc) == before
+        assert sum(d["usedmem"] for d in before.values()) == 12000
+
+
+def test_a_filter_answered_before_a_restart_binds_nothing_after_it(cluster) -> None:
+    """The default order: Filter's answer is only in memory until Bind writes it. After a restart the
+    Bind guard refuses the pod (nothing written, nothing bound); kube-scheduler filters it again and
+    the new answer binds, granted once."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        assert svc.cluster.pod_count() == 0
+        assert "no allocation" in svc.post("/bind", bind_args(pod, node))["Error"]
+        assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
+        assert "hami.io/vgpu-node" not in (cluster.get("pods", "p", "default")["metadata"].get("annotations") or {})
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        assert sum(d["usedmem"] for d in device_usage(svc).values()) == 2000
 
 
 def test_webhook_over_http_answers_in_the_version_received(cluster) -> None:

@@ -105,12 +105,26 @@ class Config:
     bind_workers: int = field(
         default=64, metadata={"help": "binds run at once (each waits on the API server, not the CPU)"}
     )
+    allocation_write: str = field(
+        default="bind",
+        metadata={
+            "help": "when Filter's allocation annotations reach the pod. bind: one pod patch at Bind with "
+            "bind-phase, under the node lock and before the binding (Filter answers without a write; a Bind "
+            "for a pod this process holds no allocation for is refused). filter: HAMi's order, patched "
+            "before Filter answers. behind-answer: Filter answers, the patch follows and Bind waits for it",
+            "choices": ("bind", "filter", "behind-answer"),
+        },
+    )
+    success_events: bool = field(
+        default=True,
+        metadata={
+            "help": "post HAMi's FilteringSucceed and BindingSucceed Events (one each per pod; kube-scheduler "
+            "posts its own Scheduled). Failure Events are always posted"
+        },
+    )
     filter_patch_behind_answer: bool = field(
         default=False,
-        metadata={
-            "help": "answer Filter before its annotation patch is written (faster; Bind waits for the patch, but a "
-            "crash between answer and patch leaves the pod to bind without its allocation). Off: HAMi's order"
-        },
+        metadata={"help": "the same as --allocation-write=behind-answer (kept for existing configurations)"},
     )
     force_overwrite_default_scheduler: bool = field(
         default=True, metadata={"help": "take over pods naming default-scheduler"}

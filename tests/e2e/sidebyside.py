@@ -22,6 +22,7 @@ import base64
 import collections
 import copy
 import heapq
+import http.client
 import json
 import os
 import re
@@ -59,6 +60,9 @@ HAMI_USER = f"system:serviceaccount:{HAMI_NS}:{HAMI_SA}"
 KS_USER = "system:kube-scheduler"
 KWOK_VERSION = os.environ.get("KWOK_VERSION", "v0.8.0")
 HAMI, FAST = "hami", "hami-fast"
+# Users of their own, so the audit log tells KWOK and the device-plugin stand-in apart from the test.
+KWOK_USER, PLUGIN_USER, ADMIN_USER = "e2e-kwok", "e2e-device-plugin", "e2e-admin"
+PROTOCOL_USER = "e2e-protocol-writes"
 
 LOCK = "hami.io/mutex.lock"
 ALLOCATED = "hami.io/vgpu-devices-allocated"
@@ -88,6 +92,59 @@ def kwok_missing() -> str | None:
 
 def log(message: str) -> None:
     print(f"[e2e {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class KeepAliveApi(KubeApi):
+    """KubeApi over one persistent HTTPS connection per thread, as client-go keeps its connections:
+    a new TLS handshake per call would make the test's own calls (creating pods, the device-plugin
+    stand-in) cost the API server more than a real client does, and skew what is measured."""
+
+    def __init__(self, server: str, token: str, ca_file: str) -> None:
+        super().__init__(server, token, ca_file)
+        parsed = urllib.parse.urlsplit(server)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 443
+        self._local = threading.local()
+        self._all: list[http.client.HTTPSConnection] = []
+        self._guard = threading.Lock()
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=30)
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every thread's connection (threads that made calls may be gone already)."""
+        with self._guard:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type, "Accept": "application/json"}
+        for attempt in range(2):
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                text = resp.read().decode()
+                break
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self._local.conn = None
+                if attempt:
+                    raise
+        if resp.status >= 300:
+            raise ApiError(resp.status, text)
+        return json.loads(text) if text and text[0] in "{[" else text
+
+
+def user_api(cp: ControlPlane, user: str) -> KeepAliveApi:
+    return KeepAliveApi(cp.server, cp.tokens[user], str(cp.ca_file))
 
 
 # -- nodes, as HAMi's device plugin registers them ----------------------------------------------
@@ -216,13 +273,25 @@ def create_pods(api: KubeApi, pods: list[dict], threads: int = 16) -> dict[str, 
 
 
 def delete_pods(api: KubeApi, namespace: str, wait: float = 300) -> None:
-    api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
-    wait_for(
-        f"pods in {namespace} deleted",
-        lambda: not api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")["items"],
-        timeout=wait,
-        interval=1,
-    )
+    """Delete every pod of the namespace and wait until they are gone. A collection DELETE of thousands
+    of pods can outlast the request's timeout on a busy API server and then stop half-way: re-issue
+    it until the namespace is empty."""
+    deadline = time.monotonic() + wait
+
+    def empty() -> bool:
+        return not api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")["items"]
+
+    while True:
+        try:
+            api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
+        except TimeoutError:
+            log(f"deleting the pods of {namespace} outlasted the request's timeout; deleting the rest again")
+        try:
+            wait_for(f"pods in {namespace} deleted", empty, min(30, max(1, deadline - time.monotonic())), 1)
+            return
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def list_pods(api: KubeApi, namespace: str | None = None) -> list[dict]:
@@ -286,6 +355,7 @@ class DevicePlugin:
         self.api, self.delay = api, delay
         self.seen: set[str] = set()
         self.allocated = 0
+        self.finished: dict[str, float] = {}  # ns/name: when its Allocate was done (Unix seconds)
         self._heap: list[tuple[float, str, str, str]] = []
         self._cond = threading.Condition()
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="device-plugin")
@@ -305,6 +375,8 @@ class DevicePlugin:
             self._stopped = True
             self._cond.notify()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if isinstance(self.api, KeepAliveApi):
+            self.api.close()
 
     def _on_pod(self, kind: str, pod: dict) -> None:
         meta = pod["metadata"]
@@ -339,9 +411,110 @@ class DevicePlugin:
             )
             self.api.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {LOCK: None}}})
             self.allocated += 1
+            self.finished[f"{namespace}/{name}"] = time.time()
         except Exception as exc:  # noqa: BLE001 - a deleted pod is fine; anything else is logged
             if not (isinstance(exc, ApiError) and exc.status == 404):
                 log(f"device plugin: {namespace}/{name} on {node}: {exc!r}")
+
+
+class ProtocolWrites:
+    """HAMi's per-pod writes without any scheduler logic, for plain pods kube-scheduler binds alone:
+    the floor of the protocol on this machine. When a pod appears: Filter's annotation patch and its
+    FilteringSucceed event; when it is bound: the node lock (GET, then a merge patch guarded by the
+    resourceVersion, as HAMi's SetNodeLock), the `bind-phase: allocating` patch and BindingSucceed.
+    The binding itself is kube-scheduler's; the device-plugin stand-in then does its two writes."""
+
+    def __init__(self, api: KubeApi, namespace: str, threads: int = 32) -> None:
+        self.api = api
+        self.filtered: set[str] = set()
+        self.locked: set[str] = set()
+        self.errors = 0
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="protocol")
+        self.watch = Watch(api, f"/api/v1/namespaces/{namespace}/pods", self._on_pod)
+        self.watch.start()
+        self.watch.synced.wait(30)
+
+    def _on_pod(self, kind: str, pod: dict) -> None:
+        meta = pod["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if kind == "DELETED":
+            return
+        if key not in self.filtered:
+            self.filtered.add(key)
+            self._pool.submit(self._guarded, self._filter, meta)
+        node = pod["spec"].get("nodeName")
+        if node and key not in self.locked:
+            self.locked.add(key)
+            self._pool.submit(self._guarded, self._bind, meta, node)
+
+    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
+        try:
+            step(*args)
+        except Exception as exc:  # noqa: BLE001 - counted and logged, the measurement goes on
+            self.errors += 1
+            log(f"protocol writes: {exc!r}")
+
+    def _event(self, meta: dict, reason: str, message: str) -> None:
+        ns, name = meta["namespace"], meta["name"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.api.create(
+            f"/api/v1/namespaces/{ns}/events",
+            {
+                "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": ns},
+                "involvedObject": {"kind": "Pod", "namespace": ns, "name": name, "uid": meta["uid"]},
+                "reason": reason,
+                "message": message,
+                "type": "Normal",
+                "source": {"component": "hami-scheduler"},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            },
+        )
+
+    def _filter(self, meta: dict) -> None:
+        ns, name = meta["namespace"], meta["name"]
+        node = "kwok-00000"  # the annotation's size matters here, not its node
+        devices = f"GPU-{node}-0,NVIDIA,3000,30:;"
+        annotations = {
+            "hami.io/vgpu-node": node,
+            "hami.io/vgpu-time": str(int(time.time())),
+            ALLOCATED: devices,
+            "hami.io/vgpu-devices-to-allocate": devices,
+        }
+        patch = {"metadata": {"labels": {"hami.io/vgpu-node": node}, "annotations": annotations}}
+        self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}", patch)
+        self._event(meta, "FilteringSucceed", f"Successfully filtered to following nodes: [{node}] for {ns}/{name}")
+
+    def _bind(self, meta: dict, node: str) -> None:
+        ns, name = meta["namespace"], meta["name"]
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for _ in range(200):  # wait while another pod's Allocate holds this node's lock, as a queued bind does
+            meta_now = self.api.get(f"/api/v1/nodes/{node}")["metadata"]
+            if (meta_now.get("annotations") or {}).get(LOCK):
+                time.sleep(0.05)
+                continue
+            lock = {
+                "metadata": {
+                    "annotations": {LOCK: f"{stamp},{ns},{name}"},
+                    "resourceVersion": meta_now["resourceVersion"],
+                }
+            }
+            try:
+                self.api.patch(f"/api/v1/nodes/{node}", lock)
+                break
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+        phase = {"metadata": {"annotations": {BIND_PHASE: "allocating", "hami.io/bind-time": str(int(time.time()))}}}
+        self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}", phase)
+        self._event(meta, "BindingSucceed", f"Successfully binding node [{node}] to {ns}/{name}")
+
+    def stop(self) -> None:
+        self.watch.stop()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if isinstance(self.api, KeepAliveApi):
+            self.api.close()
 
 
 class BindTracker:
@@ -512,17 +685,34 @@ def cpu_seconds(cp: ControlPlane) -> dict[str, float]:
 
 
 # -- API calls per user, from the audit log ----------------------------------------------------
-def audit_counts(path: Path, since: float, until: float) -> dict[str, collections.Counter]:
-    """{user: Counter(verb)} of the requests received in [since, until] (Unix seconds)."""
+def audit_offset(path: Path) -> int:
+    """Where the audit log ends now: reading from here skips earlier runs' lines."""
+    return path.stat().st_size if path.exists() else 0
+
+
+def audit_calls(path: Path, since: float, until: float, offset: int = 0) -> dict[str, collections.Counter]:
+    """{user: Counter("verb resource[/subresource]")} of the requests received in [since, until]."""
     out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     if not path.exists():
         return out
     with path.open() as fh:
+        fh.seek(offset)
         for line in fh:
             event = json.loads(line)
             stamp = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
             if since <= stamp <= until:
-                out[event["user"]["username"]][event["verb"]] += 1
+                ref = event.get("objectRef") or {}
+                resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+                out[event["user"]["username"]][f"{event['verb']} {resource or event.get('requestURI', '')}"] += 1
+    return out
+
+
+def audit_counts(path: Path, since: float, until: float, offset: int = 0) -> dict[str, collections.Counter]:
+    """{user: Counter(verb)} of the requests received in [since, until] (Unix seconds)."""
+    out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for user, calls in audit_calls(path, since, until, offset).items():
+        for kind, n in calls.items():
+            out[user][kind.split(" ", 1)[0]] += n
     return out
 
 
@@ -539,6 +729,7 @@ class SideBySide:
         self.metrics_ports = {HAMI: free_port(), FAST: free_port()}
         self.active = ""
         self.nodes: list[str] = []
+        self.fast_args: list[str] = []  # extra `hami-fast serve` flags (opt-in behaviours measured side by side)
 
     def chart(self, kind: str, suffix: str = "") -> dict:
         (found,) = [o for o in self.objs if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
@@ -619,9 +810,16 @@ class SideBySide:
         args += ["--leader-elect=false", f"--kube-qps={self.qps}", f"--kube-burst={self.burst}", "--log-level=warning"]
         if self.node_policy:
             args.append(f"--node-scheduler-policy={self.node_policy}")
+        args += self.fast_args
         proc = self.cp.start_hami_fast(args, self.ports[FAST], self.metrics_ports[FAST])
         self.cp.wait_hami_fast(self.ports[FAST], "/readyz")
         return proc
+
+    def set_fast_args(self, args: list[str]) -> None:
+        """Restart hami-fast with these extra flags (a no-op when they are already in force)."""
+        if args != self.fast_args:
+            self.fast_args = list(args)
+            self.restart(FAST)
 
     def set_client_limits(self, qps: int, burst: int) -> None:
         """Restart both schedulers with these API client limits (their --kube-qps / --kube-burst)."""
@@ -682,8 +880,12 @@ def control_plane(workdir: Path, **options: Any) -> ControlPlane:
     users = {
         HAMI_USER: f"system:serviceaccounts,system:serviceaccounts:{HAMI_NS},system:authenticated",
         KS_USER: "system:authenticated",
+        KWOK_USER: "system:masters",
+        PLUGIN_USER: "system:masters",
+        PROTOCOL_USER: "system:masters",
     }
-    return ControlPlane(workdir, extra_users=users, audit_users=[HAMI_USER, SA_USER, KS_USER], **options)
+    audited = [HAMI_USER, SA_USER, KS_USER, KWOK_USER, PLUGIN_USER, PROTOCOL_USER, *options.pop("audit_extra", [])]
+    return ControlPlane(workdir, extra_users=users, audit_users=audited, **options)
 
 
 def start_kwok(cp: ControlPlane) -> Proc:
@@ -691,7 +893,7 @@ def start_kwok(cp: ControlPlane) -> Proc:
         "kwok",
         [
             str(kwok_binary()),
-            f"--kubeconfig={cp.kubeconfig('kwok', cp.admin_token)}",
+            f"--kubeconfig={cp.kubeconfig('kwok', cp.tokens.get(KWOK_USER, cp.admin_token))}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--cidr=10.64.0.0/12",

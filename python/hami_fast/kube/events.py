@@ -51,16 +51,21 @@ def event_body(
 
 
 class EventSink:
-    """Drops the oldest event when full rather than blocking a scheduling call."""
+    """Drops the oldest event when full rather than blocking a scheduling call (as client-go's
+    broadcaster drops when its queue is full). Several posters, so a burst of binds (two events per
+    pod) does not outrun one thread's round trips and lose events."""
 
-    def __init__(self, post: Callable[[str, bytes], None], capacity: int = 1000) -> None:
+    def __init__(self, post: Callable[[str, bytes], None], capacity: int = 1000, posters: int = 4) -> None:
         self.post = post
         self.queue: queue.Queue[tuple[str, bytes]] = queue.Queue(capacity)
         self.dropped = 0
         self.sent = 0
         self.failed = 0
-        self._thread = threading.Thread(target=self._run, name="event-sink", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"event-sink-{i}", daemon=True) for i in range(max(1, posters))
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def emit(self, pod: dict[str, Any], event_type: str, reason: str, message: str, component: str) -> None:
         namespace = pod.get("namespace") or "default"

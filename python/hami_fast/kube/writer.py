@@ -38,13 +38,53 @@ def lock_patch(value: str | None, resource_version: str) -> bytes:
     return orjson.dumps({"metadata": {"annotations": {LOCK_KEY: value}, "resourceVersion": resource_version}})
 
 
+def _older(version: str, than: str) -> bool:
+    """resourceVersions are opaque, but etcd's are increasing integers: compare those, trust the rest."""
+    return version.isdigit() and than.isdigit() and int(version) < int(than)
+
+
+class NodeLocks:
+    """Each node's lock annotation and resourceVersion as the node watch last delivered them.
+
+    The lock's first read comes from here instead of a GET: the lock write carries the
+    resourceVersion read, so a stale entry only makes that write fail with 409 Conflict, and the
+    node's entry is then dropped so the retry reads the node from the API server (NodeLocker's
+    loop). A node the watch has not shown yet is read from the API server too.
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, tuple[str | None, str]] = {}
+        self._guard = threading.Lock()
+
+    def observe(self, node: str, meta: dict[str, Any]) -> None:
+        """A node object's metadata (a watch event or a write's response); an older version than
+        the one held (a watch event arriving after our own write's answer) is ignored."""
+        value = (meta.get("annotations") or {}).get(LOCK_KEY)
+        version = str(meta.get("resourceVersion", ""))
+        with self._guard:
+            held = self._nodes.get(node)
+            if held is None or not _older(version, held[1]):
+                self._nodes[node] = (value, version)
+
+    def forget(self, node: str) -> None:
+        with self._guard:
+            self._nodes.pop(node, None)
+
+    def take(self, node: str) -> tuple[str | None, str] | None:
+        """The watched value, once: the next read of this node goes to the API server unless the
+        watch (or a write) refreshes it first."""
+        with self._guard:
+            return self._nodes.pop(node, None)
+
+
 class KubeWriter:
     """Against a real API server through the shared, rate-limited client."""
 
     blocking = True
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, node_locks: NodeLocks | None = None) -> None:
         self.client = client
+        self.node_locks = node_locks
 
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
         self.client.request("PATCH", pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
@@ -70,17 +110,32 @@ class KubeWriter:
             raise NotFound(f"failed to get node {node}") from exc
 
     def read_lock(self, node: str) -> tuple[str | None, str]:
+        """From the node watch when it has the node (saves a GET; the lock write's resourceVersion
+        catches a stale value), else from the API server."""
+        if self.node_locks is not None and (known := self.node_locks.take(node)) is not None:
+            return known
         meta = self._node(node).get("metadata", {})
         return (meta.get("annotations") or {}).get(LOCK_KEY), meta.get("resourceVersion", "")
 
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None:
-        """Raises errors.Conflict (409) when the node changed since `resource_version` was read."""
-        self.client.request(
-            "PATCH",
-            path_of("api", "v1", "nodes", node),
-            body=lock_patch(value, resource_version),
-            content_type=MERGE_PATCH,
-        )
+        """Raises errors.Conflict (409) when the node changed since `resource_version` was read; the
+        node's watched value is then dropped, so the retry reads the node from the API server."""
+        try:
+            answer = self.client.request(
+                "PATCH",
+                path_of("api", "v1", "nodes", node),
+                body=lock_patch(value, resource_version),
+                content_type=MERGE_PATCH,
+            )
+        except Conflict:
+            if self.node_locks is not None:
+                self.node_locks.forget(node)
+            raise
+        if self.node_locks is not None:
+            try:
+                self.node_locks.observe(node, answer.json().get("metadata") or {})
+            except (ValueError, AttributeError):
+                self.node_locks.forget(node)
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         self.client.request("POST", pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node))

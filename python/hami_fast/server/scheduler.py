@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -23,6 +24,11 @@ from hami_fast.server.metrics import Metrics
 log = logging.getLogger("hami_fast.scheduler")
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+VGPU_NODE = "hami.io/vgpu-node"
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+# Filter answers kept for their Bind; kube-scheduler binds within seconds of Filter, or filters again.
+ALLOCATION_TTL = 600.0
+MAX_ALLOCATIONS = 200_000
 
 
 def filter_error(message: str) -> bytes:
@@ -45,6 +51,30 @@ class AllocationNotWritten(Exception):
     """Filter's annotation patch for this pod failed: binding it would hand the device plugin nothing."""
 
 
+class NoAllocation(Exception):
+    """The Bind guard: this process holds no allocation for the pod on that node and the pod carries
+    none, so binding it would hand the device plugin nothing (e.g. Filter answered before a restart)."""
+
+
+@dataclass
+class Allocation:
+    """What Filter decided for a pod, kept until its Bind."""
+
+    node: str
+    patch: bytes  # Filter's annotation merge patch (HAMi's keys)
+    pod_group: bool  # the pod carries the PodGroup label (only a byte search of Filter's body)
+    written: bool  # the patch is on the API server (or on its way there, behind the answer)
+    at: float = field(default_factory=time.monotonic)
+
+
+def with_bind_phase(patch: bytes | None, now: int) -> bytes:
+    """Bind's `bind-phase: allocating` patch, with Filter's annotations in the same write when given."""
+    merged = orjson.loads(patch) if patch else {}
+    meta = merged.setdefault("metadata", {})
+    meta.setdefault("annotations", {}).update({"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(now)})
+    return orjson.dumps(merged)
+
+
 @dataclass
 class PendingBind:
     namespace: str
@@ -53,6 +83,7 @@ class PendingBind:
     node: str
     job: BindJob | None = None
     looked_up: bool = False
+    allocation: Allocation | None = None
 
     @property
     def ref(self) -> dict[str, str]:
@@ -80,15 +111,20 @@ class Scheduler:
         )
         self.binds = BindQueue(workers=workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
-        # By default Filter patches the pod before it answers, as HAMi does, so an answered Filter is
-        # always on the API. With --filter-patch-behind-answer the patch is written behind the answer:
-        # one single-thread lane per pod hash keeps each pod's patches in order. In-memory writers patch inline.
-        behind = config.filter_patch_behind_answer and getattr(writer, "blocking", True)
+        # When Filter's annotations are written (--allocation-write): `bind` (default) in one pod patch
+        # with bind-phase at Bind, before the binding; `filter` before Filter answers, as HAMi does;
+        # `behind-answer` right behind Filter's answer, one single-thread lane per pod hash keeping each
+        # pod's patches in order. In-memory writers cost nothing: they always patch at Filter.
+        mode = "behind-answer" if config.filter_patch_behind_answer else config.allocation_write
+        self.mode = mode if getattr(writer, "blocking", True) else "filter"
         self.patchers = (
-            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)] if behind else None
+            [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)]
+            if self.mode == "behind-answer"
+            else None
         )
         self._patches: dict[str, Future[str]] = {}
         self._patch_guard = threading.Lock()
+        self._allocations: OrderedDict[str, Allocation] = OrderedDict()
 
     def close(self) -> None:
         self.binds.stop()
@@ -99,6 +135,8 @@ class Scheduler:
         return self.synced.is_set() and self.leading.is_set()
 
     def _event(self, pod: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+        if event_type == "Normal" and not self.config.success_events:
+            return
         self.emit(pod, event_type, reason, message, self.config.scheduler_name)
 
     def filter(self, body: bytes, wait: float = 25.0) -> bytes:
@@ -113,23 +151,25 @@ class Scheduler:
             if decision.node is None and decision.outcome != "unschedulable":
                 self.metrics.filter_results.labels(decision.outcome).inc()
                 return decision.response
-            return self._commit(decision)
+            return self._commit(decision, POD_GROUP_LABEL.encode() in body)
 
-    def _commit(self, d: FilterDecision) -> bytes:
+    def _commit(self, d: FilterDecision, pod_group: bool = False) -> bytes:
         pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid}
         self.metrics.count_failed_reasons(d.reason_counts)
         if d.node is None or d.patch is None:
+            self._forget_allocation(d.pod_key)
             self.metrics.filter_results.labels("unschedulable").inc()
             for event_type, reason, message in d.events:
                 self._event(pod, event_type, reason, message)
             log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": d.reason_counts})
             return d.response
-        if self.patchers is None:  # patch before answering; a failed patch is Filter's error
+        if self.mode == "filter":  # patch before answering; a failed patch is Filter's error
             error = self._write_allocation(pod, d.patch, d.pod_key)
             if error:
                 return filter_error(error)
-        else:
+        elif self.mode == "behind-answer":
             self._queue_allocation(pod, d.patch, d.pod_key)
+        self._hold_allocation(d.pod_key, Allocation(d.node, d.patch, pod_group, written=self.mode != "bind"))
         self.metrics.filter_results.labels("scheduled").inc()
         for event_type, reason, message in d.events:
             self._event(pod, event_type, reason, message)
@@ -138,6 +178,27 @@ class Scheduler:
                 "filter chose node", extra={"pod": f"{d.namespace}/{d.name}", "node": d.node, "devices": d.devices}
             )
         return d.response
+
+    # -- Filter's answers, held for their Bind -------------------------------------------------
+    def _hold_allocation(self, key: str, allocation: Allocation) -> None:
+        with self._patch_guard:
+            self._allocations.pop(key, None)
+            self._allocations[key] = allocation
+            stale = allocation.at - ALLOCATION_TTL
+            while self._allocations and (
+                len(self._allocations) > MAX_ALLOCATIONS or next(iter(self._allocations.values())).at < stale
+            ):
+                self._allocations.popitem(last=False)
+
+    def _held_allocation(self, key: str) -> Allocation | None:
+        with self._patch_guard:
+            return self._allocations.get(key)
+
+    def _forget_allocation(self, key: str, allocation: Allocation | None = None) -> None:
+        """Drop the held answer (only `allocation` itself when given: a newer Filter may have replaced it)."""
+        with self._patch_guard:
+            if allocation is None or self._allocations.get(key) is allocation:
+                self._allocations.pop(key, None)
 
     def _write_allocation(self, pod: dict[str, Any], patch: bytes, key: str) -> str:
         """Patch the pod with Filter's annotations; on failure roll the reservation back. Returns the error."""
@@ -151,6 +212,7 @@ class Scheduler:
                 latest = self._patches.get(key)
             if latest is None or latest.running():  # a newer Filter of this pod owns the reservation otherwise
                 self.cluster.release(key)
+                self._forget_allocation(key)
             self.metrics.filter_results.labels("patch_failed").inc()
             message = f"patch pod annotations: {exc}"
             self._event(pod, "Warning", "FilteringFailed", message)
@@ -211,43 +273,71 @@ class Scheduler:
     def _bind_attempt(self, pending: PendingBind) -> bytes:
         """One try: LockContention (nothing written) while another pod holds the lock, else the answer."""
         namespace, name, uid, node = pending.namespace, pending.name, pending.uid, pending.node
+        key = uid or f"{namespace}/{name}"
         locked = False
         try:
             if not pending.looked_up:
-                error = self._allocation_written(uid or f"{namespace}/{name}", self.config.bind_wait_timeout)
-                if error:
-                    raise AllocationNotWritten(error)
-                pod = self.writer.get_pod(namespace, name, cached=True)  # only for its PodGroup label
-                pending.looked_up = True
-                if ((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL) and pending.job:
-                    # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.
-                    retry_until = pending.job.enqueued + self.config.node_lock_retry_timeout
-                    pending.job.deadline = max(pending.job.deadline, retry_until)
+                self._look_up(pending, key)
+            allocation = pending.allocation
             if pending.job and not self.binds.commit(pending.job):
                 raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
             self.locker.acquire(node, namespace, name)
             locked = True
-            patch = {
-                "metadata": {
-                    "annotations": {"hami.io/bind-phase": "allocating", "hami.io/bind-time": str(int(time.time()))}
-                }
-            }
-            self.writer.patch_pod(namespace, name, orjson.dumps(patch))
+            unwritten = allocation is not None and not allocation.written
+            patch = with_bind_phase(allocation.patch if unwritten else None, int(time.time()))
+            self.writer.patch_pod(namespace, name, patch)
+            if unwritten:
+                allocation.written = True
             self.writer.bind(namespace, name, uid, node)
         except LockContention:
             raise
         except Exception as exc:
             if isinstance(exc, NotFound) and str(exc).startswith("pod "):
                 self.cluster.release(uid)
+                self._forget_allocation(key)
             if locked:
                 self._release_quietly(node, namespace, name)
             return self._bind_failed(pending, exc)
+        if pending.allocation is not None:
+            self._forget_allocation(key, pending.allocation)
         self.metrics.bind_results.labels("bound").inc()
         self._event(
             pending.ref, "Normal", "BindingSucceed", f"Successfully binding node [{node}] to {namespace}/{name}"
         )
         log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
         return bind_result()
+
+    def _look_up(self, pending: PendingBind, key: str) -> None:
+        """The Bind guard, once per bind: the allocation Filter made for this pod on this node (its
+        annotations written, or to be written with bind-phase), else annotations already on the pod.
+        Raises NoAllocation or AllocationNotWritten; extends a PodGroup member's wait."""
+        namespace, name, node = pending.namespace, pending.name, pending.node
+        error = self._allocation_written(key, self.config.bind_wait_timeout)
+        if error:
+            raise AllocationNotWritten(error)
+        allocation = self._held_allocation(key)
+        if allocation is not None and allocation.node != node:
+            raise NoAllocation(
+                f"pod {namespace}/{name}: hami-fast allocated it on node {allocation.node}, not {node}: not binding"
+            )
+        if allocation is not None:
+            pod_group = allocation.pod_group
+        else:  # no Filter of this process (a restart since, or another scheduler's): read the pod itself
+            pod = self.writer.get_pod(namespace, name)
+            meta = pod.get("metadata") or {}
+            annotations = meta.get("annotations") or {}
+            if annotations.get(VGPU_NODE) != node or not annotations.get(ALLOCATED):
+                raise NoAllocation(
+                    f"pod {namespace}/{name}: hami-fast holds no allocation for it on node {node} and the pod "
+                    f"has no {VGPU_NODE}/{ALLOCATED} annotations for that node (filtered before a restart?): "
+                    "not binding it without one; it will be scheduled again"
+                )
+            pod_group = bool((meta.get("labels") or {}).get(POD_GROUP_LABEL))
+        pending.allocation, pending.looked_up = allocation, True
+        if pod_group and pending.job:
+            # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.
+            retry_until = pending.job.enqueued + self.config.node_lock_retry_timeout
+            pending.job.deadline = max(pending.job.deadline, retry_until)
 
     def _bind_failed(self, pending: PendingBind, exc: Exception) -> bytes:
         self.metrics.bind_results.labels("contention" if isinstance(exc, LockContention) else "failed").inc()

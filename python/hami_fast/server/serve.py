@@ -59,7 +59,7 @@ def _memory_runtime(
     cluster.apply(orjson.dumps({"kind": "List", "items": objects}, default=str))
     writer = MemoryWriter(cluster, objects)
     memory_events = kube_events.MemoryEvents()
-    sink = kube_events.EventSink(memory_events)
+    sink = kube_events.EventSink(memory_events, posters=1)
     synced = threading.Event()
     synced.set()
 
@@ -78,7 +78,7 @@ def _memory_runtime(
 def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: threading.Event) -> Runtime:
     from hami_fast.kube.client import KubeClient, load_api_client
     from hami_fast.kube.reflector import NODES, PODS, QUOTAS, Reflector, Resource
-    from hami_fast.kube.writer import KubeWriter
+    from hami_fast.kube.writer import KubeWriter, NodeLocks
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
@@ -94,25 +94,33 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
     else:
         leader = AlwaysLeader()
     sink = kube_events.EventSink(kube_events.kube_poster(client))
-    scheduler = Scheduler(config, cluster, KubeWriter(client), sink.emit, metrics, gate.synced, leader.leading)
-    reflectors[0].on_event = lambda node, line: _wake_binds(scheduler, node, line)
+    node_locks = NodeLocks()
+    scheduler = Scheduler(
+        config, cluster, KubeWriter(client, node_locks), sink.emit, metrics, gate.synced, leader.leading
+    )
+    reflectors[0].on_event = lambda node, line: _node_event(scheduler, node_locks, node, line)
     handshake = Handshaker(cluster, kube_node_patcher(client), leader.leading, gate.synced, stop)
     threads = [*reflectors, gate, handshake, *([leader] if isinstance(leader, LeaseFollower) else [])]
     runtime = Runtime(config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink)
     return runtime
 
 
-def _wake_binds(scheduler: Scheduler, node: str, line: bytes) -> None:
-    """A node event wakes the binds queued on it once its lock is gone; events that still show a lock
-    (heartbeats, the lock just taken) wake nobody, saving a GET each. Expiry and dangling owners are
-    caught by the queue's periodic recheck."""
-    if not scheduler.binds.waiting_on(node):
-        return
+def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes) -> None:
+    """Every node event keeps the node's lock and resourceVersion for the next lock read (saving its
+    GET) and wakes the binds queued on the node once its lock is gone; events that still show a lock
+    (heartbeats, the lock just taken) wake nobody. Expiry and dangling owners are caught by the
+    queue's periodic recheck."""
     try:
-        annotations = (orjson.loads(line).get("object") or {}).get("metadata", {}).get("annotations") or {}
+        event = orjson.loads(line)
     except orjson.JSONDecodeError:
-        annotations = {}
-    if not annotations.get(LOCK_KEY):
+        node_locks.forget(node)
+        return
+    meta = (event.get("object") or {}).get("metadata") or {}
+    if event.get("type") == "DELETED":
+        node_locks.forget(node)
+    else:
+        node_locks.observe(node, meta)
+    if scheduler.binds.waiting_on(node) and not (meta.get("annotations") or {}).get(LOCK_KEY):
         scheduler.binds.node_changed(node)
 
 
