@@ -88,3 +88,12 @@ bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK node
 	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
 	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock" -v -s -rs
 # ---- end side by side ----------------------------------------------------------------------------
+
+# ---- GPU map (issue 11): the page in headless Chromium (Debian's package); screenshots in $(ARTIFACTS)/gpumap/
+ARTIFACTS ?= $(CURDIR)/artifacts
+.PHONY: test-browser
+test-browser: install ## GPU map page in headless Chromium; keeps the screenshots in artifacts/gpumap/
+	scripts/install-browser.sh
+	HAMI_FAST_REQUIRE_BROWSER=1 HAMI_FAST_ARTIFACTS=$(ARTIFACTS) $(PY) -m pytest tests/test_gpumap.py -q -rs -s -k page_
+	@ls -1 $(ARTIFACTS)/gpumap/*.png
+# ---- end GPU map ---------------------------------------------------------------------------------

@@ -849,3 +849,19 @@ def test_claim_survives_a_conflict_with_the_controllers_own_status_write(cluster
     assert [w.status for w in writes][-2:] == [409, 200]
     assert status_of(cluster, "move")["claimedBy"] is not None
     assert patched(replacement(), make_pinner(client).admit(admission(replacement(), uid="r2"))) is None
+
+
+def test_a_planned_move_selects_on_no_label_the_replacement_gets_only_when_scheduled():
+    """The Filter patch labels a bound pod `hami.io/vgpu-node`; the replacement has no such label at
+    admission, so a selector carrying it would never pin it (found on the real control plane)."""
+    from hami_fast.descheduler.apply import placement_for
+
+    bound = pod("old", "n1")
+    bound["metadata"]["labels"].update({"hami.io/vgpu-node": "n1", "pod-template-hash": "7d9c"})
+    move = {
+        "pod": f"{NS}/old",
+        "from": {"node": "n1", "gpus": ["GPU-n1-0"]},
+        "to": {"node": "n1", "gpus": ["GPU-n1-1"]},
+    }
+    selector = placement_for(move, bound, "req-1")["spec"]["podSelector"]
+    assert selector == {"matchLabels": {"app": "infer", "pod-template-hash": "7d9c"}}

@@ -533,6 +533,76 @@ class Cluster:
         self.cp.procs["hami-fast"].stop()
         return self.start_hami_fast()
 
+    # ---- the descheduler (issue 11) ------------------------------------------------------------
+    descheduler_port: int = 0
+
+    def ensure_descheduler(self) -> int:
+        """The chart's descheduler (CRD, RBAC, pinning webhook registration, `hami-fast descheduler`)
+        and kube-controller-manager for Deployments, started once per control plane; its API port."""
+        if self.descheduler_port:
+            return self.descheduler_port
+        api, cp = self.api, self.cp
+        objs = render_chart({"descheduler.enabled": True})
+        cp.install_chart_objects(
+            [o for o in objs if "descheduler" in o["metadata"]["name"] or o["kind"] == "CustomResourceDefinition"]
+        )
+        crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/hamipodplacements.scheduling.hami.placement.com"
+        wait_for(
+            "HamiPodPlacement CRD established",
+            lambda: any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in api.get(crd)["status"].get("conditions", [])
+            ),
+            timeout=30,
+        )
+        port, webhook_port = free_port(), free_port()
+        (mwc,) = [
+            o for o in objs if o["kind"] == "MutatingWebhookConfiguration" and "descheduler" in o["metadata"]["name"]
+        ]
+        for wh in mwc["webhooks"]:
+            wh["clientConfig"] = {
+                "url": f"https://127.0.0.1:{webhook_port}/webhook",
+                "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode(),
+            }
+        api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
+        (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-descheduler")]
+        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        proc = cp.start_descheduler(container["args"], port, webhook_port)
+        cp.start_controller_manager()
+
+        def api_up():
+            if not proc.alive():
+                raise ProcessDied(f"descheduler died:\n{proc.tail(60)}")
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/cluster-info", timeout=5) as resp:
+                return json.loads(resp.read())
+
+        wait_for("descheduler API", api_up, timeout=60)
+        self.descheduler_port = port
+        return port
+
+
+def require_descheduler() -> None:
+    """Skip where the descheduler's end-to-end tests cannot run (fail instead with HAMI_FAST_E2E_REQUIRE=1)."""
+    import pytest
+
+    why = descheduler_missing()
+    if why and os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
+        pytest.fail(why)
+    if why:
+        pytest.skip(why)
+
+
+def descheduler_missing() -> str | None:
+    """Why the descheduler's end-to-end tests cannot run here, or None."""
+    exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
+    if not exe:
+        return "hami-fast is not installed"
+    if subprocess.run([exe, "descheduler", "--help"], capture_output=True, text=True).returncode != 0:
+        return "`hami-fast descheduler` does not exist"
+    if not (binaries_dir() / "kube-controller-manager").exists():
+        return "kube-controller-manager not built (BUILD_CONTROLLER_MANAGER=1 scripts/build-control-plane.sh): Deployments need it"
+    return None
+
 
 @contextlib.contextmanager
 def running_cluster(workdir: Path):

@@ -3,20 +3,15 @@
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 import urllib.request
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
-from controlplane import NAMESPACE, ApiError, ProcessDied, binaries_dir, free_port, render_chart, wait_for
+from controlplane import NAMESPACE, ApiError, ProcessDied, require_descheduler, wait_for
 
 NS = "e2e"
 GPU_MEM = 16384
@@ -26,7 +21,9 @@ GPU_MEM = 16384
 # objects
 
 
-def make_node(api, name: str, gpus: int = 2, memory: int = GPU_MEM, count: int = 10) -> None:
+def make_node(
+    api, name: str, gpus: int = 2, memory: int = GPU_MEM, count: int = 10, gpu_type: str = "NVIDIA-Tesla T4"
+) -> None:
     devices = [
         {
             "id": f"GPU-{name}-{g}",
@@ -34,7 +31,7 @@ def make_node(api, name: str, gpus: int = 2, memory: int = GPU_MEM, count: int =
             "count": count,
             "devmem": memory,
             "devcore": 100,
-            "type": "NVIDIA-Tesla T4",
+            "type": gpu_type,
             "mode": "hami-core",
             "health": True,
         }
@@ -355,61 +352,10 @@ def test_restarting_hami_fast_loses_no_allocation(cluster, nodes):
     print(f"[e2e] hami-fast restart to ready: {restart_s:.1f}s")
 
 
-def _descheduler_available() -> str | None:
-    exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
-    if not exe:
-        return "hami-fast is not installed"
-    if subprocess.run([exe, "descheduler", "--help"], capture_output=True, text=True).returncode != 0:
-        return "`hami-fast descheduler` does not exist"
-    if not (binaries_dir() / "kube-controller-manager").exists():
-        return "kube-controller-manager not built (BUILD_CONTROLLER_MANAGER=1 scripts/build-control-plane.sh): Deployments need it"
-    return None
-
-
 def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
-    why = _descheduler_available()
-    if why:
-        if os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
-    api, cp = cluster.api, cluster.cp
-    # The chart with the descheduler: its CRD, RBAC and webhook registration.
-    objs = render_chart({"descheduler.enabled": True})
-    cp.install_chart_objects(
-        [o for o in objs if "descheduler" in o["metadata"]["name"] or o["kind"] == "CustomResourceDefinition"]
-    )
-    wait_for(
-        "HamiPodPlacement CRD established",
-        lambda: any(
-            c["type"] == "Established" and c["status"] == "True"
-            for c in api.get(
-                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/hamipodplacements.scheduling.hami.placement.com"
-            )["status"].get("conditions", [])
-        ),
-        timeout=30,
-    )
-    port, webhook_port = free_port(), free_port()
-    (mwc,) = [o for o in objs if o["kind"] == "MutatingWebhookConfiguration" and "descheduler" in o["metadata"]["name"]]
-    for wh in mwc["webhooks"]:
-        wh["clientConfig"] = {
-            "url": f"https://127.0.0.1:{webhook_port}/webhook",
-            "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode(),
-        }
-    api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
-    (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-descheduler")]
-    (container,) = dep["spec"]["template"]["spec"]["containers"]
-    cp.start_descheduler(container["args"], port, webhook_port)
-    cp.start_controller_manager()
-
-    def api_up():
-        _alive(cluster)
-        if not cp.procs["hami-fast-descheduler"].alive():
-            raise ProcessDied(f"descheduler died:\n{cp.procs['hami-fast-descheduler'].tail(60)}")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/cluster-info", timeout=5) as resp:
-            return json.loads(resp.read())
-
-    info = wait_for("descheduler API", api_up, timeout=60)
-    print(f"[e2e] descheduler cluster-info keys: {sorted(info)}")
+    require_descheduler()
+    api = cluster.api
+    cluster.ensure_descheduler()
 
     # A Deployment with one vGPU replica (its pods name hami-scheduler, as the descheduler requires).
     template = gpu_pod("unused", scheduler="hami-scheduler", labels={"app": "infer"}, gpu=1, mem=2000)

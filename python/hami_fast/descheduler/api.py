@@ -13,6 +13,7 @@ import orjson
 
 from hami_fast import _native
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.gpumap import GpuMap
 from hami_fast.descheduler.webhook import Pinner
 from hami_fast.kube.client import KubeClient
 from hami_fast.server.router import HttpError, Route, Router, json_body
@@ -145,6 +146,7 @@ class ApiApp(Router):
                 Route("POST", "/webhook", self.webhook),
                 Route("GET", "/healthz", lambda _: OK, "inline"),
                 Route("GET", "/readyz", lambda _: OK, "inline"),
+                *GpuMap(source, leading).routes(),
             ],
             executor,
             name="descheduler",

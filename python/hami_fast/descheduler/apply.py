@@ -17,11 +17,13 @@ from hami_fast.kube.errors import NotFound
 
 log = logging.getLogger("hami_fast.descheduler.apply")
 
-# Labels a controller sets per pod; a replacement gets new values, so they are not selected on.
+# Labels a controller sets per pod (a replacement gets new values), and the one the scheduler's
+# Filter adds (as HAMi does): a replacement has none of them at admission, so they are not selected on.
 VOLATILE_LABELS = (
     "statefulset.kubernetes.io/pod-name",
     "apps.kubernetes.io/pod-index",
     "batch.kubernetes.io/job-completion-index",
+    "hami.io/vgpu-node",
 )
 
 

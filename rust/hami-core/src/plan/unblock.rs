@@ -571,6 +571,7 @@ impl QueueResult {
             "fit_without_moves": self.fit_without_moves,
             "moves": self.moves,
             "placements": placements,
+            "queue": queue_json(&snapshot.pending),
             "before": self.before,
             "after": self.after_moves,
             "freed_whole_gpus": self.after_moves.free_whole_gpus as i64 - self.before.free_whole_gpus as i64,
@@ -583,6 +584,29 @@ impl QueueResult {
         }
         out
     }
+}
+
+/// The pending vGPU pods the queue was planned for, in queue order, with what each container
+/// asks for (`mem_percentage` null when not given): the GPU map lists them.
+fn queue_json(queue: &[PendingPod]) -> Vec<serde_json::Value> {
+    queue
+        .iter()
+        .map(|p| {
+            let containers: Vec<serde_json::Value> = p
+                .request
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    let r = r.as_ref()?;
+                    let pct = (r.mem_percentage != crate::request::PERCENT_UNSET).then_some(r.mem_percentage);
+                    Some(serde_json::json!({"init": p.request.is_init(i), "gpus": r.nums, "memoryMiB": r.memreq,
+                        "memoryPercentage": pct, "cores": r.coresreq}))
+                })
+                .collect();
+            serde_json::json!({"pod": p.key, "uid": p.uid, "containers": containers})
+        })
+        .collect()
 }
 
 /// The baseline for the pending queue: a `strategy` plan within the budget (pending pods

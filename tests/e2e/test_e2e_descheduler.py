@@ -1,0 +1,282 @@
+"""End-to-end: the descheduler on the real control plane. `hami-fast plan --for POD --live --apply`
+frees a GPU for a pending pod by moving a Deployment's pod through a HamiPodPlacement (the Eviction
+API, the replacement pinned by the webhook to the move's target GPU), and the pending pod lands on
+the freed GPU. The GPU map on the descheduler's port shows the same plan first. Opt-in, see conftest.py.
+
+The pods ask for `nvidia.com/use-gputype: A100`: only this module's nodes have A100s, so the other
+modules' nodes and pods play no part (the planner honours the type as the scheduler does).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controlplane import ApiError, require_descheduler, wait_for
+from test_e2e_control_plane import (
+    NS,
+    _alive,
+    allocations,
+    device_plugin_allocate,
+    events_for,
+    get_pod,
+    gpu_pod,
+    logs,
+    make_node,
+    pods_path,
+    wait_bound,
+)
+
+SUITE = {"suite": "descheduler"}
+A100 = {"nvidia.com/use-gputype": "A100"}
+GPU_MEM = 16384
+NODE = "a100-cafe"  # hex only: the CRD wants gpuDevices UUIDs to look like GPU-<hex>
+PLACEMENTS = f"/apis/scheduling.hami.placement.com/v1/namespaces/{NS}/hamipodplacements"
+
+
+def a100_node(cluster, name: str, gpus: int) -> None:
+    make_node(cluster.api, name, gpus=gpus, memory=GPU_MEM, gpu_type="NVIDIA-A100-SXM4-16GB")
+
+    def registered():
+        _alive(cluster)
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        return all(f"GPU-{name}-{g}" in text for g in range(gpus))
+
+    wait_for(f"hami-fast to register {name}'s GPUs", registered, timeout=60)
+
+
+def suite_pods(api) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in api.get(pods_path() + "?labelSelector=suite%3Ddescheduler")["items"]
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+class DevicePlugin(threading.Thread):
+    """What HAMi's device plugin does for each of this module's pods once it is bound (there is no
+    kubelet): mark it allocated and release the node lock, so the next bind on the node can go on."""
+
+    def __init__(self, api) -> None:
+        super().__init__(daemon=True)
+        self.api, self.stop = api, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            try:
+                for p in suite_pods(self.api):
+                    phase = (p["metadata"].get("annotations") or {}).get("hami.io/bind-phase")
+                    if p["spec"].get("nodeName") and phase == "allocating":
+                        device_plugin_allocate(self.api, p)
+            except (ApiError, OSError):
+                continue
+
+
+@pytest.fixture(scope="module")
+def descheduler(cluster) -> Iterator[int]:
+    require_descheduler()
+    api = cluster.api
+    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, exist_ok=True)
+    port = cluster.ensure_descheduler()
+    a100_node(cluster, NODE, gpus=2)
+    plugin = DevicePlugin(api)
+    plugin.start()
+    try:
+        yield port
+    finally:
+        plugin.stop.set()
+        plugin.join(5)
+        remove_workloads(api)
+        api.delete(f"/api/v1/nodes/{NODE}")
+
+
+def remove_workloads(api) -> None:
+    """This module's Deployments, ReplicaSets and pods. No garbage collector runs here, so the
+    ReplicaSets go explicitly (else they recreate the pods)."""
+    selector = "?labelSelector=suite%3Ddescheduler"
+    for d in api.get(f"/apis/apps/v1/namespaces/{NS}/deployments")["items"]:
+        if (d["spec"]["template"]["metadata"].get("labels") or {}).get("suite") == SUITE["suite"]:
+            api.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/{d['metadata']['name']}")
+    api.delete(f"/apis/apps/v1/namespaces/{NS}/replicasets{selector}")
+    api.delete(pods_path() + selector)
+    wait_for("this module's pods gone", lambda: not api.get(pods_path() + selector)["items"], timeout=30)
+
+
+def deployment(api, name: str, replicas: int, mem: int) -> None:
+    template = gpu_pod("unused", scheduler="hami-scheduler", gpu=1, mem=mem)
+    labels = {"app": name, **SUITE}
+    api.create(
+        f"/apis/apps/v1/namespaces/{NS}/deployments",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": labels, "annotations": A100}, "spec": template["spec"]},
+            },
+        },
+    )
+
+
+def pods_of(api, app: str) -> list[dict[str, Any]]:
+    return [p for p in suite_pods(api) if p["metadata"]["labels"].get("app") == app]
+
+
+def allocated(api, app: str, count: int) -> list[dict[str, Any]]:
+    """The app's `count` pods once each is bound and allocated."""
+
+    def ready():
+        pods = pods_of(api, app)
+        ok = [p for p in pods if (p["metadata"].get("annotations") or {}).get("hami.io/bind-phase") == "success"]
+        return ok if len(ok) == count == len(pods) else None
+
+    return wait_for(f"{count} pods of {app} allocated", ready, timeout=90, interval=0.3)
+
+
+def live_map(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/map", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def diagnose(api) -> str:
+    placements = [(p["metadata"]["name"], p.get("spec"), p.get("status")) for p in api.get(PLACEMENTS)["items"]]
+    pods = [
+        (p["metadata"]["name"], p["spec"].get("nodeName"), p["metadata"].get("annotations"))
+        for p in api.get(pods_path() + "?labelSelector=suite%3Ddescheduler")["items"]
+    ]
+    return f"placements: {json.dumps(placements, indent=1)}\npods: {json.dumps(pods, indent=1)}"
+
+
+def one_filler_per_gpu(api, app: str) -> dict[str, str]:
+    """Two Deployment pods of 4000 MiB: GPU spread (the chart's default) puts one on each A100."""
+    deployment(api, app, replicas=2, mem=4000)
+    on = {allocations(p)[0][0]: p["metadata"]["name"] for p in allocated(api, app, 2)}
+    assert set(on) == {f"GPU-{NODE}-0", f"GPU-{NODE}-1"}, f"{app} not spread over the A100s: {on}"
+    return on
+
+
+def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True) -> None:
+    """A pod that needs a whole A100; with every A100 partly used, it waits."""
+    api = cluster.api
+    pod = gpu_pod(name, scheduler="hami-scheduler", labels={"app": name, **SUITE}, gpu=1, mem=GPU_MEM)
+    pod["metadata"]["annotations"] = dict(A100)
+    api.create(pods_path(), pod)
+    if wait_unschedulable:
+        wait_for(
+            f"{name} to be found unschedulable",
+            lambda: _alive(cluster) or any(e["reason"] == "FailedScheduling" for e in events_for(api, name)),
+            timeout=60,
+            interval=0.5,
+        )
+        assert not get_pod(api, name)["spec"].get("nodeName")
+
+
+def plan_for(cluster, name: str, *extra: str) -> list[str]:
+    exe = Path(sys.executable).parent / "hami-fast"
+    admin = cluster.cp.kubeconfig("admin", cluster.cp.admin_token)
+    return [
+        str(exe) if exe.exists() else "hami-fast",
+        "plan", "--live", "--for", f"{NS}/{name}", "--apply", "--interval", "0", "--move-timeout", "120",
+        "--output", "json", "--kubeconfig", str(admin), *extra,
+    ]  # fmt: skip
+
+
+def test_plan_for_a_pending_pod_moves_a_deployment_pod_and_the_pending_pod_lands(cluster, descheduler):
+    api = cluster.api
+    t0 = time.monotonic()
+    on = one_filler_per_gpu(api, "filler")
+    whole_gpu_pod(cluster, "big")
+
+    # The GPU map on the descheduler's port shows the pending pod and the move that unblocks it.
+    shown = wait_for(
+        "the GPU map to list big",
+        lambda: next((q for q in live_map(descheduler)["pending"] if q["pod"] == f"{NS}/big"), None),
+        timeout=30,
+    )
+    assert shown["placement"] and shown["placement"]["moves"] == 1 and shown["placement"]["node"] == NODE, shown
+
+    # The plan for big, applied: one move through a HamiPodPlacement.
+    done = subprocess.run(plan_for(cluster, "big"), capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, f"{done.stderr}\n{diagnose(api)}\n{logs(cluster)}"
+    plan = json.loads(done.stdout)
+    [move] = plan["moves"]
+    target = plan["target"]
+    assert plan["unblocked"] and target["node"] == NODE and len(target["gpus"]) == 1
+    evicted = move["pod"].split("/", 1)[1]
+    assert move["from"] == {"node": NODE, "gpus": target["gpus"]}, "the move clears the GPU big gets"
+    assert on[target["gpus"][0]] == evicted
+
+    # The moved pod went through the Eviction API (the chart's RBAC gives the descheduler no pod
+    # delete) and is gone; its replacement was pinned to the move's target and landed there.
+    with pytest.raises(ApiError) as gone:
+        get_pod(api, evicted)
+    assert gone.value.status == 404
+    [placement] = [
+        p for p in api.get(PLACEMENTS)["items"] if (p.get("spec") or {}).get("evictPod") == evicted
+    ]  # fmt: skip
+    status = placement["status"]
+    assert status["phase"] == "Completed" and status.get("evictedAt"), status
+    [replacement] = [
+        p
+        for p in pods_of(api, "filler")
+        if p["metadata"]["name"] in {d["podName"] for d in status["assignmentDetails"]}
+    ]
+    stamp = replacement["metadata"]["annotations"]
+    assert stamp["placement.hami.io/name"] == f"{NS}/{placement['metadata']['name']}"
+    assert replacement["spec"]["nodeName"] == move["to"]["node"] == NODE
+    assert [a[0] for a in allocations(replacement)] == move["to"]["gpus"] != target["gpus"]
+
+    # The pending pod lands on the GPU the move freed.
+    landed = wait_bound(cluster, "big", timeout=90)
+    assert landed["spec"]["nodeName"] == NODE
+    assert [a[0] for a in allocations(landed)] == target["gpus"], allocations(landed)
+    print(f"\n[e2e] plan --for --apply: move and landing in {time.monotonic() - t0:.1f}s")
+    remove_workloads(api)
+
+
+RESERVATION = "hami-fast.io/reservation"
+
+
+def test_gpus_freed_for_a_pending_pod_are_not_taken_by_another(cluster, descheduler):
+    """A rival created while the move runs, asking for the same whole GPU, does not get it: the
+    scheduler engine holds the freed GPU for the pending pod (`hami-fast.io/reservation`)."""
+    api = cluster.api
+    if (
+        "--reservation-ttl"
+        not in subprocess.run(plan_for(cluster, "x")[:2] + ["--help"], capture_output=True, text=True).stdout
+    ):
+        pytest.skip("reservations are not in this build (`hami-fast plan` has no --reservation-ttl)")
+    one_filler_per_gpu(api, "filler2")
+    whole_gpu_pod(cluster, "big2")
+    run = subprocess.Popen(plan_for(cluster, "big2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        held = wait_for(
+            "big2's reservation",
+            lambda: (get_pod(api, "big2")["metadata"].get("annotations") or {}).get(RESERVATION),
+            timeout=60,
+            interval=0.1,
+        )
+        whole_gpu_pod(cluster, "rival", wait_unschedulable=False)
+        out, err = run.communicate(timeout=180)
+    finally:
+        run.kill()
+    assert run.returncode == 0, f"{err}\n{diagnose(api)}\n{logs(cluster)}"
+    target = json.loads(out)["target"]
+    assert held == f"{target['node']}/{','.join(target['gpus'])}"
+    landed = wait_bound(cluster, "big2", timeout=90)
+    assert [a[0] for a in allocations(landed)] == target["gpus"]
+    time.sleep(2)  # the rival had every chance at the freed GPU meanwhile
+    rival = get_pod(api, "rival")
+    assert not rival["spec"].get("nodeName"), f"the rival took {allocations(rival)}"
+    remove_workloads(api)
