@@ -65,8 +65,6 @@ def test_keys_are_hami_s_spellings_from_the_engine():
     assert {v for v in python - engine} == {k for k in python if k.startswith("placement.hami.io/")}
 
 
-# Until their owner switches them to hami_fast.annotations (issue 9 follow-up).
-NOT_YET = {"descheduler/controller.py", "descheduler/webhook.py"}
 # Pure data that imports nothing of hami_fast (test_first_ten_minutes checks it).
 PURE = {"demo/cluster.py"}
 
@@ -75,7 +73,7 @@ def test_no_hami_key_is_spelled_out_elsewhere_in_python():
     spelled = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel == "annotations.py" or rel in NOT_YET | PURE:
+        if rel == "annotations.py" or rel in PURE:
             continue
         tree = ast.parse(path.read_text())
         docstrings = {

@@ -23,7 +23,7 @@ VOLATILE_LABELS = (
     "statefulset.kubernetes.io/pod-name",
     "apps.kubernetes.io/pod-index",
     "batch.kubernetes.io/job-completion-index",
-    "hami.io/vgpu-node",
+    keys.VGPU_NODE,
 )
 
 

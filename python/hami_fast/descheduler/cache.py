@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.reflector import Reflector, Resource
@@ -215,7 +216,7 @@ class Informer:
         return self.reflector.stats.synced.wait(timeout)
 
 
-KEPT_POD_ANNOTATIONS = (k.STAMP_NAME, k.ALLOCATED, "hami.io/bind-phase", "hami.io/vgpu-node")
+KEPT_POD_ANNOTATIONS = (k.STAMP_NAME, k.ALLOCATED, keys.BIND_PHASE, keys.VGPU_NODE)
 
 
 def trim_pod(pod: Object) -> Object:

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from hami_fast import _native
+from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import Informer, pinned_by, placement_informer, pod_informer
@@ -517,8 +518,8 @@ class Controller:
         s.set_condition(placement.setdefault("status", {}), int(meta.get("generation") or 1), created)
         annotations = pod["metadata"].get("annotations") or {}
         node = (pod.get("spec") or {}).get("nodeName")
-        if annotations.get("hami.io/bind-phase") == "failed":
-            message = f"pod {pod_name} failed to bind on {spec.get('nodeName')} (hami.io/bind-phase=failed)"
+        if annotations.get(keys.BIND_PHASE) == "failed":
+            message = f"pod {pod_name} failed to bind on {spec.get('nodeName')} ({keys.BIND_PHASE}=failed)"
             return self.fail(placement, (s.SCHEDULED, False, "BindFailed", message))
         allocated = annotations.get(k.ALLOCATED)
         if node and allocated:

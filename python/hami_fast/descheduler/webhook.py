@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
 from hami_fast.kube.client import KubeClient
@@ -189,11 +190,11 @@ class Pinner:
         try:
             devices = {
                 d.get("id"): d
-                for d in orjson.loads(_native.decode_node_register(annotations.get("hami.io/node-nvidia-register", "")))
+                for d in orjson.loads(_native.decode_node_register(annotations.get(keys.NODE_REGISTER, "")))
             }
         except (_native.EngineError, orjson.JSONDecodeError) as exc:
             return f"spec.nodeName: node {node_name} is not registered: {exc}"
-        cordoned = {u.strip() for u in annotations.get("hami.io/device-cordon", "").split(",") if u.strip()}
+        cordoned = {u.strip() for u in annotations.get(keys.DEVICE_CORDON, "").split(",") if u.strip()}
         for uuid in uuids:
             device = devices.get(uuid)
             if device is None:
