@@ -76,7 +76,13 @@ class LeaseWatcher(threading.Thread):
     error_level = logging.WARNING
 
     def __init__(
-        self, client: KubeClient, namespace: str, name: str, stop: threading.Event, identity: str, period: float
+        self,
+        client: KubeClient,
+        namespace: str,
+        name: str,
+        stop: threading.Event,
+        identity: str = "",
+        period: float = 2.0,
     ) -> None:
         super().__init__(name=f"lease-{name}", daemon=True)
         self.client, self.namespace, self.lease_name, self.stop_event = client, namespace, name, stop
@@ -116,17 +122,6 @@ class LeaseFollower(LeaseWatcher):
     """Reads kube-scheduler's Lease; never writes it (HAMi's leadership)."""
 
     error_level = logging.DEBUG  # kube-scheduler may not have created its Lease yet
-
-    def __init__(
-        self,
-        client: KubeClient,
-        namespace: str,
-        name: str,
-        stop: threading.Event,
-        identity: str = "",
-        period: float = 2.0,
-    ) -> None:
-        super().__init__(client, namespace, name, stop, identity, period)
 
     def poll(self) -> bool:
         return is_holder(self.client.request("GET", self.path(), limited=False).json(), self.identity)

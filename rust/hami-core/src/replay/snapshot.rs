@@ -122,33 +122,8 @@ fn task_pod(
 /// The `k`-th arrival's creation time: one second apart from 2026-01-01T00:00:00Z, so the
 /// pending queue (oldest first) is the replay's arrival order.
 fn arrival_time(k: usize) -> String {
-    let secs = k as i64;
-    let days = secs.div_euclid(86_400) + days_from_civil(2026, 1, 1);
-    let (y, m, d) = civil_from_days(days);
-    let s = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    const START: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+    crate::state::reservations::format_rfc3339(START + k as i64)
 }
 
 /// Parses both CSVs, replays up to `arrived_pct` % and returns the snapshot `List`.
