@@ -47,10 +47,11 @@ def _older(version: str, than: str) -> bool:
 class NodeLocks:
     """Each node's lock annotation and resourceVersion as the node watch last delivered them.
 
-    The lock's first read comes from here instead of a GET: the lock write carries the
-    resourceVersion read, so a stale entry only makes that write fail with 409 Conflict, and the
+    Fed by the node reflector's list pages (NodeLockFeed) and watch events, and by our own lock
+    writes' answers. The lock's first read comes from here instead of a GET: the lock write carries
+    the resourceVersion read, so a stale entry only makes that write fail with 409 Conflict, and the
     node's entry is then dropped so the retry reads the node from the API server (NodeLocker's
-    loop). A node the watch has not shown yet is read from the API server too.
+    loop). A node neither listed nor watched yet is read from the API server too.
     """
 
     def __init__(self) -> None:
@@ -67,6 +68,25 @@ class NodeLocks:
             if held is None or not _older(version, held[1]):
                 self._nodes[node] = (value, version)
 
+    def observe_page(self, page: bytes) -> None:
+        """Every node of a LIST page (the reflector's first list and re-lists), so even the first
+        lock on a node after a start reads no node."""
+        try:
+            items = orjson.loads(page).get("items") or []
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        for item in items:
+            meta = (item or {}).get("metadata") or {}
+            if meta.get("name"):
+                self.observe(str(meta["name"]), meta)
+
+    def retain(self, nodes: list[str]) -> None:
+        """After a complete list: forget the nodes it did not contain (deleted during a watch gap)."""
+        keep = set(nodes)
+        with self._guard:
+            for node in [n for n in self._nodes if n not in keep]:
+                del self._nodes[node]
+
     def forget(self, node: str) -> None:
         with self._guard:
             self._nodes.pop(node, None)
@@ -76,6 +96,26 @@ class NodeLocks:
         watch (or a write) refreshes it first."""
         with self._guard:
             return self._nodes.pop(node, None)
+
+
+class NodeLockFeed:
+    """The node reflector's store: the engine, plus each listed node's lock and resourceVersion into
+    NodeLocks (watch events reach NodeLocks through the reflector's `on_event`)."""
+
+    def __init__(self, cluster: Cluster, node_locks: NodeLocks) -> None:
+        self.cluster, self.node_locks = cluster, node_locks
+
+    def apply_list_page(self, page: bytes) -> tuple[str, str, list[str], list[str]]:
+        info = self.cluster.apply_list_page(page)
+        self.node_locks.observe_page(page)
+        return info
+
+    def apply_watch_event(self, line: bytes) -> tuple[str, str, str, int, str | None]:
+        return self.cluster.apply_watch_event(line)
+
+    def retain(self, kind: str, keys: list[str]) -> int:
+        self.node_locks.retain(keys)
+        return self.cluster.retain(kind, keys)
 
 
 class KubeWriter:
