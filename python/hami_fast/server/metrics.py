@@ -118,7 +118,7 @@ class EventSinkCollector:
     def collect(self) -> Iterator[Metric]:
         results = CounterMetricFamily(
             "hami_fast_events",
-            "Events handed to the sink (emitted), coalesced into a queued one, created, count-patched "
+            "Events accepted into the queue, coalesced into a queued identical one, created, count-patched "
             "(updated), posted as combined (aggregated), and post attempts retried",
             labels=["result"],
         )
