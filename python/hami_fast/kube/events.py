@@ -172,9 +172,10 @@ RETRIED = (TooManyRequests, ServerError, Unreachable, OSError)
 
 
 class EventSink:
-    """A scheduling call only appends to (or coalesces into) the queue, under one short lock: no
-    thread wake-up and no JSON encoding per Filter (both showed in the /filter profile). The posters
-    wake every `interval` seconds, or at once when `wake_at` events wait, and post what has gathered."""
+    """A scheduling call only appends to an inbox (no lock, no object, no thread wake-up, no JSON
+    encoding per Filter: all showed in the /filter profile). The posters wake every `interval`
+    seconds, or at once when `wake_at` events wait, admit the inbox into the keyed queue (identical
+    events coalesced) and post what has gathered."""
 
     def __init__(
         self,
@@ -454,10 +455,6 @@ class KubeEventApi:
             content_type=MERGE_PATCH,
             limited=False,
         )
-
-
-def kube_poster(client: KubeClient) -> KubeEventApi:
-    return KubeEventApi(client)
 
 
 class MemoryEvents:
