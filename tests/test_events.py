@@ -240,7 +240,7 @@ def test_every_pod_of_a_burst_gets_hamis_success_events_through_serve(kubeapi) -
         sink = svc.runtime.event_sink
         assert sink is not None and sink.flush(20)
         events = stored(kubeapi)
-        text = metrics_text(sink)
+        text = generate_latest(svc.runtime.metrics.registry).decode()  # what /metrics serves
     seen = Counter((e["involvedObject"]["name"], e["reason"], e["type"]) for e in events)
     assert seen == {(f"p{i}", r, "Normal"): 1 for i in range(40) for r in ("FilteringSucceed", "BindingSucceed")}
     binding = next(e for e in events if e["reason"] == "BindingSucceed" and e["involvedObject"]["name"] == "p7")
