@@ -37,6 +37,15 @@ def serve(kubeapi, **options) -> Service:
     return Service(kubeconfig=kubeapi.kubeconfig, **options)
 
 
+def settled(svc: Service) -> None:
+    """Synced, and the first registration pass done: its handshake writes change every node's
+    resourceVersion right after sync, and a lock written before their answers reach NodeLocks
+    would meet a real 409 (retried, but it would add a write to the ones a test counts)."""
+    wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+    [handshake] = [t for t in svc.runtime.threads if type(t).__name__ == "Handshaker"]
+    wait_for(lambda: handshake.passes >= 1, 10, "the first handshake pass")
+
+
 def filtered(svc: Service, pod: dict, node: str) -> dict:
     """Filter the pod onto `node`, as kube-scheduler does before it asks for the Bind."""
     assert svc.post("/filter", filter_args(pod, [node]))["NodeNames"] == [node]
@@ -57,7 +66,7 @@ def test_filter_answers_then_bind_writes_the_allocation_once_locks_and_binds(clu
     then writes Filter's annotations and bind-phase in one pod patch, then posts the binding."""
     pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000, cores=30))
     with serve(cluster) as svc:
-        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        settled(svc)
         result = svc.post("/filter", filter_args(pod, ["node-0", "node-1", "ghost"]))
         assert result["Error"] == "" and len(result["NodeNames"]) == 1
         node = result["NodeNames"][0]
@@ -291,17 +300,9 @@ def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
 def test_lock_conflicts_are_retried(cluster) -> None:
     pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
     with serve(cluster) as svc:
-        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         # The first registration pass writes the handshake right after sync; let it land before the
         # faults are armed, so they hit the lock's writes and not the handshake's.
-        wait_for(
-            lambda: (
-                scheduling_patches(cluster, "/api/v1/nodes/node-0")
-                < len(cluster.requests("PATCH", "/api/v1/nodes/node-0"))
-            ),
-            10,
-            "first handshake write",
-        )
+        settled(svc)
         filtered(svc, pod, "node-0")
         cluster.fail("PATCH", "/api/v1/nodes/node-0", 409, times=2)
         assert svc.post("/bind", bind_args(pod, "node-0"))["Error"] == ""
@@ -336,9 +337,7 @@ def test_the_first_lock_on_a_node_reads_no_node_and_a_stale_read_retries_live(cl
     cluster.create(gpu_pod("holder", gpu=1, mem=100))
     cluster.stall_watches("/api/v1/nodes*")
     with serve(cluster, bind_wait_timeout=0) as svc:
-        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
-        [handshake] = [t for t in svc.runtime.threads if type(t).__name__ == "Handshaker"]
-        wait_for(lambda: handshake.passes >= 1, 10, "the first handshake pass")
+        settled(svc)
         filtered(svc, first, "node-0")
         assert svc.post("/bind", bind_args(first, "node-0")) == {"Error": ""}
         assert cluster.requests("GET", "/api/v1/nodes/node-0") == [], "the lock read GET the node"
@@ -352,6 +351,7 @@ def test_the_first_lock_on_a_node_reads_no_node_and_a_stale_read_retries_live(cl
         writes = [r for r in cluster.requests("PATCH", "/api/v1/nodes/node-1") if LOCK in str(r.json)]
         assert [r.status for r in writes] == [409], "one lock write, on the stale read, refused"
         assert len(cluster.requests("GET", "/api/v1/nodes/node-1")) == 1, "the retry read the node live"
+        assert cluster.requests("GET", "/api/v1/namespaces/default/pods/holder") == [], "the owner is watched"
         assert cluster.get("nodes", "node-1")["metadata"]["annotations"][LOCK] == f"{stamp},default,holder"
         assert cluster.get("pods", "b", "default")["spec"].get("nodeName") is None
     cluster.unstall_watches()

@@ -118,14 +118,44 @@ class NodeLockFeed:
         return self.cluster.retain(kind, keys)
 
 
+class PodKeys:
+    """The pod reflector's store: the engine, plus the key (`namespace/name`) of every pod its list
+    and watch show, from the keys the engine returns (no second parse). The node lock's
+    dangling-owner check GETs only a pod this process has not seen: a pod seen alive holds its lock
+    (a deletion the watch has not shown yet only delays the take-over to the queue's next recheck)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.keys: set[str] = set()
+
+    def apply_list_page(self, page: bytes) -> tuple[str, str, list[str], list[str]]:
+        info = self.cluster.apply_list_page(page)
+        self.keys.update(info[2])
+        return info
+
+    def apply_watch_event(self, line: bytes) -> tuple[str, str, str, int, str | None]:
+        info = self.cluster.apply_watch_event(line)
+        event_type, _, key, _, _ = info
+        if key and event_type == "DELETED":
+            self.keys.discard(key)
+        elif key and event_type in ("ADDED", "MODIFIED"):
+            self.keys.add(key)
+        return info
+
+    def retain(self, kind: str, keys: list[str]) -> int:
+        self.keys = set(keys)
+        return self.cluster.retain(kind, keys)
+
+
 class KubeWriter:
     """Against a real API server through the shared, rate-limited client."""
 
     blocking = True
 
-    def __init__(self, client: KubeClient, node_locks: NodeLocks | None = None) -> None:
+    def __init__(self, client: KubeClient, node_locks: NodeLocks | None = None, pods: PodKeys | None = None) -> None:
         self.client = client
         self.node_locks = node_locks
+        self.pods = pods
 
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
         self.client.request("PATCH", pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
@@ -138,6 +168,9 @@ class KubeWriter:
             raise NotFound(f"pod {namespace}/{name} not found") from exc
 
     def pod_exists(self, namespace: str, name: str) -> bool:
+        """HAMi GETs the lock owner; a pod the pod watch shows alive needs no GET."""
+        if self.pods is not None and f"{namespace}/{name}" in self.pods.keys:
+            return True
         try:
             self.get_pod(namespace, name)
             return True

@@ -88,12 +88,13 @@ def _memory_runtime(
 def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: threading.Event) -> Runtime:
     from hami_fast.kube.client import KubeClient, load_api_client
     from hami_fast.kube.reflector import NODES, PODS, QUOTAS, Reflector, Resource
-    from hami_fast.kube.writer import KubeWriter, NodeLockFeed, NodeLocks
+    from hami_fast.kube.writer import KubeWriter, NodeLockFeed, NodeLocks, PodKeys
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
     node_locks = NodeLocks()
-    stores = (NodeLockFeed(cluster, node_locks), cluster, cluster)
+    pods = PodKeys(cluster)
+    stores = (NodeLockFeed(cluster, node_locks), pods, cluster)
     reflectors = [
         Reflector(client, store, r, stop, watch_seconds=int(config.watch_timeout))
         for store, r in zip(stores, (nodes, PODS, QUOTAS), strict=True)
@@ -109,7 +110,7 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
     sink = kube_events.EventSink(kube_events.KubeEventApi(client), capacity=config.event_queue_size)
     metrics.watch_events(sink)
     scheduler = Scheduler(
-        config, cluster, KubeWriter(client, node_locks), sink.emit, metrics, gate.synced, leader.leading
+        config, cluster, KubeWriter(client, node_locks, pods), sink.emit, metrics, gate.synced, leader.leading
     )
     reflectors[0].on_event = lambda node, line: _node_event(scheduler, node_locks, node, line)
     handshake = Handshaker(cluster, kube_node_patcher(client, node_locks.observe), leader.leading, gate.synced, stop)
