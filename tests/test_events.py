@@ -31,7 +31,7 @@ def pod(i: int | str) -> dict[str, str]:
 
 @pytest.fixture
 def sinks(kubeapi):
-    """EventSink(**options) posting to the test API server; all stopped-by-flush at the end."""
+    """EventSink(**options) posting to the test API server; each closed (posters stopped) at the end."""
     made: list[EventSink] = []
 
     def make(**options) -> EventSink:
@@ -42,7 +42,7 @@ def sinks(kubeapi):
 
     yield make
     for sink in made:
-        sink.flush(5)
+        sink.close(5)
 
 
 def emit(sink: EventSink, who: dict[str, str], event_type: str, reason: str, message: str) -> None:
@@ -159,6 +159,7 @@ def test_a_full_queue_drops_new_events_counts_them_and_logs_one_line(caplog) -> 
     assert sink.flush(5)
     assert sorted(e["involvedObject"]["name"] for e in api.items) == ["p-0", "p-1", "p-2", "p-3", "p-4", "p-first"]
     assert next(e["count"] for e in api.items if e["involvedObject"]["name"] == "p-0") == 4
+    sink.close()
     text = metrics_text(sink)
     assert 'hami_fast_events_dropped_total{reason="queue_full"} 3.0' in text
     assert 'hami_fast_events_total{result="coalesced"} 3.0' in text
@@ -214,6 +215,9 @@ def test_shutdown_posts_what_is_queued_and_counts_what_it_cannot(kubeapi, sinks)
     emit(sink, pod(1), "Normal", "BindingSucceed", "x")
     sink.close(timeout=0.5)
     assert sink.dropped["shutdown"] == 1 and sink.queued == 0
+    for thread in sink._threads:
+        thread.join(1)
+    assert not any(t.is_alive() for t in sink._threads), "the posters stopped"
 
 
 def test_every_pod_of_a_burst_gets_hamis_success_events_through_serve(kubeapi) -> None:

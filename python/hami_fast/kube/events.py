@@ -205,6 +205,8 @@ class EventSink:
         self._failures = 0
         self._resume_at = 0.0
         self._drop_log: dict[str, tuple[float, int]] = {}  # reason -> (last line's time, drops since)
+        self._random = random.Random()  # jitter without touching the global generator
+        self._stopped = threading.Event()
         self._threads = [
             threading.Thread(target=self._run, name=f"event-sink-{i}", daemon=True) for i in range(max(1, posters))
         ]
@@ -268,7 +270,7 @@ class EventSink:
 
     # -- the posters ----------------------------------------------------------------------------
     def _run(self) -> None:
-        while True:
+        while not self._stopped.is_set():
             self._wake.wait(self.interval)
             self._wake.clear()
             with self._lock:
@@ -371,7 +373,7 @@ class EventSink:
             self._posted["retried"] += 1
             self._failures += 1
             low, high = self.backoff
-            pause = min(high, low * 2 ** (self._failures - 1)) * (0.5 + random.random() / 2)
+            pause = min(high, low * 2 ** (self._failures - 1)) * (0.5 + self._random.random() / 2)
             self._resume_at = max(self._resume_at, time.monotonic() + pause)
         log.debug("event not posted, retrying in %.1f s: %s", pause, exc)
         self._requeue(occurrence, 0.0)
@@ -423,8 +425,12 @@ class EventSink:
         return not self.queued and not self._busy
 
     def close(self, timeout: float = 3.0) -> None:
-        """Post what is queued, for up to `timeout` seconds; what is left is counted and logged."""
-        if self.flush(timeout):
+        """Post what is queued, for up to `timeout` seconds, and stop the posters; what is left is
+        counted and logged."""
+        posted = self.flush(timeout)
+        self._stopped.set()
+        self._wake.set()
+        if posted:
             return
         with self._lock:
             self._admit()
@@ -432,7 +438,7 @@ class EventSink:
             self._queue.clear()
             self._order.clear()
         if left:
-            self._dropped("shutdown", left, f"still queued after {timeout:.0f} s at shutdown")
+            self._dropped("shutdown", left, f"still queued after {timeout:g} s at shutdown")
 
 
 class KubeEventApi:

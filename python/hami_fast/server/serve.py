@@ -237,6 +237,8 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
         await task
     runtime.stop.set()
     runtime.scheduler.close()
+    if runtime.event_sink is not None:  # what is queued goes out (or is counted) before the process ends
+        runtime.event_sink.close()
     executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -264,6 +266,4 @@ def serve(config: Config) -> int:
     gc.collect()
     gc.freeze()
     asyncio.run(run_http(runtime))
-    if runtime.event_sink is not None:
-        runtime.event_sink.close()
     return 0
