@@ -140,7 +140,7 @@ class Config:
     event_queue_size: int = field(
         default=20_000,
         metadata={
-            "help": "Events held while the API server is slow or unreachable (identical ones are counted, "
+            "help": "events held while the API server is slow or unreachable (identical ones are counted, "
             "not queued twice); past it new events are dropped and counted in hami_fast_events_dropped_total"
         },
     )
