@@ -154,6 +154,42 @@ def test_webhook_cache_relists_on_410_and_after_a_dropped_watch(cluster, client)
     assert informer.store.wait_until(lambda st: f"{NS}/d" in st.keys(), 15)
 
 
+def test_a_follower_whose_watch_lags_still_pins_the_replacement(cluster, client):
+    """Two replicas: the leader validates a placement and evicts; the replacement reaches the
+    follower's webhook, whose placement watch has not delivered the placement yet."""
+    follower = make_pinner(client, leading=lambda: False)
+    informer = follower.informer()
+    assert informer.wait_synced(5)
+    cluster.wait_for_watches(1, PLACEMENT_LISTS)
+    cluster.stall_watches(PLACEMENT_LISTS)  # the follower's watch hears nothing from here on
+    try:
+        create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+        leader = Controller(client, fast())
+        leader.reconcile_all()
+        leader.reconcile_all()
+        assert status_of(cluster, "move")["phase"] == "DeletingOldPod"
+        assert informer.store.get(f"{NS}/move") is None, "the follower's cache lags"
+        cluster.clear_log()
+        new = admit_replacement(cluster, follower, "infer-r")
+        assert new is not None, "pinned after one consistent read"
+        assert new["metadata"]["annotations"][k.STAMP_TARGET] == "n1/GPU-n1-1"
+        assert cluster.count("list", PLACEMENT_LISTS) == 1
+        assert status_of(cluster, "move")["claimedBy"]["generateName"] == "infer-"
+
+        # A pod no placement wants costs the follower that one read, the leader nothing.
+        cluster.clear_log()
+        other = replacement()
+        other["metadata"]["labels"] = {"app": "unrelated"}
+        assert patched(other, follower.admit(admission(other, uid="f"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 1
+        cluster.clear_log()
+        leader_pinner = make_pinner(client, placements=informer, leading=lambda: True)
+        assert patched(other, leader_pinner.admit(admission(other, uid="l"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 0
+    finally:
+        cluster.unstall_watches()
+
+
 def test_controller_moves_on_watch_events_and_resumes_after_a_restart(cluster, client, loops):
     # No resync within the test: everything below is driven by watch events.
     controller, stop = loops(client)
@@ -506,6 +542,36 @@ def test_placement_gauge_reads_the_cache():
     assert got[("hami_fast_descheduler_placements", (("phase", "Pending"),))] == 2
     assert got[("hami_fast_descheduler_placements", (("phase", "New"),))] == 1
     assert got[("hami_fast_descheduler_placements", (("phase", "Weird"),))] == 1
+
+
+def test_hold_gauges_count_the_live_holds_of_the_cached_pods():
+    from hami_fast.descheduler.cache import trim_pod
+    from test_descheduler import pod
+
+    def owner(name: str, hold: str, expires: str, **changes) -> dict:
+        p = pod(name, None)
+        p["metadata"]["annotations"] = {"hami-fast.io/reservation": hold, "hami-fast.io/reservation-expires": expires}
+        p["metadata"]["resourceVersion"] = "1"
+        p["spec"].update(changes)
+        return p
+
+    later, earlier = "2999-01-01T00:00:00Z", "2001-01-01T00:00:00Z"
+    pods = ObjectStore("Pod", trim=trim_pod)
+    for p in (
+        owner("big", "n1/GPU-n1-0,GPU-n1-1", later),
+        owner("small", "n2/GPU-n2-0", later),
+        owner("lapsed", "n2/GPU-n2-1", earlier),
+        owner("rival", "n2/GPU-n2-0", later),  # the GPU is held for small already
+        owner("broken", "no-slash", later),
+        owner("bound", "n2/GPU-n2-1", later, nodeName="n2"),
+        pod("plain", "n1"),
+    ):
+        pods.put(p)
+    got = samples(DeschedulerMetrics(ObjectStore("HamiPodPlacement"), pods).render())
+    assert got[("hami_fast_descheduler_reservations", ())] == 2
+    assert got[("hami_fast_descheduler_reserved_gpus", ())] == 3
+    empty = samples(DeschedulerMetrics(None, ObjectStore("Pod", trim=trim_pod)).render())
+    assert empty[("hami_fast_descheduler_reservations", ())] == 0
 
 
 def test_metrics_endpoint_serves_prometheus_text(cluster):

@@ -22,6 +22,7 @@ import orjson
 
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import RESERVATION, RESERVATION_EXPIRES, apply_for
+from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.planner import plan
 from hami_fast.kube import times
 from hami_fast.kube.client import KubeClient, path_of
@@ -88,8 +89,8 @@ def pod_key(pod: dict[str, Any]) -> str:
 
 
 class AutoMover:
-    def __init__(self, client: KubeClient, options: AutoOptions) -> None:
-        self.client, self.options = client, options
+    def __init__(self, client: KubeClient, options: AutoOptions, metrics: DeschedulerMetrics | None = None) -> None:
+        self.client, self.options, self.metrics = client, options, metrics
         self.moved_at: deque[float] = deque()
         self.announced: set[tuple[str, str]] = set()
 
@@ -114,15 +115,28 @@ class AutoMover:
 
     def run_once(self) -> dict[str, Any] | None:
         """One pass: plans (and applies) for the oldest pod it can unblock; what it did, or None."""
+        try:
+            outcome, result = self._pass()
+        except Exception:
+            self._count("error")
+            raise
+        self._count(outcome)
+        return result
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.auto_passes.labels(outcome).inc()
+
+    def _pass(self) -> tuple[str, dict[str, Any] | None]:
         now = time.time()
         budget = self.budget(now)
         if budget <= 0:
-            return None
+            return "budget_spent", None
         inputs = k.snapshot_inputs(self.client)
         pods = orjson.loads(inputs[1]).get("items") or []
         waiting = [p for p in pods if waiting_for_vgpu(p) and not holds_reservation(p, now)]
         if not waiting:
-            return None
+            return "idle", None
         waiting.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", pod_key(p)))
         movable = self.opted_in()
         for pod in waiting:
@@ -137,7 +151,7 @@ class AutoMover:
                 continue
             if self.options.dry_run:
                 self.announce(pod, result)
-                return {"pod": pod_key(pod), "dry_run": True, "moves": result["moves"], "moved": 0}
+                return "dry_run", {"pod": pod_key(pod), "dry_run": True, "moves": result["moves"], "moved": 0}
             done = apply_for(
                 self.client,
                 result,
@@ -148,8 +162,9 @@ class AutoMover:
             )
             moved = sum(1 for r in done if self.evicted(r))
             self.moved_at.extend([time.time()] * moved)
-            return {"pod": pod_key(pod), "dry_run": False, "moves": result["moves"], "moved": moved, "results": done}
-        return None
+            summary = {"pod": pod_key(pod), "dry_run": False, "moves": result["moves"], "moved": moved, "results": done}
+            return ("moved" if moved else "refused"), summary
+        return "no_plan", None
 
     def evicted(self, result: dict[str, Any]) -> bool:
         """A move counts once its pod was evicted: Completed, or failed after the old pod left.
@@ -196,4 +211,6 @@ class AutoLoop(threading.Thread):
                     self.mover.run_once()
                 except ApiError as exc:
                     log.warning("automatic mode: %s", exc)
+                except Exception:  # keep the loop alive; the next pass tries again
+                    log.exception("automatic mode: pass failed")
             self.stop_event.wait(self.mover.options.period)

@@ -7,6 +7,12 @@ patch is returned, by a status write carrying the cached resourceVersion: of sev
 at once (in this process or in other replicas), exactly one wins; the others are admitted
 unchanged. A stale cache costs one conflict and one GET, never a second pin. A placement past its
 TTL (Pending, never claimed) no longer pins, whether or not the controller has marked it yet.
+
+Several replicas: the leader evicts only placements its own cache holds (validated by its own
+write), so its webhook never misses one. A follower's watch may lag the leader's writes, and the
+replacement of a pod the leader just evicted can reach a follower first: a follower confirms a
+miss with one consistent read of the namespace's placements (`leading` tells which it is). That
+costs followers one LIST per unpinned hami-scheduler pod; a single replica never pays it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -124,10 +131,13 @@ class Pinner:
         ttl: float = DEFAULT_TTL,
         stop: threading.Event | None = None,
         sync_timeout: float = 5.0,
+        leading: Callable[[], bool] | None = None,
     ) -> None:
         """`placements`: a shared informer (the controller's); without one the pinner starts its own
-        on the first admission, ended by `stop` or `close()`."""
+        on the first admission, ended by `stop` or `close()`. `leading`: whether this replica leads
+        (None: the only replica); a follower confirms a cache miss with a consistent read."""
         self.client, self.scheduler_name, self.ttl, self.sync_timeout = client, scheduler_name, ttl, sync_timeout
+        self.leading = leading
         self.stop = stop or threading.Event()
         self.placements = placements
         self.lock = threading.Lock()
@@ -149,14 +159,24 @@ class Pinner:
     def open_placements(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
         """Validated (for their current spec), unclaimed, unexpired placements in `namespace` whose
         selector matches, oldest first."""
-        from hami_fast.descheduler.controller import expired
-
         informer = self.informer()
         if informer is None:
             return []
         if not informer.wait_synced(self.sync_timeout):
             log.warning("placements not synced yet: pod admitted without a pin")
             return []
+        candidates = self._open_in_cache(informer, namespace, labels)
+        if not candidates and labels and self.leading is not None and not self.leading():
+            # The leader may have validated a placement and evicted its pod before this replica's
+            # watch delivered it: confirm the miss with a consistent read (no resourceVersion).
+            for fresh in k.list_placements(self.client, namespace):
+                informer.store.put(fresh)
+            candidates = self._open_in_cache(informer, namespace, labels)
+        return candidates
+
+    def _open_in_cache(self, informer: Informer, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+        from hami_fast.descheduler.controller import expired
+
         candidates = informer.store.select(
             lambda p: (
                 p["metadata"].get("namespace") == namespace
