@@ -444,6 +444,9 @@ def test_page_in_chromium_shows_a_held_gpu(tmp_path):
     assert "node-e/gpu-0" in items[0].text() and f"until {LATER}" in items[0].text()
     assert "GPU not registered on the map" in items[1].text()
     assert "held GPUs 2" in dom.one(id="chips").text()
+    owner = dom.one(id="pending").one("li", "pod", data_pod="team/train-1")
+    assert owner.one("div", "held-by").text() == f"holds node-e/gpu-0 until {LATER}"
+    assert not dom.one(id="pending").one("li", "pod", data_pod="team/train-2").all("div", "held-by")
 
 
 def test_page_refreshes_from_the_api(tmp_path):

@@ -181,6 +181,8 @@ def test_auto_moves_only_opted_in_pods_for_the_oldest_pending_pod(kubeapi, clien
         assert mover.budget(time.time()) == 0
         assert mover.run_once() is None, "the hour's budget is spent"
         assert passes(metrics) == {"moved": 1, "budget_spent": 1}
+        assert AutoMover(client, options).budget(time.time()) == 0, "a restart (or a new leader) keeps the count"
+        assert AutoMover(client, options).budget(time.time() + 3601) == 1, "an hour later it is free again"
 
 
 def passes(metrics: DeschedulerMetrics) -> dict[str, float]:

@@ -168,8 +168,9 @@ def one_filler_per_gpu(api, app: str) -> dict[str, str]:
     return on
 
 
-def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True) -> None:
-    """A pod that needs a whole A100; with every A100 partly used, it waits."""
+def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True, still_waiting: bool = True) -> None:
+    """A pod that needs a whole A100; with every A100 partly used, it waits (until something moves:
+    under `--auto` it may be bound by the time its FailedScheduling Event is read)."""
     api = cluster.api
     pod = gpu_pod(name, scheduler="hami-scheduler", labels={"app": name, **SUITE}, gpu=1, mem=GPU_MEM)
     pod["metadata"]["annotations"] = dict(A100)
@@ -181,7 +182,7 @@ def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True) -> None:
             timeout=60,
             interval=0.5,
         )
-        assert not get_pod(api, name)["spec"].get("nodeName")
+        assert not still_waiting or not get_pod(api, name)["spec"].get("nodeName")
 
 
 def plan_for(cluster, name: str, *extra: str) -> list[str]:
@@ -364,6 +365,18 @@ def placed(api) -> dict[str, tuple[str, str, str]]:
     }
 
 
+def completed(api, count: int) -> list[dict[str, Any]]:
+    """This module's placements once all `count` of them are Completed (the pending pod may bind
+    before the last moved pod's replacement does)."""
+
+    def done():
+        items = api.get(PLACEMENTS)["items"]
+        assert len(items) <= count, diagnose(api)
+        return items if sum((p.get("status") or {}).get("phase") == "Completed" for p in items) == count else None
+
+    return wait_for(f"{count} placements Completed", done, timeout=60, interval=0.5)
+
+
 def test_auto_moves_an_opted_in_pod_never_another_and_the_pending_pod_lands(cluster, auto):
     """One GPU runs a workload that did not opt in, the other an opted-in one: `--auto` frees the
     opted-in pod's GPU for the pending whole-GPU pod (through a HamiPodPlacement, as `plan
@@ -377,15 +390,14 @@ def test_auto_moves_an_opted_in_pod_never_another_and_the_pending_pod_lands(clus
     [mover] = allocated(api, "mover", 1)
     stay_gpu, mover_gpu = allocations(stay)[0][0], allocations(mover)[0][0]
     assert stay_gpu != mover_gpu, "GPU spread puts the two pods on different A100s"
-    whole_gpu_pod(cluster, "big-auto")
+    whole_gpu_pod(cluster, "big-auto", still_waiting=False)
 
     landed = wait_bound(cluster, "big-auto", timeout=120)
     assert landed["spec"]["nodeName"] == NODE
     assert [a[0] for a in allocations(landed)] == [mover_gpu], "big-auto got the GPU the move freed"
-    [placement] = api.get(PLACEMENTS)["items"]
+    [placement] = completed(api, 1)
     assert placement["spec"]["evictPod"] == mover["metadata"]["name"]
     assert placement["spec"]["gpuDevices"] == [stay_gpu]
-    assert placement["status"]["phase"] == "Completed", diagnose(api)
     now = get_pod(api, stay["metadata"]["name"])
     assert now["metadata"]["uid"] == stay["metadata"]["uid"] and allocations(now)[0][0] == stay_gpu, "never moved"
     [replacement] = allocated(api, "mover", 1)
@@ -450,8 +462,7 @@ def test_auto_respects_max_moves_per_hour(cluster, auto):
 
     port = auto(maxMovesPerHour=2, maxMovesPerPendingPod=2)
     landed = wait_bound(cluster, "big-auto", timeout=180)
-    placements = api.get(PLACEMENTS)["items"]
-    assert len(placements) == 2 and all(p["status"]["phase"] == "Completed" for p in placements), diagnose(api)
+    placements = completed(api, 2)
     assert len({p["spec"]["gpuDevices"][0] for p in placements}) == 1, "both moved onto the same GPU"
     assert allocations(landed)[0][0] not in {p["spec"]["gpuDevices"][0] for p in placements}
     passes_with(cluster, port, "budget_spent", 1)

@@ -374,13 +374,15 @@ function renderSide(d) {
   if (plan.before && plan.after) document.getElementById("plan-effect").textContent =
     "free whole GPUs " + plan.before.free_whole_gpus + " → " + plan.after.free_whole_gpus +
     ", fragmentation " + plan.before.fragmentation.toFixed(2) + " → " + plan.after.fragmentation.toFixed(2);
+  const holdOf = new Map((d.holds || []).map(h => [h.pod, h]));
   list("pending", (d.pending || []).map(q => {
-    const p = q.placement;
+    const p = q.placement, hold = holdOf.get(q.pod);
     const fate = !p ? "cannot be unblocked within the budget"
       : p.moves ? "unblocked by " + p.moves + " move" + (p.moves > 1 ? "s" : "") + " → " + place(p)
       : "fits now → " + place(p);
     return el("li", { class: "pod" + (p ? " unblocked" : " blocked"), "data-pod": q.pod },
-      el("b", { text: q.pod }), el("div", { class: "small", text: request(q) }), el("div", { class: "small", text: fate }));
+      el("b", { text: q.pod }), el("div", { class: "small", text: request(q) }), el("div", { class: "small", text: fate }),
+      hold ? el("div", { class: "small held-by", text: "holds " + place(hold) + " until " + hold.expires }) : null);
   }), "no pending vGPU pods");
   list("holds", (d.holds || []).map(h => el("li", { "data-hold": h.pod },
     el("b", { text: h.pod }), " ", el("span", { text: place(h) }),
