@@ -417,8 +417,13 @@ def test_auto_never_moves_a_workload_that_did_not_opt_in(cluster, auto):
     passes_with(cluster, port, "no_plan", 3)
     assert api.get(PLACEMENTS)["items"] == []
     assert placed(api) == before, "nothing moved"
-    assert not get_pod(api, "big-auto")["spec"].get("nodeName")
+    pending = get_pod(api, "big-auto")
+    assert not pending["spec"].get("nodeName")
     assert not any(e["reason"] == "WouldMove" for e in events_for(api, "big-auto"))
+    # What --auto reads: kube-scheduler's condition carries the extender's reason.
+    [scheduled] = [c for c in pending["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled["reason"] == "Unschedulable" and "CardInsufficientMemory" in scheduled["message"], scheduled
+    print(f"\n[e2e] PodScheduled: {scheduled['message']}")
 
 
 def test_auto_dry_run_posts_would_move_and_moves_nothing(cluster, auto):
