@@ -403,6 +403,8 @@ def test_auto_moves_an_opted_in_pod_never_another_and_the_pending_pod_lands(clus
     [replacement] = allocated(api, "mover", 1)
     assert replacement["metadata"]["uid"] != mover["metadata"]["uid"]
     assert allocations(replacement)[0][0] == stay_gpu
+    # The pass ends once it has seen the placement Completed (it polls every second).
+    wait_for("the pass counted", lambda: auto_passes(port)["moved"] >= 1, timeout=10, interval=0.3)
     assert auto_passes(port)["moved"] == 1
     print(f"\n[e2e] --auto: pending to landed in {time.monotonic() - t0:.1f}s")
 
