@@ -473,3 +473,22 @@ def test_auto_respects_max_moves_per_hour(cluster, auto):
     assert len({p["spec"]["gpuDevices"][0] for p in placements}) == 1, "both moved onto the same GPU"
     assert allocations(landed)[0][0] not in {p["spec"]["gpuDevices"][0] for p in placements}
     passes_with(cluster, port, "budget_spent", 1)
+
+
+def test_auto_moves_the_pods_of_an_opted_in_namespace(cluster, auto):
+    """`namespaceSelector` instead of a pod label: the chart's RBAC lets the descheduler list namespaces."""
+    api = cluster.api
+    label = "hami-fast-e2e/movable"
+    api.patch(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {label: "true"}}})
+    try:
+        port = auto(selector="", namespaceSelector=f"{label}=true")
+        deployment(api, "mover", replicas=2, mem=4000)
+        allocated(api, "mover", 2)
+        whole_gpu_pod(cluster, "big-auto", still_waiting=False)
+        wait_bound(cluster, "big-auto", timeout=120)
+        [placement] = completed(api, 1)
+        assert placement["spec"]["evictPod"].startswith("mover-")
+        wait_for("the pass counted", lambda: auto_passes(port)["moved"] >= 1, timeout=10, interval=0.3)
+        assert auto_passes(port)["error"] == 0
+    finally:
+        api.patch(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {label: None}}})
