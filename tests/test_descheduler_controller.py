@@ -18,7 +18,7 @@ from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import ObjectStore
 from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts, WorkQueue
 from hami_fast.descheduler.metrics import DeschedulerMetrics
-from hami_fast.descheduler.webhook import Pinner
+from hami_fast.descheduler.webhook import HANDOVER, Pinner
 from prometheus_client.parser import text_string_to_metric_families
 from test_descheduler import (  # noqa: F401  (the fixtures: client, cluster, _close_pinners)
     EVICTIONS,
@@ -176,16 +176,24 @@ def test_a_follower_whose_watch_lags_still_pins_the_replacement(cluster, client)
         assert cluster.count("list", PLACEMENT_LISTS) == 1
         assert status_of(cluster, "move")["claimedBy"]["generateName"] == "infer-"
 
-        # A pod no placement wants costs the follower that one read, the leader nothing.
+        # A pod no placement wants costs the follower that one read; a leader reads only in its
+        # first lease period (the previous leader's last evictions may still be on their way).
         cluster.clear_log()
         other = replacement()
         other["metadata"]["labels"] = {"app": "unrelated"}
         assert patched(other, follower.admit(admission(other, uid="f"))) is None
         assert cluster.count("list", PLACEMENT_LISTS) == 1
+        now = [100.0]
+        leader_pinner = make_pinner(client, placements=informer, leading=lambda: True, clock=lambda: now[0])
         cluster.clear_log()
-        leader_pinner = make_pinner(client, placements=informer, leading=lambda: True)
-        assert patched(other, leader_pinner.admit(admission(other, uid="l"))) is None
-        assert cluster.count("list", PLACEMENT_LISTS) == 0
+        assert patched(other, leader_pinner.admit(admission(other, uid="l1"))) is None
+        now[0] += HANDOVER - 1
+        assert patched(other, leader_pinner.admit(admission(other, uid="l2"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 2, "a new leader confirms its misses"
+        now[0] += 1
+        cluster.clear_log()
+        assert patched(other, leader_pinner.admit(admission(other, uid="l3"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 0, "a settled leader trusts its cache"
     finally:
         cluster.unstall_watches()
 
