@@ -161,6 +161,12 @@ impl Cluster {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// The live holds at `now` (lapsed ones dropped): JSON `[{pod, node, gpus, expires}]`.
+    fn holds<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().state.holds_json(now)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     fn accounting<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().state.accounting_json()))?;
         Ok(PyBytes::new(py, &out))
