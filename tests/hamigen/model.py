@@ -31,7 +31,7 @@ TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
 FILTER_ERROR = "calcScore failed "
-OWN_NODE_POLICIES = {"fgd", "bestfit", "dotprod", "packing", "clustering", "random"}
+OWN_NODE_POLICIES = {"fgd", "fgd-balance", "bestfit", "dotprod", "packing", "clustering", "random"}
 
 
 def slots_of(value: str) -> list[str]:

@@ -14,17 +14,20 @@ A100, V100 = ("NVIDIA-A100-SXM4-80GB", 81920), ("NVIDIA-Tesla V100-PCIE-32GB", 3
 BARE = ("NVIDIA", 16384)
 
 
-def gpu(node: str, i: int, model: tuple[str, int], *, health: bool = True) -> dict[str, Any]:
+def gpu(
+    node: str, i: int, model: tuple[str, int], *, health: bool = True, index: int | None = None, numa: int = 0
+) -> dict[str, Any]:
     kind, memory = model
     return {
         "id": f"GPU-{node}-{i}",
-        "index": i,
+        "index": i if index is None else index,
         "count": 10,
         "devmem": memory,
         "devcore": 100,
         "type": kind,
         "mode": "hami-core",
         "health": health,
+        "numa": numa,
     }
 
 
@@ -51,16 +54,19 @@ def container(name: str, limits: dict[str, str]) -> dict[str, Any]:
     return {"name": name, "image": "x", "resources": {"limits": limits}} if limits else {"name": name, "image": "x"}
 
 
-def pod(init: list[dict[str, str]], app: list[dict[str, str]], namespace: str = "default") -> dict[str, Any]:
+def pod(
+    init: list[dict[str, str]],
+    app: list[dict[str, str]],
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [container(f"c{i}", lim) for i, lim in enumerate(app)]}
     if init:
         spec["initContainers"] = [container(f"init{i}", lim) for i, lim in enumerate(init)]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "new", "namespace": namespace, "uid": "uid-new"},
-        "spec": spec,
-    }
+    metadata: dict[str, Any] = {"name": "new", "namespace": namespace, "uid": "uid-new"}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def resident(name: str, on: str, devices: str) -> dict[str, Any]:
@@ -115,5 +121,33 @@ FOUND: dict[str, dict[str, Any]] = {
             resident("r1", "node-a", "GPU-node-a-12,NVIDIA,2000,10:;"),
         ],
         pod([], [{"nvidia.com/gpu": "3", "nvidia.com/gpumem": "1000"}]),
+    ),
+    # Oracle seed 2004. hami_fast's own node policies (here fgd, by pod annotation) order the
+    # chosen node's GPUs their way; under numa-bind Fit starts over at each change of NUMA node and
+    # topology-aware keeps only the last run, so that order must keep HAMi's NUMA runs: taken as
+    # it stood it split the NUMA-0 cards around the NUMA-1 one and the node HAMi fits failed.
+    "own-node-policy-keeps-hami-s-numa-runs": case(
+        [node("node-0", [gpu("node-0", i, A100, index=min(i, 4), numa=int(i == 2)) for i in range(6)])],
+        pod(
+            [],
+            [{"nvidia.com/gpu": "3", "nvidia.com/gpumem": "2e3"}],
+            annotations={
+                "hami.io/node-scheduler-policy": "fgd",
+                "nvidia.com/numa-bind": "1",
+                "nvidia.com/nouse-gpuuuid": "GPU-node-0-4",
+            },
+        ),
+        gpu_policy="topology-aware",
+    ),
+    # An own node policy's GPU order that meets the quota early (the A100's half first): HAMi's
+    # order fits the two V100 halves, so the node fits, on HAMi's cards.
+    "own-node-policy-falls-back-to-hami-s-order": case(
+        [node("node-0", [gpu("node-0", 0, A100), gpu("node-0", 1, V100), gpu("node-0", 2, V100)]), memory_quota(50000)],
+        pod(
+            [],
+            [{"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "50"}],
+            annotations={"hami.io/node-scheduler-policy": "bestfit"},
+        ),
+        gpu_policy="spread",
     ),
 }

@@ -28,8 +28,24 @@ HANDSHAKE_AGES = {"fresh": 5, "stale": 3600}
 
 UUID_KEYS = ("nvidia.com/use-gpuuuid", "nvidia.com/nouse-gpuuuid")
 TYPE_KEYS = ("nvidia.com/use-gputype", "nvidia.com/nouse-gputype")
+# Look-alike keys that HAMi's NVIDIA backend does not read: they must change nothing.
+FOREIGN_TYPE_KEYS = ("hami.io/use-gputype", "hami.io/nouse-gputype", "nvidia.com/use-gpu-type")
 NODE_POLICIES = ("binpack", "spread")
 GPU_POLICIES = ("spread", "binpack", "topology-aware", "mutex", "numa", "binpack,numa", "numa,spread", "mutex,binpack")
+# Pod annotations only (the flag takes names and binpack/spread/numa chains): untrimmed or mixed-case
+# names, and chains with the mutex and topology-aware filters, which are no sort keys.
+ANNOTATION_ONLY_GPU_POLICIES = (
+    " binpack",
+    "spread, numa",
+    "bogus",
+    "Binpack",
+    " topology-aware",
+    "topology-aware,binpack",
+    "numa,topology-aware",
+    "mutex,topology-aware",
+    "mutex, numa",
+    "",
+)
 
 
 def quantity(value: int) -> st.SearchStrategy[str]:
@@ -220,6 +236,8 @@ def resident_pod(draw, i: int, nodes: list[tuple[str, list[dict[str, Any]]]]) ->
     if draw(st.integers(0, 7)) == 0:
         metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     status: dict[str, Any] = {"phase": draw(st.sampled_from(["Running"] * 6 + ["Pending", "Succeeded", "Failed"]))}
+    if draw(st.integers(0, 15)) == 0:
+        status = draw(st.sampled_from([{"phase": "Unknown"}, {"phase": ""}, {}]))  # odd or no phase: still counted
     if init and draw(st.booleans()):
         done = draw(st.booleans())
         status["initContainerStatuses"] = [
@@ -284,6 +302,8 @@ def pod_annotations(draw, uuids: list[str]) -> dict[str, str]:
             out[key] = draw(
                 st.sampled_from(["V100", "A100", "T4", "NVIDIA", "4090,T4", "a100", " t4 , V100", "T4,", "", " "])
             )
+    if draw(st.integers(0, 15)) == 0:
+        out[draw(st.sampled_from(FOREIGN_TYPE_KEYS))] = draw(st.sampled_from(["V100", "A100", "T4", "NVIDIA"]))
     for key in UUID_KEYS:
         if uuids and draw(st.integers(0, 7)) == 0:
             picks = draw(st.lists(st.sampled_from(uuids + ["GPU-gone"]), min_size=1, max_size=3, unique=True))
@@ -295,11 +315,24 @@ def pod_annotations(draw, uuids: list[str]) -> dict[str, str]:
     if draw(st.integers(0, 7)) == 0:
         out["nvidia.com/vgpu-mode"] = draw(st.sampled_from(["hami-core", "mps", "mig", "hami-core,mps", "MPS", ""]))
     if draw(st.integers(0, 4)) == 0:
-        out["hami.io/node-scheduler-policy"] = draw(st.sampled_from(["binpack", "spread", "Spread", "other", "fgd"]))
-    if draw(st.integers(0, 4)) == 0:
-        out["hami.io/gpu-scheduler-policy"] = draw(
-            st.sampled_from([*GPU_POLICIES, " binpack", "spread, numa", "bogus"])
+        out["hami.io/node-scheduler-policy"] = draw(
+            st.sampled_from(
+                [
+                    "binpack",
+                    "spread",
+                    "Spread",
+                    "other",
+                    "fgd",
+                    " spread",
+                    "spread,binpack",
+                    "bestfit",
+                    "fgd-balance",
+                    "",
+                ]
+            )
         )
+    if draw(st.integers(0, 4)) == 0:
+        out["hami.io/gpu-scheduler-policy"] = draw(st.sampled_from([*GPU_POLICIES, *ANNOTATION_ONLY_GPU_POLICIES]))
     if draw(st.integers(0, 6)) == 0:
         out["hami.io/device-scoring-weights"] = draw(
             st.sampled_from(

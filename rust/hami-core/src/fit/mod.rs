@@ -68,7 +68,20 @@ pub struct NodeFit {
 ///
 /// As in HAMi, each init container starts from the node's registration order, while the app
 /// containers share one device list that each container's sort leaves in place for the next.
+///
+/// A device preference only chooses among the ways HAMi's order fits: when the preferred order
+/// does not fit (a quota met earlier, devices left by an earlier container), HAMi's order decides,
+/// so a preference never turns HAMi's verdict on the node into a failure.
 pub fn fit_pod(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFailure> {
+    let fit = fit_pod_in_order(node, ctx);
+    if fit.is_ok() || ctx.device_preference.is_none() {
+        return fit;
+    }
+    let hami_order = PodContext { device_preference: None, ..*ctx };
+    fit_pod_in_order(node, &hami_order)
+}
+
+fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFailure> {
     let base = &node.usage;
     let score = node_score(&node.totals);
     let request = ctx.request;
@@ -100,17 +113,15 @@ fn fit_container(
     earlier: &PodDevices,
     slot: usize,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
-    match ctx.device_preference.and_then(|prefer| prefer(node, usage)) {
-        // Fit walks the order from the end: reverse the preference.
-        Some(mut p) => {
-            p.reverse();
-            *order = p;
-        }
-        None => {
-            let scores: Vec<f32> =
-                node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
-            sort_devices(order, node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
-        }
+    let preferred = ctx.device_preference.and_then(|prefer| prefer(node, usage));
+    let numa_bind = ctx.hints.numa_bind;
+    if preferred.is_none() || numa_bind {
+        let scores: Vec<f32> =
+            node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
+        sort_devices(order, node, usage, &scores, ctx.gpu_policy, numa_bind);
+    }
+    if let Some(preferred) = preferred {
+        apply_preference(node, order, preferred, numa_bind);
     }
     let typed: Vec<usize> = order.iter().copied().filter(|&i| node.hot[i].has(NVIDIA)).collect();
     if r.nums > typed.len() as i64 {
@@ -131,6 +142,27 @@ fn fit_container(
         });
     }
     Ok(out)
+}
+
+/// Puts a device preference (most preferred first) into the order Fit walks, from the end.
+///
+/// Under numa-bind Fit starts over at every change of NUMA node along HAMi's order, and with
+/// topology-aware only the last run it walks counts, so the runs must stay where HAMi's sort puts
+/// them: the preference then only reorders the devices inside each run of one NUMA node.
+fn apply_preference(node: &GpuNode, order: &mut Vec<usize>, mut preferred: Vec<usize>, numa_bind: bool) {
+    preferred.reverse();
+    if !numa_bind {
+        *order = preferred;
+        return;
+    }
+    // Walk position of each device; a device the preference leaves out is walked first in its run.
+    let mut walk_rank = vec![0usize; node.devices.len()];
+    for (position, &d) in preferred.iter().enumerate() {
+        walk_rank[d] = position + 1;
+    }
+    for run in order.chunk_by_mut(|&a, &b| node.hot[a].numa == node.hot[b].numa) {
+        run.sort_by_key(|&d| walk_rank[d]);
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -434,6 +466,84 @@ impl Iterator for Combinations {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::Device;
+    use crate::request::PERCENT_UNSET;
+
+    const A100: (&str, i32) = ("NVIDIA-A100-SXM4-80GB", 81920);
+    const V100: (&str, i32) = ("NVIDIA-Tesla V100-PCIE-32GB", 32768);
+
+    fn device(i: usize, index: u32, numa: i32, (model, memory): (&str, i32)) -> Device {
+        Device {
+            id: format!("GPU-node-0-{i}"),
+            index,
+            count: 10,
+            devmem: memory,
+            devcore: 100,
+            device_type: model.into(),
+            numa,
+            mode: "hami-core".into(),
+            health: true,
+            ..Default::default()
+        }
+    }
+
+    fn one_container(nums: i64, memreq: i64, mem_percentage: i64) -> PodRequest {
+        PodRequest { slots: vec![Some(ContainerRequest { nums, memreq, mem_percentage, coresreq: 0 })], init_count: 0 }
+    }
+
+    fn uuids(fit: &NodeFit) -> Vec<&str> {
+        fit.slots.iter().flatten().map(|d| d.uuid.as_str()).collect()
+    }
+
+    /// Oracle seed 2004: a preference over all six cards (the FGD/best-fit order of an idle node)
+    /// walked as it stands splits the NUMA-0 cards in two runs around the NUMA-1 card, and
+    /// topology-aware keeps only the last run (two cards and the excluded one): no fit, where
+    /// HAMi fits the pod on three NUMA-0 cards.
+    #[test]
+    fn preference_keeps_hami_s_numa_runs() {
+        let devices = (0..6).map(|i| device(i, if i == 5 { 4 } else { i as u32 }, i32::from(i == 2), A100)).collect();
+        let node = GpuNode::with_devices("node-0", devices, None);
+        let request = one_container(3, 2000, PERCENT_UNSET);
+        let hints = PodHints { numa_bind: true, nouse_uuids: vec!["GPU-node-0-4".into()], ..PodHints::default() };
+        let policy = GpuPolicy::parse("topology-aware");
+        let idle_order = |_: &GpuNode, _: &[DeviceUsage]| Some((0..6).collect::<Vec<usize>>());
+        let ctx =
+            PodContext { request: &request, hints: &hints, gpu_policy: &policy, quota: None, device_preference: None };
+        let hami = fit_pod(&node, &ctx).expect("HAMi's order fits");
+        assert_eq!(uuids(&hami), ["GPU-node-0-5", "GPU-node-0-3", "GPU-node-0-1"], "HAMi's own answer");
+        let preferred = PodContext { device_preference: Some(&idle_order), ..ctx };
+        let mut order: Vec<usize> = (0..6).collect();
+        let scores = [0.0f32; 6];
+        sort_devices(&mut order, &node, &node.usage, &scores, &policy, true);
+        apply_preference(&node, &mut order, (0..6).collect(), true);
+        assert_eq!(order, [5, 4, 3, 1, 0, 2], "NUMA 1 stays last, the NUMA-0 run follows the preference");
+        let fit = fit_pod_in_order(&node, &preferred).expect("the preferred order fits as HAMi's does");
+        assert_eq!(uuids(&fit), ["GPU-node-0-0", "GPU-node-0-1", "GPU-node-0-3"], "the most preferred NUMA-0 cards");
+    }
+
+    /// A quota met by the preferred card first: the preferred order cannot fit, HAMi's can, and
+    /// the node still fits (on HAMi's cards).
+    #[test]
+    fn preference_that_cannot_fit_falls_back_to_hami_s_order() {
+        let devices = vec![device(0, 0, 0, A100), device(1, 1, 0, V100), device(2, 2, 0, V100)];
+        let node = GpuNode::with_devices("node-0", devices, None);
+        let request = one_container(2, 0, 50);
+        let hints = PodHints::default();
+        let policy = GpuPolicy::parse("spread");
+        let quota = QuotaState { limit_mem: Some(50000), ..QuotaState::default() };
+        let a100_first = |_: &GpuNode, _: &[DeviceUsage]| Some(vec![0, 1, 2]);
+        let ctx = PodContext {
+            request: &request,
+            hints: &hints,
+            gpu_policy: &policy,
+            quota: Some(quota),
+            device_preference: Some(&a100_first),
+        };
+        let preferred_only = fit_pod_in_order(&node, &ctx).unwrap_err().to_string();
+        assert!(preferred_only.contains("ResourceQuotaNotFit"), "{preferred_only}");
+        let fit = fit_pod(&node, &ctx).expect("HAMi's order fits within the quota");
+        assert_eq!(uuids(&fit), ["GPU-node-0-2", "GPU-node-0-1"]);
+    }
 
     #[test]
     fn combinations_are_lexicographic() {
