@@ -47,7 +47,7 @@ fn filter(c: &mut Engine, p: &Value, names: &[&str]) -> (Value, Option<Value>) {
     let out = c.filter(args.to_string().as_bytes(), 1705054796, true);
     (
         serde_json::from_slice(&out.response).unwrap(),
-        out.decision.map(|d| serde_json::from_slice(&d.to_json()).unwrap()),
+        out.decision.map(|d| serde_json::to_value(d).unwrap()),
     )
 }
 
