@@ -149,8 +149,6 @@ class Pinner:
     def open_placements(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
         """Validated (for their current spec), unclaimed, unexpired placements in `namespace` whose
         selector matches, oldest first."""
-        from hami_fast.descheduler.controller import expired
-
         informer = self.informer()
         if informer is None:
             return []
@@ -164,7 +162,7 @@ class Pinner:
                 and not (p.get("status") or {}).get("claimedBy")
                 and bool((p.get("status") or {}).get("resolvedUUIDs"))
                 and labels_match((p.get("spec") or {}).get("podSelector"), labels)
-                and not expired(p, self.ttl)
+                and not s.expired(p, self.ttl)
                 and not s.spec_changed(p)  # resolvedUUIDs describe an older spec: wait for the re-validation
             )
         )

@@ -73,13 +73,8 @@ mod tests {
 
     #[test]
     fn every_malformed_input_is_one_line_naming_the_file() {
-        let cases: [&[u8]; 5] = [
-            b"\xff\xfe\x00\x01",
-            b"? [a, b]\n: 1\n",
-            b"- &a [*a]\n",
-            b"key: \"unterminated\n",
-            b"\t- tab indented\n",
-        ];
+        let cases: [&[u8]; 5] =
+            [b"\xff\xfe\x00\x01", b"? [a, b]\n: 1\n", b"- &a [*a]\n", b"key: \"unterminated\n", b"\t- tab indented\n"];
         for text in cases {
             let err = yaml_documents_to_json("in.yaml", text).unwrap_err();
             let line = err.to_string();

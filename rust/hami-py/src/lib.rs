@@ -181,17 +181,13 @@ fn node_policy_names() -> Vec<&'static str> {
 /// A node scheduler policy given as a flag: its canonical name, or EngineError listing the valid ones.
 #[pyfunction]
 fn check_node_policy(value: &str) -> PyResult<&'static str> {
-    hami_core::policy::NodePolicy::parse_strict(value)
-        .map(hami_core::policy::NodePolicy::as_str)
-        .map_err(|e| engine_error(hami_core::Error::config("", e)))
+    hami_core::policy::NodePolicy::parse_strict(value).map(hami_core::policy::NodePolicy::as_str).map_err(engine_error)
 }
 
 /// A GPU scheduler policy given as a flag: the trimmed value, or EngineError listing the valid ones.
 #[pyfunction]
 fn check_gpu_policy(value: &str) -> PyResult<String> {
-    hami_core::policy::GpuPolicy::parse_strict(value)
-        .map(|p| p.text)
-        .map_err(|e| engine_error(hami_core::Error::config("", e)))
+    hami_core::policy::GpuPolicy::parse_strict(value).map(|p| p.text).map_err(engine_error)
 }
 
 /// One `/filter` decision, typed: no JSON to decode in Python.
