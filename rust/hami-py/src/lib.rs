@@ -205,6 +205,8 @@ struct FilterDecision {
     #[pyo3(get)]
     uid: String,
     #[pyo3(get)]
+    resource_version: String,
+    #[pyo3(get)]
     node: Option<String>,
     patch: Option<Vec<u8>>,
     #[pyo3(get)]
@@ -224,6 +226,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             namespace: String::new(),
             name: String::new(),
             uid: String::new(),
+            resource_version: String::new(),
             node: None,
             patch: None,
             devices: None,
@@ -234,6 +237,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             out.devices = d.annotations.get(codec::ALLOCATED_KEY).cloned();
             out.patch = d.node.is_some().then(|| d.patch.into_bytes());
             (out.pod_key, out.namespace, out.name, out.uid) = (d.pod.key, d.pod.namespace, d.pod.name, d.pod.uid);
+            out.resource_version = d.pod.resource_version;
             out.node = d.node;
             out.events =
                 d.events.into_iter().map(|e| (e.event_type.to_owned(), e.reason.to_owned(), e.message)).collect();
