@@ -44,8 +44,8 @@ def test_engine_filter(benchmark, nodes: int, names: int | None) -> None:
     node_objs, _, cluster = cluster_of(nodes)
     benchmark.group = f"filter {nodes} nodes, {names or nodes} names"
     body = filter_body(node_objs, names)
-    response, _ = benchmark(cluster.filter, body, NOW, False)
-    assert len(orjson.loads(response)["NodeNames"]) == 1
+    decision = benchmark(cluster.decide, body, NOW, False)
+    assert decision.outcome == "scheduled" and len(orjson.loads(decision.response)["NodeNames"]) == 1
 
 
 @pytest.mark.parametrize(("nodes", "names"), [(1000, 500), (1000, None), (5000, 500), (5000, None)])
@@ -55,7 +55,7 @@ def test_oracle_filter(benchmark, nodes: int, names: int | None) -> None:
     subset = node_objs if names is None else node_objs[:: max(1, nodes // names)][:names]
     result = benchmark.pedantic(oracle.explain, args=(subset, pods, [], incoming(), NOW), rounds=2, iterations=1)
     body = orjson.dumps({"Pod": incoming(), "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in subset]})
-    assert result["node"] == orjson.loads(cluster.filter(body, NOW, False)[0])["NodeNames"][0]
+    assert result["node"] == cluster.decide(body, NOW, False).node
 
 
 @pytest.mark.benchmark(group="watch event: pod MODIFIED applied to the cache")

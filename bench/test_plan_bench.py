@@ -10,13 +10,15 @@ vs the greedy baseline, at most 5 % of pods moved. Skips when ../shared is absen
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import orjson
 import pytest
 from hami_fast import _native
 
-OPENB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "openb"
+SHARED = Path(os.environ.get("HAMI_FAST_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+OPENB = SHARED / "data" / "openb"
 pytestmark = pytest.mark.skipif(
     not (OPENB / "openb_node_list_gpu_node.csv").is_file(),
     reason=f"openb traces not found at {OPENB} (the shared data folder sits beside the repository)",

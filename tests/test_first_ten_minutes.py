@@ -323,8 +323,51 @@ def test_yaml_snapshots_load_natively_and_as_pyyaml_reads_them(tmp_path):
     assert manifests.load_objects(multi) == [yaml.safe_load(POD.read_text())] * 2
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Pod\n---\nmetadata: [oops\n")
-    with pytest.raises(manifests.ManifestError, match=r"bad.yaml: not valid YAML or JSON: document 1: .*line"):
+    with pytest.raises(manifests.ManifestError, match=r"^decode .*bad.yaml:4:1: document 1: did not find expected"):
         manifests.load_objects(bad)
+    with pytest.raises(_native.EngineError) as raised:
+        _native.yaml_to_json(bad.read_bytes(), "snap.yaml")
+    error = raised.value
+    assert (error.kind, error.object, error.field) == ("decode", "snap.yaml:4:1", "document 1")
+
+
+# A malformed manifest, for every command that reads one: exit 2, one line naming the file, its
+# position and document, no traceback. {bad} is the malformed file, {snap}/{pod} good ones.
+MALFORMED_YAML = "kind: List\nitems:\n- kind: Node\n  metadata: {name: a\n"
+MANIFEST_COMMANDS = {
+    "explain --snapshot": ["explain", "--snapshot", "{bad}", "--pod", "{pod}"],
+    "explain --pod": ["explain", "--snapshot", "{snap}", "--pod", "{bad}"],
+    "plan --snapshot": ["plan", "--snapshot", "{bad}"],
+    "plan --for": ["plan", "--snapshot", "{snap}", "--for", "{bad}"],
+    "plan --workload": ["plan", "--snapshot", "{snap}", "--workload", "{bad}"],
+    "serve --snapshot": ["serve", "--snapshot", "{bad}", "--http_bind", "127.0.0.1:0"],
+}
+
+
+@pytest.mark.parametrize("command", list(MANIFEST_COMMANDS))
+def test_a_malformed_manifest_is_one_line_naming_file_position_and_document(tmp_path, command):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text(MALFORMED_YAML)
+    names = {"bad": str(bad), "snap": str(SNAPSHOT), "pod": str(POD)}
+    argv = [a.format(**names) for a in MANIFEST_COMMANDS[command]]
+    line = one_line(hami_fast(*argv, env=no_cluster_env(tmp_path)))
+    prog = " ".join(argv[:1])
+    assert re.fullmatch(
+        rf"hami-fast {prog}: (--workload: )?decode {re.escape(str(bad))}:5:1: document 0: "
+        r"did not find expected ',' or '\}', while parsing a flow mapping at line 4 column 13",
+        line,
+    ), line
+
+
+def test_manifests_that_are_not_one_document_or_not_objects_are_one_line(tmp_path):
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    line = one_line(hami_fast("explain", "--snapshot", str(listed), "--pod", str(POD), env=no_cluster_env(tmp_path)))
+    assert line == f"hami-fast explain: {listed}: document 0 is a list, not a Kubernetes object"
+    two = tmp_path / "two.yaml"
+    two.write_text("- {gpu_milli: 500}\n---\n- {gpu_milli: 1000}\n")
+    line = one_line(hami_fast("plan", "--snapshot", str(SNAPSHOT), "--workload", str(two)))
+    assert line == f"hami-fast plan: --workload: {two}: expected one YAML or JSON document, found 2"
 
 
 def test_version():

@@ -69,8 +69,10 @@ def test_objects_and_watch_lines_never_crash(obj: dict, annotation: str) -> None
 @given(st.binary(max_size=200) | json_values.map(dumps))
 def test_extender_and_webhook_bodies_always_get_an_answer(body: bytes) -> None:
     cluster = Cluster()
-    response, _ = cluster.filter(body, 1)
-    assert "Error" in orjson.loads(response)
+    decision = cluster.decide(body, 1)
+    response = orjson.loads(decision.response)
+    assert "Error" in response
+    assert (decision.outcome == "error") == bool(response["Error"]), (decision.outcome, response)
     review = orjson.loads(cluster.admit(body))
     assert review["kind"] == "AdmissionReview" and "allowed" in review["response"]
     answers_or_refuses(_native.parse_binding_args, body)

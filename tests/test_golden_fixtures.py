@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 from pathlib import Path
 
 import orjson
 import pytest
 from hami_fast._native import Cluster
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "k8s-api"
+SHARED = Path(os.environ.get("HAMI_FAST_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+FIXTURES = SHARED / "fixtures" / "k8s-api"
 pytestmark = pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason=f"golden fixtures not found at {FIXTURES} (../shared is absent)"
+    not FIXTURES.is_dir(),
+    reason=f"golden fixtures not found at {FIXTURES} (set HAMI_FAST_SHARED or put shared/ beside the repository)",
 )
 
 
@@ -50,15 +53,15 @@ def test_golden_pod_with_vgpu_annotations_counts_on_its_node() -> None:
 
 def test_golden_pod_through_filter_is_passed_through() -> None:
     pod = golden("core.v1.Pod.json")
-    response, decision = Cluster().filter(orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["a", "b"]}), 1)
-    assert orjson.loads(response) == {
+    decision = Cluster().decide(orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["a", "b"]}), 1)
+    assert orjson.loads(decision.response) == {
         "Nodes": None,
         "NodeNames": ["a", "b"],
         "FailedNodes": None,
         "FailedAndUnresolvableNodes": None,
         "Error": "",
     }
-    assert decision is None
+    assert (decision.outcome, decision.node, decision.patch, decision.events) == ("passthrough", None, None, [])
 
 
 @pytest.mark.parametrize("version", ["v1", "v1beta1"])

@@ -93,8 +93,7 @@ def compare_webhook(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, 
     # which is not idempotent in HAMi either): the same verdict as explain's on the original.
     cluster, _ = model.engine_cluster(case["items"], case["node_policy"], case["gpu_policy"])
     names = sorted(o["metadata"]["name"] for o in case["items"] if o.get("kind") == "Node")
-    result, _ = cluster.filter(orjson.dumps({"Pod": patched, "NodeNames": names}), now, False)
-    result = orjson.loads(result)
+    result = orjson.loads(cluster.decide(orjson.dumps({"Pod": patched, "NodeNames": names}), now, False).response)
     if ours.get("error"):
         return []
     expected = [ours["node"]] if ours["node"] else None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,8 @@ from kubeapi.fixtures import wait_for
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "k8s-api"
+SHARED = Path(os.environ.get("HAMI_FAST_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+FIXTURES = SHARED / "fixtures" / "k8s-api"
 MERGE = "application/merge-patch+json"
 NS = "default"
 PLACEMENTS = ("scheduling.hami.placement.com", "v1", "hamipodplacements")

@@ -126,9 +126,9 @@ def test_huge_and_hostile_bodies_do_not_crash() -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     with pytest.raises(EngineError):
         cluster.apply(deep)
-    response, decision = cluster.filter(deep, 1)
-    assert orjson.loads(response)["Error"].startswith("decode ExtenderArgs")
-    assert decision is None
+    decision = cluster.decide(deep, 1)
+    assert orjson.loads(decision.response)["Error"].startswith("decode ExtenderArgs")
+    assert (decision.outcome, decision.pod_key, decision.node, decision.patch) == ("error", "", None, None)
     big_pod = {
         "kind": "Pod",
         "metadata": {"name": "p", "annotations": {"x": "y" * 5_000_000}},
@@ -167,8 +167,9 @@ def test_filter_runs_concurrently_from_threads() -> None:
                 ]
             },
         }
-        response, _ = cluster.filter(orjson.dumps({"Pod": pod, "NodeNames": ["n"]}), 1)
-        if orjson.loads(response)["NodeNames"]:
+        decision = cluster.decide(orjson.dumps({"Pod": pod, "NodeNames": ["n"]}), 1)
+        assert (decision.outcome == "scheduled") == bool(orjson.loads(decision.response)["NodeNames"])
+        if decision.outcome == "scheduled":
             with lock:
                 placed.append(f"p{i}")
 

@@ -4,6 +4,7 @@ and (when ../shared is present) exact agreement with the published simulator's p
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from hami_fast.cli import main
 from hami_fast.sim import report
 from hami_fast.sim.runner import POLICIES, Run, aggregate, parse_policies, parse_seeds, replay, sweep
 
-OPENB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "openb"
+SHARED = Path(os.environ.get("HAMI_FAST_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+OPENB = SHARED / "data" / "openb"
 needs_openb = pytest.mark.skipif(
     not (OPENB / "openb_node_list_gpu_node.csv").is_file(),
     reason=f"openb traces not found at {OPENB} (the shared data folder sits beside the repository)",

@@ -86,13 +86,6 @@ class Cluster:
 
         With ``record`` the reservation is kept under ``pod_key`` until :meth:`release` or the pod leaves.
         """
-    def filter(self, args: bytes, now: int, record: bool = True) -> tuple[bytes, bytes | None]:
-        """ExtenderArgs -> (ExtenderFilterResult bytes, decision as JSON or None), for tools and tests.
-
-        The decision JSON is ``{"pod": {"namespace","name","uid"}, "node": str | null, "annotations": {..},
-        "patch": <merge patch as a string>, "failed_reasons": {reason: count}, "events": [{"type",
-        "reason", "message"}]}``. Same reservation rule as :meth:`decide`.
-        """
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
@@ -119,8 +112,11 @@ class Cluster:
     def node_count(self) -> int: ...
     def pod_count(self) -> int: ...
 
-def yaml_to_json(text: bytes) -> bytes:
-    """YAML documents (``kubectl get -o yaml``) -> JSON array of the non-empty documents."""
+def yaml_to_json(text: bytes, name: str = "manifest") -> bytes:
+    """YAML documents (``kubectl get -o yaml``) -> JSON array of the non-empty documents.
+
+    Malformed YAML raises EngineError (kind ``decode``) with ``object`` ``name:line:column`` and
+    ``field`` ``document N``."""
 
 def node_policy_names() -> list[str]:
     """Every valid node scheduler policy name (HAMi's binpack and spread, then the scored policies)."""

@@ -28,8 +28,9 @@ from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import Informer, pinned_by, placement_informer, pod_informer
 from hami_fast.descheduler.metrics import DeschedulerMetrics
+from hami_fast.descheduler.status import expired
+from hami_fast.descheduler.status import stamp_age as _age
 from hami_fast.descheduler.webhook import labels_match, target_field
-from hami_fast.kube import times
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.errors import ApiError, Conflict, NotFound
 
@@ -55,24 +56,11 @@ class Timeouts:
         return min(30.0, self.ttl / 10)
 
 
-def _age(stamp: str | None) -> float:
-    """Seconds since a status stamp; a missing or unreadable one counts as just now (never expires)."""
-    return (times.age_seconds(stamp) or 0.0) if stamp else 0.0
-
-
 def controller_owner(pod: dict[str, Any]) -> dict[str, Any] | None:
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller"):
             return ref
     return None
-
-
-def expired(placement: dict[str, Any], ttl: float, margin: float = 0.0) -> bool:
-    """Pending, never claimed, and older than the TTL (minus `margin`)."""
-    status = placement.get("status") or {}
-    if ttl <= 0 or status.get("phase") != s.PENDING or status.get("claimedBy") or status.get("evictedAt"):
-        return False
-    return _age(placement["metadata"].get("creationTimestamp")) > ttl - margin
 
 
 class WorkQueue:

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from hami_fast import _native
-from hami_fast.manifests import ManifestError, as_list_bytes, load_objects, load_one
+from hami_fast.manifests import ManifestError, as_list_bytes, load_document, load_objects, load_one
 
 OBJECTIVES = ("free-gpus", "frag", "pending")
 
@@ -63,15 +62,10 @@ def load_workload(spec: str) -> str | list[dict[str, Any]]:
     (`[{"gpu_milli": 500, "num_gpu": 1, "weight": 3}, ...]`)."""
     if spec in ("typical", "whole-gpu"):
         return spec
-    path = Path(spec)
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(f"--workload {spec}: {exc.strerror or exc}") from exc
-    try:
-        doc = yaml.load(text, Loader=yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"--workload {spec}: not valid YAML or JSON: {exc}") from exc
+        doc = load_document(spec)
+    except ManifestError as exc:
+        raise ManifestError(f"--workload: {exc}") from None
     if isinstance(doc, dict):
         doc = doc.get("types", doc.get("items"))
     if not isinstance(doc, list) or not doc:

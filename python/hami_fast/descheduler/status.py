@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from hami_fast.descheduler import kube as k
+from hami_fast.kube import times
 
 PENDING, DELETING, PARTIAL, COMPLETED, FAILED = "Pending", "DeletingOldPod", "PartiallyCompleted", "Completed", "Failed"
 FINAL = (PARTIAL, COMPLETED, FAILED)
@@ -82,3 +83,16 @@ def result_of(status: dict[str, Any]) -> str:
     if reasons & set(REJECTED_REASONS):
         return "rejected"
     return "failed"
+
+
+def stamp_age(stamp: str | None) -> float:
+    """Seconds since a status stamp; a missing or unreadable one counts as just now (never expires)."""
+    return (times.age_seconds(stamp) or 0.0) if stamp else 0.0
+
+
+def expired(placement: dict[str, Any], ttl: float, margin: float = 0.0) -> bool:
+    """Pending, never claimed, and older than the TTL (minus `margin`): the Claimed=False Expired case."""
+    status = placement.get("status") or {}
+    if ttl <= 0 or status.get("phase") != PENDING or status.get("claimedBy") or status.get("evictedAt"):
+        return False
+    return stamp_age(placement["metadata"].get("creationTimestamp")) > ttl - margin

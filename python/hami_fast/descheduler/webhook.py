@@ -205,7 +205,7 @@ class Pinner:
                 and not (p.get("status") or {}).get("claimedBy")
                 and bool((p.get("status") or {}).get("resolvedUUIDs"))
                 and labels_match((p.get("spec") or {}).get("podSelector"), labels)
-                and not expired(p, self.ttl)
+                and not s.expired(p, self.ttl)
                 and not s.spec_changed(p)  # resolvedUUIDs describe an older spec: wait for the re-validation
             )
         )

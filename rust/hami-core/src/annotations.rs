@@ -6,6 +6,15 @@ pub const PAIR_SCORE_KEY: &str = "hami.io/node-nvidia-score";
 pub const DEVICE_CORDON_KEY: &str = "hami.io/device-cordon";
 pub const NODE_LOCK_KEY: &str = "hami.io/mutex.lock";
 pub const NODE_HANDSHAKE_KEY: &str = "hami.io/node-handshake";
+/// The handshake annotations HAMi's default device config writes: NVIDIA's, then the vendors'
+/// whose backends use the same handshake (Hygon DCU, Kunlun XPU, Vastai, Biren).
+pub const NODE_HANDSHAKE_KEYS: [&str; 5] = [
+    NODE_HANDSHAKE_KEY,
+    "hami.io/node-handshake-dcu",
+    "hami.io/node-handshake-xpu",
+    "hami.io/node-handshake-va",
+    "hami.io/node-handshake-biren",
+];
 
 // A pod's allocation (written by Filter and Bind).
 pub const VGPU_NODE_KEY: &str = "hami.io/vgpu-node";

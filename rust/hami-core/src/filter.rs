@@ -395,13 +395,6 @@ pub struct Decision {
     pub events: Vec<Event>,
 }
 
-impl Decision {
-    /// The decision as one JSON object (the debugging form of [`crate::Engine::filter`]).
-    pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-}
-
 /// What a `/filter` call came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -10,16 +10,7 @@
 //! drops to 0; HAMi then deletes the handshake, and asks again on the next pass. Times are HAMi's
 //! `time.DateTime` layout in the scheduler's local zone, UTC in its container image.
 
-pub const HANDSHAKE_KEY: &str = "hami.io/node-handshake";
-/// The handshake annotations HAMi's default device config writes: NVIDIA's, then the vendors'
-/// whose backends use the same handshake (Hygon DCU, Kunlun XPU, Vastai, Biren).
-pub const HANDSHAKE_KEYS: [&str; 5] = [
-    HANDSHAKE_KEY,
-    "hami.io/node-handshake-dcu",
-    "hami.io/node-handshake-xpu",
-    "hami.io/node-handshake-va",
-    "hami.io/node-handshake-biren",
-];
+pub use crate::annotations::{NODE_HANDSHAKE_KEY as HANDSHAKE_KEY, NODE_HANDSHAKE_KEYS as HANDSHAKE_KEYS};
 /// How long HAMi waits for the device plugin's answer before it gives a node up.
 pub const HANDSHAKE_TIMEOUT_SECS: i64 = 60;
 const REQUESTING: &str = "Requesting";

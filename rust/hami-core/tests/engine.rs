@@ -45,10 +45,7 @@ fn cluster_9_1a() -> Engine {
 fn filter(c: &mut Engine, p: &Value, names: &[&str]) -> (Value, Option<Value>) {
     let args = json!({"Pod": p, "Nodes": null, "NodeNames": names});
     let out = c.filter(args.to_string().as_bytes(), 1705054796, true);
-    (
-        serde_json::from_slice(&out.response).unwrap(),
-        out.decision.map(|d| serde_json::from_slice(&d.to_json()).unwrap()),
-    )
+    (serde_json::from_slice(&out.response).unwrap(), out.decision.map(|d| serde_json::to_value(d).unwrap()))
 }
 
 fn explain(c: &mut Engine, p: &Value, node_policy: Option<&str>, gpu_policy: Option<&str>) -> Value {

@@ -51,7 +51,7 @@ fn filter(e: &mut Engine, p: &Value, now: i64) -> Value {
     let args = json!({"Pod": p, "Nodes": null, "NodeNames": ["n1", "n2"]});
     let out = e.filter(args.to_string().as_bytes(), now, false);
     let resp: Value = serde_json::from_slice(&out.response).unwrap();
-    let decision: Value = out.decision.map(|d| serde_json::from_slice(&d.to_json()).unwrap()).unwrap_or_default();
+    let decision: Value = out.decision.map(|d| serde_json::to_value(d).unwrap()).unwrap_or_default();
     json!({"node": decision["node"], "devices": decision["annotations"]["hami.io/vgpu-devices-allocated"], "failed": resp["FailedNodes"]})
 }
 

@@ -100,18 +100,6 @@ impl Cluster {
         Ok(FilterDecision::from(outcome))
     }
 
-    #[pyo3(signature = (args, now, record=true))]
-    fn filter<'py>(
-        &self,
-        py: Python<'py>,
-        args: &[u8],
-        now: i64,
-        record: bool,
-    ) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
-        let outcome = run(py, || Ok(self.lock().filter(args, now, record)))?;
-        Ok((PyBytes::new(py, &outcome.response), outcome.decision.map(|d| PyBytes::new(py, &d.to_json()))))
-    }
-
     fn release(&self, py: Python<'_>, pod_uid: &str) -> PyResult<bool> {
         run(py, || Ok(self.lock().release(pod_uid)))
     }
@@ -181,11 +169,12 @@ impl Cluster {
     }
 }
 
-/// YAML documents (as `kubectl get -o yaml` writes them) -> JSON array of the non-empty documents.
+/// YAML documents (as `kubectl get -o yaml` writes them) -> JSON array of the non-empty documents;
+/// `name` (the file) is the object errors name.
 #[pyfunction]
-fn yaml_to_json<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-    let out =
-        run(py, || hami_core::manifest::yaml_documents_to_json(text).map_err(|e| hami_core::Error::invalid("", e)))?;
+#[pyo3(signature = (text, name="manifest"))]
+fn yaml_to_json<'py>(py: Python<'py>, text: &[u8], name: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let out = run(py, || hami_core::manifest::yaml_documents_to_json(name, text))?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -198,17 +187,13 @@ fn node_policy_names() -> Vec<&'static str> {
 /// A node scheduler policy given as a flag: its canonical name, or EngineError listing the valid ones.
 #[pyfunction]
 fn check_node_policy(value: &str) -> PyResult<&'static str> {
-    hami_core::policy::NodePolicy::parse_strict(value)
-        .map(hami_core::policy::NodePolicy::as_str)
-        .map_err(|e| engine_error(hami_core::Error::config("", e)))
+    hami_core::policy::NodePolicy::parse_strict(value).map(hami_core::policy::NodePolicy::as_str).map_err(engine_error)
 }
 
 /// A GPU scheduler policy given as a flag: the trimmed value, or EngineError listing the valid ones.
 #[pyfunction]
 fn check_gpu_policy(value: &str) -> PyResult<String> {
-    hami_core::policy::GpuPolicy::parse_strict(value)
-        .map(|p| p.text)
-        .map_err(|e| engine_error(hami_core::Error::config("", e)))
+    hami_core::policy::GpuPolicy::parse_strict(value).map(|p| p.text).map_err(engine_error)
 }
 
 /// One `/filter` decision, typed: no JSON to decode in Python.

@@ -71,9 +71,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         codec::REGISTER_KEY => &mut out.register,
                         codec::PAIR_SCORE_KEY => &mut out.pair_scores,
                         codec::DEVICE_CORDON_KEY => &mut out.cordon,
-                        k if k.starts_with(crate::health::HANDSHAKE_KEY) => {
+                        k if k.starts_with(crate::annotations::NODE_HANDSHAKE_KEY) => {
                             let value = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
-                            if let Some(i) = crate::health::HANDSHAKE_KEYS.iter().position(|h| *h == k) {
+                            if let Some(i) = crate::annotations::NODE_HANDSHAKE_KEYS.iter().position(|h| *h == k) {
                                 if value.as_deref().is_some_and(|v| v.contains("Requesting")) {
                                     out.requesting_keys |= 1 << i;
                                 }

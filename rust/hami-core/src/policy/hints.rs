@@ -23,34 +23,35 @@ impl Default for ScoringWeights {
 
 impl ScoringWeights {
     /// `slot=<int>,core=<int>,memory=<int>`: exactly these three keys, non-negative, at least one > 0.
-    pub fn parse(value: &str) -> Result<Self, String> {
+    pub fn parse(value: &str) -> Result<Self, Error> {
+        let bad = |message: String| Error::invalid("", format!("{value:?}: {message}"));
         let (mut slot, mut core, mut memory) = (None, None, None);
         for part in value.split(',') {
             let (key, raw) = part
                 .split_once('=')
-                .ok_or_else(|| format!("{part:?} is not key=value (want slot=<int>,core=<int>,memory=<int>)"))?;
+                .ok_or_else(|| bad(format!("{part:?} is not key=value (want slot=<int>,core=<int>,memory=<int>)")))?;
             let number: i64 = raw
                 .trim()
                 .parse()
                 .ok()
                 .filter(|n: &i64| *n >= 0)
-                .ok_or_else(|| format!("{}: {raw:?} is not a non-negative integer", key.trim()))?;
+                .ok_or_else(|| bad(format!("{}: {raw:?} is not a non-negative integer", key.trim())))?;
             let slot_ref = match key.trim() {
                 "slot" => &mut slot,
                 "core" => &mut core,
                 "memory" => &mut memory,
-                other => return Err(format!("unknown key {other:?} (want slot, core, memory)")),
+                other => return Err(bad(format!("unknown key {other:?} (want slot, core, memory)"))),
             };
             if slot_ref.replace(number).is_some() {
-                return Err(format!("key {:?} given twice", key.trim()));
+                return Err(bad(format!("key {:?} given twice", key.trim())));
             }
         }
         let w = match (slot, core, memory) {
             (Some(slot), Some(core), Some(memory)) => Self { slot, core, memory },
-            _ => return Err("all of slot, core and memory must be given".into()),
+            _ => return Err(bad("all of slot, core and memory must be given".into())),
         };
         if w.slot + w.core + w.memory == 0 {
-            return Err("at least one weight must be greater than 0".into());
+            return Err(bad("at least one weight must be greater than 0".into()));
         }
         Ok(w)
     }
@@ -81,8 +82,7 @@ impl PodHints {
         let upper = |k: &str| get(k).map(|v| split_list(&v.to_uppercase())).unwrap_or_default();
         let list = |k: &str| get(k).map(split_list).unwrap_or_default();
         let weights = match get(WEIGHTS_KEY) {
-            Some(v) => ScoringWeights::parse(v)
-                .map_err(|e| Error::invalid("", format!("{v:?}: {e}")).field(format!("annotation {WEIGHTS_KEY}")))?,
+            Some(v) => ScoringWeights::parse(v).map_err(|e| e.field(format!("annotation {WEIGHTS_KEY}")))?,
             None => ScoringWeights::default(),
         };
         Ok(Self {
@@ -142,13 +142,14 @@ mod tests {
             ScoringWeights::parse("slot=1,core=2,memory=0").unwrap(),
             ScoringWeights { slot: 1, core: 2, memory: 0 }
         );
-        assert!(ScoringWeights::parse("slot=0,core=0,memory=0").unwrap_err().contains("greater than 0"));
-        assert!(ScoringWeights::parse("slot=1,core=2").unwrap_err().contains("all of"));
-        assert!(ScoringWeights::parse("slot=-1,core=2,memory=1").unwrap_err().contains("slot"));
-        assert!(ScoringWeights::parse("slot=1,core=2,gpu=1").unwrap_err().contains("gpu"));
-        assert!(ScoringWeights::parse("slot=1,slot=2,memory=1").unwrap_err().contains("twice"));
+        assert!(ScoringWeights::parse("slot=0,core=0,memory=0").unwrap_err().message.contains("greater than 0"));
+        assert!(ScoringWeights::parse("slot=1,core=2").unwrap_err().message.contains("all of"));
+        assert!(ScoringWeights::parse("slot=-1,core=2,memory=1").unwrap_err().message.contains("slot"));
+        assert!(ScoringWeights::parse("slot=1,core=2,gpu=1").unwrap_err().message.contains("gpu"));
+        assert!(ScoringWeights::parse("slot=1,slot=2,memory=1").unwrap_err().message.contains("twice"));
         let err = PodHints::from_annotations(&ann(&[(WEIGHTS_KEY, "bad")])).unwrap_err();
-        assert!(err.to_string().contains(WEIGHTS_KEY));
+        assert_eq!(err.field, format!("annotation {WEIGHTS_KEY}"));
+        assert!(err.to_string().starts_with(&format!("annotation {WEIGHTS_KEY}: \"bad\": ")), "{err}");
     }
 
     #[test]

@@ -62,12 +62,15 @@ impl NodePolicy {
     /// For flags and configuration: unlike [`Self::parse`] (HAMi's annotation rule, where anything
     /// unknown is binpack), an unknown name is an error listing the valid ones. Case-sensitive, as
     /// HAMi's own `spread`.
-    pub fn parse_strict(value: &str) -> Result<Self, String> {
+    pub fn parse_strict(value: &str) -> Result<Self, Error> {
         let policy = Self::parse(value);
         if policy.as_str() == value.trim() || Scorer::parse(value).is_some_and(|s| Self::Scored(s) == policy) {
             Ok(policy)
         } else {
-            Err(format!("unknown node scheduler policy {value:?} (valid: {})", Self::names().join(", ")))
+            Err(Error::config(
+                "",
+                format!("unknown node scheduler policy {value:?} (valid: {})", Self::names().join(", ")),
+            ))
         }
     }
 
@@ -108,17 +111,15 @@ impl GpuPolicy {
     const CHAIN_KEYS: [&'static str; 3] = ["binpack", "spread", "numa"];
 
     /// For flags and configuration: an unknown name is an error listing the valid ones.
-    pub fn parse_strict(value: &str) -> Result<Self, String> {
+    pub fn parse_strict(value: &str) -> Result<Self, Error> {
         let text = value.trim();
         let chain = text.contains(',') && text.split(',').all(|t| Self::CHAIN_KEYS.contains(&t.trim()));
         if Self::NAMES.contains(&text) || chain {
             Ok(Self::parse(text))
         } else {
-            Err(format!(
-                "unknown GPU scheduler policy {value:?} (valid: {}, or a comma chain of {})",
-                Self::NAMES.join(", "),
-                Self::CHAIN_KEYS.join(", ")
-            ))
+            let valid =
+                format!("valid: {}, or a comma chain of {}", Self::NAMES.join(", "), Self::CHAIN_KEYS.join(", "));
+            Err(Error::config("", format!("unknown GPU scheduler policy {value:?} ({valid})")))
         }
     }
 
@@ -175,10 +176,11 @@ mod tests {
         assert_eq!(NodePolicy::parse_strict("spread"), Ok(NodePolicy::Spread));
         assert_eq!(NodePolicy::parse_strict("best-fit"), Ok(NodePolicy::Scored(Scorer::BestFit)));
         let err = NodePolicy::parse_strict("foo").unwrap_err();
-        assert!(err.contains("\"foo\"") && err.contains("binpack, spread, random"), "{err}");
+        assert_eq!(err.kind, crate::error::ErrorKind::Config);
+        assert!(err.message.contains("\"foo\"") && err.message.contains("binpack, spread, random"), "{err}");
         assert!(NodePolicy::parse_strict("Spread").is_err(), "flags are case-sensitive as HAMi's");
         assert!(GpuPolicy::parse_strict("numa,binpack").is_ok() && GpuPolicy::parse_strict("topology-aware").is_ok());
-        assert!(GpuPolicy::parse_strict("fast").unwrap_err().contains("valid: spread, binpack"));
+        assert!(GpuPolicy::parse_strict("fast").unwrap_err().message.contains("valid: spread, binpack"));
     }
 
     #[test]

@@ -85,8 +85,7 @@ pub fn score_nodes<'a>(
             })),
             Randomness::Draw(rng) => {
                 out.extend(nodes.map(|_| 0.0));
-                let drawn = if out.len() > 1 { rng(out.len()) } else { 0 };
-                if let Some(s) = out.get_mut(drawn) {
+                if let Some(s) = drawn_winner(out.len(), &mut **rng).and_then(|w| out.get_mut(w)) {
                     *s = 1.0;
                 }
             }
@@ -105,6 +104,17 @@ pub fn score_nodes<'a>(
             super::balance::cost(&c.view, &c.pod, ctx.workload, ctx.memo, before, 0.0)
                 .map_or(f64::MIN, |(cost, _)| cost.live_score())
         })),
+    }
+}
+
+/// `random` under a draw (the replay): the draw is the winner, one draw `0..len` when there is
+/// more than one candidate. It is the node [`score_nodes`] + [`choose`] pick (its single 1.0 among
+/// zeros) without a score to fill and scan per candidate, which is what a replay of `random` costs.
+pub fn drawn_winner(len: usize, draw: &mut dyn FnMut(usize) -> usize) -> Option<usize> {
+    match len {
+        0 => None,
+        1 => Some(0),
+        n => Some(draw(n)),
     }
 }
 
@@ -209,5 +219,48 @@ mod tests {
             }
         }
         assert_eq!(choose(0, |_| "", |_| 0.0, NodePolicy::Binpack), None);
+    }
+
+    #[test]
+    fn the_drawn_winner_is_what_scoring_and_choosing_pick() {
+        use crate::frag::{FragMemo, Workload};
+        let policy = NodePolicy::Scored(Scorer::Random);
+        let names: Vec<String> = (0..7).map(|i| format!("n{}", (i * 5) % 7)).collect();
+        let (workload, gpus) = (Workload { types: Vec::new() }, [1000i64]);
+        let pod = PodShape { cpu_milli: 0, gpu_milli: 1000, num_gpu: 1, gpu_spec: "" };
+        let view = NodeView { shape: crate::frag::NodeShape { cpu_left: 0, gpu_free: &gpus, model: "" }, tags: &[] };
+        for len in 0..names.len() {
+            for pick in 0..len.max(1) {
+                let (mut draws, mut memo, mut shapes) = (Vec::new(), FragMemo::default(), HashMap::default());
+                let mut draw = |n: usize| {
+                    draws.push(n);
+                    pick
+                };
+                let mut ctx = Scoring {
+                    workload: &workload,
+                    memo: &mut memo,
+                    random: Randomness::Draw(&mut draw),
+                    shapes: &mut shapes,
+                };
+                let candidates = names[..len].iter().map(|name| Candidate {
+                    name,
+                    view,
+                    pod,
+                    hami_score: 0.0,
+                    frag: None,
+                    shape_key: None,
+                });
+                let mut scores = Vec::new();
+                score_nodes(policy, candidates, &mut ctx, &mut scores);
+                let chosen = choose(len, |i| names[i].as_str(), |i| scores[i], policy);
+                let mut direct_draws = Vec::new();
+                let winner = drawn_winner(len, &mut |n| {
+                    direct_draws.push(n);
+                    pick
+                });
+                assert_eq!(winner, chosen, "{len} candidates, draw {pick}");
+                assert_eq!(direct_draws, draws, "the same draws");
+            }
+        }
     }
 }

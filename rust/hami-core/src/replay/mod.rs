@@ -397,8 +397,13 @@ impl Replay {
         if cands.is_empty() {
             return None;
         }
-        if self.options.policy == NodePolicy::Scored(Scorer::FgdBalance) {
-            return self.choose_balance(task, cands);
+        match self.options.policy {
+            NodePolicy::Scored(Scorer::FgdBalance) => return self.choose_balance(task, cands),
+            NodePolicy::Scored(Scorer::Random) => {
+                let rng = &mut self.rng;
+                return score::drawn_winner(cands.len(), &mut |n| rng.intn(n)).map(|k| (cands[k], None));
+            }
+            _ => {}
         }
         let (policy, pod, nodes) = (self.options.policy, task.shape(), &self.nodes);
         let hami = matches!(policy, NodePolicy::Binpack | NodePolicy::Spread);
