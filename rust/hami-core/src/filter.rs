@@ -473,7 +473,7 @@ fn capped_list(items: impl ExactSizeIterator<Item = String>) -> String {
 }
 
 /// The fits by score then name (Spread: highest first), `name:score` for the first
-/// [`EVENT_NODE_LIST`]. Only those are selected and sorted: (score, name) is a total order, so the
+/// [`EVENT_NODE_LIST`]. Only those are kept and ordered: (score, name) is a total order, so the
 /// shown prefix is the full sort's. Equal scores are adjacent and formatted once.
 fn fit_list(fits: &[(&str, f64)], policy: NodePolicy) -> String {
     let ascending = |a: &&(&str, f64), b: &&(&str, f64)| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0));
@@ -484,12 +484,17 @@ fn fit_list(fits: &[(&str, f64)], policy: NodePolicy) -> String {
             ascending(a, b)
         }
     };
-    let mut shown: Vec<&(&str, f64)> = fits.iter().collect();
-    if shown.len() > EVENT_NODE_LIST {
-        shown.select_nth_unstable_by(EVENT_NODE_LIST - 1, order);
+    // The best EVENT_NODE_LIST kept in order while scanning: one comparison per fit that does not
+    // enter (the common case, and all of them on an already ordered list).
+    let mut shown: Vec<&(&str, f64)> = Vec::with_capacity(EVENT_NODE_LIST + 1);
+    for fit in fits {
+        if shown.len() == EVENT_NODE_LIST && shown.last().is_some_and(|worst| order(&fit, worst).is_ge()) {
+            continue;
+        }
+        let at = shown.partition_point(|kept| order(kept, &fit).is_le());
+        shown.insert(at, fit);
         shown.truncate(EVENT_NODE_LIST);
     }
-    shown.sort_by(order);
     let mut out = String::with_capacity(shown.len() * 16 + 16);
     let (mut bits, mut score) = (None, String::new());
     for (i, (name, s)) in shown.iter().enumerate() {
@@ -652,8 +657,9 @@ mod tests {
 
     #[test]
     fn fit_list_shows_the_full_sorts_prefix() {
-        let names: Vec<String> = (0..60).map(|i| format!("node-{:02}", (i * 37) % 60)).collect();
-        for len in [0, 1, 19, 20, 21, 60] {
+        let shuffled: Vec<String> = (0..60).map(|i| format!("node-{:02}", (i * 37) % 60)).collect();
+        let ordered: Vec<String> = (0..60).map(|i| format!("node-{i:02}")).collect();
+        for (names, len) in [&shuffled, &ordered].into_iter().flat_map(|n| [0, 1, 19, 20, 21, 60].map(|l| (n, l))) {
             // Ties (every third score repeats), a negative zero and a half-way value among them.
             let fits: Vec<(&str, f64)> = names[..len]
                 .iter()
