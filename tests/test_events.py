@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 from hami_fast.kube.client import KubeClient, load_api_client
-from hami_fast.kube.events import COMBINED, EventSink, KubeEventApi, MemoryEvents
+from hami_fast.kube.errors import ServerError, TooManyRequests
+from hami_fast.kube.events import COMBINED, EventSink, KubeEventApi, MemoryEvents, SpamFilter
 from hami_fast.server.metrics import EventSinkCollector
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
 from kubeapi.fixtures import wait_for
@@ -209,6 +210,137 @@ def test_a_pods_tenth_distinct_message_is_combined_as_client_go_aggregates(kubea
     assert stored(kubeapi)[-1]["message"] == "no available node, 1 nodes do not meet"
 
 
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def writes(kubeapi) -> list:
+    return kubeapi.requests("POST", EVENTS) + kubeapi.requests("PATCH", f"{EVENTS}/*")
+
+
+def test_a_pod_that_keeps_failing_costs_25_writes_then_one_per_5_minutes(kubeapi, sinks) -> None:
+    """client-go's EventSourceObjectSpamFilter with its defaults: 40 retries of an unschedulable pod
+    make 25 writes (1 POST, 24 count PATCHes); the other 15 are filtered, counted, not dropped, and
+    still in the Event's count once a token has come back 5 minutes later."""
+    clock = Clock()
+    sink = sinks(posters=1, spam_filter=SpamFilter(clock=clock))
+    message = "no available node, 3 nodes do not meet"
+    for _ in range(40):
+        emit(sink, pod(1), "Warning", "FilteringFailed", message)
+        assert sink.flush(5)
+        clock.now += 5  # kube-scheduler's retries, a few seconds apart (5 s x 40 refills no token)
+    assert len(kubeapi.requests("POST", EVENTS)) == 1 and len(kubeapi.requests("PATCH", f"{EVENTS}/*")) == 24
+    [event] = stored(kubeapi)
+    assert event["count"] == 25
+    assert sink.counts["filtered"] == 15 and sum(sink.dropped.values()) == 0
+    text = metrics_text(sink)
+    assert 'hami_fast_events_total{result="filtered"} 15.0' in text
+    assert 'hami_fast_events_dropped_total{reason="queue_full"} 0.0' in text
+
+    clock.now += 300  # one token back
+    for _ in range(2):
+        emit(sink, pod(1), "Warning", "FilteringFailed", message)
+        assert sink.flush(5)
+    [event] = stored(kubeapi)
+    assert event["count"] == 41, "25 written + 15 filtered + the one written now (the next one filtered again)"
+    assert len(writes(kubeapi)) == 26 and sink.counts["filtered"] == 16
+
+
+def test_the_spam_filter_is_per_pod_and_type_and_a_filtered_new_event_is_created_later(kubeapi, sinks) -> None:
+    clock = Clock()
+    sink = sinks(posters=1, spam_filter=SpamFilter(burst=2, clock=clock))
+    for i in range(3):  # distinct reasons share the pod's Warning bucket, as client-go's spam key has no reason
+        emit(sink, pod(1), "Warning", f"Reason{i}", "m")
+        assert sink.flush(5)
+    assert sorted(e["reason"] for e in stored(kubeapi)) == ["Reason0", "Reason1"]
+    emit(sink, pod(1), "Normal", "BindingSucceed", "bound")  # another type: its own bucket
+    emit(sink, pod(2), "Warning", "Reason2", "m")  # another pod: its own bucket
+    assert sink.flush(5)
+    assert Counter((e["involvedObject"]["name"], e["reason"]) for e in stored(kubeapi)) == {
+        ("p-1", "Reason0"): 1,
+        ("p-1", "Reason1"): 1,
+        ("p-1", "BindingSucceed"): 1,
+        ("p-2", "Reason2"): 1,
+    }
+    clock.now += 300
+    emit(sink, pod(1), "Warning", "Reason2", "m")
+    assert sink.flush(5)
+    [late] = [e for e in stored(kubeapi) if e["involvedObject"]["name"] == "p-1" and e["reason"] == "Reason2"]
+    assert late["count"] == 2, "the filtered occurrence counts into the Event created later"
+    assert len(kubeapi.requests("PATCH", f"{EVENTS}/*")) == 0, "created, not patched: it was never written"
+
+
+def test_a_coalesced_burst_spends_a_token_per_occurrence() -> None:
+    """30 identical events queued before a poster runs are one write (count 30) and spend the
+    pod's 25 tokens, as client-go's filter sees each of them: the next one is filtered."""
+    gate = GatedApi()
+    sink = EventSink(gate, posters=1, interval=0.01, spam_filter=SpamFilter(clock=Clock()))
+    emit(sink, pod("first"), "Normal", "BindingSucceed", "x")
+    wait_for(lambda: sink.queued == 0, 5, "the poster to take the first event")
+    for _ in range(30):
+        emit(sink, pod(1), "Warning", "FilteringFailed", "m")
+    gate.gate.set()
+    assert sink.flush(5)
+    emit(sink, pod(1), "Warning", "FilteringFailed", "m")
+    assert sink.flush(5)
+    sink.close()
+    [event] = [e for e in gate.items if e["involvedObject"]["name"] == "p-1"]
+    assert event["count"] == 30 and sink.counts["filtered"] == 1
+
+
+def test_retry_after_is_read_into_the_error(kubeapi) -> None:
+    client = KubeClient(load_api_client(kubeapi.kubeconfig), qps=0, burst=1)
+    kubeapi.fail("GET", "/api/v1/namespaces/default/pods/x", 429, retry_after=7)
+    with pytest.raises(TooManyRequests) as throttled:
+        client.request("GET", "/api/v1/namespaces/default/pods/x")
+    assert throttled.value.retry_after == 7.0
+    kubeapi.fail("GET", "/api/v1/namespaces/default/pods/x", 503)
+    with pytest.raises(ServerError) as failed:
+        client.request("GET", "/api/v1/namespaces/default/pods/x")
+    assert failed.value.retry_after is None
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_is_waited_before_the_next_try(kubeapi, sinks, status) -> None:
+    """The backoff is 10-50 ms; the answer's Retry-After (1 s) is what the posters wait."""
+    kubeapi.fail("POST", EVENTS, status, times=1, retry_after=1)
+    sink = sinks()
+    emit(sink, pod(1), "Normal", "BindingSucceed", "x")
+    assert sink.flush(10)
+    refused, posted = kubeapi.requests("POST", EVENTS)
+    assert (refused.status, posted.status) == (status, 201)
+    assert posted.time - refused.time >= 0.95
+
+
+def test_a_long_retry_after_is_bounded(kubeapi, sinks) -> None:
+    kubeapi.fail("POST", EVENTS, 429, times=1, retry_after=3600)
+    sink = sinks(max_retry_after=0.3)
+    emit(sink, pod(1), "Normal", "BindingSucceed", "x")
+    assert sink.flush(10), "posted after 0.3 s, not an hour"
+    refused, posted = kubeapi.requests("POST", EVENTS)
+    assert 0.25 <= posted.time - refused.time < 5
+
+
+def test_involved_object_carries_the_pods_resource_version(kubeapi, sinks) -> None:
+    """As client-go's GetReference makes it: the pod's resourceVersion when it has one, else none;
+    an identical event of a newer version is the same Event (the version is in no key)."""
+    sink = sinks(posters=1)
+    emit(sink, {**pod(1), "resourceVersion": "4711"}, "Normal", "FilteringSucceed", "fit")
+    emit(sink, pod(2), "Normal", "FilteringSucceed", "fit")
+    assert sink.flush(5)
+    emit(sink, {**pod(1), "resourceVersion": "4712"}, "Normal", "FilteringSucceed", "fit")
+    assert sink.flush(5)
+    by_pod = {e["involvedObject"]["name"]: e for e in stored(kubeapi)}
+    assert by_pod["p-1"]["involvedObject"]["resourceVersion"] == "4711" and by_pod["p-1"]["count"] == 2
+    assert "resourceVersion" not in by_pod["p-2"]["involvedObject"]
+
+
 def test_shutdown_posts_what_is_queued_and_counts_what_it_cannot(kubeapi, sinks) -> None:
     kubeapi.fail("POST", EVENTS, 500, times=None)
     sink = sinks(backoff=(5.0, 5.0))
@@ -250,5 +382,8 @@ def test_every_pod_of_a_burst_gets_hamis_success_events_through_serve(kubeapi) -
     binding = next(e for e in events if e["reason"] == "BindingSucceed" and e["involvedObject"]["name"] == "p7")
     assert binding["message"] in {f"Successfully binding node [node-{n}] to {NS}/p7" for n in (0, 1)}
     assert binding["source"] == {"component": "hami-scheduler"}
+    sent = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pods}
+    filtering = [e for e in events if e["reason"] == "FilteringSucceed"]
+    assert all(e["involvedObject"]["resourceVersion"] == sent[e["involvedObject"]["name"]] for e in filtering)
     assert 'hami_fast_events_total{result="created"} 80.0' in text
     assert 'hami_fast_events_dropped_total{reason="queue_full"} 0.0' in text

@@ -7,13 +7,17 @@ following client-go's `tools/record` (EventCorrelator, events_cache.go):
   a 404 creates it again), from an LRU of the last 4,096 posted;
 - a pod's 10th distinct message for the same type and reason within 10 minutes is posted as one
   "(combined from similar events): <message>" Event, and later ones bump its count;
-- 429, 5xx and no answer are retried: every poster pauses (0.2 s doubling to 20 s, with jitter) and
-  each event gets up to 12 tries (client-go's maxTriesPerEvent, about two minutes of outage).
+- client-go's EventSourceObjectSpamFilter: a token bucket per source and pod and event type (25
+  events, then one per 5 minutes) stops the writes about a pod that keeps failing (kube-scheduler
+  retries an unschedulable pod every few seconds); a filtered event still counts into its Event's
+  `count`, which the next write carries, and is counted in `hami_fast_events_total{result="filtered"}`;
+- 429, 5xx and no answer are retried: every poster pauses (0.2 s doubling to 20 s, with jitter, or
+  the answer's Retry-After, at most 60 s) and each event gets up to 12 tries (client-go's
+  maxTriesPerEvent, about two minutes of outage).
 An event is dropped only when that cannot hold: the queue is full (bounded memory), its tries ran
 out (API unreachable for long), the API server rejected it (4xx other than AlreadyExists), or the
 process stopped first. Each drop is counted (`hami_fast_events_dropped_total{reason}`) and logged in
-one line per reason per minute. Unlike client-go there is no per-object spam filter: its 26th event
-about one pod within minutes is posted (or coalesced), not dropped.
+one line per reason per minute.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import random
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,6 +42,9 @@ MAX_TRIES = 12  # client-go's maxTriesPerEvent
 LRU_ENTRIES = 4096  # client-go's maxLruCacheEntries
 AGGREGATE_MAX_EVENTS = 10  # client-go's defaultAggregateMaxEvents
 AGGREGATE_INTERVAL_NS = 600 * 1_000_000_000  # client-go's defaultAggregateIntervalInSeconds
+SPAM_BURST = 25  # client-go's defaultSpamBurst
+SPAM_QPS = 1.0 / 300.0  # client-go's defaultSpamQPS: one event every 5 minutes once the burst is spent
+MAX_RETRY_AFTER = 60.0  # the longest Retry-After honoured
 COMBINED = "(combined from similar events): "
 MESSAGE_LIMIT = 1024
 DROP_LOG_EVERY = 60.0
@@ -64,17 +72,22 @@ def event_body(
     count: int = 1,
     first_ns: int | None = None,
     event_name: str = "",
+    resource_version: str = "",
 ) -> bytes:
     """A core/v1 Event about a pod; `at_ns` (time.time_ns() when it happened) stamps it, and names it
-    unless `event_name` is given; `first_ns` is the first occurrence of a `count` greater than 1."""
+    unless `event_name` is given; `first_ns` is the first occurrence of a `count` greater than 1;
+    `resource_version` is the pod's, in the reference as client-go's GetReference makes it."""
     at_ns = time.time_ns() if at_ns is None else at_ns
     first_ns = at_ns if first_ns is None else first_ns
+    involved = {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid}
+    if resource_version:
+        involved["resourceVersion"] = resource_version
     return orjson.dumps(
         {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": event_name or f"{name}.{first_ns:x}", "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
+            "involvedObject": involved,
             "reason": reason,
             "message": message[:MESSAGE_LIMIT],
             "type": event_type,
@@ -115,8 +128,10 @@ class Occurrence:
     count: int
     first_ns: int
     last_ns: int
+    resource_version: str = ""  # the pod's at the first occurrence (not part of any key, as in client-go)
     tries: int = 0
     not_before: float = 0.0  # monotonic time before which no poster takes it
+    spam_checked: bool = False  # passed the spam filter (a retry does not spend a token again)
 
 
 @dataclass(slots=True)
@@ -124,10 +139,40 @@ class Posted:
     name: str
     count: int
     first_ns: int
+    written: bool = True  # False: only filtered occurrences so far, the Event is to be created
+
+
+class SpamFilter:
+    """client-go's EventSourceObjectSpamFilter: a token bucket (`burst`, refilled at `qps` per second)
+    per key, in an LRU of `lru_entries` keys. `allow` spends a token per occurrence it lets through."""
+
+    def __init__(
+        self,
+        burst: int = SPAM_BURST,
+        qps: float = SPAM_QPS,
+        lru_entries: int = LRU_ENTRIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.burst, self.qps, self.lru_entries, self.clock = max(1, burst), qps, lru_entries, clock
+        self._buckets: OrderedDict[tuple[str, ...], tuple[float, float]] = OrderedDict()  # key -> (tokens, at)
+        self._lock = threading.Lock()
+
+    def allow(self, key: tuple[str, ...], occurrences: int = 1) -> bool:
+        """Whether to write `occurrences` coalesced identical events: yes while a token is left (each
+        of them spends one, as client-go's filter sees each), else they are filtered."""
+        now = self.clock()
+        with self._lock:
+            tokens, at = self._buckets.pop(key, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + max(0.0, now - at) * self.qps)
+            spent = min(occurrences, int(tokens))
+            self._buckets[key] = (tokens - spent, now)
+            while len(self._buckets) > self.lru_entries:
+                self._buckets.popitem(last=False)
+        return spent > 0
 
 
 class Correlator:
-    """client-go's EventAggregator and eventLogger (its spam filter left out: nothing is dropped)."""
+    """client-go's EventAggregator and eventLogger."""
 
     def __init__(self, lru_entries: int = LRU_ENTRIES) -> None:
         self.lru_entries = lru_entries
@@ -185,17 +230,20 @@ class EventSink:
         posters: int = 4,
         max_tries: int = MAX_TRIES,
         backoff: tuple[float, float] = (0.2, 20.0),
+        spam_filter: SpamFilter | None = None,
+        max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         self.api, self.capacity, self.interval, self.max_tries = api, max(1, capacity), interval, max(1, max_tries)
-        self.backoff = backoff
+        self.backoff, self.max_retry_after = backoff, max_retry_after
         self.wake_at = max(1, min(256, self.capacity // 2))
         self.correlator = Correlator()
+        self.spam_filter = SpamFilter() if spam_filter is None else spam_filter
         self._emitted = self._coalesced = 0
-        self._posted: dict[str, int] = dict.fromkeys(("created", "updated", "aggregated", "retried"), 0)
+        self._posted: dict[str, int] = dict.fromkeys(("created", "updated", "aggregated", "retried", "filtered"), 0)
         self.dropped: dict[str, int] = dict.fromkeys(("queue_full", "retries_exhausted", "rejected", "shutdown"), 0)
         # emit appends to the inbox; posters admit it into the queue: in posting order, and by key
         # for coalescing (a plain dict: OrderedDict's insert costs 3x).
-        self._inbox: deque[tuple[Key, int]] = deque()
+        self._inbox: deque[tuple[Key, int, str]] = deque()
         self._order: deque[Occurrence] = deque()
         self._queue: dict[Key, Occurrence] = {}
         self._lock = threading.Lock()
@@ -228,7 +276,7 @@ class EventSink:
         )
         inbox = self._inbox
         if len(inbox) + len(self._queue) < self.capacity:
-            inbox.append((key, at))  # atomic: no lock and no object on the Filter path
+            inbox.append((key, at, pod.get("resourceVersion") or ""))  # atomic: no lock, no object
             if len(inbox) >= self.wake_at and not self._wake.is_set():
                 self._wake.set()
             return
@@ -244,12 +292,12 @@ class EventSink:
         """Move what emit appended into the keyed queue, coalescing identical events (lock held)."""
         inbox, queue = self._inbox, self._queue
         while inbox:
-            key, at = inbox.popleft()
+            key, at, resource_version = inbox.popleft()
             held = queue.get(key)
             if held is not None:
                 self._coalesce(held, at)
             else:
-                queue[key] = occurrence = Occurrence(key, 1, at, at)
+                queue[key] = occurrence = Occurrence(key, 1, at, at, resource_version)
                 self._order.append(occurrence)
             self._emitted += 1
 
@@ -261,7 +309,8 @@ class EventSink:
     @property
     def counts(self) -> dict[str, int]:
         """accepted (into the queue), coalesced (into a queued identical one), created, updated (count
-        patched), aggregated (posted as combined), retried (post attempts)."""
+        patched), aggregated (posted as combined), retried (post attempts), filtered (occurrences the
+        spam filter kept from a write)."""
         return {"accepted": self._emitted, "coalesced": self._coalesced, **self._posted}
 
     @property
@@ -307,10 +356,33 @@ class EventSink:
                 self._requeue(occurrence, self.interval)
                 continue
             try:
-                self._post(occurrence, key, message, combined)
+                if self._spam_passed(occurrence):
+                    self._post(occurrence, key, message, combined)
+                else:
+                    self._filtered(occurrence, key)
             finally:
                 with self._lock:
                     self._in_flight.discard(key)
+
+    def _spam_passed(self, occurrence: Occurrence) -> bool:
+        if not occurrence.spam_checked:
+            namespace, name, uid, event_type, _, _, component = occurrence.key
+            spam_key = (component, namespace, name, uid, event_type)  # client-go's getSpamKey, for a pod
+            occurrence.spam_checked = self.spam_filter.allow(spam_key, occurrence.count)
+        return occurrence.spam_checked
+
+    def _filtered(self, occurrence: Occurrence, key: tuple[str, ...]) -> None:
+        """Not written, still observed (client-go's eventLogger counts it before the filter): the next
+        write of this Event carries its count."""
+        prior = self.correlator.posted(key)
+        if prior is not None:
+            posted = Posted(prior.name, prior.count + occurrence.count, prior.first_ns, prior.written)
+        else:
+            name = f"{occurrence.key[1]}.{occurrence.first_ns:x}"
+            posted = Posted(name, occurrence.count, occurrence.first_ns, written=False)
+        self.correlator.record(key, posted)
+        with self._lock:
+            self._posted["filtered"] += occurrence.count
 
     def _post(self, occurrence: Occurrence, key: tuple[str, ...], message: str, combined: bool) -> None:
         try:
@@ -328,7 +400,7 @@ class EventSink:
     def _write(self, occurrence: Occurrence, key: tuple[str, ...], message: str) -> None:
         namespace, name, uid, event_type, reason, _, component = occurrence.key
         prior = self.correlator.posted(key)
-        if prior is not None:
+        if prior is not None and prior.written:
             count = prior.count + occurrence.count
             try:
                 self.api.patch(namespace, prior.name, count_patch(count, occurrence.last_ns, message))
@@ -338,6 +410,8 @@ class EventSink:
             except NotFound:  # the Event expired (kube-apiserver's --event-ttl): create it again
                 pass
             event_name, first_ns = prior.name, prior.first_ns
+        elif prior is not None:  # only filtered until now: create it with their count
+            count, event_name, first_ns = prior.count + occurrence.count, prior.name, prior.first_ns
         else:
             count, event_name, first_ns = occurrence.count, f"{name}.{occurrence.first_ns:x}", occurrence.first_ns
         body = event_body(
@@ -352,6 +426,7 @@ class EventSink:
             count=count,
             first_ns=first_ns,
             event_name=event_name,
+            resource_version=occurrence.resource_version,
         )
         try:
             self.api.create(namespace, body)
@@ -374,6 +449,9 @@ class EventSink:
             self._failures += 1
             low, high = self.backoff
             pause = min(high, low * 2 ** (self._failures - 1)) * (0.5 + self._random.random() / 2)
+            retry_after = getattr(exc, "retry_after", None)
+            if retry_after is not None:  # the server said when: wait that long, within reason
+                pause = max(low, min(retry_after, self.max_retry_after))
             self._resume_at = max(self._resume_at, time.monotonic() + pause)
         log.debug("event not posted, retrying in %.1f s: %s", pause, exc)
         self._requeue(occurrence, 0.0)
@@ -388,6 +466,8 @@ class EventSink:
                 held.first_ns = min(held.first_ns, occurrence.first_ns)
                 held.last_ns = max(held.last_ns, occurrence.last_ns)
                 held.tries = max(held.tries, occurrence.tries)
+                held.spam_checked = held.spam_checked or occurrence.spam_checked
+                held.resource_version = occurrence.resource_version or held.resource_version
                 return
             occurrence.not_before = time.monotonic() + delay
             self._queue[occurrence.key] = occurrence

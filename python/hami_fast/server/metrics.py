@@ -128,7 +128,8 @@ class EventSinkCollector:
         results = CounterMetricFamily(
             "hami_fast_events",
             "Events accepted into the queue, coalesced into a queued identical one, created, count-patched "
-            "(updated), posted as combined (aggregated), and post attempts retried",
+            "(updated), posted as combined (aggregated), post attempts retried, and occurrences the spam "
+            "filter kept from a write (filtered)",
             labels=["result"],
         )
         for result, value in sorted(self.sink.counts.items()):

@@ -157,7 +157,7 @@ class Scheduler:
             self.metrics.latency.observe("filter", time.perf_counter() - started)
 
     def _commit(self, d: FilterDecision, pod_group: bool = False) -> bytes:
-        pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid}
+        pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid, "resourceVersion": d.resource_version}
         reasons = d.reason_counts
         if reasons:
             self.metrics.count_failed_reasons(reasons)
