@@ -194,6 +194,7 @@ impl ClusterState {
         let name = node.name.clone();
         for record in self.pods.values().filter(|r| *r.node == *name) {
             node.account(&record.footprint, 1);
+            node.account_mig(&record.footprint, &record.mig, 1);
         }
     }
 
@@ -224,7 +225,8 @@ impl ClusterState {
             }
         }
         let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
-        let record = self.record(&meta.namespace, &meta.name, node, footprint);
+        let mut record = self.record(&meta.namespace, &meta.name, node, footprint);
+        record.mig = mig_holds(ann.mig_allocations.as_deref());
         self.reserve(key, record);
         Ok(Applied::Pod)
     }
@@ -295,6 +297,13 @@ impl ClusterState {
         self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
         Ok(())
     }
+}
+
+/// The MIG instances a resident pod holds. HAMi discards a malformed annotation whole, without a
+/// word, and then marks the pod's MIG GPUs unhealthy for lacking a reservation: the same here.
+fn mig_holds(value: Option<&str>) -> Box<[crate::model::MigHold]> {
+    let Some(list) = value.and_then(|v| codec::decode_mig_allocations(v).ok()) else { return Box::default() };
+    list.into_iter().map(|a| crate::model::MigHold { gpu: a.gpu_uuid.into(), placement: a.placement }).collect()
 }
 
 /// A non-zero fingerprint of the register annotation: HAMi's registration rule notices when it changes.
