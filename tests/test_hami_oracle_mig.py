@@ -86,7 +86,7 @@ def test_the_draw_places_pods_on_mig_instances():
     if TOTALS["cases"] == 0:
         pytest.skip("run together with test_random_mig_clusters_match_hami")
     print(f"MIG draw: {TOTALS}")
-    assert TOTALS["mig"] >= TOTALS["cases"] // 5, TOTALS
+    assert TOTALS["mig"] >= TOTALS["cases"] // 8, TOTALS
     assert TOTALS["placed"] < TOTALS["cases"], TOTALS
 
 
@@ -193,3 +193,47 @@ def test_topology_aware_takes_every_instance_it_can():
         gpu_policy="topology-aware",
     )
     assert len(json.loads(ours["annotations"][mig.MIG_KEY])) == 2
+
+
+def pod_of(containers: list[dict[str, Any]]) -> dict[str, Any]:
+    new = pod({})
+    new["spec"]["containers"] = containers
+    return new
+
+
+def gpu_container(name: str, gpus: str, mem: str) -> dict[str, Any]:
+    return {"name": name, "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus, "nvidia.com/gpumem": mem}}}
+
+
+def test_container_index_counts_the_entries_hami_writes():
+    """A GPU-less sidecar has no entry in the list HAMi writes, so the next container is entry 1."""
+    new = pod_of([gpu_container("a", "2", "8000"), {"name": "sidecar", "image": "x"}, gpu_container("b", "1", "15000")])
+    hami, ours = both([node("node-a", [a100("node-a", 0)])], new)
+    got = [(a["containerIndex"], a["deviceIndex"], a["profile"]) for a in json.loads(ours["annotations"][mig.MIG_KEY])]
+    assert got == [(0, 0, "2g.10gb"), (0, 1, "2g.10gb"), (1, 0, "3g.20gb")]
+
+
+def test_instance_cores_add_up_past_the_card():
+    """29 + 29 + 43 cores are taken: a fourth instance fails HAMi's core check before the MIG rule."""
+    first = pod_of([gpu_container("a", "2", "8000"), gpu_container("b", "1", "15000")])
+    hami, ours = both([node("node-a", [a100("node-a", 0)])], first)
+    held = [{**a, "containerIndex": 0} for a in json.loads(ours["annotations"][mig.MIG_KEY])]
+    for i, a in enumerate(held):
+        a["deviceIndex"] = i
+    old = resident("GPU-node-a-0", "x", 0, 0, 0, 1)
+    old["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = ours["annotations"]["hami.io/vgpu-devices-allocated"].replace(":;GPU", ":GPU")
+    old["metadata"]["annotations"][mig.MIG_KEY] = json.dumps(held)
+    hami, ours = both([node("node-a", [a100("node-a", 0)]), old], pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}))
+    assert ours["failed"] == {"node-a": "1/1 CardInsufficientCore"}
+
+
+@pytest.mark.parametrize("gpu", ["GPU-node-a-0", "GPU-gone"])
+def test_an_assigned_pod_without_a_device_list_still_holds_its_instances(gpu):
+    old = resident(gpu, "7g.40gb", 0, 0, 0, 8)
+    del old["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+    plain = {"id": "GPU-t", "index": 1, "count": 10, "devmem": 15360, "devcore": 100, "type": "NVIDIA-Tesla T4"}
+    plain.update(mode="hami-core", health=True)
+    new = pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}, {"nvidia.com/nouse-gpuuuid": "GPU-t"})
+    hami, ours = both([node("node-a", [a100("node-a", 0), plain]), old], new)
+    reason = "CardMigTopologyInfeasible" if gpu == "GPU-node-a-0" else "CardNotHealth"
+    assert ours["failed"] == {"node-a": f"1/2 {reason}, 1/2 CardUuidMismatch"}

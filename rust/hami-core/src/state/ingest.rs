@@ -210,6 +210,17 @@ impl ClusterState {
             return Ok(Applied::Pod);
         }
         let ann = &meta.annotations;
+        if let (Some(node), None, Some(mig)) =
+            (ann.vgpu_node.as_deref(), ann.allocated.as_deref(), ann.mig_allocations.as_deref())
+        {
+            // HAMi caches an assigned pod without a device list as using no device; its MIG
+            // reservations still hold their placements (or mark the node's MIG GPUs unhealthy).
+            self.unhold(&key);
+            let mut record = self.record(&meta.namespace, &meta.name, node, Vec::new());
+            record.mig = mig_holds(Some(mig));
+            self.reserve(key, record);
+            return Ok(Applied::Pod);
+        }
         let (Some(node), Some(allocated)) = (ann.vgpu_node.as_deref(), ann.allocated.as_deref()) else {
             return self.apply_hold(view, &key).map(|()| Applied::PodIgnored);
         };
