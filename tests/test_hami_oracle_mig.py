@@ -42,7 +42,9 @@ def mig_diffs(hami: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 
 def check(batch: list[dict[str, Any]]) -> dict[str, int]:
     """Compares every case with HAMi; returns how many HAMi placed, and on a MIG instance."""
-    calls = [dict(items=c["items"], pod=c["pod"], node_policy=c["node_policy"], gpu_policy=c["gpu_policy"]) for c in batch]
+    calls = [
+        dict(items=c["items"], pod=c["pod"], node_policy=c["node_policy"], gpu_policy=c["gpu_policy"]) for c in batch
+    ]
     answers = oracle.run_many(calls)
     now = int(time.time())
     failures, seen = [], {"placed": 0, "mig": 0}
@@ -113,7 +115,12 @@ def pod(limits: dict[str, str], annotations: dict[str, str] | None = None) -> di
     meta: dict[str, Any] = {"name": "new", "namespace": "default", "uid": "uid-new"}
     if annotations:
         meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+    }
 
 
 def resident(gpu: str, profile: str, mem: int, core: int, start: int, size: int, mig_annotation: bool = True):
@@ -123,13 +130,22 @@ def resident(gpu: str, profile: str, mem: int, core: int, start: int, size: int,
         "hami.io/vgpu-devices-to-allocate": ";",
     }
     if mig_annotation:
-        alloc = {"containerIndex": 0, "deviceIndex": 0, "gpuUUID": gpu, "profile": profile, "placement": {"start": start, "size": size}}
+        alloc = {
+            "containerIndex": 0,
+            "deviceIndex": 0,
+            "gpuUUID": gpu,
+            "profile": profile,
+            "placement": {"start": start, "size": size},
+        }
         ann[mig.MIG_KEY] = json.dumps([alloc])
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"old-{start}", "namespace": "default", "uid": f"uid-old-{start}", "annotations": ann},
-        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "spec": {
+            "nodeName": "node-a",
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
         "status": {"phase": "Running"},
     }
 
@@ -146,7 +162,13 @@ def test_smallest_profile_with_the_memory_and_its_placement():
     hami, ours = both([node("node-a", [a100("node-a", 0)])], pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"}))
     assert ours["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-node-a-0,NVIDIA,9856,29:;"
     assert json.loads(ours["annotations"][mig.MIG_KEY]) == [
-        {"containerIndex": 0, "deviceIndex": 0, "gpuUUID": "GPU-node-a-0", "profile": "2g.10gb", "placement": {"start": 0, "size": 2}}
+        {
+            "containerIndex": 0,
+            "deviceIndex": 0,
+            "gpuUUID": "GPU-node-a-0",
+            "profile": "2g.10gb",
+            "placement": {"start": 0, "size": 2},
+        }
     ]
 
 
@@ -175,7 +197,10 @@ def test_resident_instances_occupy_their_placements():
 
 
 def test_a_mig_pod_without_its_reservation_makes_the_gpu_unhealthy():
-    items = [node("node-a", [a100("node-a", 0)]), resident("GPU-node-a-0", "1g.5gb", 4864, 15, 6, 1, mig_annotation=False)]
+    items = [
+        node("node-a", [a100("node-a", 0)]),
+        resident("GPU-node-a-0", "1g.5gb", 4864, 15, 6, 1, mig_annotation=False),
+    ]
     hami, ours = both(items, pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}))
     assert ours["failed"] == {"node-a": "1/1 CardNotHealth"}
 
@@ -221,9 +246,13 @@ def test_instance_cores_add_up_past_the_card():
     for i, a in enumerate(held):
         a["deviceIndex"] = i
     old = resident("GPU-node-a-0", "x", 0, 0, 0, 1)
-    old["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = ours["annotations"]["hami.io/vgpu-devices-allocated"].replace(":;GPU", ":GPU")
+    old["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = ours["annotations"][
+        "hami.io/vgpu-devices-allocated"
+    ].replace(":;GPU", ":GPU")
     old["metadata"]["annotations"][mig.MIG_KEY] = json.dumps(held)
-    hami, ours = both([node("node-a", [a100("node-a", 0)]), old], pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}))
+    hami, ours = both(
+        [node("node-a", [a100("node-a", 0)]), old], pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})
+    )
     assert ours["failed"] == {"node-a": "1/1 CardInsufficientCore"}
 
 

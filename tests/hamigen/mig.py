@@ -152,7 +152,10 @@ def mig_node(draw, name: str, now: int) -> tuple[dict[str, Any], list[dict[str, 
     annotations = {"hami.io/node-nvidia-register": json.dumps(devs, separators=(",", ":"))}
     if draw(st.integers(0, 4)) == 0:
         annotations["hami.io/node-nvidia-score"] = json.dumps(
-            [{"uuid": a["id"], "score": {b["id"]: draw(st.integers(0, 3)) * 10 for b in devs if b is not a}} for a in devs]
+            [
+                {"uuid": a["id"], "score": {b["id"]: draw(st.integers(0, 3)) * 10 for b in devs if b is not a}}
+                for a in devs
+            ]
         )
     if draw(st.integers(0, 12)) == 0:
         annotations["hami.io/device-cordon"] = devs[0]["id"]
@@ -233,7 +236,15 @@ def resident(
         plain = [d for d in devs if d.get("mode") != "mig"]
         if plain:
             placement = {"start": 0, "size": 1}
-            allocations.append({"containerIndex": 0, "deviceIndex": 8, "gpuUUID": plain[0]["id"], "profile": "1g.5gb", "placement": placement})
+            allocations.append(
+                {
+                    "containerIndex": 0,
+                    "deviceIndex": 8,
+                    "gpuUUID": plain[0]["id"],
+                    "profile": "1g.5gb",
+                    "placement": placement,
+                }
+            )
     elif flaw == "overlap" and allocations:
         allocations.append({**allocations[0], "deviceIndex": 7})
     elif flaw == "partial" and allocations:

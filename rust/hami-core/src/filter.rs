@@ -566,7 +566,8 @@ pub fn decide(
     if record {
         let footprint = collapse(&fit.slots, placement.request.init_count, false);
         let mut record = state.record(&meta.namespace, &meta.name, node, footprint);
-        record.mig = fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
+        record.mig =
+            fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
         state.reserve(key.to_owned(), record);
     }
     let response = ExtenderFilterResult { node_names: Some(vec![Cow::Borrowed(*node)]), ..Default::default() };

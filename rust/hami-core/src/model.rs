@@ -341,8 +341,8 @@ impl GpuNode {
             step(&mut self.mig.every_mig_unhealthy);
         }
         for (i, h) in self.hot.iter_mut().enumerate() {
-            let marked = self.mig.unhealthy[i] > 0
-                || (self.mig.every_mig_unhealthy > 0 && self.devices[i].mode == MIG_MODE);
+            let marked =
+                self.mig.unhealthy[i] > 0 || (self.mig.every_mig_unhealthy > 0 && self.devices[i].mode == MIG_MODE);
             h.flags = (h.flags & !MIG_UNHEALTHY) | if marked { MIG_UNHEALTHY } else { 0 };
         }
     }

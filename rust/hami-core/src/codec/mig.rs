@@ -57,8 +57,9 @@ pub fn decode_mig_allocations(value: &str) -> Result<Vec<MigAllocation>> {
         {
             return Err(Error::invalid("", format!("MIG allocation {i} is incomplete")));
         }
-        let runtime =
-            usize::from(!a.mig_uuid.is_empty()) + usize::from(a.gpu_instance_id.is_some()) + usize::from(a.compute_instance_id.is_some());
+        let runtime = usize::from(!a.mig_uuid.is_empty())
+            + usize::from(a.gpu_instance_id.is_some())
+            + usize::from(a.compute_instance_id.is_some());
         if runtime != 0 && runtime != 3 {
             return Err(Error::invalid("", format!("MIG allocation {i} has partial runtime identity")));
         }
@@ -80,7 +81,8 @@ pub fn encode_mig_allocations(list: &[MigAllocation]) -> String {
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(out, "{{\"containerIndex\":{},\"deviceIndex\":{},\"gpuUUID\":", a.container_index, a.device_index);
+        let _ =
+            write!(out, "{{\"containerIndex\":{},\"deviceIndex\":{},\"gpuUUID\":", a.container_index, a.device_index);
         go_string(&mut out, &a.gpu_uuid);
         out.push_str(",\"profile\":");
         go_string(&mut out, &a.profile);
@@ -171,15 +173,21 @@ mod tests {
         let text = |v: &str| decode_mig_allocations(v).unwrap_err().to_string();
         let entry = |body: &str| format!("[{{{body}}}]");
         let full = r#""gpuUUID":"G","profile":"1g.5gb","placement":{"start":0,"size":1}"#;
-        assert_eq!(text(&entry(r#""gpuUUID":"G","profile":"1g.5gb","placement":{"start":0,"size":0}"#)), "MIG allocation 0 is incomplete");
-        assert_eq!(text(&entry(&format!(r#""containerIndex":-1,{full}"#))), "MIG allocation 0 is incomplete");
-        assert_eq!(text(&entry(r#""profile":"1g.5gb","placement":{"start":0,"size":1}"#)), "MIG allocation 0 is incomplete");
-        assert_eq!(text("[null]"), "MIG allocation 0 is incomplete");
-        assert_eq!(text(&entry(&format!(r#"{full},"migUUID":"MIG-1""#))), "MIG allocation 0 has partial runtime identity");
         assert_eq!(
-            text(&format!("[{{{full}}},{{{full}}}]")),
-            "duplicate MIG allocation for container 0 device 0"
+            text(&entry(r#""gpuUUID":"G","profile":"1g.5gb","placement":{"start":0,"size":0}"#)),
+            "MIG allocation 0 is incomplete"
         );
+        assert_eq!(text(&entry(&format!(r#""containerIndex":-1,{full}"#))), "MIG allocation 0 is incomplete");
+        assert_eq!(
+            text(&entry(r#""profile":"1g.5gb","placement":{"start":0,"size":1}"#)),
+            "MIG allocation 0 is incomplete"
+        );
+        assert_eq!(text("[null]"), "MIG allocation 0 is incomplete");
+        assert_eq!(
+            text(&entry(&format!(r#"{full},"migUUID":"MIG-1""#))),
+            "MIG allocation 0 has partial runtime identity"
+        );
+        assert_eq!(text(&format!("[{{{full}}},{{{full}}}]")), "duplicate MIG allocation for container 0 device 0");
         assert!(text("{").starts_with("decode invalid JSON"));
         assert!(text(r#"{"a":1}"#).starts_with("decode invalid JSON"));
         assert!(text(&entry(&format!(r#""containerIndex":1.5,{full}"#))).starts_with("decode invalid JSON"));

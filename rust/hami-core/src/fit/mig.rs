@@ -41,7 +41,7 @@ fn free_placement(profiles: &[MigProfile], occupied: &[MigPlacement], name: &str
     let profile = profiles.iter().find(|p| p.name == name)?;
     let mut ordered = profile.placements.clone();
     if name.starts_with("1g.") || name.starts_with("3g.") {
-        ordered.sort_by(|a, b| b.start.cmp(&a.start));
+        ordered.sort_by_key(|p| std::cmp::Reverse(p.start));
     } else {
         ordered.sort_by_key(|p| p.start);
     }
@@ -85,7 +85,10 @@ mod tests {
     #[test]
     fn smallest_profile_with_enough_memory() {
         let pick = select(&a100(), &[], 8000).unwrap();
-        assert_eq!((a100()[pick.profile].name.as_str(), pick.placement), ("2g.10gb", MigPlacement { start: 0, size: 2 }));
+        assert_eq!(
+            (a100()[pick.profile].name.as_str(), pick.placement),
+            ("2g.10gb", MigPlacement { start: 0, size: 2 })
+        );
         assert_eq!(a100()[select(&a100(), &[], 1).unwrap().profile].name, "1g.5gb");
         assert!(select(&a100(), &[], 40960).is_none(), "no profile holds the whole card's memory");
     }
@@ -102,11 +105,17 @@ mod tests {
 
     #[test]
     fn a_taken_placement_moves_the_request_to_a_larger_profile() {
-        // Slices 0-5 taken: no 1g left but slice 6, which 2g placements (even starts, size 2) never fit.
-        let taken = placements(&[0, 2, 4], 2);
-        assert_eq!(select(&a100(), &taken, 1000).unwrap().placement, MigPlacement { start: 6, size: 1 });
-        let full: Vec<MigPlacement> = taken.iter().copied().chain([MigPlacement { start: 6, size: 1 }]).collect();
+        // Slices 5 and 6 taken: 1g.5gb still has slices 0-4 (its highest first).
+        let taken = placements(&[5, 6], 1);
+        assert_eq!(select(&a100(), &taken, 1000).unwrap().placement, MigPlacement { start: 4, size: 1 });
+        // Slices 0-5 held by 2g instances and 6 by a 1g: neither a 1 GiB nor an 8 GiB request fits.
+        let full: Vec<MigPlacement> = placements(&[0, 2, 4], 2).into_iter().chain(placements(&[6], 1)).collect();
         assert!(select(&a100(), &full, 1000).is_none());
+        assert!(select(&a100(), &full, 8000).is_none());
+        // 1g slices 0-3 free, but a 5 GiB request needs 2g.10gb: only its placement at 0 is free.
+        let high = placements(&[4, 5, 6], 1);
+        let pick = select(&a100(), &high, 5000).unwrap();
+        assert_eq!((a100()[pick.profile].name.as_str(), pick.placement.start), ("2g.10gb", 0));
         assert!(fits(&a100(), &[], &[1000; 6], 1000));
         assert!(!fits(&a100(), &[], &[1000; 7], 1000));
     }

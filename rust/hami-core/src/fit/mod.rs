@@ -257,7 +257,8 @@ fn pick_devices(
         if need == 0 && !topology {
             return Ok(picked);
         }
-        if is_mig && picked.iter().filter(|p| p.index == i).count() < mig::instance_bound(&node.devices[i].mig_profiles) {
+        if is_mig && picked.iter().filter(|p| p.index == i).count() < mig::instance_bound(&node.devices[i].mig_profiles)
+        {
             pos += 1;
         }
     }

@@ -143,10 +143,9 @@ impl fmt::Display for FitFailure {
                 let words: Vec<&str> = rs.iter().map(|r| r.as_str()).collect();
                 f.write_str(&words.join(", "))
             }
-            Self::MigAllocation(uuid) => write!(
-                f,
-                "AddResourceUsage failed for device {uuid}: MIG profile and placement allocation failed"
-            ),
+            Self::MigAllocation(uuid) => {
+                write!(f, "AddResourceUsage failed for device {uuid}: MIG profile and placement allocation failed")
+            }
         }
     }
 }
