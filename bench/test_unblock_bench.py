@@ -102,6 +102,6 @@ def test_for_one_pod_speed(benchmark, full):
     # A one-GPU pod (the common case) that moves can unblock.
     small = next(p for p in pods if p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1")
     options = orjson.dumps({"for_pod": small, "max_moves": 8})
-    out = benchmark.pedantic(lambda: _native.plan([full], options), rounds=5, iterations=1)
+    out = benchmark.pedantic(lambda: _native.plan([full], options), rounds=30, iterations=1)
     result = orjson.loads(out)
     print(f"\n--for {result['pod']}: {result['message']} (planning {result['elapsed_ms']:.1f} ms)")

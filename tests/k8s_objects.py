@@ -8,6 +8,33 @@ import orjson
 
 T4 = "NVIDIA-Tesla T4"
 
+# Device ids as HAMi v2.10's NVIDIA device plugin registers them (`DeviceInfo.ID` is the driver's
+# UUID, as NVML reports it), and as test clusters name them.
+GPU_IDS_HAMI_REGISTERS = [
+    "GPU-e290caca-2f0c-9582-acab-67a142b61ffa",
+    "MIG-4f8b2a9e-7c1d-5e3f-a0b6-2d9c8e1f7a35",
+    "MIG-GPU-e290caca-2f0c-9582-acab-67a142b61ffa/7/0",  # drivers before R470
+    "GPU-node-0-2",
+    "GPU-a100-cafe-1",
+    "card3",
+    "gpu-1",
+]
+# What would split `hami.io/vgpu-devices-allocated` (`uuid,type,mem,cores:` per device, `;` per
+# container), `nvidia.com/use-gpuuuid` (comma list) or `hami-fast.io/reservation`, whose GPUs are trimmed.
+GPU_IDS_THAT_BREAK_ANNOTATIONS = [
+    "",
+    "GPU-a,GPU-b",
+    "GPU-a:1",
+    "GPU-a;",
+    "GPU a",
+    " GPU-a",
+    "GPU-a\t",
+    "GPU-a\n",
+    "GPU-\na",
+    "GPU-\x00",
+    "GPU-\x7f",
+]
+
 
 def gpu_node(name: str, gpus: int = 2, memory: int = 16384, count: int = 10, model: str = T4) -> dict[str, Any]:
     devices = [

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from k8s_objects import GPU_IDS_HAMI_REGISTERS, GPU_IDS_THAT_BREAK_ANNOTATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "hami-fast"
@@ -155,7 +156,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
             },
             "serviceMonitor": {"enabled": True},
         },
-        "descheduler": {"enabled": True},
+        "descheduler": {
+            "enabled": True,
+            "auto": {"enabled": True, "maxMovesPerHour": 3, "selector": "team in (ml, vision),movable!=no"},
+        },
     },
     "no-kube-scheduler-no-leader": {
         "scheduler": {
@@ -767,6 +771,11 @@ def test_descheduler_flags_are_accepted_by_hami_fast_descheduler(variant):
     assert v["eviction_mode"] == "Eviction"
     if variant == "descheduler":
         assert v["dry_run"] is True and v["eviction_timeout"] == 90.0
+        assert v["auto"] is False, "the automatic mode is off by default"
+    else:
+        assert v["auto"] is True and v["max_moves_per_hour"] == 3 and v["max_moves_per_pending_pod"] == 4
+        assert v["selector"] == "team in (ml, vision),movable!=no" and v["namespace_selector"] == ""
+        assert v["auto_period"] == 30.0 and v["reservation_ttl"] == 600.0
 
 
 def test_crd_copies_are_identical():
@@ -808,6 +817,8 @@ def test_crd_schema_accepts_valid_placements_and_rejects_invalid_ones():
         _placement(
             gpuDevices=["gpu-0/20", "GPU-8f2c1a4e-1b2c-4d5e-9f00-0123456789ab"], evictPod="infer-a-7f9c6d5b8-x2k4q"
         ),
+        # Every id HAMi's device plugin can register (it writes what the driver reports).
+        _placement(gpuDevices=GPU_IDS_HAMI_REGISTERS),
     ]
     for p in ok:
         jsonschema.validate(p, schema)
@@ -822,7 +833,9 @@ def test_crd_schema_accepts_valid_placements_and_rejects_invalid_ones():
         _placement(reqID=None),
         _placement(nodeName=None),
         _placement(gpuDevices=[]),
-        _placement(gpuDevices=["card3"]),
+        # Python's `$` also matches before a final newline (Go's does not): kube-apiserver's refusal
+        # of "GPU-a\n" is checked end to end (tests/e2e/test_e2e_descheduler.py).
+        *(_placement(gpuDevices=[bad]) for bad in GPU_IDS_THAT_BREAK_ANNOTATIONS if not bad.endswith("\n")),
         _placement(podSelector={}),
         _placement(podSelector={"matchLabels": {}}),
         _placement(nodeName="Node_7"),

@@ -18,7 +18,7 @@ from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import ObjectStore
 from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts, WorkQueue
 from hami_fast.descheduler.metrics import DeschedulerMetrics
-from hami_fast.descheduler.webhook import Pinner
+from hami_fast.descheduler.webhook import HANDOVER, Pinner
 from prometheus_client.parser import text_string_to_metric_families
 from test_descheduler import (  # noqa: F401  (the fixtures: client, cluster, _close_pinners)
     EVICTIONS,
@@ -152,6 +152,50 @@ def test_webhook_cache_relists_on_410_and_after_a_dropped_watch(cluster, client)
     cluster.restart_server()
     create_placement(cluster, placement("d", "n1", ["gpu-1"]))
     assert informer.store.wait_until(lambda st: f"{NS}/d" in st.keys(), 15)
+
+
+def test_a_follower_whose_watch_lags_still_pins_the_replacement(cluster, client):
+    """Two replicas: the leader validates a placement and evicts; the replacement reaches the
+    follower's webhook, whose placement watch has not delivered the placement yet."""
+    follower = make_pinner(client, leading=lambda: False)
+    informer = follower.informer()
+    assert informer.wait_synced(5)
+    cluster.wait_for_watches(1, PLACEMENT_LISTS)
+    cluster.stall_watches(PLACEMENT_LISTS)  # the follower's watch hears nothing from here on
+    try:
+        create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+        leader = Controller(client, fast())
+        leader.reconcile_all()
+        leader.reconcile_all()
+        assert status_of(cluster, "move")["phase"] == "DeletingOldPod"
+        assert informer.store.get(f"{NS}/move") is None, "the follower's cache lags"
+        cluster.clear_log()
+        new = admit_replacement(cluster, follower, "infer-r")
+        assert new is not None, "pinned after one consistent read"
+        assert new["metadata"]["annotations"][k.STAMP_TARGET] == "n1/GPU-n1-1"
+        assert cluster.count("list", PLACEMENT_LISTS) == 1
+        assert status_of(cluster, "move")["claimedBy"]["generateName"] == "infer-"
+
+        # A pod no placement wants costs the follower that one read; a leader reads only in its
+        # first lease period (the previous leader's last evictions may still be on their way).
+        cluster.clear_log()
+        other = replacement()
+        other["metadata"]["labels"] = {"app": "unrelated"}
+        assert patched(other, follower.admit(admission(other, uid="f"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 1
+        now = [100.0]
+        leader_pinner = make_pinner(client, placements=informer, leading=lambda: True, clock=lambda: now[0])
+        cluster.clear_log()
+        assert patched(other, leader_pinner.admit(admission(other, uid="l1"))) is None
+        now[0] += HANDOVER - 1
+        assert patched(other, leader_pinner.admit(admission(other, uid="l2"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 2, "a new leader confirms its misses"
+        now[0] += 1
+        cluster.clear_log()
+        assert patched(other, leader_pinner.admit(admission(other, uid="l3"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 0, "a settled leader trusts its cache"
+    finally:
+        cluster.unstall_watches()
 
 
 def test_controller_moves_on_watch_events_and_resumes_after_a_restart(cluster, client, loops):
@@ -506,6 +550,36 @@ def test_placement_gauge_reads_the_cache():
     assert got[("hami_fast_descheduler_placements", (("phase", "Pending"),))] == 2
     assert got[("hami_fast_descheduler_placements", (("phase", "New"),))] == 1
     assert got[("hami_fast_descheduler_placements", (("phase", "Weird"),))] == 1
+
+
+def test_hold_gauges_count_the_live_holds_of_the_cached_pods():
+    from hami_fast.descheduler.cache import trim_pod
+    from test_descheduler import pod
+
+    def owner(name: str, hold: str, expires: str, **changes) -> dict:
+        p = pod(name, None)
+        p["metadata"]["annotations"] = {"hami-fast.io/reservation": hold, "hami-fast.io/reservation-expires": expires}
+        p["metadata"]["resourceVersion"] = "1"
+        p["spec"].update(changes)
+        return p
+
+    later, earlier = "2999-01-01T00:00:00Z", "2001-01-01T00:00:00Z"
+    pods = ObjectStore("Pod", trim=trim_pod)
+    for p in (
+        owner("big", "n1/GPU-n1-0,GPU-n1-1", later),
+        owner("small", "n2/GPU-n2-0", later),
+        owner("lapsed", "n2/GPU-n2-1", earlier),
+        owner("rival", "n2/GPU-n2-0", later),  # the GPU is held for small already
+        owner("broken", "no-slash", later),
+        owner("bound", "n2/GPU-n2-1", later, nodeName="n2"),
+        pod("plain", "n1"),
+    ):
+        pods.put(p)
+    got = samples(DeschedulerMetrics(ObjectStore("HamiPodPlacement"), pods).render())
+    assert got[("hami_fast_descheduler_reservations", ())] == 2
+    assert got[("hami_fast_descheduler_reserved_gpus", ())] == 3
+    empty = samples(DeschedulerMetrics(None, ObjectStore("Pod", trim=trim_pod)).render())
+    assert empty[("hami_fast_descheduler_reservations", ())] == 0
 
 
 def test_metrics_endpoint_serves_prometheus_text(cluster):

@@ -139,6 +139,39 @@ def test_map_joins_usage_fragmentation_pending_and_plan():
     assert move["to"] != move["from"] and move["to"]["node"] in {"node-a", "node-b"}
 
 
+def held(name: str, hold: str, expires: str) -> dict:
+    """A pending whole-GPU pod holding `hold` (`node/GPU-uuid,...`) until `expires`."""
+    p = pending_pod(name)
+    p["metadata"]["annotations"] = {"hami-fast.io/reservation": hold, "hami-fast.io/reservation-expires": expires}
+    return p
+
+
+LATER = "2999-01-01T00:00:00Z"
+
+
+def held_cluster() -> list[dict]:
+    """node-e's free T4 is held for team/train-1; a lapsed hold on node-a's gpu-0 and one on a node
+    that is not in the cluster."""
+    return [
+        *cluster(with_pending=False),
+        held("train-1", "node-e/GPU-node-e-0", LATER),
+        held("train-2", "node-a/GPU-node-a-0", "2001-01-01T00:00:00Z"),
+        held("train-3", "gone/GPU-gone-0", LATER),
+    ]
+
+
+def test_map_shows_whom_a_gpu_is_held_for_and_until_when():
+    data = map_of(held_cluster())
+    assert gpu_of(data, "node-e", 0)["heldFor"] == {"pod": "team/train-1", "expires": LATER}
+    assert gpu_of(data, "node-a", 0)["heldFor"] is None, "a lapsed hold holds nothing"
+    assert gpu_of(data, "node-b", 0)["heldFor"] is None
+    assert data["holds"] == [
+        {"pod": "team/train-1", "node": "node-e", "gpus": ["GPU-node-e-0"], "expires": LATER, "onMap": True},
+        {"pod": "team/train-3", "node": "gone", "gpus": ["GPU-gone-0"], "expires": LATER, "onMap": False},
+    ]
+    assert map_of(cluster())["holds"] == []
+
+
 def test_without_pending_pods_the_plan_frees_whole_gpus():
     data = map_of(cluster(with_pending=False))
     assert data["pending"] == []
@@ -394,6 +427,28 @@ def test_page_in_chromium_shows_the_grid_the_pending_pod_and_the_move(tmp_path):
     assert dom.one("body").attrs.get("data-refreshed") == "1", "the script polled api/v1/map once in 8 s"
 
 
+def test_page_in_chromium_shows_a_held_gpu(tmp_path):
+    with serving(Source(snapshot=as_list(held_cluster()))) as base:
+        dom = load(f"{base}/", tmp_path, "gpumap-held.png", budget_ms=1000)
+        api = orjson.loads(get(f"{base}/api/v1/map")[2])
+    assert gpu_of(api, "node-e", 0)["heldFor"] == {"pod": "team/train-1", "expires": LATER}
+    grid = dom.one(id="grid")
+    [held_cell] = grid.all("div", "held")
+    assert held_cell.attrs["data-uuid"] == "GPU-node-e-0" and held_cell.attrs["data-held-for"] == "team/train-1"
+    assert held_cell.attrs["data-held-until"] == LATER
+    assert f"held for team/train-1 until {LATER}" in held_cell.attrs["title"]
+    assert held_cell.one("span", "hold").text() == "held"
+    assert "held" not in cell(grid, "node-a", "gpu-0").classes, "the lapsed hold is not shown"
+    items = dom.one(id="holds").all("li")
+    assert [i.attrs["data-hold"] for i in items] == ["team/train-1", "team/train-3"]
+    assert "node-e/gpu-0" in items[0].text() and f"until {LATER}" in items[0].text()
+    assert "GPU not registered on the map" in items[1].text()
+    assert "held GPUs 2" in dom.one(id="chips").text()
+    owner = dom.one(id="pending").one("li", "pod", data_pod="team/train-1")
+    assert owner.one("div", "held-by").text() == f"holds node-e/gpu-0 until {LATER}"
+    assert not dom.one(id="pending").one("li", "pod", data_pod="team/train-2").all("div", "held-by")
+
+
 def test_page_refreshes_from_the_api(tmp_path):
     """The page loads one cluster; by its first poll the 90 %-used GPU's pod has gone: the grid follows."""
 
@@ -420,6 +475,7 @@ def test_page_on_an_empty_cluster(tmp_path):
     assert "no nodes in the cluster" in dom.one(id="grid").text()
     assert "no pending vGPU pods" in dom.one(id="pending").text()
     assert "no move within the budget" in dom.one(id="moves").text()
+    assert "no GPU is held" in dom.one(id="holds").text()
 
 
 def test_page_with_hundreds_of_nodes(tmp_path):

@@ -15,6 +15,7 @@ from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import RESERVATION, RESERVATION_EXPIRES, apply_for, clear_reservation
 from hami_fast.descheduler.auto import AutoMover, AutoOptions, waiting_for_vgpu
 from hami_fast.descheduler.controller import Controller, ControllerLoop
+from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.kube.client import KubeClient, load_api_client
 from test_descheduler import NS, FakeReplicaSetAndScheduler, fast, node, pod
 
@@ -156,7 +157,9 @@ def test_auto_moves_only_opted_in_pods_for_the_oldest_pending_pod(kubeapi, clien
         ControllerLoop(Controller(client, fast()), leading, stop, period=0.05).start()
         mem = {"app-a": 4000, "app-b": 10000, "app-c": 8000, "app-d": 10000}
         FakeReplicaSetAndScheduler(kubeapi, client, stop, mem).start()
-    mover = AutoMover(client, AutoOptions(max_moves_per_hour=1, dry_run=dry_run, interval=0.1, move_timeout=20))
+    metrics = DeschedulerMetrics()
+    options = AutoOptions(max_moves_per_hour=1, dry_run=dry_run, interval=0.1, move_timeout=20)
+    mover = AutoMover(client, options, metrics)
     try:
         did = mover.run_once()
     finally:
@@ -172,7 +175,34 @@ def test_auto_moves_only_opted_in_pods_for_the_oldest_pending_pod(kubeapi, clien
         assert events[0]["involvedObject"]["name"] == "big"
         mover.run_once()
         assert len([e for e in kubeapi.list("events", NS) if e["reason"] == "WouldMove"]) == 1, "announced once"
+        assert passes(metrics) == {"dry_run": 2}
     else:
         assert did["moved"] == 1 and ann[RESERVATION] == "n2/GPU-n2-0"
         assert mover.budget(time.time()) == 0
         assert mover.run_once() is None, "the hour's budget is spent"
+        assert passes(metrics) == {"moved": 1, "budget_spent": 1}
+        assert AutoMover(client, options).budget(time.time()) == 0, "a restart (or a new leader) keeps the count"
+        assert AutoMover(client, options).budget(time.time() + 3601) == 1, "an hour later it is free again"
+
+
+def passes(metrics: DeschedulerMetrics) -> dict[str, float]:
+    """`hami_fast_descheduler_auto_passes_total` by outcome, the zero ones left out."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        s.labels["outcome"]: s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+        if s.name == "hami_fast_descheduler_auto_passes_total" and s.value
+    }
+
+
+def test_auto_passes_without_a_waiting_pod_or_a_plan_are_counted(kubeapi, client):
+    fragmented(kubeapi, movable=())
+    metrics = DeschedulerMetrics()
+    mover = AutoMover(client, AutoOptions(), metrics)
+    assert mover.run_once() is None
+    kubeapi.create(pending())
+    assert mover.run_once() is None, "nothing opted in: no move"
+    assert passes(metrics) == {"idle": 1, "no_plan": 1}
+    assert kubeapi.count("create", re.compile("hamipodplacements$")) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -36,6 +37,15 @@ def serve(kubeapi, **options) -> Service:
     return Service(kubeconfig=kubeapi.kubeconfig, **options)
 
 
+def settled(svc: Service) -> None:
+    """Synced, and the first registration pass done: its handshake writes change every node's
+    resourceVersion right after sync, and a lock written before their answers reach NodeLocks
+    would meet a real 409 (retried, but it would add a write to the ones a test counts)."""
+    wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+    [handshake] = [t for t in svc.runtime.threads if type(t).__name__ == "Handshaker"]
+    wait_for(lambda: handshake.passes >= 1, 10, "the first handshake pass")
+
+
 def filtered(svc: Service, pod: dict, node: str) -> dict:
     """Filter the pod onto `node`, as kube-scheduler does before it asks for the Bind."""
     assert svc.post("/filter", filter_args(pod, [node]))["NodeNames"] == [node]
@@ -56,7 +66,7 @@ def test_filter_answers_then_bind_writes_the_allocation_once_locks_and_binds(clu
     then writes Filter's annotations and bind-phase in one pod patch, then posts the binding."""
     pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000, cores=30))
     with serve(cluster) as svc:
-        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        settled(svc)
         result = svc.post("/filter", filter_args(pod, ["node-0", "node-1", "ghost"]))
         assert result["Error"] == "" and len(result["NodeNames"]) == 1
         node = result["NodeNames"][0]
@@ -290,21 +300,61 @@ def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
 def test_lock_conflicts_are_retried(cluster) -> None:
     pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
     with serve(cluster) as svc:
-        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         # The first registration pass writes the handshake right after sync; let it land before the
         # faults are armed, so they hit the lock's writes and not the handshake's.
-        wait_for(
-            lambda: (
-                scheduling_patches(cluster, "/api/v1/nodes/node-0")
-                < len(cluster.requests("PATCH", "/api/v1/nodes/node-0"))
-            ),
-            10,
-            "first handshake write",
-        )
+        settled(svc)
         filtered(svc, pod, "node-0")
         cluster.fail("PATCH", "/api/v1/nodes/node-0", 409, times=2)
         assert svc.post("/bind", bind_args(pod, "node-0"))["Error"] == ""
         assert scheduling_patches(cluster, "/api/v1/nodes/node-0") == 3
+
+
+def test_listed_nodes_feed_the_lock_read(cluster) -> None:
+    """NodeLockFeed: a list page hands each node's lock value and resourceVersion to NodeLocks."""
+    from hami_fast._native import Cluster
+    from hami_fast.kube.client import KubeClient, load_api_client
+    from hami_fast.kube.reflector import NODES, Reflector
+    from hami_fast.kube.writer import NodeLockFeed, NodeLocks
+
+    cluster.patch("nodes", "node-1", {"metadata": {"annotations": {LOCK: "2026-01-01T00:00:00Z,default,x"}}})
+    locks = NodeLocks()
+    locks.observe("gone", {"resourceVersion": "1"})
+    client = KubeClient(load_api_client(cluster.kubeconfig), qps=0)
+    reflector = Reflector(client, NodeLockFeed(Cluster(), locks), NODES, threading.Event(), page_size=1)
+    reflector.list()
+    for node, lock in (("node-0", None), ("node-1", "2026-01-01T00:00:00Z,default,x")):
+        assert locks.take(node) == (lock, cluster.get("nodes", node)["metadata"]["resourceVersion"])
+    assert locks.take("gone") is None, "a node the re-list did not show is forgotten"
+
+
+def test_the_first_lock_on_a_node_reads_no_node_and_a_stale_read_retries_live(cluster) -> None:
+    """With the node watch silent from the start, the lock's first read comes from the list (and the
+    handshake writes' answers): binding onto a node never GETs it. A stale read (the node locked by
+    another scheduler behind the watch's back) gets 409 on the lock write and the retry reads the
+    node live, which shows the other pod's lock: contention, as HAMi."""
+    first = cluster.create(gpu_pod("a", gpu=1, mem=100))
+    second = cluster.create(gpu_pod("b", gpu=1, mem=100))
+    cluster.create(gpu_pod("holder", gpu=1, mem=100))
+    cluster.stall_watches("/api/v1/nodes*")
+    with serve(cluster, bind_wait_timeout=0) as svc:
+        settled(svc)
+        filtered(svc, first, "node-0")
+        assert svc.post("/bind", bind_args(first, "node-0")) == {"Error": ""}
+        assert cluster.requests("GET", "/api/v1/nodes/node-0") == [], "the lock read GET the node"
+        assert LOCK_VALUE.match(cluster.get("nodes", "node-0")["metadata"]["annotations"][LOCK]).group("name") == "a"
+
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        cluster.patch("nodes", "node-1", {"metadata": {"annotations": {LOCK: f"{stamp},default,holder"}}})
+        filtered(svc, second, "node-1")
+        error = svc.post("/bind", bind_args(second, "node-1"))["Error"]
+        assert error == "node node-1 has been locked within 5m0s: node lock contention"
+        writes = [r for r in cluster.requests("PATCH", "/api/v1/nodes/node-1") if LOCK in str(r.json)]
+        assert [r.status for r in writes] == [409], "one lock write, on the stale read, refused"
+        assert len(cluster.requests("GET", "/api/v1/nodes/node-1")) == 1, "the retry read the node live"
+        assert cluster.requests("GET", "/api/v1/namespaces/default/pods/holder") == [], "the owner is watched"
+        assert cluster.get("nodes", "node-1")["metadata"]["annotations"][LOCK] == f"{stamp},default,holder"
+        assert cluster.get("pods", "b", "default")["spec"].get("nodeName") is None
+    cluster.unstall_watches()
 
 
 def test_bind_failure_releases_the_lock(cluster) -> None:

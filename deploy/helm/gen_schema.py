@@ -238,6 +238,17 @@ schema = {
                     ),
                     "placementTTL": DURATION,
                     "dryRun": B,
+                    "auto": obj(
+                        {
+                            "enabled": B,
+                            "maxMovesPerHour": I,
+                            "maxMovesPerPendingPod": {"type": "integer", "minimum": 1},
+                            "selector": S,
+                            "namespaceSelector": S,
+                            "period": DURATION,
+                            "reservationTTL": DURATION,
+                        }
+                    ),
                     "crds": obj({"install": B, "keep": B}),
                     "extraArgs": STRLIST,
                     "resources": MAP,

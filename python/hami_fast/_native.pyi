@@ -42,6 +42,8 @@ class FilterDecision:
     @property
     def uid(self) -> str: ...
     @property
+    def resource_version(self) -> str: ...
+    @property
     def node(self) -> str | None: ...
     @property
     def patch(self) -> bytes | None: ...
@@ -106,7 +108,11 @@ class Cluster:
     def review(self, review: bytes) -> tuple[bytes, bool]:
         """:meth:`admit` with the verdict: ``(AdmissionReview bytes, allowed)``."""
     def usage(self) -> bytes:
-        """Per-node, per-device usage as JSON (for metrics, the REST API and tests)."""
+        """Per-node, per-device usage as JSON (for metrics, the REST API and tests); a GPU held
+        for a pending pod carries ``held: {pod, expires}``."""
+    def holds(self, now: int) -> bytes:
+        """The live reservations at ``now`` (Unix seconds; lapsed ones are dropped) as JSON
+        ``[{pod, node, gpus, expires}]``, sorted by pod."""
     def accounting(self) -> bytes:
         """``{"pods": [{namespace, name, node, devices: [{uuid, usedmem, usedcores}]}],
         "quotas": [{namespace, name, resource, limit, used}]}`` as JSON (for metrics)."""

@@ -137,6 +137,13 @@ class Config:
             "posts its own Scheduled). Failure Events are always posted"
         },
     )
+    event_queue_size: int = field(
+        default=20_000,
+        metadata={
+            "help": "events held while the API server is slow or unreachable (identical ones are counted, "
+            "not queued twice); past it new events are dropped and counted in hami_fast_events_dropped_total"
+        },
+    )
     filter_patch_behind_answer: bool = field(
         default=False,
         metadata={"help": "the same as --allocation-write=behind-answer (kept for existing configurations)"},

@@ -565,10 +565,17 @@ class Cluster:
                 "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode(),
             }
         api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
+        self._descheduler_ports = (port, webhook_port)
+        self._start_descheduler_from(objs)
+        cp.start_controller_manager()
+        self.descheduler_port = port
+        return port
+
+    def _start_descheduler_from(self, objs: list[dict[str, Any]]) -> None:
+        port, webhook_port = self._descheduler_ports
         (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-descheduler")]
         (container,) = dep["spec"]["template"]["spec"]["containers"]
-        proc = cp.start_descheduler(container["args"], port, webhook_port)
-        cp.start_controller_manager()
+        proc = self.cp.start_descheduler(container["args"], port, webhook_port)
 
         def api_up():
             if not proc.alive():
@@ -577,8 +584,14 @@ class Cluster:
                 return json.loads(resp.read())
 
         wait_for("descheduler API", api_up, timeout=60)
-        self.descheduler_port = port
-        return port
+
+    def restart_descheduler(self, values: dict[str, Any] | None = None) -> int:
+        """The chart's descheduler again, rendered with these values (`{"descheduler.auto": {...}}`),
+        on the same ports."""
+        self.ensure_descheduler()
+        self.cp.procs["hami-fast-descheduler"].stop()
+        self._start_descheduler_from(render_chart({"descheduler.enabled": True, **(values or {})}))
+        return self.descheduler_port
 
 
 def require_descheduler() -> None:

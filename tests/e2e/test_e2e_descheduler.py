@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from controlplane import ApiError, require_descheduler, wait_for
+from k8s_objects import GPU_IDS_HAMI_REGISTERS, GPU_IDS_THAT_BREAK_ANNOTATIONS
 from test_e2e_control_plane import (
     NS,
     _alive,
@@ -38,7 +39,7 @@ from test_e2e_control_plane import (
 SUITE = {"suite": "descheduler"}
 A100 = {"nvidia.com/use-gputype": "A100"}
 GPU_MEM = 16384
-NODE = "a100-cafe"  # hex only: the CRD wants gpuDevices UUIDs to look like GPU-<hex>
+NODE = "a100-node"  # its GPUs register as GPU-a100-node-<i>, as test clusters name them
 PLACEMENTS = f"/apis/scheduling.hami.placement.com/v1/namespaces/{NS}/hamipodplacements"
 
 
@@ -109,11 +110,12 @@ def remove_workloads(api) -> None:
     api.delete(f"/apis/apps/v1/namespaces/{NS}/replicasets{selector}")
     api.delete(pods_path() + selector)
     wait_for("this module's pods gone", lambda: not api.get(pods_path() + selector)["items"], timeout=30)
+    api.delete(PLACEMENTS)
 
 
-def deployment(api, name: str, replicas: int, mem: int) -> None:
+def deployment(api, name: str, replicas: int, mem: int, labels: dict[str, str] | None = None) -> None:
     template = gpu_pod("unused", scheduler="hami-scheduler", gpu=1, mem=mem)
-    labels = {"app": name, **SUITE}
+    labels = {"app": name, **SUITE, **(labels or {})}
     api.create(
         f"/apis/apps/v1/namespaces/{NS}/deployments",
         {
@@ -166,8 +168,9 @@ def one_filler_per_gpu(api, app: str) -> dict[str, str]:
     return on
 
 
-def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True) -> None:
-    """A pod that needs a whole A100; with every A100 partly used, it waits."""
+def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True, still_waiting: bool = True) -> None:
+    """A pod that needs a whole A100; with every A100 partly used, it waits (until something moves:
+    under `--auto` it may be bound by the time its FailedScheduling Event is read)."""
     api = cluster.api
     pod = gpu_pod(name, scheduler="hami-scheduler", labels={"app": name, **SUITE}, gpu=1, mem=GPU_MEM)
     pod["metadata"]["annotations"] = dict(A100)
@@ -179,7 +182,7 @@ def whole_gpu_pod(cluster, name: str, wait_unschedulable: bool = True) -> None:
             timeout=60,
             interval=0.5,
         )
-        assert not get_pod(api, name)["spec"].get("nodeName")
+        assert not still_waiting or not get_pod(api, name)["spec"].get("nodeName")
 
 
 def plan_for(cluster, name: str, *extra: str) -> list[str]:
@@ -248,6 +251,35 @@ def test_plan_for_a_pending_pod_moves_a_deployment_pod_and_the_pending_pod_lands
 RESERVATION = "hami-fast.io/reservation"
 
 
+def test_the_api_server_takes_every_gpu_id_hami_registers_and_refuses_what_breaks_annotations(cluster, descheduler):
+    """The CRD's gpuDevices pattern as kube-apiserver applies it (Go's regexp), server-side dry run."""
+    api = cluster.api
+
+    def create(gpus: list[str]) -> int:
+        body = {
+            "apiVersion": "scheduling.hami.placement.com/v1",
+            "kind": "HamiPodPlacement",
+            "metadata": {"generateName": "ids-", "namespace": NS},
+            "spec": {
+                "reqID": "ids",
+                "podSelector": {"matchLabels": {"app": "ids"}},
+                "nodeName": NODE,
+                "gpuDevices": gpus,
+            },
+        }
+        try:
+            api.create(PLACEMENTS + "?dryRun=All", body)
+            return 201
+        except ApiError as exc:
+            assert exc.status != 422 or "spec.gpuDevices" in exc.body, exc.body
+            return exc.status
+
+    assert create(GPU_IDS_HAMI_REGISTERS) == 201
+    refused = {repr(bad): create([bad]) for bad in GPU_IDS_THAT_BREAK_ANNOTATIONS}
+    assert refused == {repr(bad): 422 for bad in GPU_IDS_THAT_BREAK_ANNOTATIONS}
+    assert api.get(PLACEMENTS)["items"] == [], "a dry run stores nothing"
+
+
 def test_gpus_freed_for_a_pending_pod_are_not_taken_by_another(cluster, descheduler):
     """A rival created while the move runs, asking for the same whole GPU, does not get it: the
     scheduler engine holds the freed GPU for the pending pod (`hami-fast.io/reservation`)."""
@@ -280,3 +312,183 @@ def test_gpus_freed_for_a_pending_pod_are_not_taken_by_another(cluster, deschedu
     rival = get_pod(api, "rival")
     assert not rival["spec"].get("nodeName"), f"the rival took {allocations(rival)}"
     remove_workloads(api)
+
+
+# ---- `hami-fast descheduler --auto` ----------------------------------------------------------------
+MOVABLE = {"hami-fast.io/movable": "true"}  # the default --selector
+
+
+@pytest.fixture
+def auto(cluster, descheduler):
+    """`start(dry_run=False, **auto)`: the chart's descheduler restarted with `descheduler.auto`
+    enabled (one pass a second) and these values. The chart's plain one again afterwards."""
+
+    def start(dry_run: bool = False, **values: Any) -> int:
+        auto_values = {"enabled": True, "period": "1s", **values}
+        return cluster.restart_descheduler({"descheduler.auto": auto_values, "descheduler.dryRun": dry_run})
+
+    yield start
+    remove_workloads(cluster.api)
+    cluster.restart_descheduler()
+
+
+def auto_passes(port: int) -> dict[str, float]:
+    """`hami_fast_descheduler_auto_passes_total` by outcome, from the descheduler's /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        s.labels["outcome"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "hami_fast_descheduler_auto_passes_total"
+    }
+
+
+def passes_with(cluster, port: int, outcome: str, count: int, timeout: float = 60) -> None:
+    """Wait until `count` more passes ended with `outcome` (the loop ran and decided)."""
+    start = auto_passes(port).get(outcome, 0)
+    wait_for(
+        f"{count} auto passes with outcome {outcome}",
+        lambda: _alive(cluster) or auto_passes(port).get(outcome, 0) >= start + count,
+        timeout=timeout,
+        interval=0.5,
+    )
+
+
+def placed(api) -> dict[str, tuple[str, str, str]]:
+    """This module's pods: name -> (uid, node, first GPU)."""
+    return {
+        p["metadata"]["name"]: (p["metadata"]["uid"], p["spec"].get("nodeName", ""), (allocations(p) or [("",)])[0][0])
+        for p in suite_pods(api)
+    }
+
+
+def completed(api, count: int) -> list[dict[str, Any]]:
+    """This module's placements once all `count` of them are Completed (the pending pod may bind
+    before the last moved pod's replacement does)."""
+
+    def done():
+        items = api.get(PLACEMENTS)["items"]
+        assert len(items) <= count, diagnose(api)
+        return items if sum((p.get("status") or {}).get("phase") == "Completed" for p in items) == count else None
+
+    return wait_for(f"{count} placements Completed", done, timeout=60, interval=0.5)
+
+
+def test_auto_moves_an_opted_in_pod_never_another_and_the_pending_pod_lands(cluster, auto):
+    """One GPU runs a workload that did not opt in, the other an opted-in one: `--auto` frees the
+    opted-in pod's GPU for the pending whole-GPU pod (through a HamiPodPlacement, as `plan
+    --apply` does) and leaves the other workload alone."""
+    api = cluster.api
+    port = auto()
+    t0 = time.monotonic()
+    deployment(api, "stay", replicas=1, mem=4000)
+    [stay] = allocated(api, "stay", 1)
+    deployment(api, "mover", replicas=1, mem=4000, labels=MOVABLE)
+    [mover] = allocated(api, "mover", 1)
+    stay_gpu, mover_gpu = allocations(stay)[0][0], allocations(mover)[0][0]
+    assert stay_gpu != mover_gpu, "GPU spread puts the two pods on different A100s"
+    whole_gpu_pod(cluster, "big-auto", still_waiting=False)
+
+    landed = wait_bound(cluster, "big-auto", timeout=120)
+    assert landed["spec"]["nodeName"] == NODE
+    assert [a[0] for a in allocations(landed)] == [mover_gpu], "big-auto got the GPU the move freed"
+    [placement] = completed(api, 1)
+    assert placement["spec"]["evictPod"] == mover["metadata"]["name"]
+    assert placement["spec"]["gpuDevices"] == [stay_gpu]
+    now = get_pod(api, stay["metadata"]["name"])
+    assert now["metadata"]["uid"] == stay["metadata"]["uid"] and allocations(now)[0][0] == stay_gpu, "never moved"
+    [replacement] = allocated(api, "mover", 1)
+    assert replacement["metadata"]["uid"] != mover["metadata"]["uid"]
+    assert allocations(replacement)[0][0] == stay_gpu
+    # The pass ends once it has seen the placement Completed (it polls every second).
+    wait_for("the pass counted", lambda: auto_passes(port)["moved"] >= 1, timeout=10, interval=0.3)
+    assert auto_passes(port)["moved"] == 1
+    print(f"\n[e2e] --auto: pending to landed in {time.monotonic() - t0:.1f}s")
+
+
+def test_auto_never_moves_a_workload_that_did_not_opt_in(cluster, auto):
+    api = cluster.api
+    port = auto()
+    deployment(api, "stay", replicas=2, mem=4000)
+    allocated(api, "stay", 2)
+    whole_gpu_pod(cluster, "big-auto")
+    before = placed(api)
+    passes_with(cluster, port, "no_plan", 3)
+    assert api.get(PLACEMENTS)["items"] == []
+    assert placed(api) == before, "nothing moved"
+    pending = get_pod(api, "big-auto")
+    assert not pending["spec"].get("nodeName")
+    assert not any(e["reason"] == "WouldMove" for e in events_for(api, "big-auto"))
+    # What --auto reads: kube-scheduler's condition carries the extender's reason.
+    [scheduled] = [c for c in pending["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled["reason"] == "Unschedulable" and "CardInsufficientMemory" in scheduled["message"], scheduled
+    print(f"\n[e2e] PodScheduled: {scheduled['message']}")
+
+
+def test_auto_dry_run_posts_would_move_and_moves_nothing(cluster, auto):
+    api = cluster.api
+    port = auto(dry_run=True)
+    deployment(api, "mover", replicas=2, mem=4000, labels=MOVABLE)
+    allocated(api, "mover", 2)
+    whole_gpu_pod(cluster, "big-auto")
+    before = placed(api)
+    [event] = wait_for(
+        "a WouldMove Event on big-auto",
+        lambda: [e for e in events_for(api, "big-auto") if e["reason"] == "WouldMove"],
+        timeout=60,
+        interval=0.5,
+    )
+    assert event["source"] == "hami-fast-descheduler"
+    assert (
+        event["message"].startswith(f"dry run: would move {NS}/mover-")
+        and f"then it fits on {NODE}/" in event["message"]
+    )
+    passes_with(cluster, port, "dry_run", 2)
+    assert len([e for e in events_for(api, "big-auto") if e["reason"] == "WouldMove"]) == 1, "announced once"
+    assert api.get(PLACEMENTS)["items"] == [] and placed(api) == before
+    annotations = get_pod(api, "big-auto")["metadata"].get("annotations") or {}
+    assert RESERVATION not in annotations, "a dry run holds nothing"
+
+
+def test_auto_respects_max_moves_per_hour(cluster, auto):
+    """Two opted-in pods on each A100: the whole-GPU pod needs two moves. One per hour moves
+    nothing (a half-done unblocking would only disturb); two per hour unblock it."""
+    api = cluster.api
+    port = auto(maxMovesPerHour=1)
+    deployment(api, "mover", replicas=4, mem=4000, labels=MOVABLE)
+    pods = allocated(api, "mover", 4)
+    per_gpu = sorted(allocations(p)[0][0] for p in pods)
+    assert per_gpu == [f"GPU-{NODE}-0"] * 2 + [f"GPU-{NODE}-1"] * 2, per_gpu
+    whole_gpu_pod(cluster, "big-auto")
+    before = placed(api)
+    passes_with(cluster, port, "no_plan", 3)
+    assert api.get(PLACEMENTS)["items"] == [] and placed(api) == before
+
+    port = auto(maxMovesPerHour=2, maxMovesPerPendingPod=2)
+    landed = wait_bound(cluster, "big-auto", timeout=180)
+    placements = completed(api, 2)
+    assert len({p["spec"]["gpuDevices"][0] for p in placements}) == 1, "both moved onto the same GPU"
+    assert allocations(landed)[0][0] not in {p["spec"]["gpuDevices"][0] for p in placements}
+    passes_with(cluster, port, "budget_spent", 1)
+
+
+def test_auto_moves_the_pods_of_an_opted_in_namespace(cluster, auto):
+    """`namespaceSelector` instead of a pod label: the chart's RBAC lets the descheduler list namespaces."""
+    api = cluster.api
+    label = "hami-fast-e2e/movable"
+    api.patch(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {label: "true"}}})
+    try:
+        port = auto(selector="", namespaceSelector=f"{label}=true")
+        deployment(api, "mover", replicas=2, mem=4000)
+        allocated(api, "mover", 2)
+        whole_gpu_pod(cluster, "big-auto", still_waiting=False)
+        wait_bound(cluster, "big-auto", timeout=120)
+        [placement] = completed(api, 1)
+        assert placement["spec"]["evictPod"].startswith("mover-")
+        wait_for("the pass counted", lambda: auto_passes(port)["moved"] >= 1, timeout=10, interval=0.3)
+        assert auto_passes(port)["error"] == 0
+    finally:
+        api.patch(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {label: None}}})

@@ -30,6 +30,9 @@ VOLATILE_LABELS = (
 # The reservation of GPUs for a pending pod, on the pod itself (read by the scheduler engine; HAMi ignores it).
 RESERVATION = keys.RESERVATION
 RESERVATION_EXPIRES = keys.RESERVATION_EXPIRES
+# `app.kubernetes.io/managed-by` of the placements a run creates: who planned the move.
+MANAGED_BY = "app.kubernetes.io/managed-by"
+BY_PLAN = "hami-fast-plan"
 
 
 def reservation_value(reservation: dict[str, Any]) -> str:
@@ -73,6 +76,7 @@ def apply_for(
     timeout: float = 900.0,
     say: Callable[[str], None] = print,
     run_id: str | None = None,
+    manager: str = BY_PLAN,
 ) -> list[dict[str, Any]]:
     """`plan --for POD --apply`: the reservation first (so nothing else takes the GPUs the moves
     free), then the moves; the hold is renewed after each completed move and dropped when a move
@@ -86,14 +90,16 @@ def apply_for(
     def renew(_: dict[str, Any]) -> None:
         write_reservation(client, reservation, ttl)
 
-    done = apply_moves(client, result["moves"], interval, timeout, say=say, run_id=run_id, after_move=renew)
+    done = apply_moves(
+        client, result["moves"], interval, timeout, say=say, run_id=run_id, after_move=renew, manager=manager
+    )
     if len(done) != len(result["moves"]) or any(r["phase"] != "Completed" for r in done):
         clear_reservation(client, reservation["pod"])
         say(f"reservation for {reservation['pod']} dropped: not every move completed")
     return done
 
 
-def placement_for(move: dict[str, Any], pod: dict[str, Any], req_id: str) -> dict[str, Any]:
+def placement_for(move: dict[str, Any], pod: dict[str, Any], req_id: str, manager: str = BY_PLAN) -> dict[str, Any]:
     namespace, name = move["pod"].split("/", 1)
     labels = {
         key: value
@@ -108,7 +114,7 @@ def placement_for(move: dict[str, Any], pod: dict[str, Any], req_id: str) -> dic
         "metadata": {
             "generateName": "defrag-",
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": "hami-fast-plan"},
+            "labels": {MANAGED_BY: manager},
         },
         "spec": {
             "reqID": req_id,
@@ -128,6 +134,7 @@ def apply_moves(
     say: Callable[[str], None] = print,
     run_id: str | None = None,
     after_move: Callable[[dict[str, Any]], None] | None = None,
+    manager: str = BY_PLAN,
 ) -> list[dict[str, Any]]:
     run_id = run_id or time.strftime("%Y%m%d%H%M%S")
     results: list[dict[str, Any]] = []
@@ -140,7 +147,7 @@ def apply_moves(
             say(f"move {i + 1}: pod {move['pod']} is gone; stopping")
             results.append({"move": move, "phase": "Skipped", "message": "pod gone"})
             break
-        body = placement_for(move, pod, f"plan-{run_id}-{i:04d}")
+        body = placement_for(move, pod, f"plan-{run_id}-{i:04d}", manager)
         created = client.request("POST", k.placements_path(namespace), body=orjson.dumps(body)).json()
         placement_name = created["metadata"]["name"]
         say(

@@ -3,9 +3,11 @@
 Each pass (leader only): the oldest such pod (its PodScheduled condition carries one of the
 extender's vGPU reasons) is planned with `--for` over the opted-in pods only, and the plan is
 applied as `plan --for --apply` does: the reservation on the pending pod first, then one
-HamiPodPlacement per move. Moves are capped per sliding hour; bare pods are never moved (the
-planner refuses them); disruption budgets are enforced by the Eviction API the controller uses,
-and a refused eviction is not counted as a move. With `--dry-run` it only logs and posts an Event
+HamiPodPlacement per move. Moves are capped per sliding hour, counted from the placements this
+mode created (labelled `app.kubernetes.io/managed-by: hami-fast-descheduler-auto`), so a restart
+or a new leader keeps the count; bare pods are never moved (the planner refuses them);
+disruption budgets are enforced by the Eviction API the controller uses, and a refused eviction
+is not counted as a move. With `--dry-run` it only logs and posts an Event
 on the pending pod for the moves it would make.
 """
 
@@ -14,14 +16,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from hami_fast.descheduler import kube as k
-from hami_fast.descheduler.apply import RESERVATION, RESERVATION_EXPIRES, apply_for
+from hami_fast.descheduler.apply import MANAGED_BY, RESERVATION, RESERVATION_EXPIRES, apply_for
+from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.planner import plan
 from hami_fast.kube import times
 from hami_fast.kube.client import KubeClient, path_of
@@ -44,6 +47,7 @@ VGPU_REASONS = (
 )
 DEFAULT_SELECTOR = "hami-fast.io/movable=true"
 COMPONENT = "hami-fast-descheduler"
+BY_AUTO = "hami-fast-descheduler-auto"  # the managed-by label of the placements this mode creates
 HOUR = 3600.0
 
 
@@ -88,15 +92,32 @@ def pod_key(pod: dict[str, Any]) -> str:
 
 
 class AutoMover:
-    def __init__(self, client: KubeClient, options: AutoOptions) -> None:
-        self.client, self.options = client, options
-        self.moved_at: deque[float] = deque()
+    def __init__(self, client: KubeClient, options: AutoOptions, metrics: DeschedulerMetrics | None = None) -> None:
+        self.client, self.options, self.metrics = client, options, metrics
         self.announced: set[tuple[str, str]] = set()
 
     def budget(self, now: float) -> int:
-        while self.moved_at and now - self.moved_at[0] >= HOUR:
-            self.moved_at.popleft()
-        return self.options.max_moves_per_hour - len(self.moved_at)
+        return self.options.max_moves_per_hour - self.moves_within_the_hour(now)
+
+    def moves_within_the_hour(self, now: float) -> int:
+        """This mode's placements that evicted within the hour before `now`, or are still open
+        (validated or new, created within the hour: about to evict)."""
+        query = [("labelSelector", f"{MANAGED_BY}={BY_AUTO}")]
+        items = self.client.request("GET", k.placements_path(), query=query).json().get("items") or []
+        at = datetime.fromtimestamp(now, UTC)
+
+        def within(stamp: str | None) -> bool:
+            age = times.age_seconds(stamp, at) if stamp else None
+            return age is not None and age < HOUR
+
+        count = 0
+        for p in items:
+            status = p.get("status") or {}
+            if status.get("evictedAt"):
+                count += within(status["evictedAt"])
+            elif status.get("phase") in (None, "", "Pending"):
+                count += within(p["metadata"].get("creationTimestamp"))
+        return count
 
     def opted_in(self) -> list[str]:
         """Pods that may be moved: matching --selector, or in a namespace matching --namespace-selector."""
@@ -114,15 +135,28 @@ class AutoMover:
 
     def run_once(self) -> dict[str, Any] | None:
         """One pass: plans (and applies) for the oldest pod it can unblock; what it did, or None."""
+        try:
+            outcome, result = self._pass()
+        except Exception:
+            self._count("error")
+            raise
+        self._count(outcome)
+        return result
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.auto_passes.labels(outcome).inc()
+
+    def _pass(self) -> tuple[str, dict[str, Any] | None]:
         now = time.time()
         budget = self.budget(now)
         if budget <= 0:
-            return None
+            return "budget_spent", None
         inputs = k.snapshot_inputs(self.client)
         pods = orjson.loads(inputs[1]).get("items") or []
         waiting = [p for p in pods if waiting_for_vgpu(p) and not holds_reservation(p, now)]
         if not waiting:
-            return None
+            return "idle", None
         waiting.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", pod_key(p)))
         movable = self.opted_in()
         for pod in waiting:
@@ -137,7 +171,7 @@ class AutoMover:
                 continue
             if self.options.dry_run:
                 self.announce(pod, result)
-                return {"pod": pod_key(pod), "dry_run": True, "moves": result["moves"], "moved": 0}
+                return "dry_run", {"pod": pod_key(pod), "dry_run": True, "moves": result["moves"], "moved": 0}
             done = apply_for(
                 self.client,
                 result,
@@ -145,11 +179,12 @@ class AutoMover:
                 self.options.interval,
                 self.options.move_timeout,
                 say=log.info,
+                manager=BY_AUTO,
             )
             moved = sum(1 for r in done if self.evicted(r))
-            self.moved_at.extend([time.time()] * moved)
-            return {"pod": pod_key(pod), "dry_run": False, "moves": result["moves"], "moved": moved, "results": done}
-        return None
+            summary = {"pod": pod_key(pod), "dry_run": False, "moves": result["moves"], "moved": moved, "results": done}
+            return ("moved" if moved else "refused"), summary
+        return "no_plan", None
 
     def evicted(self, result: dict[str, Any]) -> bool:
         """A move counts once its pod was evicted: Completed, or failed after the old pod left.
@@ -196,4 +231,6 @@ class AutoLoop(threading.Thread):
                     self.mover.run_once()
                 except ApiError as exc:
                     log.warning("automatic mode: %s", exc)
+                except Exception:  # keep the loop alive; the next pass tries again
+                    log.exception("automatic mode: pass failed")
             self.stop_event.wait(self.mover.options.period)

@@ -216,7 +216,15 @@ class Informer:
         return self.reflector.stats.synced.wait(timeout)
 
 
-KEPT_POD_ANNOTATIONS = (k.STAMP_NAME, k.ALLOCATED, keys.BIND_PHASE, keys.VGPU_NODE)
+# The reservation keys feed the holds gauge (metrics.py).
+KEPT_POD_ANNOTATIONS = (
+    k.STAMP_NAME,
+    k.ALLOCATED,
+    keys.BIND_PHASE,
+    keys.VGPU_NODE,
+    keys.RESERVATION,
+    keys.RESERVATION_EXPIRES,
+)
 
 
 def trim_pod(pod: Object) -> Object:

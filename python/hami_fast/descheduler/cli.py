@@ -197,7 +197,13 @@ class Runtime:
                 client, timeouts, dry_run=args.dry_run, scheduler_name=args.scheduler_name, stop=self.stop
             )
             # One placement informer feeds the controller and the webhook (every replica watches; only the leader acts).
-            pinner = Pinner(client, args.scheduler_name, self.controller.placements, ttl=args.placement_ttl)
+            pinner = Pinner(
+                client,
+                args.scheduler_name,
+                self.controller.placements,
+                ttl=args.placement_ttl,
+                leading=self.leading.is_set if args.leader_elect else None,
+            )
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
             if args.auto:
                 self.threads.append(self.auto_loop(client))
@@ -220,7 +226,7 @@ class Runtime:
             reservation_ttl=a.reservation_ttl,
         )
         log.info("automatic mode on%s: pods matching %r may move", " (dry run)" if a.dry_run else "", a.selector)
-        return AutoLoop(AutoMover(client, options), self.leading, self.stop)
+        return AutoLoop(AutoMover(client, options, self.controller.metrics), self.leading, self.stop)
 
     def start(self) -> None:
         for t in self.threads:

@@ -149,7 +149,7 @@ class Controller:
         self.stop = stop or threading.Event()
         self.placements = placements or placement_informer(client, self.stop)
         self.pods = pod_informer(client, self.stop, scheduler_name)
-        self.metrics = metrics or DeschedulerMetrics(self.placements.store)
+        self.metrics = metrics or DeschedulerMetrics(self.placements.store, self.pods.store)
         self.queue = WorkQueue()
         self.next_attempt: dict[str, float] = {}
         # uid -> monotonic time of the first eviction attempt / of the accepted eviction (latency metrics;

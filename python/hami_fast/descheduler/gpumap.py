@@ -2,7 +2,8 @@
 `GET /api/v1/map` (the JSON the page polls).
 
 Every number comes from the engine: per-GPU usage from `Cluster.usage()`, fragmentation from
-`fragmentation()`, the pending vGPU pods and the moves from `plan()`. This module only joins them
+`fragmentation()`, the pending vGPU pods and the moves from `plan()`, the live holds (GPUs reserved
+for a pending pod, `hami-fast.io/reservation`) from `Cluster.holds()`. This module only joins them
 by node name and renders them.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +46,7 @@ def _gpu(d: dict[str, Any]) -> dict[str, Any]:
         "shares": [d["used"], d["count"]],
         "memoryMiB": [d["usedmem"], d["devmem"]],
         "cores": [d["usedcores"], d["devcore"]],
+        "heldFor": d.get("held"),  # {pod, expires} while reserved for a pending pod
     }
 
 
@@ -64,7 +67,9 @@ def map_data(inputs: list[bytes], config: bytes | None, placements: list[dict[st
     cluster = _native.Cluster(config)
     for blob in inputs:
         cluster.apply(blob)
+    holds = orjson.loads(cluster.holds(int(time.time())))  # drops the lapsed ones first
     usage = orjson.loads(cluster.usage())
+    registered = {(n["name"], d["uuid"]) for n in usage for d in n["devices"]}
     frag = orjson.loads(_native.fragmentation(inputs, config))
     frag_by_node = {n["node"]: n for n in frag["nodes"]}
     plan = _plan(inputs, config, "pending")
@@ -98,6 +103,7 @@ def map_data(inputs: list[bytes], config: bytes | None, placements: list[dict[st
             "elapsedMs": plan["elapsed_ms"],
         },
         "placements": [_placement(p) for p in placements],
+        "holds": [dict(h, onMap=all((h["node"], g) in registered for g in h["gpus"])) for h in holds],
     }
 
 
@@ -159,7 +165,7 @@ def render_page(data: dict[str, Any]) -> bytes:
 
 STYLE = """
 :root { --bg:#f6f7f9; --card:#fff; --line:#d5d9e0; --ink:#1d2330; --mute:#667085; --free:#eef3ee;
-  --l1:#b7e4c7; --l2:#ffe08a; --l3:#ffb36b; --l4:#f0605d; --bad:#6b6f76; --move:#2f6fed; --to:#0b9b6b; }
+  --l1:#b7e4c7; --l2:#ffe08a; --l3:#ffb36b; --l4:#f0605d; --bad:#6b6f76; --move:#2f6fed; --to:#0b9b6b; --held:#8e3fc9; }
 * { box-sizing:border-box; }
 body { margin:0; font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
   color:var(--ink); background:var(--bg); }
@@ -203,6 +209,8 @@ section.panel li { margin:2px 0; overflow-wrap:anywhere; }
 .gpu.full { border-color:#b3261e; }
 .gpu.unhealthy { background:repeating-linear-gradient(45deg,#ddd,#ddd 4px,#bbb 4px,#bbb 8px); border-color:var(--bad); }
 .gpu.cordoned { outline:2px dotted var(--bad); }
+.gpu.held { outline:2px solid var(--held); outline-offset:1px; }
+.gpu .hold { position:absolute; left:14px; top:1px; font-size:9px; font-weight:700; color:var(--held); }
 .gpu.move-from { box-shadow:0 0 0 2px var(--move); }
 .gpu.move-to { box-shadow:0 0 0 2px var(--to); }
 .gpu.highlight { box-shadow:0 0 0 3px #000; }
@@ -239,6 +247,7 @@ function gpuCell(node, g, marks) {
   if (full) cls.push("full");
   if (!g.health) cls.push("unhealthy");
   if (g.cordoned) cls.push("cordoned");
+  if (g.heldFor) cls.push("held");
   const name = "gpu-" + g.index, mark = marks.get(gpuKey(node.name, g.uuid));
   if (mark && mark.from.length) cls.push("move-from");
   if (mark && mark.to.length) cls.push("move-to");
@@ -246,7 +255,8 @@ function gpuCell(node, g, marks) {
     "memory " + g.memoryMiB[0] + " / " + g.memoryMiB[1] + " MiB (" + mem + "%)",
     "cores " + g.cores[0] + " / " + g.cores[1] + " (" + cores + "%)",
     "shares " + g.shares[0] + " / " + g.shares[1],
-    g.health ? "healthy" : "UNHEALTHY", g.cordoned ? "cordoned" : ""].filter(Boolean);
+    g.health ? "healthy" : "UNHEALTHY", g.cordoned ? "cordoned" : "",
+    g.heldFor ? "held for " + g.heldFor.pod + " until " + g.heldFor.expires : ""].filter(Boolean);
   if (mark) for (const m of mark.from) tip.push("move " + m + " leaves");
   if (mark) for (const m of mark.to) tip.push("move " + m + " arrives");
   const cell = el("div", { class: cls.join(" "), title: tip.join("\n"), "data-node": node.name, "data-gpu": name,
@@ -255,6 +265,10 @@ function gpuCell(node, g, marks) {
     el("div", { class: "m", title: "memory " + mem + "%" }, el("span", { class: "lvl" + level(mem), style: "height:" + mem + "%" })),
     el("div", { class: "c", title: "cores " + cores + "%" }, el("span", { class: "lvl" + level(cores), style: "height:" + cores + "%" })));
   if (mark) cell.append(el("span", { class: "badge", text: mark.from.concat(mark.to).map(n => "#" + n).join(" ") }));
+  if (g.heldFor) {
+    cell.dataset.heldFor = g.heldFor.pod; cell.dataset.heldUntil = g.heldFor.expires;
+    cell.append(el("span", { class: "hold", text: "held" }));
+  }
   return cell;
 }
 function moveMarks(moves) {
@@ -360,14 +374,20 @@ function renderSide(d) {
   if (plan.before && plan.after) document.getElementById("plan-effect").textContent =
     "free whole GPUs " + plan.before.free_whole_gpus + " → " + plan.after.free_whole_gpus +
     ", fragmentation " + plan.before.fragmentation.toFixed(2) + " → " + plan.after.fragmentation.toFixed(2);
+  const holdOf = new Map((d.holds || []).map(h => [h.pod, h]));
   list("pending", (d.pending || []).map(q => {
-    const p = q.placement;
+    const p = q.placement, hold = holdOf.get(q.pod);
     const fate = !p ? "cannot be unblocked within the budget"
       : p.moves ? "unblocked by " + p.moves + " move" + (p.moves > 1 ? "s" : "") + " → " + place(p)
       : "fits now → " + place(p);
     return el("li", { class: "pod" + (p ? " unblocked" : " blocked"), "data-pod": q.pod },
-      el("b", { text: q.pod }), el("div", { class: "small", text: request(q) }), el("div", { class: "small", text: fate }));
+      el("b", { text: q.pod }), el("div", { class: "small", text: request(q) }), el("div", { class: "small", text: fate }),
+      hold ? el("div", { class: "small held-by", text: "holds " + place(hold) + " until " + hold.expires }) : null);
   }), "no pending vGPU pods");
+  list("holds", (d.holds || []).map(h => el("li", { "data-hold": h.pod },
+    el("b", { text: h.pod }), " ", el("span", { text: place(h) }),
+    el("div", { class: "small", text: "until " + h.expires + (h.onMap ? "" : " · GPU not registered on the map") }))),
+    "no GPU is held");
   list("placements", (d.placements || []).map(p => el("li", { "data-placement": p.name },
     el("b", { text: p.name }), " ", el("span", { class: "phase", text: p.phase || "New" }),
     el("div", { class: "small", text: (p.evictPod ? p.evictPod + " → " : "") + p.nodeName + "/" + p.gpuDevices.join(",") }),
@@ -381,7 +401,8 @@ function renderHead(d) {
     chip("nodes", (d.nodes || []).length), chip("GPUs", gpus), chip("healthy", s.healthy_gpus ?? 0),
     chip("free whole GPUs", s.free_whole_gpus ?? 0),
     chip("fragmentation", (s.fragmentation ?? 0).toFixed(2) + " GPUs (" + (s.fragmentation_pct_of_idle ?? 0).toFixed(1) + "% of idle)"),
-    chip("pending vGPU pods", (d.pending || []).length));
+    chip("pending vGPU pods", (d.pending || []).length),
+    chip("held GPUs", (d.holds || []).reduce((n, h) => n + h.gpus.length, 0)));
   document.getElementById("meta").textContent = (d.source || "") + (d.leader ? " · leader" : "") + " · " + (d.generatedAt || "");
   const err = document.getElementById("error");
   err.style.display = d.error ? "block" : "none";
@@ -434,7 +455,8 @@ PAGE = """<!doctype html>
   <span class="legend">free <i style="background:#eef3ee;border-style:dashed"></i> use
     <i class="lvl1"></i><i class="lvl2"></i><i class="lvl3"></i><i class="lvl4"></i> full ·
     bars: memory | cores · <i style="box-shadow:0 0 0 2px #2f6fed"></i> leaves
-    <i style="box-shadow:0 0 0 2px #0b9b6b"></i> arrives</span>
+    <i style="box-shadow:0 0 0 2px #0b9b6b"></i> arrives
+    <i style="outline:2px solid #8e3fc9;outline-offset:1px"></i> held for a pending pod</span>
 </div>
 <main>
   <div id="grid"><noscript>The GPU map needs JavaScript; the data is at api/v1/map.</noscript></div>
@@ -442,6 +464,7 @@ PAGE = """<!doctype html>
     <section class="panel"><h2 id="plan-title">Plan</h2><ol id="moves"></ol>
       <div class="small" id="plan-effect"></div></section>
     <section class="panel"><h2>Pending vGPU pods</h2><ul id="pending"></ul></section>
+    <section class="panel"><h2>Held GPUs</h2><ul id="holds"></ul></section>
     <section class="panel"><h2>Placements</h2><ul id="placements"></ul></section>
   </aside>
 </main>

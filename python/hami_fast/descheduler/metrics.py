@@ -8,19 +8,30 @@
 - `hami_fast_descheduler_move_duration_seconds`: eviction accepted -> replacement bound on the target.
 - `hami_fast_descheduler_placements{phase}`: placements in the cache by status.phase (`New` for
   ones not validated yet), computed on scrape.
+- `hami_fast_descheduler_reservations` / `hami_fast_descheduler_reserved_gpus`: live holds
+  (`hami-fast.io/reservation` on pending pods, not lapsed) and the GPUs they hold, as the scheduler
+  engine reads them from the cached hami-scheduler pods, computed on scrape.
+- `hami_fast_descheduler_auto_passes_total{outcome}`: passes of `--auto` by what they did: `moved`,
+  `refused` (applied, but no eviction was accepted, e.g. a disruption budget), `dry_run`, `no_plan` (pods wait but no opted-in move unblocks them), `idle` (no pod waits),
+  `budget_spent` (`--max-moves-per-hour` reached), `error`.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter as Tally
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from hami_fast import _native
+from hami_fast import annotations as keys
 from hami_fast.descheduler.cache import ObjectStore
 
 RESULTS = ("completed", "partially_completed", "rejected", "failed", "expired")
+AUTO_OUTCOMES = ("moved", "refused", "dry_run", "no_plan", "idle", "budget_spent", "error")
 PHASES = ("New", "Pending", "DeletingOldPod", "PartiallyCompleted", "Completed", "Failed")
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -42,8 +53,34 @@ class PhaseCollector:
         yield gauge
 
 
+class HoldCollector:
+    """Live holds, decided by the engine (lapsed, conflicting and malformed ones do not count)."""
+
+    def __init__(self, pods: ObjectStore, clock: Callable[[], float] = time.time) -> None:
+        self.pods, self.clock = pods, clock
+
+    def holds(self) -> list[dict]:
+        owners = self.pods.select(lambda p: keys.RESERVATION in ((p.get("metadata") or {}).get("annotations") or {}))
+        if not owners:
+            return []
+        engine = _native.Cluster()
+        engine.apply_list_page(orjson.dumps({"kind": "PodList", "items": owners}))
+        return orjson.loads(engine.holds(int(self.clock())))
+
+    def collect(self) -> Iterator[Metric]:
+        holds = self.holds()
+        yield GaugeMetricFamily(
+            "hami_fast_descheduler_reservations", "GPU reservations live for pending pods", value=len(holds)
+        )
+        yield GaugeMetricFamily(
+            "hami_fast_descheduler_reserved_gpus",
+            "GPUs held for pending pods",
+            value=sum(len(h["gpus"]) for h in holds),
+        )
+
+
 class DeschedulerMetrics:
-    def __init__(self, placements: ObjectStore | None = None) -> None:
+    def __init__(self, placements: ObjectStore | None = None, pods: ObjectStore | None = None) -> None:
         self.registry = CollectorRegistry()
         self.moves = Counter(
             "hami_fast_descheduler_moves",
@@ -65,8 +102,18 @@ class DeschedulerMetrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
+        self.auto_passes = Counter(
+            "hami_fast_descheduler_auto_passes",
+            "Passes of the automatic mode, by what they did",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in AUTO_OUTCOMES:
+            self.auto_passes.labels(outcome)
         if placements is not None:
             self.registry.register(PhaseCollector(placements))  # type: ignore[arg-type]
+        if pods is not None:
+            self.registry.register(HoldCollector(pods))  # type: ignore[arg-type]
 
     def moved(self, result: str) -> None:
         self.moves.labels(result).inc()

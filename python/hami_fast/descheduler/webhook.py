@@ -7,6 +7,14 @@ patch is returned, by a status write carrying the cached resourceVersion: of sev
 at once (in this process or in other replicas), exactly one wins; the others are admitted
 unchanged. A stale cache costs one conflict and one GET, never a second pin. A placement past its
 TTL (Pending, never claimed) no longer pins, whether or not the controller has marked it yet.
+
+Several replicas: the leader evicts only placements its own cache holds (validated by its own
+write), so its webhook never misses one. A follower's watch may lag the leader's writes, and the
+replacement of a pod the leader just evicted can reach a follower first: a follower confirms a
+miss with one consistent read of the namespace's placements (`leading` tells which it is). So does
+a new leader during its first lease period (`HANDOVER`), when the previous leader's last eviction
+may still be on its way to this replica's cache. That costs followers one LIST per unpinned
+hami-scheduler pod; a single replica pays it only in its first seconds as leader.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -31,6 +41,9 @@ log = logging.getLogger("hami_fast.descheduler.webhook")
 
 OPEN_PHASES = s.OPEN
 DEFAULT_TTL = 3600.0
+# The descheduler's lease duration: a replica that takes the lease does so at least this long
+# after the previous leader's last renewal, so its evictions are older than that.
+HANDOVER = 15.0
 
 
 def target_field(problem: str) -> str:
@@ -124,10 +137,15 @@ class Pinner:
         ttl: float = DEFAULT_TTL,
         stop: threading.Event | None = None,
         sync_timeout: float = 5.0,
+        leading: Callable[[], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`placements`: a shared informer (the controller's); without one the pinner starts its own
-        on the first admission, ended by `stop` or `close()`."""
+        on the first admission, ended by `stop` or `close()`. `leading`: whether this replica leads
+        (None: the only replica); a follower confirms a cache miss with a consistent read."""
         self.client, self.scheduler_name, self.ttl, self.sync_timeout = client, scheduler_name, ttl, sync_timeout
+        self.leading, self.clock = leading, clock
+        self._leading_since: float | None = None  # when an admission first saw this replica lead
         self.stop = stop or threading.Event()
         self.placements = placements
         self.lock = threading.Lock()
@@ -149,14 +167,37 @@ class Pinner:
     def open_placements(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
         """Validated (for their current spec), unclaimed, unexpired placements in `namespace` whose
         selector matches, oldest first."""
-        from hami_fast.descheduler.controller import expired
-
         informer = self.informer()
         if informer is None:
             return []
         if not informer.wait_synced(self.sync_timeout):
             log.warning("placements not synced yet: pod admitted without a pin")
             return []
+        candidates = self._open_in_cache(informer, namespace, labels)
+        if not candidates and labels and self._may_lag():
+            # The leader may have validated a placement and evicted its pod before this replica's
+            # watch delivered it: confirm the miss with a consistent read (no resourceVersion).
+            for fresh in k.list_placements(self.client, namespace):
+                informer.store.put(fresh)
+            candidates = self._open_in_cache(informer, namespace, labels)
+        return candidates
+
+    def _may_lag(self) -> bool:
+        """Whether this replica's cache may lack a placement whose pod another replica evicted:
+        it follows, or it took the lease less than `HANDOVER` seconds ago (as far as it has seen)."""
+        if self.leading is None:
+            return False
+        if not self.leading():
+            self._leading_since = None
+            return True
+        now = self.clock()
+        if self._leading_since is None:
+            self._leading_since = now
+        return now - self._leading_since < HANDOVER
+
+    def _open_in_cache(self, informer: Informer, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+        from hami_fast.descheduler.controller import expired
+
         candidates = informer.store.select(
             lambda p: (
                 p["metadata"].get("namespace") == namespace

@@ -158,12 +158,12 @@ class KubeClient:
             raise api_error(0, type(exc).__name__, str(exc), method, path) from exc
         response = Response(raw.status, raw.data)
         if response.status not in ok:
-            raise self._error(response, method, path)
+            raise self._error(response, method, path, raw.headers.get("Retry-After"))
         return response
 
     @staticmethod
-    def _error(response: Response, method: str, path: str) -> ApiError:
-        return from_response(response.status, response.data, method, path)
+    def _error(response: Response, method: str, path: str, retry_after: str | None = None) -> ApiError:
+        return from_response(response.status, response.data, method, path, retry_after)
 
     def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]:
         """The pod, else `errors.NotFound`. `cached`: from the watch cache (resourceVersion=0), cheaper, maybe stale."""

@@ -25,10 +25,18 @@ class ApiError(Exception):
     default_status: ClassVar[int] = 0
 
     def __init__(
-        self, message: str, *, status: int | None = None, reason: str = "", method: str = "", path: str = ""
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        method: str = "",
+        path: str = "",
+        retry_after: float | None = None,
     ) -> None:
         self.status = self.default_status if status is None else status
         self.reason, self.message, self.method, self.path = reason, message, method, path
+        self.retry_after = retry_after  # seconds, from a Retry-After header (429 and 5xx)
         super().__init__(f"{method} {path}: {self.status} {reason}: {message}" if method else message)
 
 
@@ -113,22 +121,35 @@ def error_class(status: int, reason: str = "") -> type[ApiError]:
     return _BY_STATUS.get(status, ApiError)
 
 
-def api_error(status: int, reason: str, message: str, method: str = "", path: str = "") -> ApiError:
+def api_error(
+    status: int, reason: str, message: str, method: str = "", path: str = "", retry_after: float | None = None
+) -> ApiError:
     """The one translation from an HTTP status (and Status reason) to the error type."""
-    return error_class(status, reason)(message, status=status, reason=reason, method=method, path=path)
+    return error_class(status, reason)(
+        message, status=status, reason=reason, method=method, path=path, retry_after=retry_after
+    )
 
 
-def from_response(status: int, body: bytes, method: str, path: str) -> ApiError:
+def retry_after_seconds(header: str | None) -> float | None:
+    """A Retry-After header in whole seconds, as the API server sends it and client-go reads it
+    (an HTTP date or anything else is ignored, as client-go ignores it)."""
+    if header is None or not header.strip().isdigit():
+        return None
+    return float(int(header))
+
+
+def from_response(status: int, body: bytes, method: str, path: str, retry_after: str | None = None) -> ApiError:
     """An error answer's body is a `Status` object when the API server wrote it; anything else is quoted."""
     reason, message = _status_fields(body)
-    return api_error(status, reason, message, method, path)
+    return api_error(status, reason, message, method, path, retry_after_seconds(retry_after))
 
 
 def from_api_exception(exc: Any, method: str = "", path: str = "") -> ApiError:
     """`kubernetes.client.ApiException` (or `kubernetes.client.exceptions.ApiException`) -> the typed error."""
     body = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
     reason, message = _status_fields(body)
-    return api_error(int(exc.status or 0), reason or str(exc.reason or ""), message, method, path)
+    retry_after = retry_after_seconds((getattr(exc, "headers", None) or {}).get("Retry-After"))
+    return api_error(int(exc.status or 0), reason or str(exc.reason or ""), message, method, path, retry_after)
 
 
 def _status_fields(body: bytes) -> tuple[str, str]:

@@ -76,11 +76,17 @@ class Handshaker(threading.Thread):
             self.stop_event.wait(self.period)
 
 
-def kube_node_patcher(client: Any) -> NodePatcher:
+def kube_node_patcher(client: Any, written: Callable[[str, dict[str, Any]], None] | None = None) -> NodePatcher:
+    """`written(node, metadata)` gets each answer's node metadata (NodeLocks keeps its resourceVersion)."""
     from hami_fast.kube.client import MERGE_PATCH, path_of
 
     def patch(node: str, body: bytes) -> None:
-        client.request("PATCH", path_of("api", "v1", "nodes", node), body=body, content_type=MERGE_PATCH)
+        answer = client.request("PATCH", path_of("api", "v1", "nodes", node), body=body, content_type=MERGE_PATCH)
+        if written is not None:
+            try:
+                written(node, answer.json().get("metadata") or {})
+            except (ValueError, AttributeError):
+                pass
 
     return patch
 

@@ -47,10 +47,11 @@ def _older(version: str, than: str) -> bool:
 class NodeLocks:
     """Each node's lock annotation and resourceVersion as the node watch last delivered them.
 
-    The lock's first read comes from here instead of a GET: the lock write carries the
-    resourceVersion read, so a stale entry only makes that write fail with 409 Conflict, and the
+    Fed by the node reflector's list pages (NodeLockFeed) and watch events, and by our own lock
+    writes' answers. The lock's first read comes from here instead of a GET: the lock write carries
+    the resourceVersion read, so a stale entry only makes that write fail with 409 Conflict, and the
     node's entry is then dropped so the retry reads the node from the API server (NodeLocker's
-    loop). A node the watch has not shown yet is read from the API server too.
+    loop). A node neither listed nor watched yet is read from the API server too.
     """
 
     def __init__(self) -> None:
@@ -67,6 +68,25 @@ class NodeLocks:
             if held is None or not _older(version, held[1]):
                 self._nodes[node] = (value, version)
 
+    def observe_page(self, page: bytes) -> None:
+        """Every node of a LIST page (the reflector's first list and re-lists), so even the first
+        lock on a node after a start reads no node."""
+        try:
+            items = orjson.loads(page).get("items") or []
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        for item in items:
+            meta = (item or {}).get("metadata") or {}
+            if meta.get("name"):
+                self.observe(str(meta["name"]), meta)
+
+    def retain(self, nodes: list[str]) -> None:
+        """After a complete list: forget the nodes it did not contain (deleted during a watch gap)."""
+        keep = set(nodes)
+        with self._guard:
+            for node in [n for n in self._nodes if n not in keep]:
+                del self._nodes[node]
+
     def forget(self, node: str) -> None:
         with self._guard:
             self._nodes.pop(node, None)
@@ -78,14 +98,64 @@ class NodeLocks:
             return self._nodes.pop(node, None)
 
 
+class NodeLockFeed:
+    """The node reflector's store: the engine, plus each listed node's lock and resourceVersion into
+    NodeLocks (watch events reach NodeLocks through the reflector's `on_event`)."""
+
+    def __init__(self, cluster: Cluster, node_locks: NodeLocks) -> None:
+        self.cluster, self.node_locks = cluster, node_locks
+
+    def apply_list_page(self, page: bytes) -> tuple[str, str, list[str], list[str]]:
+        info = self.cluster.apply_list_page(page)
+        self.node_locks.observe_page(page)
+        return info
+
+    def apply_watch_event(self, line: bytes) -> tuple[str, str, str, int, str | None]:
+        return self.cluster.apply_watch_event(line)
+
+    def retain(self, kind: str, keys: list[str]) -> int:
+        self.node_locks.retain(keys)
+        return self.cluster.retain(kind, keys)
+
+
+class PodKeys:
+    """The pod reflector's store: the engine, plus the key (`namespace/name`) of every pod its list
+    and watch show, from the keys the engine returns (no second parse). The node lock's
+    dangling-owner check GETs only a pod this process has not seen: a pod seen alive holds its lock
+    (a deletion the watch has not shown yet only delays the take-over to the queue's next recheck)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.keys: set[str] = set()
+
+    def apply_list_page(self, page: bytes) -> tuple[str, str, list[str], list[str]]:
+        info = self.cluster.apply_list_page(page)
+        self.keys.update(info[2])
+        return info
+
+    def apply_watch_event(self, line: bytes) -> tuple[str, str, str, int, str | None]:
+        info = self.cluster.apply_watch_event(line)
+        event_type, _, key, _, _ = info
+        if key and event_type == "DELETED":
+            self.keys.discard(key)
+        elif key and event_type in ("ADDED", "MODIFIED"):
+            self.keys.add(key)
+        return info
+
+    def retain(self, kind: str, keys: list[str]) -> int:
+        self.keys = set(keys)
+        return self.cluster.retain(kind, keys)
+
+
 class KubeWriter:
     """Against a real API server through the shared, rate-limited client."""
 
     blocking = True
 
-    def __init__(self, client: KubeClient, node_locks: NodeLocks | None = None) -> None:
+    def __init__(self, client: KubeClient, node_locks: NodeLocks | None = None, pods: PodKeys | None = None) -> None:
         self.client = client
         self.node_locks = node_locks
+        self.pods = pods
 
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
         self.client.request("PATCH", pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
@@ -98,6 +168,9 @@ class KubeWriter:
             raise NotFound(f"pod {namespace}/{name} not found") from exc
 
     def pod_exists(self, namespace: str, name: str) -> bool:
+        """HAMi GETs the lock owner; a pod the pod watch shows alive needs no GET."""
+        if self.pods is not None and f"{namespace}/{name}" in self.pods.keys:
+            return True
         try:
             self.get_pod(namespace, name)
             return True

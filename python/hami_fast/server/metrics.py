@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from hami_fast import __version__
 from hami_fast._native import Cluster
@@ -109,6 +109,34 @@ class UsageCollector:
         yield from (vgpu_mem, vgpu_core, used, limit)
 
 
+class EventSinkCollector:
+    """The event sink's counters, read on scrape (no metric call per event)."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+
+    def collect(self) -> Iterator[Metric]:
+        results = CounterMetricFamily(
+            "hami_fast_events",
+            "Events accepted into the queue, coalesced into a queued identical one, created, count-patched "
+            "(updated), posted as combined (aggregated), post attempts retried, and occurrences the spam "
+            "filter kept from a write (filtered)",
+            labels=["result"],
+        )
+        for result, value in sorted(self.sink.counts.items()):
+            results.add_metric([result], value)
+        dropped = CounterMetricFamily(
+            "hami_fast_events_dropped",
+            "Event occurrences not posted: queue_full, retries_exhausted, rejected (4xx), shutdown",
+            labels=["reason"],
+        )
+        for reason, value in sorted(self.sink.dropped.items()):
+            dropped.add_metric([reason], value)
+        queued = GaugeMetricFamily("hami_fast_events_queued", "Events waiting to be posted")
+        queued.add_metric([], self.sink.queued)
+        yield from (results, dropped, queued)
+
+
 class Labelled:
     """A labelled metric whose `labels(...)` children are kept: prometheus_client looks them up under
     a lock with some validation each call, a few µs that showed in every /filter."""
@@ -160,6 +188,9 @@ class Metrics:
         self.webhook_results = Labelled(
             Counter("hami_fast_webhook_results", "Webhook outcomes", ["result"], registry=self.registry)
         )
+
+    def watch_events(self, sink: Any) -> None:
+        self.registry.register(EventSinkCollector(sink))  # type: ignore[arg-type]
 
     def time(self, route: str) -> Any:
         return self.latency.labels(route).time()

@@ -153,7 +153,7 @@ class Scheduler:
             return self._commit(decision, POD_GROUP_LABEL.encode() in body)
 
     def _commit(self, d: FilterDecision, pod_group: bool = False) -> bytes:
-        pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid}
+        pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid, "resourceVersion": d.resource_version}
         self.metrics.count_failed_reasons(d.reason_counts)
         if d.node is None or d.patch is None:
             self._forget_allocation(d.pod_key)

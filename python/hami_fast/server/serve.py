@@ -47,6 +47,7 @@ class Runtime:
     reflectors: list[Any] = field(default_factory=list)
     memory: MemoryWriter | None = None
     events: Any = None
+    event_sink: kube_events.EventSink | None = None
 
 
 def scheduler_leading() -> threading.Event:
@@ -59,7 +60,8 @@ def _memory_runtime(
     cluster.apply(orjson.dumps({"kind": "List", "items": objects}, default=str))
     writer = MemoryWriter(cluster, objects)
     memory_events = kube_events.MemoryEvents()
-    sink = kube_events.EventSink(memory_events, posters=1)
+    sink = kube_events.EventSink(memory_events, capacity=config.event_queue_size, posters=1)
+    metrics.watch_events(sink)
     synced = threading.Event()
     synced.set()
 
@@ -70,7 +72,15 @@ def _memory_runtime(
         cluster, memory_node_patcher(cluster, writer.nodes, writer.lock), scheduler_leading(), synced, stop
     )
     runtime = Runtime(
-        config, cluster, scheduler, stop, metrics, threads=[handshake], memory=writer, events=memory_events
+        config,
+        cluster,
+        scheduler,
+        stop,
+        metrics,
+        threads=[handshake],
+        memory=writer,
+        events=memory_events,
+        event_sink=sink,
     )
     return runtime
 
@@ -78,12 +88,16 @@ def _memory_runtime(
 def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: threading.Event) -> Runtime:
     from hami_fast.kube.client import KubeClient, load_api_client
     from hami_fast.kube.reflector import NODES, PODS, QUOTAS, Reflector, Resource
-    from hami_fast.kube.writer import KubeWriter, NodeLocks
+    from hami_fast.kube.writer import KubeWriter, NodeLockFeed, NodeLocks, PodKeys
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
+    node_locks = NodeLocks()
+    pods = PodKeys(cluster)
+    stores = (NodeLockFeed(cluster, node_locks), pods, cluster)
     reflectors = [
-        Reflector(client, cluster, r, stop, watch_seconds=int(config.watch_timeout)) for r in (nodes, PODS, QUOTAS)
+        Reflector(client, store, r, stop, watch_seconds=int(config.watch_timeout))
+        for store, r in zip(stores, (nodes, PODS, QUOTAS), strict=True)
     ]
     gate = SyncGate([r.stats.synced for r in reflectors], stop)
     if config.leader_elect:
@@ -93,15 +107,17 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
         )
     else:
         leader = AlwaysLeader()
-    sink = kube_events.EventSink(kube_events.kube_poster(client))
-    node_locks = NodeLocks()
+    sink = kube_events.EventSink(kube_events.KubeEventApi(client), capacity=config.event_queue_size)
+    metrics.watch_events(sink)
     scheduler = Scheduler(
-        config, cluster, KubeWriter(client, node_locks), sink.emit, metrics, gate.synced, leader.leading
+        config, cluster, KubeWriter(client, node_locks, pods), sink.emit, metrics, gate.synced, leader.leading
     )
     reflectors[0].on_event = lambda node, line: _node_event(scheduler, node_locks, node, line)
-    handshake = Handshaker(cluster, kube_node_patcher(client), leader.leading, gate.synced, stop)
+    handshake = Handshaker(cluster, kube_node_patcher(client, node_locks.observe), leader.leading, gate.synced, stop)
     threads = [*reflectors, gate, handshake, *([leader] if isinstance(leader, LeaseFollower) else [])]
-    runtime = Runtime(config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink)
+    runtime = Runtime(
+        config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink, event_sink=sink
+    )
     return runtime
 
 
@@ -221,6 +237,8 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
         await task
     runtime.stop.set()
     runtime.scheduler.close()
+    if runtime.event_sink is not None:  # what is queued goes out (or is counted) before the process ends
+        runtime.event_sink.close()
     executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -382,6 +382,9 @@ pub struct PodRef {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// The pod's resourceVersion as kube-scheduler sent it: its Events' `involvedObject` carries it.
+    #[serde(skip)]
+    pub resource_version: String,
     /// Where its reservation is kept (UID, else `namespace/name`): what a rollback releases.
     #[serde(skip)]
     pub key: String,
@@ -543,6 +546,7 @@ pub fn decide(
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
         uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
         key: key.to_owned(),
     };
     let Some((node, fit)) = &eval.chosen else {

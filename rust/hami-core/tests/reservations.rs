@@ -265,3 +265,27 @@ fn filter_recording_the_owner_keeps_the_hold_until_the_allocation_is_seen() {
     assert_eq!(e.state.reservations().len(), 2);
     assert_eq!(filter(&mut e, &pod("p", 1000), NOW)["devices"], "GPU-n1-1,NVIDIA,1000,0:;");
 }
+
+#[test]
+fn usage_and_the_hold_list_say_whom_a_gpu_is_held_for_until_its_expiry() {
+    let mut e = held_cluster();
+    apply(&mut e, &reserved("lapsed", 1000, "n1/GPU-n1-1", EARLIER)).unwrap();
+    apply(&mut e, &reserved("elsewhere", 1000, "gone-node/GPU-x", LATER)).unwrap();
+    let holds: Value = serde_json::from_slice(&e.state.holds_json(NOW)).unwrap();
+    assert_eq!(
+        holds,
+        json!([
+            {"pod": "default/elsewhere", "node": "gone-node", "gpus": ["GPU-x"], "expires": LATER},
+            {"pod": "default/other-owner", "node": "n1", "gpus": ["GPU-n1-0"], "expires": LATER},
+            {"pod": "default/owner", "node": "n2", "gpus": ["GPU-n2-0", "GPU-n2-1"], "expires": LATER},
+        ]),
+        "the lapsed hold is dropped, one on an unknown node is still listed"
+    );
+    let usage: Value = serde_json::from_slice(&e.state.usage_json()).unwrap();
+    let held = |node: usize, gpu: usize| usage[node]["devices"][gpu].get("held").cloned();
+    assert_eq!(held(0, 0), Some(json!({"pod": "default/other-owner", "expires": LATER})));
+    assert_eq!(held(0, 1), None, "free again once the hold lapsed");
+    assert_eq!(held(1, 1), Some(json!({"pod": "default/owner", "expires": LATER})));
+    let plain: Value = serde_json::from_slice(&cluster().state.usage_json()).unwrap();
+    assert!(plain[0]["devices"][0].get("held").is_none(), "no key without a hold");
+}

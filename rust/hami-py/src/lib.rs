@@ -161,6 +161,12 @@ impl Cluster {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// The live holds at `now` (lapsed ones dropped): JSON `[{pod, node, gpus, expires}]`.
+    fn holds<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || Ok(self.lock().state.holds_json(now)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     fn accounting<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().state.accounting_json()))?;
         Ok(PyBytes::new(py, &out))
@@ -220,6 +226,8 @@ struct FilterDecision {
     #[pyo3(get)]
     uid: String,
     #[pyo3(get)]
+    resource_version: String,
+    #[pyo3(get)]
     node: Option<String>,
     patch: Option<Vec<u8>>,
     #[pyo3(get)]
@@ -239,6 +247,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             namespace: String::new(),
             name: String::new(),
             uid: String::new(),
+            resource_version: String::new(),
             node: None,
             patch: None,
             devices: None,
@@ -249,6 +258,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             out.devices = d.annotations.get(codec::ALLOCATED_KEY).cloned();
             out.patch = d.node.is_some().then(|| d.patch.into_bytes());
             (out.pod_key, out.namespace, out.name, out.uid) = (d.pod.key, d.pod.namespace, d.pod.name, d.pod.uid);
+            out.resource_version = d.pod.resource_version;
             out.node = d.node;
             out.events =
                 d.events.into_iter().map(|e| (e.event_type.to_owned(), e.reason.to_owned(), e.message)).collect();

@@ -821,19 +821,24 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
     Ok(uuids)
 }
 
-/// `gpu-N`, `gpu-N/x` or a UUID on `node` -> the device UUIDs, in the given order.
+/// A device id as registered, or `gpu-N` / `gpu-N/x` (by index) on `node` -> the device ids, in
+/// the given order. An id is matched whole first: registered ids may hold `/` (MIG ids of old
+/// drivers, `MIG-GPU-<uuid>/7/0`) or look like `gpu-N` themselves.
 pub fn resolve_gpus(n: &GpuNode, gpus: &[String]) -> Result<Vec<String>, String> {
     if gpus.is_empty() {
         return Err("gpuDevices is empty".into());
     }
+    let by_index = |g: &str| {
+        let (base, share) = g.split_once('/').map_or((g, None), |(b, s)| (b, Some(s)));
+        let idx = base.strip_prefix("gpu-")?.parse::<u32>().ok()?;
+        if share.is_some_and(|s| s.parse::<u32>().is_err()) {
+            return None;
+        }
+        n.devices.iter().find(|d| d.index == idx)
+    };
     let mut out = Vec::new();
     for g in gpus {
-        let base = g.split('/').next().unwrap_or("");
-        let found = if let Some(idx) = base.strip_prefix("gpu-").and_then(|i| i.parse::<u32>().ok()) {
-            n.devices.iter().find(|d| d.index == idx)
-        } else {
-            n.devices.iter().find(|d| d.id == base)
-        };
+        let found = n.devices.iter().find(|d| d.id == *g).or_else(|| by_index(g));
         match found {
             Some(d) if !out.contains(&d.id) => out.push(d.id.clone()),
             Some(_) => return Err(format!("GPU {g} is named twice")),

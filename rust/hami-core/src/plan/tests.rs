@@ -146,6 +146,27 @@ fn target_validation() {
     assert!(v("ns/p2", "a", &["gpu-0", "gpu-0"]).unwrap_err().contains("twice"));
 }
 
+#[test]
+fn targets_name_any_registered_id_whole() {
+    // Ids as HAMi's device plugin registers them: the driver's UUID, old-driver MIG ids with `/`,
+    // and ids that look like the `gpu-N` index form.
+    let ids = ["MIG-GPU-e290caca-2f0c-9582-acab-67a142b61ffa/7/0", "gpu-0", "GPU-node-0-2"];
+    let devices: Vec<serde_json::Value> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| json!({"id": id, "index": i + 1, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": true}))
+        .collect();
+    let n = json!({"kind": "Node", "metadata": {"name": "m", "annotations": {"hami.io/node-nvidia-register": serde_json::to_string(&devices).unwrap()}}});
+    let s = snap(vec![n]);
+    let v = |gpus: &[&str]| validate_target(&s, "ns/new", "m", &gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>());
+    assert_eq!(v(&[ids[0]]).unwrap(), vec![ids[0]], "a `/` inside an id is part of it");
+    assert_eq!(v(&["gpu-0"]).unwrap(), vec!["gpu-0"], "an id wins over the index form");
+    assert_eq!(v(&["gpu-1", "gpu-3/20"]).unwrap(), vec![ids[0], ids[2]], "else gpu-N is the index");
+    assert_eq!(v(&["GPU-node-0-2"]).unwrap(), vec![ids[2]]);
+    assert!(v(&["MIG-GPU-e290caca-2f0c-9582-acab-67a142b61ffa"]).unwrap_err().contains("not found"));
+    assert!(v(&["gpu-1/x"]).unwrap_err().contains("not found"));
+}
+
 /// Random clusters: every plan replays move by move under the engine's Fit, never loses a
 /// free GPU, and the drain planner frees at least as many GPUs as the greedy baseline.
 #[test]

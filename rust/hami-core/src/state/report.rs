@@ -1,7 +1,15 @@
 //! Reports of the state as JSON: per-device usage, per-pod footprints and quotas (metrics, REST API).
 
+use super::reservations::format_rfc3339;
 use super::ClusterState;
 use crate::model::{GpuNode, CORDONED};
+
+/// Whom a GPU is held for ([`super::reservations`]) and until when (RFC 3339).
+#[derive(serde::Serialize)]
+struct HeldReport<'a> {
+    pod: &'a str,
+    expires: String,
+}
 
 #[derive(serde::Serialize)]
 struct DeviceReport<'a> {
@@ -18,6 +26,8 @@ struct DeviceReport<'a> {
     used: i64,
     usedmem: i64,
     usedcores: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held: Option<HeldReport<'a>>,
 }
 
 #[derive(serde::Serialize)]
@@ -57,11 +67,40 @@ impl ClusterState {
                         used: u.used,
                         usedmem: u.usedmem,
                         usedcores: u.usedcores,
+                        held: self.held_report(&n.name, &d.id),
                     })
                     .collect(),
             })
             .collect();
         serde_json::to_vec(&report).unwrap_or_default()
+    }
+
+    fn held_report(&self, node: &str, uuid: &str) -> Option<HeldReport<'_>> {
+        if self.holds.is_empty() {
+            return None;
+        }
+        let (_, r) = self.holds.holder(node, uuid)?;
+        Some(HeldReport { pod: &r.pod, expires: format_rfc3339(r.expires) })
+    }
+
+    /// The live holds as JSON, `[{pod, node, gpus, expires}]` sorted by pod, after dropping those
+    /// lapsed at `now`. `gpus` lists what the reservation names, registered on the node or not.
+    pub fn holds_json(&mut self, now: i64) -> Vec<u8> {
+        #[derive(serde::Serialize)]
+        struct Hold<'a> {
+            pod: &'a str,
+            node: &'a str,
+            gpus: &'a [Box<str>],
+            expires: String,
+        }
+        self.expire_holds(now);
+        let mut holds: Vec<Hold> = self
+            .holds
+            .iter()
+            .map(|(_, r)| Hold { pod: &r.pod, node: &r.node, gpus: &r.gpus, expires: format_rfc3339(r.expires) })
+            .collect();
+        holds.sort_by(|a, b| a.pod.cmp(b.pod));
+        serde_json::to_vec(&holds).unwrap_or_default()
     }
 }
 
