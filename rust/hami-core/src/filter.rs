@@ -8,7 +8,7 @@ use crate::frag::{FragMemo, NodeShape, Workload};
 use crate::k8s::extender::{parse_node_names, ExtenderFilterResult, NodeItems};
 use crate::k8s::view::ObjectView;
 use crate::k8s::Pod;
-use crate::model::{collapse, GpuNode};
+use crate::model::{collapse, GpuNode, MigHold};
 use crate::policy::node as np;
 use crate::policy::score::{self, Candidate, Randomness, Scoring};
 use crate::policy::{GpuPolicy, NodePolicy, PodHints};
@@ -347,16 +347,33 @@ fn rescore(views: &LiveViews, placement: &Placement, fits: &mut [(&str, f64)], n
 }
 
 /// The annotations Filter writes for a decision, with HAMi's bytes for GPU-less containers
-/// (see [`encode_pod_devices_as_hami`]).
+/// (see [`encode_pod_devices_as_hami`]), and the MIG instances it reserved, if any.
 /// `positional`: the node pads GPU-less containers ([`GpuNode::pads_device_lists`]).
-pub fn allocation_annotations(node: &str, positional: bool, slots: &PodDevices, now: i64) -> BTreeMap<String, String> {
-    let devices = encode_pod_devices_as_hami(slots, positional);
-    BTreeMap::from([
+pub fn allocation_annotations(node: &str, positional: bool, fit: &NodeFit, now: i64) -> BTreeMap<String, String> {
+    let devices = encode_pod_devices_as_hami(&fit.slots, positional);
+    let mut out = BTreeMap::from([
         (codec::VGPU_NODE_KEY.to_owned(), node.to_owned()),
         (codec::VGPU_TIME_KEY.to_owned(), now.to_string()),
         (codec::TO_ALLOCATE_KEY.to_owned(), devices.clone()),
         (codec::ALLOCATED_KEY.to_owned(), devices),
-    ])
+    ]);
+    if !fit.mig.is_empty() {
+        let written = as_written(&fit.mig, &fit.slots, positional);
+        out.insert(codec::MIG_ALLOCATIONS_KEY.to_owned(), codec::encode_mig_allocations(&written));
+    }
+    out
+}
+
+/// The MIG instances with `containerIndex` counted in the device list as written: HAMi numbers
+/// the entries of the list it encodes, which leaves GPU-less containers out unless the node pads.
+fn as_written(mig: &[codec::MigAllocation], slots: &PodDevices, positional: bool) -> Vec<codec::MigAllocation> {
+    let index_of = |slot: usize| if positional { slot } else { slots[..slot].iter().filter(|s| !s.is_empty()).count() };
+    let mut out: Vec<codec::MigAllocation> = mig
+        .iter()
+        .map(|a| codec::MigAllocation { container_index: index_of(a.container_index as usize) as i64, ..a.clone() })
+        .collect();
+    out.sort_by_key(|a| (a.container_index, a.device_index));
+    out
 }
 
 /// The pod a decision is about.
@@ -590,10 +607,12 @@ pub fn decide(
         };
     };
     let positional = state.nodes.get(node).is_some_and(GpuNode::pads_device_lists);
-    let annotations = allocation_annotations(node, positional, &fit.slots, now);
+    let annotations = allocation_annotations(node, positional, fit, now);
     if record {
         let footprint = collapse(&fit.slots, placement.request.init_count, false);
-        let record = state.record(&meta.namespace, &meta.name, node, footprint);
+        let mut record = state.record(&meta.namespace, &meta.name, node, footprint);
+        record.mig =
+            fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
         state.reserve(key.to_owned(), record);
     }
     let response = ExtenderFilterResult { node_names: Some(vec![Cow::Borrowed(*node)]), ..Default::default() };
