@@ -196,8 +196,6 @@ class Pinner:
         return now - self._leading_since < HANDOVER
 
     def _open_in_cache(self, informer: Informer, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-        from hami_fast.descheduler.controller import expired
-
         candidates = informer.store.select(
             lambda p: (
                 p["metadata"].get("namespace") == namespace

@@ -250,10 +250,12 @@ class MemoryWriter:
 
     def remember_pod(self, namespace: str, name: str, uid: str) -> None:
         """A pod first seen by Filter (nobody created it here): keep its identity to patch and bind it."""
+        key = f"{namespace}/{name}"
+        if key in self.pods:  # every Filter after the first: no lock, no object built
+            return
         with self.lock:
             self.pods.setdefault(
-                f"{namespace}/{name}",
-                {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace, "uid": uid}},
+                key, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace, "uid": uid}}
             )
 
     def _pod(self, namespace: str, name: str) -> dict[str, Any]:

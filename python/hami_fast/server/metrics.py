@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import bisect
+import itertools
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from hami_fast import __version__
 from hami_fast._native import Cluster
@@ -152,18 +161,96 @@ class Labelled:
         return child
 
 
+# ---- request latency off the request path (issue 9's HTTP ratio) ---------------------------------
+class BatchedHistogram:
+    """A histogram with one label whose `observe` is one deque append (atomic, no lock): the
+    prometheus_client Histogram takes two locks per observation, ~3 µs of every /filter in the
+    profile. Observations are folded into the bucket counts at scrape, or once `FOLD_AT` have
+    gathered (memory stays bounded without a scraper). Exposed as prometheus_client exposes its
+    Histogram: `_bucket` per `le`, `_count`, `_sum`, `_created`."""
+
+    FOLD_AT = 4096
+
+    def __init__(
+        self, name: str, documentation: str, label: str, buckets: Sequence[float], registry: CollectorRegistry
+    ) -> None:
+        self.name, self.documentation, self.label = name, documentation, label
+        self.bounds = (*(float(b) for b in buckets), math.inf)
+        self.pending: deque[tuple[str, float]] = deque()
+        self.counts: dict[str, list[int]] = {}
+        self.sums: dict[str, float] = {}
+        self.created: dict[str, float] = {}
+        self._fold_lock = threading.Lock()
+        registry.register(self)  # type: ignore[arg-type]
+
+    def observe(self, value: str, seconds: float) -> None:
+        self.pending.append((value, seconds))
+        if len(self.pending) >= self.FOLD_AT:
+            self.fold()
+
+    def labels(self, value: str) -> _Route:
+        return _Route(self, value)
+
+    def fold(self) -> None:
+        with self._fold_lock:
+            pending, bounds = self.pending, self.bounds
+            for _ in range(len(pending)):
+                value, seconds = pending.popleft()
+                counts = self.counts.get(value)
+                if counts is None:
+                    counts = self.counts[value] = [0] * len(bounds)
+                    self.sums[value], self.created[value] = 0.0, time.time()
+                # prometheus_client counts an observation in the first bucket with `seconds <= bound`.
+                counts[bisect.bisect_left(bounds, seconds)] += 1
+                self.sums[value] += seconds
+
+    def describe(self) -> list[Metric]:
+        return [HistogramMetricFamily(self.name, self.documentation, labels=[self.label])]
+
+    def collect(self) -> Iterator[Metric]:
+        self.fold()
+        family = HistogramMetricFamily(self.name, self.documentation, labels=[self.label])
+        with self._fold_lock:
+            for value, counts in self.counts.items():
+                cumulative = list(itertools.accumulate(counts))
+                family.add_metric(
+                    [value], [(floatToGoString(b), n) for b, n in zip(self.bounds, cumulative)], self.sums[value]
+                )
+                family.samples.append(Sample(f"{self.name}_created", {self.label: value}, self.created[value]))
+        yield family
+
+
+class _Route:
+    """`BatchedHistogram.labels(value)`: `observe` and `time()` as a prometheus_client child offers them."""
+
+    def __init__(self, histogram: BatchedHistogram, value: str) -> None:
+        self.histogram, self.value = histogram, value
+
+    def observe(self, seconds: float) -> None:
+        self.histogram.observe(self.value, seconds)
+
+    @contextmanager
+    def time(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.histogram.observe(self.value, time.perf_counter() - started)
+
+
+# ---- end request latency -----------------------------------------------------------------------
+
+
 class Metrics:
     def __init__(self, cluster: Cluster) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(UsageCollector(cluster))  # type: ignore[arg-type]
-        self.latency = Labelled(
-            Histogram(
-                "hami_fast_request_duration_seconds",
-                "Latency of extender and webhook calls",
-                ["route"],
-                buckets=BUCKETS,
-                registry=self.registry,
-            )
+        self.latency = BatchedHistogram(
+            "hami_fast_request_duration_seconds",
+            "Latency of extender and webhook calls",
+            "route",
+            BUCKETS,
+            self.registry,
         )
         self.filter_failures = Labelled(
             Counter(

@@ -109,7 +109,12 @@ class Router:
             return
         else:
             body = b"" if route.method == "GET" else await read_body(protocol, content_length(scope))
-            reply = too_large() if body is None else await self.call(route, body)
+            if body is None:
+                reply = too_large()
+            elif route.run == "inline":  # no coroutine of its own: the request path of /filter and /webhook
+                reply = self.call_inline(route, body)
+            else:
+                reply = await self.call(route, body)
         if type(reply) is bytes:
             protocol.response_bytes(200, JSON_HEADERS, reply)
         else:
@@ -117,21 +122,30 @@ class Router:
 
     async def call(self, route: Route, body: bytes) -> Reply:
         """The handler's reply, or the error reply the table above gives for what it raised."""
+        if route.run == "inline":
+            return self.call_inline(route, body)
         try:
-            if route.run == "inline":
-                return route.handler(body)  # type: ignore[return-value]
             if route.run == "async":
                 return await route.handler(body)  # type: ignore[misc]
             return await asyncio.get_running_loop().run_in_executor(self.executor, route.handler, body)  # type: ignore[arg-type]
-        except HttpError as exc:
-            return self._failed(route, exc.status, exc.message)
-        except (EngineError, ValueError) as exc:
-            return self._failed(route, 400, str(exc))
-        except ApiError as exc:
-            return self._failed(route, 502, str(exc))
         except Exception as exc:
-            log.exception("handler failed", extra={"path": route.path})
-            return self._failed(route, 500, f"internal error ({type(exc).__name__}); see the server log")
+            return self._error(route, exc)
+
+    def call_inline(self, route: Route, body: bytes) -> Reply:
+        try:
+            return route.handler(body)  # type: ignore[return-value]
+        except Exception as exc:
+            return self._error(route, exc)
+
+    def _error(self, route: Route, exc: Exception) -> Reply:
+        if isinstance(exc, HttpError):
+            return self._failed(route, exc.status, exc.message)
+        if isinstance(exc, EngineError | ValueError):
+            return self._failed(route, 400, str(exc))
+        if isinstance(exc, ApiError):
+            return self._failed(route, 502, str(exc))
+        log.exception("handler failed", extra={"path": route.path}, exc_info=exc)
+        return self._failed(route, 500, f"internal error ({type(exc).__name__}); see the server log")
 
     @staticmethod
     def _failed(route: Route, status: int, message: str) -> Reply:

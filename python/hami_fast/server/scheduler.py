@@ -25,6 +25,7 @@ from hami_fast.server.metrics import Metrics
 log = logging.getLogger("hami_fast.scheduler")
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+_POD_GROUP_BYTES = POD_GROUP_LABEL.encode()
 # Filter answers kept for their Bind; kube-scheduler binds within seconds of Filter, or filters again.
 ALLOCATION_TTL = 600.0
 MAX_ALLOCATIONS = 200_000
@@ -139,36 +140,43 @@ class Scheduler:
         self.emit(pod, event_type, reason, message, self.config.scheduler_name)
 
     def filter(self, body: bytes, wait: float = 25.0) -> bytes:
-        with self.metrics.time("filter"):
+        started = time.perf_counter()
+        try:
             if not self.leading.is_set():
                 self.metrics.filter_results.labels("not_leader").inc()
                 return filter_error("hami-fast is not the leader: this replica does not schedule")
-            if not self.synced.wait(wait):
+            if not self.synced.is_set() and not self.synced.wait(wait):  # is_set: no Condition lock once synced
                 self.metrics.filter_results.labels("not_synced").inc()
                 return filter_error("context cancelled: caches not synced")
             decision = self.cluster.decide(body, int(time.time()))
             if decision.node is None and decision.outcome != "unschedulable":
                 self.metrics.filter_results.labels(decision.outcome).inc()
                 return decision.response
-            return self._commit(decision, POD_GROUP_LABEL.encode() in body)
+            return self._commit(decision, _POD_GROUP_BYTES in body)
+        finally:
+            self.metrics.latency.observe("filter", time.perf_counter() - started)
 
     def _commit(self, d: FilterDecision, pod_group: bool = False) -> bytes:
         pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid, "resourceVersion": d.resource_version}
-        self.metrics.count_failed_reasons(d.reason_counts)
-        if d.node is None or d.patch is None:
-            self._forget_allocation(d.pod_key)
+        reasons = d.reason_counts
+        if reasons:
+            self.metrics.count_failed_reasons(reasons)
+        # Each FilterDecision attribute read builds a new Python object: read each once.
+        node, patch, key = d.node, d.patch, d.pod_key
+        if node is None or patch is None:
+            self._forget_allocation(key)
             self.metrics.filter_results.labels("unschedulable").inc()
             for event_type, reason, message in d.events:
                 self._event(pod, event_type, reason, message)
-            log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": d.reason_counts})
+            log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": reasons})
             return d.response
         if self.mode == "filter":  # patch before answering; a failed patch is Filter's error
-            error = self._write_allocation(pod, d.patch, d.pod_key)
+            error = self._write_allocation(pod, patch, key)
             if error:
                 return filter_error(error)
         elif self.mode == "behind-answer":
-            self._queue_allocation(pod, d.patch, d.pod_key)
-        self._hold_allocation(d.pod_key, Allocation(d.node, d.patch, pod_group, written=self.mode != "bind"))
+            self._queue_allocation(pod, patch, key)
+        self._hold_allocation(key, Allocation(node, patch, pod_group, written=self.mode != "bind"))
         self.metrics.filter_results.labels("scheduled").inc()
         for event_type, reason, message in d.events:
             self._event(pod, event_type, reason, message)
@@ -263,7 +271,7 @@ class Scheduler:
             self.config.bind_wait_timeout,
         )
         future = self.binds.submit(pending.job)
-        future.add_done_callback(lambda _: self.metrics.latency.labels("bind").observe(time.perf_counter() - started))
+        future.add_done_callback(lambda _: self.metrics.latency.observe("bind", time.perf_counter() - started))
         return future
 
     def bind(self, body: bytes) -> bytes:

@@ -21,6 +21,8 @@ pub const VGPU_NODE_KEY: &str = "hami.io/vgpu-node";
 pub const VGPU_TIME_KEY: &str = "hami.io/vgpu-time";
 pub const TO_ALLOCATE_KEY: &str = "hami.io/vgpu-devices-to-allocate";
 pub const ALLOCATED_KEY: &str = "hami.io/vgpu-devices-allocated";
+/// The MIG instances (profile and placement) Filter reserved, when it chose MIG GPUs.
+pub const MIG_ALLOCATIONS_KEY: &str = "hami.io/vgpu-mig-allocations";
 pub const BIND_PHASE_KEY: &str = "hami.io/bind-phase";
 pub const BIND_TIME_KEY: &str = "hami.io/bind-time";
 
@@ -58,6 +60,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("VGPU_TIME_KEY", VGPU_TIME_KEY),
     ("TO_ALLOCATE_KEY", TO_ALLOCATE_KEY),
     ("ALLOCATED_KEY", ALLOCATED_KEY),
+    ("MIG_ALLOCATIONS_KEY", MIG_ALLOCATIONS_KEY),
     ("BIND_PHASE_KEY", BIND_PHASE_KEY),
     ("BIND_TIME_KEY", BIND_TIME_KEY),
     ("USE_TYPE_KEY", USE_TYPE_KEY),

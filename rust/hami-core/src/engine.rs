@@ -163,7 +163,7 @@ impl Engine {
                 });
             let chosen = eval.chosen.as_ref().map(|(n, f)| {
                 let positional = state.nodes.get(n).is_some_and(GpuNode::pads_device_lists);
-                ((*n).to_owned(), allocation_annotations(n, positional, &f.slots, now))
+                ((*n).to_owned(), allocation_annotations(n, positional, f, now))
             });
             let (scores, failed) = (eval.scores(), eval.failed_map());
             let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);

@@ -8,7 +8,7 @@ use crate::frag::{FragMemo, NodeShape, Workload};
 use crate::k8s::extender::{parse_node_names, ExtenderFilterResult, NodeItems};
 use crate::k8s::view::ObjectView;
 use crate::k8s::Pod;
-use crate::model::{collapse, GpuNode};
+use crate::model::{collapse, GpuNode, MigHold};
 use crate::policy::node as np;
 use crate::policy::score::{self, Candidate, Randomness, Scoring};
 use crate::policy::{GpuPolicy, NodePolicy, PodHints};
@@ -181,9 +181,9 @@ pub fn evaluate_nodes<'n, 'c>(
         device_preference: None,
     };
     let order_free = order_free_request(&ctx);
-    let mut eval = Evaluation::default();
-    let mut fit_nodes: Vec<&GpuNode> = Vec::new();
     let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
+    let mut eval = Evaluation { fits: Vec::with_capacity(candidates.len()), ..Evaluation::default() };
+    let mut fit_nodes: Vec<&GpuNode> = Vec::with_capacity(candidates.len());
     for (k, &(name, node)) in candidates.iter().enumerate() {
         prefetch_ahead(&candidates, k);
         let verdict = match node.filter(|n| n.is_registered_at(now)) {
@@ -347,16 +347,33 @@ fn rescore(views: &LiveViews, placement: &Placement, fits: &mut [(&str, f64)], n
 }
 
 /// The annotations Filter writes for a decision, with HAMi's bytes for GPU-less containers
-/// (see [`encode_pod_devices_as_hami`]).
+/// (see [`encode_pod_devices_as_hami`]), and the MIG instances it reserved, if any.
 /// `positional`: the node pads GPU-less containers ([`GpuNode::pads_device_lists`]).
-pub fn allocation_annotations(node: &str, positional: bool, slots: &PodDevices, now: i64) -> BTreeMap<String, String> {
-    let devices = encode_pod_devices_as_hami(slots, positional);
-    BTreeMap::from([
+pub fn allocation_annotations(node: &str, positional: bool, fit: &NodeFit, now: i64) -> BTreeMap<String, String> {
+    let devices = encode_pod_devices_as_hami(&fit.slots, positional);
+    let mut out = BTreeMap::from([
         (codec::VGPU_NODE_KEY.to_owned(), node.to_owned()),
         (codec::VGPU_TIME_KEY.to_owned(), now.to_string()),
         (codec::TO_ALLOCATE_KEY.to_owned(), devices.clone()),
         (codec::ALLOCATED_KEY.to_owned(), devices),
-    ])
+    ]);
+    if !fit.mig.is_empty() {
+        let written = as_written(&fit.mig, &fit.slots, positional);
+        out.insert(codec::MIG_ALLOCATIONS_KEY.to_owned(), codec::encode_mig_allocations(&written));
+    }
+    out
+}
+
+/// The MIG instances with `containerIndex` counted in the device list as written: HAMi numbers
+/// the entries of the list it encodes, which leaves GPU-less containers out unless the node pads.
+fn as_written(mig: &[codec::MigAllocation], slots: &PodDevices, positional: bool) -> Vec<codec::MigAllocation> {
+    let index_of = |slot: usize| if positional { slot } else { slots[..slot].iter().filter(|s| !s.is_empty()).count() };
+    let mut out: Vec<codec::MigAllocation> = mig
+        .iter()
+        .map(|a| codec::MigAllocation { container_index: index_of(a.container_index as usize) as i64, ..a.clone() })
+        .collect();
+    out.sort_by_key(|a| (a.container_index, a.device_index));
+    out
 }
 
 /// The pod a decision is about.
@@ -441,8 +458,19 @@ impl FilterOutcome {
     }
 }
 
+/// `{"metadata":{"annotations":{...},"labels":{VGPU_NODE_KEY: node}}}`, serialized straight from borrows.
 fn merge_patch(annotations: &BTreeMap<String, String>, node: &str) -> String {
-    serde_json::json!({"metadata": {"annotations": annotations, "labels": {codec::VGPU_NODE_KEY: node}}}).to_string()
+    #[derive(Serialize)]
+    struct Metadata<'a> {
+        annotations: &'a BTreeMap<String, String>,
+        labels: BTreeMap<&'static str, &'a str>,
+    }
+    #[derive(Serialize)]
+    struct Patch<'a> {
+        metadata: Metadata<'a>,
+    }
+    let patch = Patch { metadata: Metadata { annotations, labels: BTreeMap::from([(codec::VGPU_NODE_KEY, node)]) } };
+    serde_json::to_string(&patch).unwrap_or_default()
 }
 
 /// Longest node list an event message carries; the counts stay exact.
@@ -457,12 +485,49 @@ fn capped_list(items: impl ExactSizeIterator<Item = String>) -> String {
     shown.join(",")
 }
 
-fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePolicy) -> Event {
-    let mut fits: Vec<&(&str, f64)> = eval.fits.iter().collect();
-    fits.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
-    if policy == NodePolicy::Spread {
-        fits.reverse();
+/// The fits by score then name (Spread: highest first), `name:score` for the first
+/// [`EVENT_NODE_LIST`]. Only those are kept and ordered: (score, name) is a total order, so the
+/// shown prefix is the full sort's. Equal scores are adjacent and formatted once.
+fn fit_list(fits: &[(&str, f64)], policy: NodePolicy) -> String {
+    let ascending = |a: &&(&str, f64), b: &&(&str, f64)| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0));
+    let order = |a: &&(&str, f64), b: &&(&str, f64)| {
+        if policy == NodePolicy::Spread {
+            ascending(b, a)
+        } else {
+            ascending(a, b)
+        }
+    };
+    // The best EVENT_NODE_LIST kept in order while scanning: one comparison per fit that does not
+    // enter (the common case, and all of them on an already ordered list).
+    let mut shown: Vec<&(&str, f64)> = Vec::with_capacity(EVENT_NODE_LIST + 1);
+    for fit in fits {
+        if shown.len() == EVENT_NODE_LIST && shown.last().is_some_and(|worst| order(&fit, worst).is_ge()) {
+            continue;
+        }
+        let at = shown.partition_point(|kept| order(kept, &fit).is_le());
+        shown.insert(at, fit);
+        shown.truncate(EVENT_NODE_LIST);
     }
+    let mut out = String::with_capacity(shown.len() * 16 + 16);
+    let (mut bits, mut score) = (None, String::new());
+    for (i, (name, s)) in shown.iter().enumerate() {
+        if bits != Some(s.to_bits()) {
+            (bits, score) = (Some(s.to_bits()), format!("{s:.2}"));
+        }
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push(':');
+        out.push_str(&score);
+    }
+    if fits.len() > EVENT_NODE_LIST {
+        out.push_str(&format!(",... {} more", fits.len() - EVENT_NODE_LIST));
+    }
+    out
+}
+
+fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePolicy) -> Event {
     Event {
         event_type: "Normal",
         reason: "FilteringSucceed",
@@ -470,7 +535,7 @@ fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePoli
             "find fit node({chosen}), {} nodes not fit, {} nodes fit({})",
             total.saturating_sub(eval.fits.len()),
             eval.fits.len(),
-            capped_list(fits.iter().map(|(n, s)| format!("{n}:{s:.2}")))
+            fit_list(&eval.fits, policy)
         ),
     }
 }
@@ -542,10 +607,12 @@ pub fn decide(
         };
     };
     let positional = state.nodes.get(node).is_some_and(GpuNode::pads_device_lists);
-    let annotations = allocation_annotations(node, positional, &fit.slots, now);
+    let annotations = allocation_annotations(node, positional, fit, now);
     if record {
         let footprint = collapse(&fit.slots, placement.request.init_count, false);
-        let record = state.record(&meta.namespace, &meta.name, node, footprint);
+        let mut record = state.record(&meta.namespace, &meta.name, node, footprint);
+        record.mig =
+            fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
         state.reserve(key.to_owned(), record);
     }
     let response = ExtenderFilterResult { node_names: Some(vec![Cow::Borrowed(*node)]), ..Default::default() };
@@ -588,4 +655,46 @@ pub fn filter_simulated(state: &ClusterState, placement: &Placement, nodes: &Raw
         ..Default::default()
     };
     FilterOutcome::passthrough(response.to_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The event's list as first written: sort every fit, format every shown score.
+    fn full_sort_list(fits: &[(&str, f64)], policy: NodePolicy) -> String {
+        let mut all: Vec<&(&str, f64)> = fits.iter().collect();
+        all.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        if policy == NodePolicy::Spread {
+            all.reverse();
+        }
+        capped_list(all.iter().map(|(n, s)| format!("{n}:{s:.2}")))
+    }
+
+    #[test]
+    fn fit_list_shows_the_full_sorts_prefix() {
+        let shuffled: Vec<String> = (0..60).map(|i| format!("node-{:02}", (i * 37) % 60)).collect();
+        let ordered: Vec<String> = (0..60).map(|i| format!("node-{i:02}")).collect();
+        for (names, len) in [&shuffled, &ordered].into_iter().flat_map(|n| [0, 1, 19, 20, 21, 60].map(|l| (n, l))) {
+            // Ties (every third score repeats), a negative zero and a half-way value among them.
+            let fits: Vec<(&str, f64)> = names[..len]
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), [4.81, -0.0, 0.125, 0.0, (i % 7) as f64 * 1.5][i % 5]))
+                .collect();
+            for policy in [NodePolicy::Binpack, NodePolicy::Spread] {
+                assert_eq!(fit_list(&fits, policy), full_sort_list(&fits, policy), "{len} fits, {policy:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn merge_patch_is_the_annotations_and_the_node_label() {
+        let annotations = BTreeMap::from([("b".to_owned(), "2".to_owned()), ("a".to_owned(), "1\"".to_owned())]);
+        assert_eq!(
+            merge_patch(&annotations, "n1"),
+            serde_json::json!({"metadata": {"annotations": annotations, "labels": {codec::VGPU_NODE_KEY: "n1"}}})
+                .to_string()
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! Compact engine model: registered GPUs per node, per-device usage, collapsed per-pod usage.
 
-use crate::codec::{self, ContainerDevice, Device};
+use crate::codec::{self, ContainerDevice, Device, MigPlacement};
 use crate::k8s::view::HamiAnnotations;
 use std::collections::BTreeMap;
 
@@ -86,6 +86,32 @@ pub const NVIDIA: u8 = 4;
 pub const MIG: u8 = 8;
 /// Held for a pending pod by a reservation ([`crate::state::reservations`]): unavailable to any other.
 pub const RESERVED: u8 = 16;
+/// Marked unhealthy by resident pods' inconsistent MIG data, as HAMi's usage snapshot marks it.
+pub const MIG_UNHEALTHY: u8 = 32;
+
+/// The device plugin's operating mode of a MIG GPU (`mode: mig`).
+pub const MIG_MODE: &str = "mig";
+
+/// One MIG instance a resident pod holds: the GPU and the placement on it
+/// (`hami.io/vgpu-mig-allocations`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigHold {
+    pub gpu: Box<str>,
+    pub placement: MigPlacement,
+}
+
+/// What resident pods hold of a node's MIG GPUs, as HAMi's usage snapshot (`getNodesUsage`)
+/// rebuilds it: the occupied placements per device, and the devices it marks unhealthy because a
+/// pod's MIG data do not match its devices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigUsage {
+    /// Per device, the placements held (HAMi's `MigAllocationsInUse`).
+    pub occupied: Vec<Vec<MigPlacement>>,
+    /// Per device, how many resident pods mark it unhealthy.
+    unhealthy: Vec<u32>,
+    /// Resident pods whose reservations name a GPU the node lacks: every MIG device is unhealthy.
+    every_mig_unhealthy: u32,
+}
 
 /// What every fit check reads of a device, packed so a node's devices share one cache-friendly array.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -150,6 +176,9 @@ pub struct GpuNode {
     pub pair: Vec<Vec<i64>>,
     pub usage: Vec<DeviceUsage>,
     pub totals: Totals,
+    /// Some device registered in MIG mode: Fit plans MIG instances on this node.
+    pub has_mig: bool,
+    pub mig: MigUsage,
     pub register_error: Option<String>,
     /// CPU / memory / pods capacity, when known (trace replay); `None` = not checked here.
     pub host: Option<HostResources>,
@@ -204,6 +233,12 @@ impl GpuNode {
                 .collect();
         }
         self.usage = vec![DeviceUsage::default(); devices.len()];
+        self.has_mig = devices.iter().any(|d| d.mode == MIG_MODE);
+        self.mig = MigUsage {
+            occupied: vec![Vec::new(); devices.len()],
+            unhealthy: vec![0; devices.len()],
+            every_mig_unhealthy: 0,
+        };
         self.totals = Totals {
             count: devices.iter().map(|d| i64::from(d.count)).sum(),
             core: devices.iter().map(|d| i64::from(d.devcore)).sum(),
@@ -252,13 +287,81 @@ impl GpuNode {
         }
     }
 
+    /// Adds (`sign = 1`) or removes (`sign = -1`) what a resident pod holds of the node's MIG
+    /// GPUs, as HAMi's `getNodesUsage` reads it: for each GPU of the pod's footprint, its first
+    /// reservation on that GPU (none on a `hami-core` GPU, which is marked unhealthy instead; a MIG
+    /// GPU without one is marked unhealthy); then its other reservations (on a GPU that is not in
+    /// MIG mode: unhealthy; on a GPU the node lacks: every MIG GPU unhealthy).
+    pub fn account_mig(&mut self, footprint: &[Collapsed], holds: &[MigHold], sign: i64) {
+        if holds.is_empty() && !self.has_mig {
+            return;
+        }
+        let mut left: Vec<Option<&MigHold>> = holds.iter().map(Some).collect();
+        let mut occupy: Vec<(usize, MigPlacement)> = Vec::new();
+        let mut unhealthy: Vec<usize> = Vec::new();
+        for entry in footprint {
+            let Some(i) = self.device_index(&entry.uuid) else { continue };
+            let first = left.iter_mut().find(|h| h.is_some_and(|h| *h.gpu == *entry.uuid));
+            match (first, self.devices[i].mode.as_str()) {
+                (Some(_), "hami-core") => unhealthy.push(i),
+                (Some(slot), _) => occupy.push((i, slot.take().map(|h| h.placement).unwrap_or_default())),
+                (None, MIG_MODE) => unhealthy.push(i),
+                (None, _) => {}
+            }
+        }
+        let mut every_mig = false;
+        let mut done: Vec<&str> = Vec::new();
+        for hold in left.iter().flatten() {
+            if done.contains(&&*hold.gpu) {
+                continue;
+            }
+            done.push(&hold.gpu);
+            let rest = left.iter().flatten().filter(|h| h.gpu == hold.gpu);
+            match self.device_index(&hold.gpu) {
+                Some(i) if self.devices[i].mode == MIG_MODE => occupy.extend(rest.map(|h| (i, h.placement))),
+                Some(i) => unhealthy.push(i),
+                None => every_mig = true,
+            }
+        }
+        self.apply_mig(&occupy, &unhealthy, every_mig, sign);
+    }
+
+    fn apply_mig(&mut self, occupy: &[(usize, MigPlacement)], unhealthy: &[usize], every_mig: bool, sign: i64) {
+        let step = |n: &mut u32| *n = if sign > 0 { n.saturating_add(1) } else { n.saturating_sub(1) };
+        for &(i, placement) in occupy {
+            let held = &mut self.mig.occupied[i];
+            if sign > 0 {
+                held.push(placement);
+            } else if let Some(k) = held.iter().position(|p| *p == placement) {
+                held.remove(k);
+            }
+        }
+        unhealthy.iter().for_each(|&i| step(&mut self.mig.unhealthy[i]));
+        if every_mig {
+            step(&mut self.mig.every_mig_unhealthy);
+        }
+        for (i, h) in self.hot.iter_mut().enumerate() {
+            let marked =
+                self.mig.unhealthy[i] > 0 || (self.mig.every_mig_unhealthy > 0 && self.devices[i].mode == MIG_MODE);
+            h.flags = (h.flags & !MIG_UNHEALTHY) | if marked { MIG_UNHEALTHY } else { 0 };
+        }
+    }
+
     pub fn clear_usage(&mut self) {
         self.usage.iter_mut().for_each(|u| *u = DeviceUsage::default());
         self.totals = Totals { used: 0, usedcores: 0, usedmem: 0, ..self.totals };
+        self.mig.occupied.iter_mut().for_each(Vec::clear);
+        self.mig.unhealthy.iter_mut().for_each(|n| *n = 0);
+        self.mig.every_mig_unhealthy = 0;
+        self.hot.iter_mut().for_each(|h| h.flags &= !MIG_UNHEALTHY);
     }
 
     pub fn copy_usage_from(&mut self, other: &Self) {
         self.usage.clone_from(&other.usage);
+        self.mig.clone_from(&other.mig);
+        for (h, o) in self.hot.iter_mut().zip(&other.hot) {
+            h.flags = (h.flags & !MIG_UNHEALTHY) | (o.flags & MIG_UNHEALTHY);
+        }
         self.totals = Totals {
             used: other.totals.used,
             usedcores: other.totals.usedcores,

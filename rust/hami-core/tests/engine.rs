@@ -401,7 +401,11 @@ fn type_uuid_and_mode_filters() {
         .as_str()
         .unwrap()
         .starts_with("V-1,"));
+    // A MIG GPU is a candidate like the others (HAMi v2.10's dynamic MIG; tests/mig.rs) ...
     p["metadata"]["annotations"] = json!({"nvidia.com/use-gpuuuid": "nope"});
+    assert_eq!(explain(&mut c, &p, None, None)["failed"]["n"], "3/3 CardUuidMismatch");
+    // ... unless the pod's vgpu-mode leaves its mode out.
+    p["metadata"]["annotations"] = json!({"nvidia.com/use-gpuuuid": "nope", "nvidia.com/vgpu-mode": "hami-core"});
     assert_eq!(explain(&mut c, &p, None, None)["failed"]["n"], "1/3 CardTypeMismatch, 2/3 CardUuidMismatch");
 }
 

@@ -2,6 +2,7 @@
 
 pub mod devices;
 pub mod lock;
+pub mod mig;
 pub mod register;
 
 pub use devices::{
@@ -9,7 +10,8 @@ pub use devices::{
     PodDevices,
 };
 pub use lock::{format_node_lock, parse_node_lock, NodeLock};
-pub use register::{decode_node_register, decode_pair_scores, encode_node_register, Device, MigProfile};
+pub use mig::{decode_mig_allocations, encode_mig_allocations, MigAllocation};
+pub use register::{decode_node_register, decode_pair_scores, encode_node_register, Device, MigPlacement, MigProfile};
 
 pub use crate::annotations::*;
 

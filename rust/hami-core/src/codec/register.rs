@@ -14,26 +14,35 @@ fn is_false(v: &bool) -> bool {
     !*v
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// A legal position of a MIG instance on its GPU: memory slices `[start, start + size)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct MigPlacement {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::k8s::nullable")]
     pub start: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::k8s::nullable")]
     pub size: u32,
 }
 
+impl MigPlacement {
+    /// HAMi's `migPlacementsOverlap`, in its uint32 arithmetic (wrapping, as Go's does).
+    pub fn overlaps(&self, other: &Self) -> bool {
+        self.start < other.start.wrapping_add(other.size) && other.start < self.start.wrapping_add(self.size)
+    }
+}
+
+/// A MIG profile the device plugin found on the GPU (NVML), as its register annotation carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MigProfile {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::k8s::nullable")]
     pub name: String,
-    #[serde(default, rename = "memoryMB")]
-    pub memory_mb: i64,
-    #[serde(default)]
+    #[serde(default, rename = "memoryMB", deserialize_with = "crate::k8s::nullable")]
+    pub memory_mb: i32,
+    #[serde(default, deserialize_with = "crate::k8s::nullable")]
     pub core: i32,
-    #[serde(default)]
-    pub slice_count: i32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::k8s::nullable")]
+    pub slice_count: u32,
+    #[serde(default, deserialize_with = "crate::k8s::nullable")]
     pub placements: Vec<MigPlacement>,
 }
 

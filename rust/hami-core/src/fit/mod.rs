@@ -1,9 +1,12 @@
 //! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reasons ([`reason`]).
 
+pub mod mig;
 pub mod reason;
 
-use crate::codec::{ContainerDevice, PodDevices, VENDOR_NVIDIA};
-use crate::model::{collapse, DeviceHot, DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG, NVIDIA, RESERVED};
+use crate::codec::{ContainerDevice, MigAllocation, MigPlacement, PodDevices, VENDOR_NVIDIA};
+use crate::model::{
+    collapse, DeviceHot, DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG_MODE, MIG_UNHEALTHY, NVIDIA, RESERVED,
+};
 use crate::policy::device::{device_score, node_score, sort_devices};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::{ContainerRequest, PodRequest};
@@ -62,7 +65,13 @@ pub fn host_shortfall(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> [bool;
 pub struct NodeFit {
     pub score: f64,
     pub slots: PodDevices,
+    /// The MIG instances chosen, `container_index` being the slot in `slots` (init containers
+    /// first); [`crate::filter::allocation_annotations`] renumbers them as HAMi writes them.
+    pub mig: Vec<MigAllocation>,
 }
+
+/// Placements held per device while a pod is placed (empty on a node without MIG devices).
+type MigOccupancy = Vec<Vec<MigPlacement>>;
 
 /// Places every container of the pod on `node`, or says why not.
 ///
@@ -86,33 +95,44 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
     let score = node_score(&node.totals);
     let request = ctx.request;
     let registration_order = || (0..node.devices.len()).collect::<Vec<usize>>();
+    let occupancy = || if node.has_mig { node.mig.occupied.clone() } else { Vec::new() };
     let mut slots: PodDevices = vec![Vec::new(); request.slots.len()];
+    let mut mig = Vec::new();
     for slot in 0..request.init_count {
         if let Some(r) = &request.slots[slot] {
-            let mut scratch = base.clone();
+            let mut scratch = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
             let mut order = registration_order();
             slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot)?;
         }
     }
-    let mut app = base.clone();
+    let mut app = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
     let mut order = registration_order();
     for slot in request.init_count..request.slots.len() {
         if let Some(r) = &request.slots[slot] {
             slots[slot] = fit_container(node, &mut app, &mut order, r, ctx, &slots, slot)?;
         }
     }
-    Ok(NodeFit { score, slots })
+    Ok(NodeFit { score, slots, mig })
+}
+
+/// The node as one phase of the pod's placement leaves it: device usage, MIG placements held,
+/// and the MIG instances granted so far.
+struct Scratch<'m> {
+    usage: Vec<DeviceUsage>,
+    occupied: MigOccupancy,
+    mig: &'m mut Vec<MigAllocation>,
 }
 
 fn fit_container(
     node: &GpuNode,
-    usage: &mut [DeviceUsage],
+    scratch: &mut Scratch,
     order: &mut Vec<usize>,
     r: &ContainerRequest,
     ctx: &PodContext,
     earlier: &PodDevices,
     slot: usize,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
+    let usage = &mut scratch.usage;
     let preferred = ctx.device_preference.and_then(|prefer| prefer(node, usage));
     let numa_bind = ctx.hints.numa_bind;
     if preferred.is_none() || numa_bind {
@@ -124,21 +144,41 @@ fn fit_container(
         apply_preference(node, order, preferred, numa_bind);
     }
     let typed: Vec<usize> = order.iter().copied().filter(|&i| node.hot[i].has(NVIDIA)).collect();
-    if r.nums > typed.len() as i64 {
+    if r.nums > typed.len() as i64 && !is_mig_request(node, &typed, ctx.hints) {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
-    let picked = pick_devices(node, usage, &typed, r, ctx, earlier, slot)?;
+    let picked = pick_devices(node, usage, &scratch.occupied, &typed, r, ctx, earlier, slot)?;
     let mut out = Vec::with_capacity(picked.len());
-    for p in picked {
+    for (k, p) in picked.into_iter().enumerate() {
+        let device = &node.devices[p.index];
+        let (mem, cores) = if device.mode == MIG_MODE {
+            // HAMi's AddResourceUsage: the instance's profile replaces the request on the card.
+            let held = &mut scratch.occupied[p.index];
+            let pick = mig::select(&device.mig_profiles, held, p.mem)
+                .ok_or_else(|| FitFailure::MigAllocation(device.id.clone()))?;
+            held.push(pick.placement);
+            let profile = &device.mig_profiles[pick.profile];
+            scratch.mig.push(MigAllocation {
+                container_index: slot as i64,
+                device_index: k as i64,
+                gpu_uuid: device.id.clone(),
+                profile: profile.name.clone(),
+                placement: pick.placement,
+                ..MigAllocation::default()
+            });
+            (i64::from(profile.memory_mb), i64::from(profile.core))
+        } else {
+            (p.mem, p.cores)
+        };
         let u = &mut usage[p.index];
         u.used += 1;
-        u.usedmem += p.mem;
-        u.usedcores += p.cores;
+        u.usedmem += mem;
+        u.usedcores += cores;
         out.push(ContainerDevice {
-            uuid: node.devices[p.index].id.clone(),
+            uuid: device.id.clone(),
             device_type: VENDOR_NVIDIA.to_owned(),
-            usedmem: p.mem as i32,
-            usedcores: p.cores as i32,
+            usedmem: mem as i32,
+            usedcores: cores as i32,
         });
     }
     Ok(out)
@@ -165,6 +205,15 @@ fn apply_preference(node: &GpuNode, order: &mut Vec<usize>, mut preferred: Vec<u
     }
 }
 
+/// HAMi's `isMIGRequest`: the pod does not rule MIG out (`nvidia.com/vgpu-mode` absent or naming
+/// `mig`) and the node has a MIG GPU. Such a request may ask for more instances than the node has
+/// GPUs, so the device-count check is skipped.
+fn is_mig_request(node: &GpuNode, typed: &[usize], hints: &PodHints) -> bool {
+    node.has_mig
+        && hints.vgpu_mode.as_deref().is_none_or(|m| m.contains(MIG_MODE))
+        && typed.iter().any(|&i| node.devices[i].mode == MIG_MODE)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Pick {
     index: usize,
@@ -173,9 +222,12 @@ struct Pick {
 }
 
 /// HAMi's NVIDIA Fit: walk the ordered devices from the end; the first failing check is the reason.
+/// A MIG GPU that granted an instance is examined again, so one container can take several.
+#[allow(clippy::too_many_arguments)]
 fn pick_devices(
     node: &GpuNode,
     usage: &[DeviceUsage],
+    occupied: &MigOccupancy,
     typed: &[usize],
     r: &ContainerRequest,
     ctx: &PodContext,
@@ -189,7 +241,10 @@ fn pick_devices(
     let mut prev_numa: Option<i32> = None;
     let mut picked: Vec<Pick> = Vec::new();
     let mut reasons = ReasonCounts::default();
-    for &i in typed.iter().rev() {
+    let mut pos = typed.len();
+    while pos > 0 {
+        pos -= 1;
+        let i = typed[pos];
         let u = &usage[i];
         if let Some(reason) = identity_check(node, i, hints) {
             reasons.bump(reason, 1);
@@ -220,6 +275,11 @@ fn pick_devices(
             reasons.bump(reason, 1);
             continue;
         }
+        let is_mig = node.devices[i].mode == MIG_MODE;
+        if is_mig && !mig_fits(node, i, occupied, &picked, mem) {
+            reasons.bump(Reason::CardMigTopologyInfeasible, 1);
+            continue;
+        }
         if need > 0 {
             picked.push(Pick { index: i, mem, cores });
             if !topology {
@@ -228,6 +288,10 @@ fn pick_devices(
         }
         if need == 0 && !topology {
             return Ok(picked);
+        }
+        if is_mig && picked.iter().filter(|p| p.index == i).count() < mig::instance_bound(&node.devices[i].mig_profiles)
+        {
+            pos += 1;
         }
     }
     if topology && picked.len() >= origin {
@@ -239,19 +303,25 @@ fn pick_devices(
     Err(FitFailure::Cards { counts: reasons, cards: typed.len() })
 }
 
-/// Checks 1–3: health, cordon, a hold for another pod (hami-fast's), type and mode filters (MIG
-/// devices are not supported yet).
+/// HAMi's `CustomFilterRule` on a MIG GPU: this container's earlier picks of the GPU and the
+/// request itself all get an instance, besides those resident pods and earlier containers hold.
+fn mig_fits(node: &GpuNode, i: usize, occupied: &MigOccupancy, picked: &[Pick], mem: i64) -> bool {
+    let earlier: Vec<i64> = picked.iter().filter(|p| p.index == i).map(|p| p.mem).collect();
+    let held = occupied.get(i).map_or(&[][..], Vec::as_slice);
+    mig::fits(&node.devices[i].mig_profiles, held, &earlier, mem)
+}
+
+/// Checks 1–3: health (as registered, and as resident pods' MIG data leave it), cordon, a hold
+/// for another pod (hami-fast's), type and mode filters.
 fn identity_check(node: &GpuNode, i: usize, hints: &PodHints) -> Option<Reason> {
     let h = &node.hot[i];
-    if !h.has(HEALTHY) {
+    if !h.has(HEALTHY) || h.has(MIG_UNHEALTHY) {
         Some(Reason::CardNotHealth)
     } else if h.has(CORDONED) {
         Some(Reason::CardCordoned)
     } else if h.has(RESERVED) {
         Some(Reason::CardReserved)
-    } else if h.has(MIG)
-        || (hints.filters_devices() && !hints.device_allowed(&node.devices[i].device_type, &node.devices[i].mode))
-    {
+    } else if hints.filters_devices() && !hints.device_allowed(&node.devices[i].device_type, &node.devices[i].mode) {
         Some(Reason::CardTypeMismatch)
     } else {
         None
@@ -302,13 +372,17 @@ pub fn order_free_request<'a>(ctx: &PodContext<'a>) -> Option<&'a ContainerReque
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the
 /// `nums`-th eligible card; the reasons are only worked out for nodes that fail.
 pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Result<f64, FitFailure> {
+    if node.has_mig {
+        // Instances, not cards: a MIG GPU can take several of the request's, so walk in full.
+        return fit_pod(node, ctx).map(|fit| fit.score);
+    }
     let nums = usize::try_from(r.nums).unwrap_or(usize::MAX);
     let cores = r.clamped_cores();
     let plain = !ctx.hints.filters_devices() && !ctx.hints.filters_uuids();
     let mutex = ctx.gpu_policy.mutex;
     let mut eligible = 0usize;
     for (h, u) in node.hot.iter().zip(&node.usage) {
-        let usable = h.flags & (HEALTHY | NVIDIA | CORDONED | MIG | RESERVED) == HEALTHY | NVIDIA;
+        let usable = h.flags & (HEALTHY | NVIDIA | CORDONED | RESERVED | MIG_UNHEALTHY) == HEALTHY | NVIDIA;
         if plain && usable && fits_capacity(h, u, r.resolved_memory(i64::from(h.devmem)), cores, mutex) {
             eligible += 1;
             if eligible >= nums {

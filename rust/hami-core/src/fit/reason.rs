@@ -18,6 +18,8 @@ pub enum Reason {
     CardInsufficientMemory,
     CardInsufficientCore,
     CardComputeUnitsExhausted,
+    /// No MIG profile with the requested memory has a free placement on the GPU.
+    CardMigTopologyInfeasible,
     AllocatedCardsInsufficientRequest,
     NodeInsufficientDevice,
     NodeUnregistered,
@@ -27,7 +29,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 19;
     pub const ALL: [Reason; Self::COUNT] = [
         Self::CardNotHealth,
         Self::CardCordoned,
@@ -41,6 +43,7 @@ impl Reason {
         Self::CardInsufficientMemory,
         Self::CardInsufficientCore,
         Self::CardComputeUnitsExhausted,
+        Self::CardMigTopologyInfeasible,
         Self::AllocatedCardsInsufficientRequest,
         Self::NodeInsufficientDevice,
         Self::NodeUnregistered,
@@ -63,6 +66,7 @@ impl Reason {
             Self::CardInsufficientMemory => "CardInsufficientMemory",
             Self::CardInsufficientCore => "CardInsufficientCore",
             Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
+            Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
             Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
             Self::NodeInsufficientDevice => "NodeInsufficientDevice",
             Self::NodeUnregistered => "node unregistered",
@@ -108,6 +112,9 @@ pub enum FitFailure {
     Node(Reason),
     /// kube-scheduler's host checks, in its order, joined with `", "`.
     Host(Vec<Reason>),
+    /// HAMi's `AddResourceUsage` found no MIG instance for a card Fit chose (the topology-aware
+    /// choice can keep picks in another order than Fit checked them); the card's UUID.
+    MigAllocation(String),
 }
 
 impl FitFailure {
@@ -117,6 +124,8 @@ impl FitFailure {
             Self::Cards { counts, .. } => counts.iter().map(|(r, _)| r).collect(),
             Self::Node(r) => vec![*r],
             Self::Host(rs) => rs.clone(),
+            // HAMi's ParseReason finds no "<n>/<m> <Reason>" entry in that message.
+            Self::MigAllocation(_) => Vec::new(),
         }
     }
 }
@@ -133,6 +142,9 @@ impl fmt::Display for FitFailure {
             Self::Host(rs) => {
                 let words: Vec<&str> = rs.iter().map(|r| r.as_str()).collect();
                 f.write_str(&words.join(", "))
+            }
+            Self::MigAllocation(uuid) => {
+                write!(f, "AddResourceUsage failed for device {uuid}: MIG profile and placement allocation failed")
             }
         }
     }

@@ -48,6 +48,7 @@ pub struct HamiAnnotations<'a> {
     pub requesting_keys: u8,
     pub vgpu_node: Option<Cow<'a, str>>,
     pub allocated: Option<Cow<'a, str>>,
+    pub mig_allocations: Option<Cow<'a, str>>,
     /// hami-fast's reservation of GPUs for a pending pod (see [`crate::state::reservations`]).
     pub reservation: Option<Cow<'a, str>>,
     pub reservation_expires: Option<Cow<'a, str>>,
@@ -85,6 +86,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         }
                         codec::VGPU_NODE_KEY => &mut out.vgpu_node,
                         codec::ALLOCATED_KEY => &mut out.allocated,
+                        codec::MIG_ALLOCATIONS_KEY => &mut out.mig_allocations,
                         codec::RESERVATION_KEY => &mut out.reservation,
                         codec::RESERVATION_EXPIRES_KEY => &mut out.reservation_expires,
                         _ => {

@@ -194,6 +194,7 @@ impl ClusterState {
         let name = node.name.clone();
         for record in self.pods.values().filter(|r| *r.node == *name) {
             node.account(&record.footprint, 1);
+            node.account_mig(&record.footprint, &record.mig, 1);
         }
     }
 
@@ -209,6 +210,17 @@ impl ClusterState {
             return Ok(Applied::Pod);
         }
         let ann = &meta.annotations;
+        if let (Some(node), None, Some(mig)) =
+            (ann.vgpu_node.as_deref(), ann.allocated.as_deref(), ann.mig_allocations.as_deref())
+        {
+            // HAMi caches an assigned pod without a device list as using no device; its MIG
+            // reservations still hold their placements (or mark the node's MIG GPUs unhealthy).
+            self.unhold(&key);
+            let mut record = self.record(&meta.namespace, &meta.name, node, Vec::new());
+            record.mig = mig_holds(Some(mig));
+            self.reserve(key, record);
+            return Ok(Applied::Pod);
+        }
         let (Some(node), Some(allocated)) = (ann.vgpu_node.as_deref(), ann.allocated.as_deref()) else {
             return self.apply_hold(view, &key).map(|()| Applied::PodIgnored);
         };
@@ -224,7 +236,8 @@ impl ClusterState {
             }
         }
         let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
-        let record = self.record(&meta.namespace, &meta.name, node, footprint);
+        let mut record = self.record(&meta.namespace, &meta.name, node, footprint);
+        record.mig = mig_holds(ann.mig_allocations.as_deref());
         self.reserve(key, record);
         Ok(Applied::Pod)
     }
@@ -295,6 +308,13 @@ impl ClusterState {
         self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
         Ok(())
     }
+}
+
+/// The MIG instances a resident pod holds. HAMi discards a malformed annotation whole, without a
+/// word, and then marks the pod's MIG GPUs unhealthy for lacking a reservation: the same here.
+fn mig_holds(value: Option<&str>) -> Box<[crate::model::MigHold]> {
+    let Some(list) = value.and_then(|v| codec::decode_mig_allocations(v).ok()) else { return Box::default() };
+    list.into_iter().map(|a| crate::model::MigHold { gpu: a.gpu_uuid.into(), placement: a.placement }).collect()
 }
 
 /// A non-zero fingerprint of the register annotation: HAMi's registration rule notices when it changes.

@@ -9,7 +9,7 @@ pub mod reservations;
 use crate::config::Config;
 use crate::error::Error;
 use crate::fit::QuotaState;
-use crate::model::{Collapsed, GpuNode};
+use crate::model::{Collapsed, GpuNode, MigHold};
 use nodes::NodeTable;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
@@ -22,6 +22,8 @@ pub struct PodRecord {
     pub name: Box<str>,
     pub node: Arc<str>,
     pub footprint: Box<[Collapsed]>,
+    /// The MIG instances it holds (`hami.io/vgpu-mig-allocations`), in annotation order.
+    pub mig: Box<[MigHold]>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -116,6 +118,7 @@ impl ClusterState {
             name: name.into(),
             node: self.shared(node),
             footprint: footprint.into_boxed_slice(),
+            mig: Box::default(),
         }
     }
 
@@ -141,6 +144,7 @@ impl ClusterState {
         }
         if let Some(node) = self.nodes.get_mut(&record.node) {
             node.account(&record.footprint, 1);
+            node.account_mig(&record.footprint, &record.mig, 1);
         }
         self.add_ns_usage(&record, 1);
         self.pods.insert(uid, record);
@@ -151,6 +155,7 @@ impl ClusterState {
         let Some(record) = self.pods.remove(uid) else { return false };
         if let Some(node) = self.nodes.get_mut(&record.node) {
             node.account(&record.footprint, -1);
+            node.account_mig(&record.footprint, &record.mig, -1);
         }
         self.add_ns_usage(&record, -1);
         true
