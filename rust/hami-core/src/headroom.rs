@@ -124,9 +124,9 @@ impl ClusterState {
     /// [`Headroom`] of a pod as a user submits it (webhook defaults applied first), JSON out. A pod
     /// already placed is measured with its own allocation set aside, as `explain` does.
     pub fn headroom(&mut self, pod_bytes: &[u8]) -> Vec<u8> {
-        let result = (|| -> Result<Headroom, String> {
-            let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| format!("decode Pod: {e}"))?;
-            apply_defaults(&mut pod, &self.config).map_err(|e| e.to_string())?;
+        let result = (|| -> crate::error::Result<Headroom> {
+            let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| crate::error::Error::decode("Pod", e))?;
+            apply_defaults(&mut pod, &self.config)?;
             if pod.metadata.namespace.is_empty() {
                 pod.metadata.namespace = "default".into();
             }
@@ -156,7 +156,7 @@ impl ClusterState {
             }
             Ok(headroom)
         })();
-        let out = result.unwrap_or_else(|error| Headroom { error, ..Headroom::default() });
+        let out = result.unwrap_or_else(|e| Headroom { error: e.to_string(), ..Headroom::default() });
         serde_json::to_vec(&out).unwrap_or_default()
     }
 }

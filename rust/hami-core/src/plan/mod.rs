@@ -13,14 +13,15 @@
 //! only, each taken when it lowers the fragment).
 
 mod objective;
+mod rejection;
 #[cfg(test)]
 mod tests;
 mod unblock;
 
 pub use objective::{workload_from_spec, Objective};
+pub use rejection::Rejection;
 pub use unblock::{baseline_queue, unblock, unblock_queue, PendingPod, QueueResult, Unblock};
 
-use crate::annotations::RESERVATION_KEY;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fit::{fit_host, fit_pod, host_shortfall, PodContext};
@@ -733,27 +734,37 @@ pub fn plan_on(work: &mut Snapshot, budget: usize, strategy: Strategy) -> PlanRe
 /// Re-runs a move sequence on a fresh copy of `snapshot`, checking each move with the engine's
 /// Fit at the moment it runs (old copy released, target GPUs whitelisted). `Err` names the
 /// first move that would not be accepted.
-pub fn validate_moves(snapshot: &Snapshot, moves: &[Move]) -> Result<Measures, String> {
+pub fn validate_moves(snapshot: &Snapshot, moves: &[Move]) -> Result<Measures, Rejection> {
     let mut work = snapshot.clone();
     let by_key: HashMap<String, usize> = work.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
     let mut planner = Planner::new(&mut work, usize::MAX);
     for (k, mv) in moves.iter().enumerate() {
-        let &pi = by_key.get(&mv.pod).ok_or_else(|| format!("move {k}: pod {} is not in the snapshot", mv.pod))?;
+        let &pi = by_key.get(&mv.pod).ok_or_else(|| Rejection::PodNotInSnapshot { step: k, pod: mv.pod.clone() })?;
         let p = &planner.s.pods[pi];
         if let Some(why) = &p.blocked {
-            return Err(format!("move {k}: pod {} may not be moved: {why}", mv.pod));
+            return Err(Rejection::PodBlocked { step: k, pod: mv.pod.clone(), why: why.clone() });
         }
         let now = planner.place_of(p.node, &p.footprint);
         if now != mv.from {
-            return Err(format!("move {k}: pod {} is on {:?}, not on {:?}", mv.pod, now, mv.from));
+            return Err(Rejection::PodElsewhere {
+                step: k,
+                pod: mv.pod.clone(),
+                now: Box::new(now),
+                from: Box::new(mv.from.clone()),
+            });
         }
-        let &t =
-            planner.s.index.get(&mv.to.node).ok_or_else(|| format!("move {k}: node {} does not exist", mv.to.node))?;
+        let &t = planner
+            .s
+            .index
+            .get(&mv.to.node)
+            .ok_or_else(|| Rejection::TargetNodeMissing { step: k, node: mv.to.node.clone() })?;
         let targets: HashSet<String> = mv.to.gpus.iter().cloned().collect();
         planner.lift(pi);
         let allowed = |_: usize, d: usize, n: &GpuNode| targets.contains(&n.devices[d].id);
-        let fp = planner.fit_on(pi, t, &allowed).ok_or_else(|| {
-            format!("move {k}: pod {} does not fit on {}/{:?} at that point", mv.pod, mv.to.node, mv.to.gpus)
+        let fp = planner.fit_on(pi, t, &allowed).ok_or_else(|| Rejection::MoveDoesNotFit {
+            step: k,
+            pod: mv.pod.clone(),
+            to: mv.to.clone(),
         })?;
         planner.land(pi, t, fp);
         planner.refresh_frag(t);
@@ -768,24 +779,24 @@ pub fn validate_moves(snapshot: &Snapshot, moves: &[Move]) -> Result<Measures, S
 /// the node exists and is registered, every GPU exists and is healthy and not cordoned, and the
 /// pod fits there once its old copy is gone. `gpus` are `gpu-N` indexes (an optional `/suffix`
 /// is ignored) or UUIDs. Returns the resolved UUIDs.
-pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[String]) -> Result<Vec<String>, String> {
-    let &t = snapshot.index.get(node).ok_or_else(|| format!("node {node} not found"))?;
+pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[String]) -> Result<Vec<String>, Rejection> {
+    let &t = snapshot.index.get(node).ok_or_else(|| Rejection::NodeNotFound { node: node.into() })?;
     let n = &snapshot.nodes[t];
     if let Some(e) = &n.register_error {
-        return Err(format!("node {node} is not registered with HAMi: {e}"));
+        return Err(Rejection::NodeNotRegistered { node: node.into(), error: e.clone() });
     }
     let uuids = resolve_gpus(n, gpus)?;
     for u in &uuids {
         let d = n.device_index(u).expect("resolved above");
         if !n.hot[d].has(HEALTHY) {
-            return Err(format!("GPU {u} on node {node} is not healthy"));
+            return Err(Rejection::GpuUnhealthy { gpu: u.clone(), node: node.into() });
         }
         if n.hot[d].has(CORDONED) {
-            return Err(format!("GPU {u} on node {node} is cordoned (hami.io/device-cordon)"));
+            return Err(Rejection::GpuCordoned { gpu: u.clone(), node: node.into() });
         }
         if let Some((_, r)) = snapshot.holds.iter().find(|(_, r)| *r.node == *node && r.gpus.iter().any(|g| **g == **u))
         {
-            return Err(format!("GPU {u} on node {node} is held for pending pod {} ({RESERVATION_KEY})", r.pod));
+            return Err(Rejection::GpuHeld { gpu: u.clone(), node: node.into(), pending: r.pod.to_string() });
         }
     }
     let mut work = snapshot.clone();
@@ -796,13 +807,13 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
     };
     let (k, _, _) = demand(&planner.s.pods[pi]);
     if k != uuids.len() {
-        return Err(format!("pod {pod} uses {k} GPU(s) but the placement names {}", uuids.len()));
+        return Err(Rejection::GpuCountMismatch { pod: pod.into(), uses: k, named: uuids.len() });
     }
     planner.lift(pi);
     let set: HashSet<&String> = uuids.iter().collect();
     let allowed = |_: usize, d: usize, n: &GpuNode| set.contains(&n.devices[d].id);
     if let Err(reason) = fit_host(&planner.s.nodes[t], planner.s.pods[pi].host.0, planner.s.pods[pi].host.1) {
-        return Err(format!("pod {pod} does not fit on {node} even with its old copy gone: {reason}"));
+        return Err(Rejection::HostDoesNotFit { pod: pod.into(), node: node.into(), reason: Box::new(reason) });
     }
     if planner.fit_on(pi, t, &allowed).is_none() {
         let p = &planner.s.pods[pi];
@@ -816,7 +827,7 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
             device_preference: None,
         };
         let reason = fit_pod(&planner.s.nodes[t], &ctx).err().map(|f| f.to_string()).unwrap_or_default();
-        return Err(format!("pod {pod} does not fit on {node} GPUs {uuids:?} even with its old copy gone: {reason}"));
+        return Err(Rejection::GpusDoNotFit { pod: pod.into(), node: node.into(), gpus: uuids, reason });
     }
     Ok(uuids)
 }
@@ -824,9 +835,9 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
 /// A device id as registered, or `gpu-N` / `gpu-N/x` (by index) on `node` -> the device ids, in
 /// the given order. An id is matched whole first: registered ids may hold `/` (MIG ids of old
 /// drivers, `MIG-GPU-<uuid>/7/0`) or look like `gpu-N` themselves.
-pub fn resolve_gpus(n: &GpuNode, gpus: &[String]) -> Result<Vec<String>, String> {
+pub fn resolve_gpus(n: &GpuNode, gpus: &[String]) -> Result<Vec<String>, Rejection> {
     if gpus.is_empty() {
-        return Err("gpuDevices is empty".into());
+        return Err(Rejection::NoGpus);
     }
     let by_index = |g: &str| {
         let (base, share) = g.split_once('/').map_or((g, None), |(b, s)| (b, Some(s)));
@@ -841,8 +852,8 @@ pub fn resolve_gpus(n: &GpuNode, gpus: &[String]) -> Result<Vec<String>, String>
         let found = n.devices.iter().find(|d| d.id == *g).or_else(|| by_index(g));
         match found {
             Some(d) if !out.contains(&d.id) => out.push(d.id.clone()),
-            Some(_) => return Err(format!("GPU {g} is named twice")),
-            None => return Err(format!("GPU {g} not found on node {}", n.name)),
+            Some(_) => return Err(Rejection::GpuNamedTwice { gpu: g.clone() }),
+            None => return Err(Rejection::GpuNotOnNode { gpu: g.clone(), node: n.name.to_string() }),
         }
     }
     Ok(out)
@@ -988,7 +999,7 @@ pub fn validate_target_bytes(
     let snapshot = Snapshot::from_objects(inputs, config)?;
     let out = match validate_target(&snapshot, pod, node, gpus) {
         Ok(uuids) => serde_json::json!({"ok": true, "uuids": uuids, "message": ""}),
-        Err(message) => serde_json::json!({"ok": false, "uuids": [], "message": message}),
+        Err(why) => serde_json::json!({"ok": false, "uuids": [], "message": why.to_string()}),
     };
     serde_json::to_vec(&out).map_err(Error::internal)
 }

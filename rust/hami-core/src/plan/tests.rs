@@ -112,7 +112,7 @@ fn validate_moves_rejects_a_stale_sequence() {
     };
     assert!(validate_moves(&s, &[mv("p2", "b", "a")]).is_ok());
     // p1 (700) cannot join p2 once p2 went... p2 is on a; 700 + 200 on a is fine, but then moving p1 to b is a no-op check:
-    let err = validate_moves(&s, &[mv("p2", "b", "a"), mv("p2", "b", "a")]).unwrap_err();
+    let err = validate_moves(&s, &[mv("p2", "b", "a"), mv("p2", "b", "a")]).unwrap_err().to_string();
     assert!(err.contains("move 1"), "{err}");
     let s2 = snap(vec![
         node("a", 1, &[]),
@@ -120,7 +120,7 @@ fn validate_moves_rejects_a_stale_sequence() {
         pod("p1", "a", &[0], 700, true),
         pod("p2", "b", &[0], 400, true),
     ]);
-    let err = validate_moves(&s2, &[mv("p2", "b", "a")]).unwrap_err();
+    let err = validate_moves(&s2, &[mv("p2", "b", "a")]).unwrap_err().to_string();
     assert!(err.contains("does not fit"), "{err}");
 }
 
@@ -135,15 +135,19 @@ fn target_validation() {
     let v = |pod: &str, node: &str, gpus: &[&str]| {
         validate_target(&s, pod, node, &gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>())
     };
-    assert!(v("ns/p1", "nope", &["gpu-0"]).unwrap_err().contains("node nope not found"));
-    assert!(v("ns/p1", "a", &["gpu-7"]).unwrap_err().contains("GPU gpu-7 not found"));
-    assert!(v("ns/p1", "a", &["gpu-1"]).unwrap_err().contains("not healthy"));
+    assert!(v("ns/p1", "nope", &["gpu-0"]).unwrap_err().to_string().contains("node nope not found"));
+    assert!(v("ns/p1", "a", &["gpu-7"]).unwrap_err().to_string().contains("GPU gpu-7 not found"));
+    assert!(v("ns/p1", "a", &["gpu-1"]).unwrap_err().to_string().contains("not healthy"));
     // Its own GPU fits once the old copy is gone.
     assert_eq!(v("ns/p1", "a", &["gpu-0/20"]).unwrap(), vec!["a-g0".to_string()]);
     assert_eq!(v("ns/p1", "a", &["a-g0"]).unwrap(), vec!["a-g0".to_string()]);
-    let err = v("ns/p1", "b", &["gpu-0"]).unwrap_err();
+    let err = v("ns/p1", "b", &["gpu-0"]).unwrap_err().to_string();
     assert!(err.contains("does not fit") && err.contains("CardInsufficientMemory"), "{err}");
-    assert!(v("ns/p2", "a", &["gpu-0", "gpu-0"]).unwrap_err().contains("twice"));
+    assert!(v("ns/p2", "a", &["gpu-0", "gpu-0"]).unwrap_err().to_string().contains("twice"));
+    // The verdict is typed: the node, GPU and pod are fields, not only text.
+    assert_eq!(v("ns/p1", "nope", &["gpu-0"]), Err(Rejection::NodeNotFound { node: "nope".into() }));
+    assert_eq!(v("ns/p1", "a", &["gpu-1"]), Err(Rejection::GpuUnhealthy { gpu: "a-g1".into(), node: "a".into() }));
+    assert_eq!(v("ns/p1", "a", &[]), Err(Rejection::NoGpus));
 }
 
 #[test]
@@ -163,8 +167,8 @@ fn targets_name_any_registered_id_whole() {
     assert_eq!(v(&["gpu-0"]).unwrap(), vec!["gpu-0"], "an id wins over the index form");
     assert_eq!(v(&["gpu-1", "gpu-3/20"]).unwrap(), vec![ids[0], ids[2]], "else gpu-N is the index");
     assert_eq!(v(&["GPU-node-0-2"]).unwrap(), vec![ids[2]]);
-    assert!(v(&["MIG-GPU-e290caca-2f0c-9582-acab-67a142b61ffa"]).unwrap_err().contains("not found"));
-    assert!(v(&["gpu-1/x"]).unwrap_err().contains("not found"));
+    assert!(v(&["MIG-GPU-e290caca-2f0c-9582-acab-67a142b61ffa"]).unwrap_err().to_string().contains("not found"));
+    assert!(v(&["gpu-1/x"]).unwrap_err().to_string().contains("not found"));
 }
 
 /// Random clusters: every plan replays move by move under the engine's Fit, never loses a
@@ -275,7 +279,7 @@ fn host_cpu_is_checked_where_allocatable_is_known() {
     let tight = snap(items("2"));
     assert_eq!(tight.nodes[tight.index["a"]].host.unwrap().cpu_requested, 1000);
     assert!(plan(&tight, 5, Strategy::Drain).moves.is_empty(), "neither node has the CPU for the other's pod");
-    let err = validate_target(&tight, "ns/p1", "b", &["gpu-0".to_string()]).unwrap_err();
+    let err = validate_target(&tight, "ns/p1", "b", &["gpu-0".to_string()]).unwrap_err().to_string();
     assert!(err.contains("Insufficient cpu"), "{err}");
     let roomy = snap(items("3500m"));
     let r = plan(&roomy, 5, Strategy::Drain);
@@ -552,7 +556,7 @@ fn held_gpus_take_no_moved_pod_and_are_free_for_their_owner() {
     let u = unblock(&s, &owner, 5);
     assert!(u.unblocked && u.moves.is_empty(), "{}", u.message);
     assert_eq!(u.target.unwrap().gpus, vec!["a-g1".to_owned()]);
-    let err = validate_target(&s, "ns/p", "a", &["gpu-1".into()]).unwrap_err();
+    let err = validate_target(&s, "ns/p", "a", &["gpu-1".into()]).unwrap_err().to_string();
     assert!(err.contains("held for pending pod ns/owner"), "{err}");
     // A lapsed hold is dropped when the snapshot is read.
     let mut lapsed = items.clone();

@@ -7,7 +7,7 @@
 //! the GPUs being cleared, whole free GPUs last), and the pending pod itself must then pass the
 //! engine's Fit on the cleared GPUs. The first node that passes wins; a failed try is rolled back.
 
-use super::{demand, is_whole_free, round3, Measures, Move, Place, Planner, Snapshot};
+use super::{demand, is_whole_free, round3, Measures, Move, Place, Planner, Rejection, Snapshot};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fit::{fit_host, fit_pod, PodContext};
@@ -204,7 +204,7 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
                 out.reasons.insert(planner.s.nodes[t].name.clone(), format!("needs {n} moves (budget {budget})"));
             }
             Err(why) => {
-                out.reasons.insert(planner.s.nodes[t].name.clone(), why);
+                out.reasons.insert(planner.s.nodes[t].name.clone(), why.to_string());
             }
         }
     }
@@ -228,7 +228,7 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
                 return (out, Some((t, fp)));
             }
             Err(why) => {
-                out.reasons.insert(planner.s.nodes[c.node].name.clone(), why);
+                out.reasons.insert(planner.s.nodes[c.node].name.clone(), why.to_string());
             }
         }
     }
@@ -344,7 +344,7 @@ fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, mem: i64, cores: i6
 
 /// The fewest pods to move off GPU `d` so the pod's share fits there (the Fit's slot, memory,
 /// core, exclusivity and exhausted-cores checks); `Err` names the pod in the way.
-fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Result<Vec<usize>, String> {
+fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Result<Vec<usize>, Rejection> {
     let n = &planner.s.nodes[t];
     let h = &n.hot[d];
     let u = n.usage[d];
@@ -367,12 +367,12 @@ fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Res
         }
         let p = &planner.s.pods[pi];
         if let Some(why) = &p.blocked {
-            return Err(format!("GPU {} holds {} which may not move ({why})", n.devices[d].id, p.key()));
+            return Err(Rejection::GpuHoldsUnmovable { gpu: n.devices[d].id.clone(), pod: p.key(), why: why.clone() });
         }
         if let Some(c) = p.footprint.iter().find(|c| &*c.uuid == n.devices[d].id.as_str()) {
             if p.footprint.len() == 1 && c.mem >= mem && mem > 0 {
                 // It needs as much room elsewhere as the pod would: where it could go, the pod could.
-                return Err(format!("GPU {} holds {}, as large as the pod's share", n.devices[d].id, p.key()));
+                return Err(Rejection::GpuHoldsAsLarge { gpu: n.devices[d].id.clone(), pod: p.key() });
             }
             used -= c.slots.max(1);
             usedmem -= c.mem;
@@ -383,14 +383,14 @@ fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Res
     if satisfied(used, usedmem, usedcores) {
         Ok(out)
     } else {
-        Err(format!("GPU {} stays too full even with every pod moved off", n.devices[d].id))
+        Err(Rejection::GpuStaysFull { gpu: n.devices[d].id.clone() })
     }
 }
 
-fn cost_node(planner: &Planner, pending: &PendingPod, t: usize, on_node: &[usize]) -> Result<Candidate, String> {
+fn cost_node(planner: &Planner, pending: &PendingPod, t: usize, on_node: &[usize]) -> Result<Candidate, Rejection> {
     let n = &planner.s.nodes[t];
     if let Some(e) = &n.register_error {
-        return Err(format!("not registered with HAMi: {e}"));
+        return Err(Rejection::NotRegistered { error: e.clone() });
     }
     let mut options: Vec<(Vec<usize>, usize)> = Vec::new();
     let mut why_not: BTreeSet<String> = BTreeSet::new();
@@ -405,19 +405,13 @@ fn cost_node(planner: &Planner, pending: &PendingPod, t: usize, on_node: &[usize
         match clear_gpu(planner, t, d, mem, cores) {
             Ok(evict) => options.push((evict, d)),
             Err(why) => {
-                why_not.insert(why);
+                why_not.insert(why.to_string());
             }
         }
     }
     if k == 0 || options.len() < k {
         let detail: Vec<String> = why_not.into_iter().take(4).collect();
-        return Err(format!(
-            "{} of {} GPUs usable, the pod needs {}{}",
-            options.len(),
-            n.devices.len(),
-            k.max(1),
-            if detail.is_empty() { String::new() } else { format!(" ({})", detail.join("; ")) }
-        ));
+        return Err(Rejection::TooFewGpus { usable: options.len(), total: n.devices.len(), needs: k.max(1), detail });
     }
     options.sort_by_key(|(evict, d)| (evict.len(), *d));
     let mut evict: Vec<usize> = Vec::new();
@@ -445,7 +439,7 @@ fn free_host(
     t: usize,
     on_node: &[usize],
     evict: &mut Vec<usize>,
-) -> Result<(), String> {
+) -> Result<(), Rejection> {
     let Some(h) = planner.s.nodes[t].host else { return Ok(()) };
     let (cpu, mem) = pending.host;
     let pods = &planner.s.pods;
@@ -459,8 +453,8 @@ fn free_host(
         match rest.next() {
             Some(pi) => evict.push(pi),
             None => {
-                let err = fit_host(&planner.s.nodes[t], cpu, mem).err().map(|e| e.to_string()).unwrap_or_default();
-                return Err(format!("{err} even with every movable pod moved off"));
+                let reason = fit_host(&planner.s.nodes[t], cpu, mem).err().map(|e| e.to_string()).unwrap_or_default();
+                return Err(Rejection::HostShort { reason });
             }
         }
     }
@@ -472,7 +466,7 @@ fn try_candidate(
     planner: &mut Planner,
     pending: &PendingPod,
     c: &Candidate,
-) -> Result<(usize, Vec<Collapsed>), String> {
+) -> Result<(usize, Vec<Collapsed>), Rejection> {
     let cleared: HashSet<usize> = c.gpus.iter().copied().collect();
     let t = c.node;
     let mut done: Vec<(usize, usize, Vec<Collapsed>)> = Vec::new();
@@ -494,7 +488,7 @@ fn try_candidate(
             }
             None => {
                 planner.land(pi, from, old);
-                failed = Some(format!("{} has nowhere else to go", planner.s.pods[pi].key()));
+                failed = Some(Rejection::NowhereToGo { pod: planner.s.pods[pi].key() });
                 break;
             }
         }
@@ -532,9 +526,9 @@ fn fit_cleared(
     pending: &PendingPod,
     t: usize,
     cleared: &HashSet<usize>,
-) -> Result<(usize, Vec<Collapsed>), String> {
+) -> Result<(usize, Vec<Collapsed>), Rejection> {
     let n = &planner.s.nodes[t];
-    fit_host(n, pending.host.0, pending.host.1).map_err(|e| e.to_string())?;
+    fit_host(n, pending.host.0, pending.host.1).map_err(|e| Rejection::Host(Box::new(e)))?;
     let mut hints = pending.hints.clone();
     hints.use_uuids = n
         .devices
@@ -544,7 +538,7 @@ fn fit_cleared(
         .map(|(_, dev)| dev.id.clone())
         .collect();
     hints.nouse_uuids.clear();
-    let fit = fit_pod(n, &pending.context(&hints)).map_err(|r| format!("still does not fit after the moves: {r}"))?;
+    let fit = fit_pod(n, &pending.context(&hints)).map_err(|r| Rejection::StillDoesNotFit(Box::new(r)))?;
     Ok((t, collapse(&fit.slots, pending.request.init_count, false)))
 }
 
