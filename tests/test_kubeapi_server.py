@@ -881,7 +881,8 @@ def test_injected_failures_delays_and_counts(kubeapi):
     assert time.monotonic() - t0 >= 0.3
     v1.list_node()
     assert slow.hits == 1 and slow.times == 0  # used up
-    assert [r.duration >= 0.3 for r in kubeapi.requests("list", "/api/v1/nodes")][-2:] == [True, False]
+    delayed, plain = (r.duration for r in kubeapi.requests("list", "/api/v1/nodes")[-2:])
+    assert delayed >= 0.3 and plain < delayed  # the second is not delayed (and may be slow on a loaded machine)
 
     # 429 without Retry-After reaches the caller; with Retry-After, urllib3 retries by itself
     kubeapi.fail(None, "/api/v1/namespaces/*/pods", 429, times=1)
