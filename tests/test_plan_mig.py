@@ -296,8 +296,23 @@ def test_plan_text_output_on_mig(tmp_path, capsys):
     manifest.write_bytes(orjson.dumps(waiting))
     assert main(["plan", "--snapshot", str(snapshot), "--for", str(manifest)]) == 0
     out = capsys.readouterr().out
-    assert "default/top1g  node-a/GPU-node-a-0 -> node-a/GPU-node-a-1" in out, out
-    assert "target: node-a/GPU-node-a-0 (held for it (reservation))" in out, out
+    assert "default/top1g  node-a/GPU-node-a-0 [1g.5gb@6] -> node-a/GPU-node-a-1 [1g.5gb@5]" in out, out
+    assert "target: node-a/GPU-node-a-0 [3g.20gb@4] (held for it (reservation))" in out, out
+
+
+def test_pending_queue_on_mig(tmp_path, capsys):
+    """`--objective pending` (the descheduler's --auto) plans the same MIG moves for the queue."""
+    items, waiting = fragmented()
+    snapshot = tmp_path / "cluster.json"
+    snapshot.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": [*items, waiting]}))
+    args = ["plan", "--snapshot", str(snapshot), "--objective", "pending", "--max-moves", "4"]
+    assert main([*args, "--output", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [m["pod"] for m in result["moves"]] == ["default/top1g"], result["moves"]
+    (placed,) = result["placements"]
+    assert placed["mig"] == [{"gpu": "GPU-node-a-0", "profile": "3g.20gb", "placement": {"start": 4, "size": 4}}]
+    assert main(args) == 0
+    assert "default/w -> node-a/GPU-node-a-0 [3g.20gb@4] (1 moves)" in capsys.readouterr().out
 
 
 @needs_oracle

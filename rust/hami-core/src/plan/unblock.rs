@@ -667,7 +667,12 @@ impl QueueResult {
             .iter()
             .filter_map(|r| {
                 let t = r.target.as_ref()?;
-                Some(serde_json::json!({"pod": r.pod, "uid": r.uid, "node": t.node, "gpus": t.gpus, "moves": r.moves.len()}))
+                let mut placed =
+                    serde_json::json!({"pod": r.pod, "uid": r.uid, "node": t.node, "gpus": t.gpus, "moves": r.moves.len()});
+                if !t.mig.is_empty() {
+                    placed["mig"] = serde_json::to_value(&t.mig).unwrap_or_default();
+                }
+                Some(placed)
             })
             .collect();
         let mut out = serde_json::json!({
