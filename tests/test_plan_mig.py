@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hami_fast import _native
 from hami_fast.cli import main
-from hamigen import mig, model, oracle
+from hamigen import mig, model, oracle, seeding
+from hypothesis import HealthCheck, Phase, given, note, seed, settings
+from hypothesis import strategies as st
 
 ALLOCATED = model.ALLOCATED
 RESERVATION = "hami-fast.io/reservation"
@@ -109,17 +113,15 @@ def running(pod: dict[str, Any], node_name: str, allocated: str, mig_allocations
 def mig_resident(name: str, gpu: str, model_name: str, profile_name: str, start: int, owned: bool = True):
     """A running pod (request 4000 MiB) holding one instance of `profile_name` at slice `start`."""
     p = profile(model_name, profile_name)
-    size = p["placements"][0]["size"]
-    alloc = {
-        "containerIndex": 0,
-        "deviceIndex": 0,
-        "gpuUUID": gpu,
-        "profile": profile_name,
-        "placement": {"start": start, "size": size},
-    }
+    return instance_pod(name, gpu, p, {"start": start, "size": p["placements"][0]["size"]}, 4000, owned)
+
+
+def instance_pod(name: str, gpu: str, prof: dict[str, Any], placement: dict[str, int], request: int, owned: bool):
+    alloc = {"containerIndex": 0, "deviceIndex": 0, "gpuUUID": gpu, "profile": prof["name"], "placement": placement}
     node_name = gpu.removeprefix("GPU-").rsplit("-", 1)[0]
-    allocated = f"{gpu},NVIDIA,{p['memoryMB']},{p['core']}:;"
-    return running(spec_pod(name, 4000, owned), node_name, allocated, json.dumps([alloc], separators=(",", ":")))
+    allocated = f"{gpu},NVIDIA,{prof['memoryMB']},{prof['core']}:;"
+    allocations = json.dumps([alloc], separators=(",", ":"))
+    return running(spec_pod(name, request, owned), node_name, allocated, allocations)
 
 
 def plain_resident(name: str, gpu: str, memory: int, owned: bool = True) -> dict[str, Any]:
@@ -190,8 +192,10 @@ def apply_plan(items: list[dict[str, Any]], result: dict[str, Any], ask_hami: bo
     return items
 
 
-def check_promise(items, waiting, result, ask_hami: bool) -> dict[str, Any]:
-    """The waiting pod, holding the plan's reservation, is placed on the target as the plan says."""
+def check_promise(items, waiting, result, ask_hami: bool, pin_for_hami: bool = False) -> dict[str, Any]:
+    """The waiting pod, holding the plan's reservation, is placed on the target as the plan says.
+    HAMi (which ignores hami-fast's reservation) is asked for the pod as it is, or pinned to the
+    target's GPUs where other GPUs could take it too."""
     assert result["unblocked"] is True, result
     target = result["target"]
     after = apply_plan(items, result, ask_hami)
@@ -203,8 +207,10 @@ def check_promise(items, waiting, result, ask_hami: bool) -> dict[str, Any]:
     assert ours["node"] == target["node"], ours
     assert granted(ours) == (target["gpus"], target.get("mig", [])), (target, ours["annotations"])
     if ask_hami:
-        # HAMi (which ignores hami-fast's reservation) places the pod itself on the freed instance.
-        same_as_hami(after, waiting, ours)
+        asked = copy.deepcopy(waiting)
+        if pin_for_hami:
+            asked["metadata"]["annotations"][USE_UUID] = ",".join(target["gpus"])
+        same_as_hami(after, asked, ours)
     before = explain(items, waiting)
     assert before["node"] is None, f"the pod fitted before the moves: {before}"
     return ours
@@ -323,3 +329,114 @@ def test_hami_places_as_the_plan_says(tmp_path, capsys, cluster):
     items, waiting = cluster()
     result = plan_for(tmp_path, capsys, items, waiting)
     check_promise(items, waiting, result, ask_hami=True)
+
+
+# --- random MIG clusters: every plan that promises keeps its promise ---
+
+RANDOM_CASES = int(os.environ.get("HAMI_PLAN_MIG_CASES", "200"))
+RANDOM_SEEN = {"cases": 0, "unblocked_by_moves": 0, "moves": 0, "moves_onto_mig": 0, "targets_on_mig": 0}
+DRAWN_MODELS = sorted(mig.MIG_MODELS)
+
+
+@st.composite
+def busy_gpu(draw, node_name: str, i: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A GPU (mostly in MIG mode, with a subset of its profiles now and then) and the residents on it:
+    instances at any free placement (other schedulers and departed neighbours leave every layout)."""
+    if draw(st.integers(0, 4)) == 0:
+        plain = draw(st.sampled_from(sorted(mig.PLAIN_MODELS)))
+        dev = plain_gpu(node_name, i, plain)
+        pods = []
+        for k in range(draw(st.integers(0, 3))):
+            memory = draw(st.sampled_from([2000, 4000, 8000]))
+            pods.append(plain_resident(f"{node_name}-{i}-{k}", dev["id"], memory, owned=draw(st.integers(0, 5)) > 0))
+        return dev, pods
+    model_name = draw(st.sampled_from(DRAWN_MODELS))
+    dev = mig_gpu(node_name, i, model_name)
+    if draw(st.integers(0, 5)) == 0:
+        dev["migProfiles"] = draw(mig.mig_profiles(model_name))
+        dev["count"] = max(1, mig.instance_count(dev["migProfiles"]))
+    held: list[dict[str, int]] = []
+    pods = []
+    for k in range(draw(st.integers(0, 6))):
+        got = draw(mig.instance(dev, held))
+        if got is None:
+            break
+        prof, placement = got
+        held.append(placement)
+        request = draw(st.sampled_from([1000, 3000, prof["memoryMB"]]))
+        owned = draw(st.integers(0, 5)) > 0
+        pods.append(instance_pod(f"{node_name}-{i}-{k}", dev["id"], prof, placement, request, owned))
+    return dev, pods
+
+
+@st.composite
+def busy_clusters(draw) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for n in range(draw(st.integers(1, 3))):
+        name = f"node-{n}"
+        drawn = [draw(busy_gpu(name, i)) for i in range(draw(st.integers(1, 3)))]
+        items.append(node(name, [dev for dev, _ in drawn]))
+        items.extend(pod for _, pods in drawn for pod in pods)
+    waiting = spec_pod("waiting", draw(st.sampled_from([15000, 20000, 30000, 40000, 4000, 9000, 80000])))
+    limits = waiting["spec"]["containers"][0]["resources"]["limits"]
+    limits["nvidia.com/gpu"] = str(draw(st.sampled_from([1, 1, 1, 1, 2])))
+    if draw(st.integers(0, 4)) == 0:
+        waiting["metadata"]["annotations"]["hami.io/gpu-scheduler-policy"] = draw(
+            st.sampled_from(["binpack", "spread"])
+        )
+    return items, waiting
+
+
+@settings(
+    max_examples=RANDOM_CASES,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
+@seed(seeding.SEED)
+@given(busy_clusters())
+def test_random_mig_plans_keep_their_promise(cluster):
+    items, waiting = cluster
+    note(json.dumps({"items": items, "pod": waiting}))
+    snapshot = orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    result = orjson.loads(_native.plan([snapshot], orjson.dumps({"for_pod": waiting, "max_moves": 6})))
+    RANDOM_SEEN["cases"] += 1
+    if not result["unblocked"] or not result["moves"]:
+        return
+    RANDOM_SEEN["unblocked_by_moves"] += 1
+    RANDOM_SEEN["moves"] += len(result["moves"])
+    RANDOM_SEEN["moves_onto_mig"] += sum(bool(m["to"].get("mig")) for m in result["moves"])
+    RANDOM_SEEN["targets_on_mig"] += bool(result["target"].get("mig"))
+    check_promise(items, waiting, result, ask_hami=False)
+
+
+def test_the_random_draw_plans_moves_onto_mig():
+    """The random test above is only worth something if many of its plans move pods onto MIG instances."""
+    if RANDOM_SEEN["cases"] == 0:
+        pytest.skip("run together with test_random_mig_plans_keep_their_promise")
+    print(f"random MIG plans: {RANDOM_SEEN}")
+    assert RANDOM_SEEN["unblocked_by_moves"] >= RANDOM_SEEN["cases"] // 10, RANDOM_SEEN
+    assert RANDOM_SEEN["moves_onto_mig"] >= RANDOM_SEEN["unblocked_by_moves"] // 3, RANDOM_SEEN
+    assert RANDOM_SEEN["targets_on_mig"] >= RANDOM_SEEN["unblocked_by_moves"] // 3, RANDOM_SEEN
+
+
+@needs_oracle
+@settings(
+    max_examples=int(os.environ.get("HAMI_PLAN_MIG_ORACLE_CASES", "60")),
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
+@seed(seeding.SEED)
+@given(busy_clusters())
+def test_random_mig_plans_match_hami(cluster):
+    """HAMi's own Filter on every state a random plan passes through (the waiting pod pinned to the
+    target's GPUs): the same node, device list and MIG instances as the engine."""
+    items, waiting = cluster
+    note(json.dumps({"items": items, "pod": waiting}))
+    snapshot = orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    result = orjson.loads(_native.plan([snapshot], orjson.dumps({"for_pod": waiting, "max_moves": 6})))
+    if result["unblocked"] and result["moves"]:
+        check_promise(items, waiting, result, ask_hami=True, pin_for_hami=True)
