@@ -335,6 +335,7 @@ def test_hami_places_as_the_plan_says(tmp_path, capsys, cluster):
 
 RANDOM_CASES = int(os.environ.get("HAMI_PLAN_MIG_CASES", "200"))
 RANDOM_SEEN = {"cases": 0, "unblocked_by_moves": 0, "moves": 0, "moves_onto_mig": 0, "targets_on_mig": 0}
+HAMI_CHECKED = {"plans": 0, "states": 0}
 DRAWN_MODELS = sorted(mig.MIG_MODELS)
 
 
@@ -440,3 +441,6 @@ def test_random_mig_plans_match_hami(cluster):
     result = orjson.loads(_native.plan([snapshot], orjson.dumps({"for_pod": waiting, "max_moves": 6})))
     if result["unblocked"] and result["moves"]:
         check_promise(items, waiting, result, ask_hami=True, pin_for_hami=True)
+        HAMI_CHECKED["plans"] += 1
+        HAMI_CHECKED["states"] += len(result["moves"]) + 1
+    print(f"random MIG plans checked by HAMi: {HAMI_CHECKED}", end="\r")
