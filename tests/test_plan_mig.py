@@ -424,7 +424,7 @@ def test_the_random_draw_plans_moves_onto_mig():
 
 @needs_oracle
 @settings(
-    max_examples=int(os.environ.get("HAMI_PLAN_MIG_ORACLE_CASES", "60")),
+    max_examples=int(os.environ.get("HAMI_PLAN_MIG_ORACLE_CASES", "150")),
     deadline=None,
     database=None,
     phases=[Phase.explicit, Phase.generate],

@@ -325,3 +325,44 @@ fn two_instances_land_as_the_pinned_filter_grants_them() {
         assert_eq!(held, 9, "{policy}: every instance booked once");
     }
 }
+
+/// Three 1g instances for one container on a node with one MIG card (HAMi's isMIGRequest: more
+/// instances than cards): five movable instances leave two slices free, one move makes three.
+#[test]
+fn several_instances_of_one_card() {
+    let mut items = vec![node("m", vec![mig_gpu("m", 0, A100_40)]), node("o", vec![mig_gpu("o", 0, A100_40)])];
+    for slice in 2..7 {
+        items.push(mig_pod(&format!("p{slice}"), "m-g0", "1g.5gb", 4864, 15, slice, 1, true));
+    }
+    for slice in 2..7 {
+        items.push(mig_pod(&format!("o{slice}"), "o-g0", "1g.5gb", 4864, 15, slice, 1, false));
+    }
+    let s = snap(items);
+    let p = json!({"kind": "Pod", "metadata": {"name": "three", "namespace": "ns", "uid": "u-three"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "3", "nvidia.com/gpumem": "4000"}}}]}});
+    let three = PendingPod::from_value(&p, &Config::default()).unwrap();
+    let r = unblock(&s, &three, 5);
+    assert!(r.unblocked, "{}: {:?}", r.message, r.reasons);
+    assert_eq!(r.moves.len(), 1, "{:?}", r.moves);
+    assert_eq!(r.moves[0].to.node, "o");
+    let target = r.target.clone().unwrap();
+    assert_eq!(target.gpus, ["m-g0"]);
+    assert_eq!(target.mig.len(), 3, "{target:?}");
+    let after = apply(&s, &r.moves);
+    let fit = fit_after(&after, &three, &target).unwrap();
+    assert_eq!(fit.mig.len(), 3);
+    // Four instances: two moves (o's last two slices); five: three pods would need to go.
+    let pending = |nums: u32| {
+        let p = json!({"kind": "Pod", "metadata": {"name": format!("n{nums}"), "namespace": "ns"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": nums.to_string(), "nvidia.com/gpumem": "4000"}}}]}});
+        PendingPod::from_value(&p, &Config::default()).unwrap()
+    };
+    let r = unblock(&s, &pending(4), 5);
+    assert!(r.unblocked && r.moves.len() == 2, "{}: {:?}", r.message, r.moves);
+    let after = apply(&s, &r.moves);
+    assert_eq!(fit_after(&after, &pending(4), r.target.as_ref().unwrap()).unwrap().mig.len(), 4);
+    let r = unblock(&s, &pending(5), 5);
+    assert!(!r.unblocked, "{:?}", r.moves);
+    assert!(r.reasons["m"].contains("nowhere else to go"), "{:?}", r.reasons);
+    assert!(r.reasons["o"].contains("ns/o"), "{:?}", r.reasons);
+}

@@ -377,7 +377,7 @@ impl Room {
 fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Result<Vec<usize>, Rejection> {
     let n = &planner.s.nodes[t];
     if n.devices[d].mode == MIG_MODE {
-        return clear_mig_gpu(planner, t, d, mem, cores);
+        return clear_mig_gpu(planner, t, d, (mem, cores), 1);
     }
     let u = n.usage[d];
     let room = Room::of(n, d, mem, cores);
@@ -413,90 +413,68 @@ fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Res
     }
 }
 
-/// [`clear_gpu`] on a GPU in MIG mode: memory, cores and a slot are not enough, the instance
-/// HAMi would choose needs a free placement. For every placement of every profile with the
-/// memory, the pods whose instances overlap it must go, then the largest others while the card
-/// lacks memory, cores or a slot; the engine's own choice ([`mig::select`]) must then find an
-/// instance. The fewest pods win (ties: HAMi's profile order, then the placement's).
-fn clear_mig_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Result<Vec<usize>, Rejection> {
+/// [`clear_gpu`] on a GPU in MIG mode, for `instances` instances of one container: memory, cores
+/// and a slot are not enough, each instance HAMi chooses needs a free placement. The smallest set
+/// of the card's pods (least memory among equals) after whose moves the card has the room and
+/// HAMi's own choice ([`mig::fits`]) finds every instance.
+fn clear_mig_gpu(
+    planner: &Planner,
+    t: usize,
+    d: usize,
+    (mem, cores): (i64, i64),
+    instances: usize,
+) -> Result<Vec<usize>, Rejection> {
     let n = &planner.s.nodes[t];
     let dev = &n.devices[d];
     let pods = &planner.s.pods;
     let room = Room::of(n, d, mem, cores);
     let mut on: Vec<usize> = planner.on_gpu.get(&(t, d)).cloned().unwrap_or_default();
-    on.sort_by_key(|&pi| (std::cmp::Reverse(demand(&pods[pi]).1), pi));
-    let instances = |pi: usize| pods[pi].mig.iter().filter(|i| i.gpu == dev.id).map(|i| i.placement);
-    let occupied = &n.mig.occupied[d];
-    let left_after = |evict: &[usize]| {
-        let mut left: Vec<MigPlacement> = occupied.clone();
-        for placement in evict.iter().flat_map(|&pi| instances(pi)) {
-            if let Some(k) = left.iter().position(|p| *p == placement) {
-                left.remove(k);
+    on.sort_by_key(|&pi| (pods[pi].blocked.is_some(), std::cmp::Reverse(demand(&pods[pi]).1), pi));
+    on.truncate(MIG_CLEAR_MAX_PODS);
+    let earlier = vec![mem; instances.saturating_sub(1)];
+    let works = |evict: &[usize]| {
+        let mut u = n.usage[d];
+        let mut left: Vec<MigPlacement> = n.mig.occupied[d].clone();
+        for &pi in evict {
+            let (s, m, c) = share_on(&pods[pi], &dev.id);
+            (u.used, u.usedmem, u.usedcores) = (u.used - s, u.usedmem - m, u.usedcores - c);
+            for h in pods[pi].mig.iter().filter(|i| i.gpu == dev.id) {
+                if let Some(k) = left.iter().position(|p| *p == h.placement) {
+                    left.remove(k);
+                }
             }
         }
-        left
+        room.left_by(u.used, u.usedmem, u.usedcores) && mig::fits(&dev.mig_profiles, &left, &earlier, mem)
     };
-    let fixed = left_after(&on);
-    let mut profiles: Vec<usize> = (0..dev.mig_profiles.len()).collect();
-    profiles.sort_by_key(|&i| (dev.mig_profiles[i].memory_mb, dev.mig_profiles[i].slice_count));
-    let mut best: Option<Vec<usize>> = None;
-    let mut in_the_way: Option<Rejection> = None;
-    for profile in profiles.into_iter().map(|i| &dev.mig_profiles[i]).filter(|p| i64::from(p.memory_mb) >= mem) {
-        for placement in &profile.placements {
-            if fixed.iter().any(|f| f.overlaps(placement)) {
-                continue;
-            }
-            let evict: Vec<usize> =
-                on.iter().copied().filter(|&pi| instances(pi).any(|h| h.overlaps(placement))).collect();
-            if let Some(&pi) = evict.iter().find(|&&pi| pods[pi].blocked.is_some()) {
-                let why = pods[pi].blocked.clone().unwrap_or_default();
-                in_the_way.get_or_insert(Rejection::GpuHoldsUnmovable {
-                    gpu: dev.id.clone(),
-                    pod: pods[pi].key(),
-                    why,
-                });
-                continue;
-            }
-            let Some(evict) = top_up(&on, evict, &room, n.usage[d], |pi| &pods[pi], &dev.id) else { continue };
-            let chosen = mig::select(&dev.mig_profiles, &left_after(&evict), mem).is_some();
-            if chosen && best.as_ref().is_none_or(|b| evict.len() < b.len()) {
-                best = Some(evict);
-            }
+    let movable = on.iter().take_while(|&&pi| pods[pi].blocked.is_none()).count();
+    let rehouse = |evict: &[usize]| evict.iter().map(|&pi| share_on(&pods[pi], &dev.id).1).sum::<i64>();
+    let subset = |mask: u32| (0..movable).filter(|i| mask & (1 << i) != 0).map(|i| on[i]).collect::<Vec<usize>>();
+    let mut masks: Vec<u32> = (0..1u32 << movable).collect();
+    masks.sort_by_key(|&m| m.count_ones());
+    for size in masks.chunk_by(|a, b| a.count_ones() == b.count_ones()) {
+        if let Some(evict) = size.iter().map(|&m| subset(m)).filter(|e| works(e)).min_by_key(|e| rehouse(e)) {
+            return Ok(evict);
         }
     }
-    best.ok_or_else(|| in_the_way.unwrap_or_else(|| Rejection::GpuStaysFull { gpu: dev.id.clone() }))
+    match on[movable..].first() {
+        Some(&pi) if works(&on) => Err(Rejection::GpuHoldsUnmovable {
+            gpu: dev.id.clone(),
+            pod: pods[pi].key(),
+            why: pods[pi].blocked.clone().unwrap_or_default(),
+        }),
+        _ => Err(Rejection::GpuStaysFull { gpu: dev.id.clone() }),
+    }
 }
 
-/// `evict` and then the movable others of `on` (in its order) until the GPU has the room;
-/// `None` when even that is not enough.
-fn top_up<'p>(
-    on: &[usize],
-    mut evict: Vec<usize>,
-    room: &Room,
-    usage: crate::model::DeviceUsage,
-    pod: impl Fn(usize) -> &'p super::PlanPod,
-    uuid: &str,
-) -> Option<Vec<usize>> {
-    let mut u = usage;
-    let mut release = |pi: usize| {
-        let (s, m, c) = share_on(pod(pi), uuid);
-        (u.used, u.usedmem, u.usedcores) = (u.used - s, u.usedmem - m, u.usedcores - c);
-        room.left_by(u.used, u.usedmem, u.usedcores)
-    };
-    let mut enough = room.left_by(usage.used, usage.usedmem, usage.usedcores);
-    for &pi in &evict {
-        enough = release(pi);
-    }
-    for &pi in on {
-        if enough {
-            break;
-        }
-        if !evict.contains(&pi) && pod(pi).blocked.is_none() {
-            enough = release(pi);
-            evict.push(pi);
-        }
-    }
-    enough.then_some(evict)
+/// A MIG card holds a handful of instances; beyond this many pods on one card (broken data) only
+/// the first (movable, largest) are considered for its clearing.
+const MIG_CLEAR_MAX_PODS: usize = 12;
+
+/// HAMi's `isMIGRequest` for `--for`: the pod does not rule MIG out and the node has a MIG GPU.
+fn mig_request(n: &GpuNode, pending: &PendingPod) -> bool {
+    n.has_mig
+        && pending.hints.vgpu_mode.as_deref().is_none_or(|m| m.contains(MIG_MODE))
+        && n.devices.iter().any(|d| d.mode == MIG_MODE)
 }
 
 /// A pod's (slots, memory, cores) on the GPU `uuid`.
@@ -526,9 +504,25 @@ fn cost_node(planner: &Planner, pending: &PendingPod, t: usize, on_node: &[usize
             }
         }
     }
+    if k > options.len() && !options.is_empty() && mig_request(n, pending) {
+        // HAMi's isMIGRequest: more instances than cards may come from one card.
+        let mut one_card: Vec<(Vec<usize>, usize)> = Vec::new();
+        for &(_, d) in options.iter().filter(|(_, d)| n.devices[*d].mode == MIG_MODE) {
+            let (_, mem, cores) = pending.per_gpu(i64::from(n.hot[d].devmem));
+            match clear_mig_gpu(planner, t, d, (mem, cores), k) {
+                Ok(evict) => one_card.push((evict, d)),
+                Err(why) => {
+                    why_not.insert(format!("{k} instances: {why}"));
+                }
+            }
+        }
+        options = one_card.into_iter().min_by_key(|(evict, d)| (evict.len(), *d)).into_iter().collect();
+        k = options.len();
+    }
     if k == 0 || options.len() < k {
         let detail: Vec<String> = why_not.into_iter().take(4).collect();
-        return Err(Rejection::TooFewGpus { usable: options.len(), total: n.devices.len(), needs: k.max(1), detail });
+        let needs = pending.per_gpu(0).0.max(1);
+        return Err(Rejection::TooFewGpus { usable: options.len(), total: n.devices.len(), needs, detail });
     }
     options.sort_by_key(|(evict, d)| (evict.len(), *d));
     let mut evict: Vec<usize> = Vec::new();
