@@ -136,8 +136,11 @@ impl Seat {
 
 /// The instances a resident pod holds: the engine state's holds (what it booked), with the
 /// profile names of the pod's annotation (the same list, in order, when the state could read it).
-fn resident_instances(holds: &[MigHold], annotation: Option<&String>) -> Vec<MigInstance> {
-    let decoded = annotation.and_then(|v| decode_mig_allocations(v).ok()).unwrap_or_default();
+fn resident_instances<'a>(holds: &[MigHold], annotation: impl FnOnce() -> Option<&'a String>) -> Vec<MigInstance> {
+    if holds.is_empty() {
+        return Vec::new();
+    }
+    let decoded = annotation().and_then(|v| decode_mig_allocations(v).ok()).unwrap_or_default();
     let profile = |i: usize| decoded.get(i).filter(|_| decoded.len() == holds.len()).map(|a| a.profile.clone());
     holds
         .iter()
@@ -284,7 +287,7 @@ impl Snapshot {
             let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
             let blocked = movable(&pod, &phase, &owner, &request);
             let host = pod_host_request(&pod);
-            let mig = resident_instances(&record.mig, pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY));
+            let mig = resident_instances(&record.mig, || pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY));
             out.push(PlanPod {
                 namespace: pod.metadata.namespace.clone(),
                 name: pod.metadata.name.clone(),
