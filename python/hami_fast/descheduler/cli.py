@@ -172,6 +172,7 @@ class Runtime:
         self.stop = stop or threading.Event()
         self.threads: list[threading.Thread] = []
         self.leading = threading.Event()
+        self.elector: Any = None
         if args.snapshot:
             source = Source(snapshot=snapshot_bytes(args.snapshot))
             pinner = None
@@ -181,9 +182,9 @@ class Runtime:
             client = KubeClient(load_api_client(args.kubeconfig), args.kube_qps, args.kube_burst)
             source = Source(client=client)
             if args.leader_elect:
-                elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
-                self.leading = elector.leading
-                self.threads.append(elector)
+                self.elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
+                self.leading = self.elector.leading
+                self.threads.append(self.elector)
             else:
                 self.leading.set()
             timeouts = Timeouts(
@@ -203,6 +204,7 @@ class Runtime:
                 self.controller.placements,
                 ttl=args.placement_ttl,
                 leading=self.leading.is_set if args.leader_elect else None,
+                term=(lambda: self.elector.terms) if args.leader_elect else None,
             )
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
             if args.auto:
