@@ -136,8 +136,8 @@ def test_a_blocked_eviction_does_not_delay_the_next_pass(kubeapi, client, contro
         assert len({p["spec"]["evictPod"] for p in placements}) == 2, "one move per pod at a time"
         # The loop keeps its cadence (a pass every 50 ms) while both runs wait: capped, it says busy.
         before = passes(metrics).get("busy", 0)
-        time.sleep(0.6)
-        assert passes(metrics).get("busy", 0) >= before + 5, passes(metrics)
+        wait_until("passes while the runs are blocked", lambda: passes(metrics).get("busy", 0) >= before + 5)
+        assert mover.in_flight()[0] == 2 and refused_evictions(kubeapi) >= 4, "still blocked meanwhile"
         assert passes(metrics)["started"] == 2
         assert gauge(metrics, "hami_fast_descheduler_auto_runs_in_flight") == 2
         assert gauge(metrics, "hami_fast_descheduler_auto_moves_reserved") == 0, "each run's one move has begun"
