@@ -112,12 +112,17 @@ def refused_evictions(kubeapi) -> int:
     return sum(1 for r in kubeapi.requests("create", re.compile(r"/eviction$")) if r.status == 429)
 
 
-def test_a_blocked_eviction_does_not_delay_the_next_pass(kubeapi, client, controller, movers):
-    one_small_pod_per_gpu(kubeapi)
+def blocked(kubeapi, controller, pending: int, nodes: int = 3, eviction: float = 60.0) -> DeschedulerMetrics:
+    """`pending` pods waiting, each unblocked by one move a disruption budget refuses for `eviction` s."""
+    one_small_pod_per_gpu(kubeapi, nodes)
     budget_says_no(kubeapi)
-    waiting(kubeapi, 2)
-    controller()
-    metrics = DeschedulerMetrics()
+    waiting(kubeapi, pending)
+    controller(eviction)
+    return DeschedulerMetrics()
+
+
+def test_a_blocked_eviction_does_not_delay_the_next_pass(kubeapi, client, controller, movers):
+    metrics = blocked(kubeapi, controller, pending=2)
     mover = movers(client, metrics, max_moves_per_hour=6, max_concurrent_moves=2)
     stop, leading = threading.Event(), threading.Event()
     leading.set()
@@ -147,11 +152,7 @@ def test_a_blocked_eviction_does_not_delay_the_next_pass(kubeapi, client, contro
 
 
 def test_the_hour_budget_is_never_exceeded_with_runs_in_flight(kubeapi, client, controller, movers):
-    one_small_pod_per_gpu(kubeapi)
-    budget_says_no(kubeapi)
-    waiting(kubeapi, 3)
-    controller()
-    metrics = DeschedulerMetrics()
+    metrics = blocked(kubeapi, controller, pending=3)
     mover = movers(client, metrics, max_moves_per_hour=2, max_concurrent_moves=3)
     for _ in range(6):
         mover.run_once()
@@ -176,11 +177,8 @@ def test_the_hour_budget_is_never_exceeded_with_runs_in_flight(kubeapi, client, 
 
 
 def test_a_move_whose_eviction_was_refused_is_given_back(kubeapi, client, controller, movers):
-    one_small_pod_per_gpu(kubeapi, nodes=2)
-    budget_says_no(kubeapi)
-    waiting(kubeapi, 1)
-    controller(eviction=0.5)  # the budget refuses longer: the placement fails, nothing was evicted
-    metrics = DeschedulerMetrics()
+    # The budget refuses longer than the eviction timeout: the placement fails, nothing was evicted.
+    metrics = blocked(kubeapi, controller, pending=1, nodes=2, eviction=0.5)
     mover = movers(client, metrics, max_moves_per_hour=1)
     assert mover.run_once()["pod"] == f"{NS}/big-0"
     assert mover.budget(time.time()) == 0, "held while the run goes on"
