@@ -176,6 +176,30 @@ def test_the_hour_budget_is_never_exceeded_with_runs_in_flight(kubeapi, client, 
     assert len(recorded(kubeapi)) == 2
 
 
+def test_two_leaders_racing_for_the_last_move_start_one(kubeapi, client, movers):
+    """An old leader still finishing and the new one both check the cap and record: the record is
+    written with the resourceVersion the check read, so the second write is read again, and the
+    check, made again on what the first wrote, says no."""
+    one_small_pod_per_gpu(kubeapi, nodes=1)
+    old, new = movers(client, max_moves_per_hour=1), movers(client, max_moves_per_hour=1)
+    runs = {m: Run(f"{NS}/big-{i}", [{"pod": f"{NS}/s0{i}"}], f"r{i}") for i, m in enumerate((old, new))}
+    for mover, run in runs.items():
+        mover.runs[run.pod] = run
+    read = new.ledger._read
+
+    def read_then_lose_the_race():
+        seen = read()
+        if not kubeapi.get("configmaps", "hami-gpu-descheduler-auto-moves", "kube-system"):
+            assert old._starting(runs[old], runs[old].moves[0], "plan-old-0000") == ""
+        return seen
+
+    new.ledger._read = read_then_lose_the_race
+    assert new._starting(runs[new], runs[new].moves[0], "plan-new-0000") == "--max-moves-per-hour 1 reached"
+    assert [e["reqID"] for e in recorded(kubeapi)] == ["plan-old-0000"]
+    for mover, run in runs.items():
+        mover.runs.pop(run.pod)
+
+
 def test_a_move_whose_eviction_was_refused_is_given_back(kubeapi, client, controller, movers):
     # The budget refuses longer than the eviction timeout: the placement fails, nothing was evicted.
     metrics = blocked(kubeapi, controller, pending=1, nodes=2, eviction=0.5)

@@ -9,9 +9,10 @@ slow move (a disruption budget refusing, a slow API server) therefore never dela
 Runs are bounded: at most `--max-concurrent-moves` at once (moves within a run go one after the
 other), one per pending pod, and a pod being moved by one run is never planned by another. Moves
 are capped per sliding hour: a run reserves its moves when it starts, and each move is recorded
-in a ConfigMap (`descheduler/ledger.py`) right before its placement is created, after the count
-(recorded moves, this mode's placements, other runs' reservations) is checked again, so the cap
-holds with runs in flight, across restarts and new leaders, and when placements are deleted. A
+in a ConfigMap (`descheduler/ledger.py`) right before its placement is created, by a write whose
+check of the count (recorded moves, this mode's placements, other runs' reservations) is made on
+the record as that guarded write read it, so the cap holds with runs in flight, with an old
+leader still finishing, across restarts and new leaders, and when placements are deleted. A
 move whose eviction was refused (a disruption budget) is taken off the record: not a move. Bare
 pods are never moved (the planner refuses them). With `--dry-run` a pass only logs and posts an
 Event on the pending pod for the moves it would make.
@@ -33,7 +34,7 @@ import orjson
 
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import MANAGED_BY, RESERVATION, RESERVATION_EXPIRES, apply_for
-from hami_fast.descheduler.ledger import MoveLedger
+from hami_fast.descheduler.ledger import Full, MoveLedger
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.planner import plan
 from hami_fast.kube import times
@@ -327,16 +328,22 @@ class AutoMover:
         if not self.leading():
             return "this replica no longer leads"
         with self._budget_lock:
-            now = time.time()
+            now, cap = time.time(), self.options.max_moves_per_hour
             try:
-                counted = self.counted(now)
+                placements = self.placements_within_the_hour(now)
             except ApiError as exc:
                 return f"the hour's moves could not be read: {exc}"
-            # This move is among the reservations: begun, it leaves them and joins the record.
-            if len(counted) + self.reserved() > self.options.max_moves_per_hour:
-                return f"--max-moves-per-hour {self.options.max_moves_per_hour} reached"
+
+            def fits(entries: list[dict[str, str]]) -> bool:
+                # The record as the guarded write read it. This move is among the reservations:
+                # begun, it leaves them and joins the record.
+                counted = {e["reqID"] for e in entries} | placements
+                return len(counted) + self.reserved() <= cap
+
             try:
-                self.ledger.record({"reqID": req_id, "pod": move["pod"], "for": run.pod}, now)
+                self.ledger.record({"reqID": req_id, "pod": move["pod"], "for": run.pod}, now, fits)
+            except Full:
+                return f"--max-moves-per-hour {cap} reached"
             except ApiError as exc:
                 return f"not recorded in {self.ledger}, so not started: {exc}"
             with self._runs_lock:

@@ -31,6 +31,10 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 Entry = dict[str, str]
 
 
+class Full(Exception):
+    """`record`'s `fits` said no to the record as read: nothing was written."""
+
+
 def configmap_path(namespace: str, name: str | None = None) -> str:
     return path_of("api", "v1", "namespaces", namespace, "configmaps", *([name] if name else []))
 
@@ -90,10 +94,18 @@ class MoveLedger:
         """The moves started within the hour before `now`."""
         return within_the_hour(self._entries_of(self._read()), now)
 
-    def record(self, entry: Entry, now: float) -> None:
-        """Adds a move that starts now (stamped `now` unless it says when)."""
+    def record(self, entry: Entry, now: float, fits: Callable[[list[Entry]], bool] | None = None) -> None:
+        """Adds a move that starts now (stamped `now` unless it says when). `fits` is asked about the
+        hour's entries exactly as read before the write (which carries that read's resourceVersion):
+        False raises `Full`, so two writers checking a cap cannot both pass it."""
         stamped = {**entry, "at": entry.get("at") or _stamp(now)}
-        self._update(lambda entries: [e for e in entries if e["reqID"] != stamped["reqID"]] + [stamped], now)
+
+        def add(entries: list[Entry]) -> list[Entry]:
+            if fits is not None and not fits(entries):
+                raise Full(f"{self} is full")
+            return [e for e in entries if e["reqID"] != stamped["reqID"]] + [stamped]
+
+        self._update(add, now)
 
     def forget(self, req_id: str, now: float) -> None:
         """Drops a move that never evicted (refused by a disruption budget, or never created)."""
