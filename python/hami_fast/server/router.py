@@ -121,7 +121,13 @@ class Router:
             protocol.response_bytes(405, [("content-type", JSON), ("allow", route.method)], message)
             return
         else:
-            body = b"" if route.method == "GET" else await read_body(protocol, content_length(scope))
+            if route.method == "GET":
+                body: bytes | None = b""
+            elif 0 <= (length := content_length(scope)) <= MAX_BODY:  # the common case: one await, no coroutine
+                body = await protocol()
+                body = body if len(body) <= MAX_BODY else None
+            else:
+                body = await read_body(protocol, length)
             if body is None:
                 reply = too_large()
             elif route.run == "inline":  # no coroutine of its own: the request path of /filter and /webhook

@@ -138,6 +138,7 @@ class Scheduler:
         self._patches: dict[str, Future[str]] = {}
         self._patch_guard = threading.Lock()
         self._allocations: OrderedDict[str, Allocation] = OrderedDict()
+        self._scheduled = metrics.filter_results.labels("scheduled")  # labels() takes a lock per call
 
     def close(self) -> None:
         self.binds.stop()
@@ -201,7 +202,7 @@ class Scheduler:
         elif self.mode == "memory" and self._write_allocation(pod, patch, key):
             return  # rolled back, and said so in a Warning event
         self._hold_allocation(key, Allocation(node, patch, d.pod_group, written=self.mode != "bind"))
-        self.metrics.filter_results.labels("scheduled").inc()
+        self._scheduled.inc()
         for event_type, reason, message in d.events:
             self._event(pod, event_type, reason, message)
         if log.isEnabledFor(logging.DEBUG):

@@ -209,7 +209,7 @@ impl CandidateCache {
 
     /// How many candidates' verdicts a next call with the same request may reuse (if unchanged).
     pub fn reusable(&self) -> usize {
-        self.verdicts.memo.iter().filter(|(stamp, _)| *stamp != 0).count()
+        self.verdicts.memo.iter().filter(|(kept, _)| *kept).count()
     }
 }
 
@@ -235,26 +235,42 @@ struct VerdictKey {
     gpu_policy: GpuPolicy,
 }
 
-/// The last order-free request's verdict per candidate, each valid while its node's stamp
-/// ([`NodeTable::stamp`]) is the one it was worked out at. kube-scheduler filters a workload's
-/// pods one after another over the same list, and between two of them only the nodes a decision
-/// or an update touched have changed, so the next pod re-checks those nodes only.
+/// The last order-free request's verdict per candidate, kept until the node changes. kube-scheduler
+/// filters a workload's pods one after another over the same list, and between two of them only
+/// the nodes a decision or an update touched have changed ([`NodeTable::changed_since`]), so the
+/// next pod re-checks those nodes only, and reads nothing of the others.
 #[derive(Debug, Default)]
 struct Verdicts {
     key: Option<VerdictKey>,
-    /// Aligned with [`CandidateCache::entries`]; stamp 0 is never reused.
-    memo: Vec<(u64, std::result::Result<f64, Box<FitFailure>>)>,
+    /// Aligned with [`CandidateCache::entries`]: (still valid, the verdict).
+    memo: Vec<(bool, std::result::Result<f64, Box<FitFailure>>)>,
+    /// The node change log's position the memo is valid at.
+    seen: u64,
+    /// (node id, entry index), sorted: the entries a changed node invalidates.
+    by_id: Vec<(u32, u32)>,
 }
 
 impl Verdicts {
-    /// Forgets everything unless the memo was made for `key` over `len` candidates; true if kept.
-    fn prepare(&mut self, key: VerdictKey, len: usize) -> bool {
-        if self.key.as_ref() == Some(&key) && self.memo.len() == len {
+    /// Brings the memo to the nodes as they are now: forgets everything unless it was made for
+    /// `key` over these entries and the change log still reaches back to it, else drops the
+    /// verdicts of the nodes changed since. True if any verdict may be reused.
+    fn prepare(&mut self, key: VerdictKey, entries: &[(String, Option<u32>)], nodes: &NodeTable) -> bool {
+        let seen = std::mem::replace(&mut self.seen, nodes.log_position());
+        let changed = nodes.changed_since(seen);
+        if let (true, Some(changed)) = (self.key.as_ref() == Some(&key) && self.memo.len() == entries.len(), changed) {
+            for id in changed {
+                let from = self.by_id.partition_point(|(i, _)| i < id);
+                for &(_, entry) in self.by_id[from..].iter().take_while(|(i, _)| i == id) {
+                    self.memo[entry as usize].0 = false;
+                }
+            }
             return true;
         }
         self.key = Some(key);
         self.memo.clear();
-        self.memo.resize(len, (0, Ok(0.0)));
+        self.memo.resize(entries.len(), (false, Ok(0.0)));
+        self.by_id = entries.iter().enumerate().filter_map(|(k, (_, id))| Some(((*id)?, k as u32))).collect();
+        self.by_id.sort_unstable();
         false
     }
 }
@@ -330,22 +346,21 @@ pub fn evaluate_candidates<'n>(
         gpu_policy: placement.gpu_policy.clone(),
     };
     let CandidateCache { entries, ranks, verdicts, .. } = cache;
-    let warm = verdicts.prepare(key, entries.len());
+    let warm = verdicts.prepare(key, entries, &state.nodes);
     let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
     eval.name_order.reserve(entries.len());
     let mut fit_ids: Vec<u32> = Vec::with_capacity(entries.len());
     for (k, (((name, id), (kept, memo)), rank)) in
         entries.iter().zip(verdicts.memo.iter_mut()).zip(ranks.iter()).enumerate()
     {
-        let stamp = id.map_or(0, |i| state.nodes.stamp(i));
-        if !(warm && stamp != 0 && *kept == stamp) {
+        if !*kept {
             if !warm {
                 prefetch_ids(state, entries, k);
             }
             let node = id.and_then(|i| state.nodes.by_id(i));
             *memo = verdict(node, &ctx, Some(order_free), now).map_err(Box::new);
             // A node no registration pass has looked at yet may be registered or not by the clock.
-            *kept = if node.is_some_and(GpuNode::registration_depends_on_time) { 0 } else { stamp };
+            *kept = !node.is_some_and(GpuNode::registration_depends_on_time);
         }
         match (memo, id) {
             (Ok(score), Some(id)) => {

@@ -1,5 +1,5 @@
 //! Nodes in a slot table: stable numeric ids, name index, a generation that changes when the set
-//! does, and a stamp per node that changes whenever the node may have (every mutable access).
+//! does, and a log of the nodes that may have changed (every mutable access), in order.
 
 use crate::model::GpuNode;
 use rustc_hash::FxHashMap;
@@ -10,10 +10,14 @@ pub struct NodeTable {
     index: FxHashMap<String, u32>,
     free: Vec<u32>,
     generation: u64,
-    /// Per slot: the clock's value at the node's last mutable access; never 0 for a live node.
-    stamps: Vec<u64>,
-    clock: u64,
+    /// Ids of the nodes mutably accessed since position `log_start`, oldest first.
+    log: Vec<u32>,
+    log_start: u64,
 }
+
+/// Past this many entries the older half of the change log is dropped (readers that far behind
+/// are told to start over).
+const LOG_MAX: usize = 1 << 16;
 
 impl NodeTable {
     pub fn id(&self, name: &str) -> Option<u32> {
@@ -28,23 +32,31 @@ impl NodeTable {
         self.id(name).and_then(|id| self.by_id(id))
     }
 
-    /// The node to change: its stamp moves on, so whatever was derived from it is known stale.
+    /// The node to change: it goes into the change log, so whatever was derived from it is known stale.
     pub fn get_mut(&mut self, name: &str) -> Option<&mut GpuNode> {
         let id = self.id(name)?;
         self.touch(id);
         self.slots.get_mut(id as usize).and_then(Option::as_mut)
     }
 
-    /// Changes whenever the node with this id may have changed (0: no node has that id).
-    pub fn stamp(&self, id: u32) -> u64 {
-        self.stamps.get(id as usize).copied().unwrap_or(0)
+    /// The change log's current position (see [`Self::changed_since`]).
+    pub fn log_position(&self) -> u64 {
+        self.log_start + self.log.len() as u64
+    }
+
+    /// The ids of the nodes that may have changed since `position` (repeats possible), or `None`
+    /// when the log no longer reaches back that far: treat every node as changed then.
+    pub fn changed_since(&self, position: u64) -> Option<&[u32]> {
+        let from = usize::try_from(position.checked_sub(self.log_start)?).ok()?;
+        self.log.get(from..)
     }
 
     fn touch(&mut self, id: u32) {
-        self.clock += 1;
-        if let Some(stamp) = self.stamps.get_mut(id as usize) {
-            *stamp = self.clock;
+        if self.log.len() >= LOG_MAX {
+            self.log.drain(..LOG_MAX / 2);
+            self.log_start += (LOG_MAX / 2) as u64;
         }
+        self.log.push(id);
     }
 
     /// Replaces a node in place (same id), or adds it in a free slot.
@@ -56,7 +68,6 @@ impl NodeTable {
         }
         let id = self.free.pop().unwrap_or_else(|| {
             self.slots.push(None);
-            self.stamps.push(0);
             (self.slots.len() - 1) as u32
         });
         self.index.insert(node.name.clone(), id);
@@ -69,7 +80,7 @@ impl NodeTable {
         let id = self.index.remove(name)?;
         self.free.push(id);
         self.generation += 1;
-        self.stamps[id as usize] = 0;
+        self.touch(id);
         self.slots[id as usize].take()
     }
 
@@ -120,24 +131,25 @@ mod tests {
     }
 
     #[test]
-    fn stamps_move_on_every_change() {
+    fn the_change_log_names_every_changed_node_since_a_position() {
         let mut t = NodeTable::default();
         t.insert(node("a"));
         t.insert(node("b"));
-        let (a, b) = (t.stamp(0), t.stamp(1));
-        assert!(a > 0 && b > 0 && a != b);
+        let start = t.log_position();
+        assert_eq!(t.changed_since(start), Some(&[][..]));
         let _ = t.get("a");
-        assert_eq!(t.stamp(0), a, "a read leaves the stamp");
-        t.get_mut("a").unwrap().name = "a".into();
-        assert!(t.stamp(0) > a);
-        assert_eq!(t.stamp(1), b, "other nodes keep theirs");
-        let a = t.stamp(0);
+        assert_eq!(t.changed_since(start), Some(&[][..]), "a read changes nothing");
+        t.get_mut("b").unwrap().name = "b".into();
         t.insert(node("a"));
-        assert!(t.stamp(0) > a, "a replaced node is a changed node");
-        t.remove("a");
-        assert_eq!(t.stamp(0), 0);
-        t.insert(node("c"));
-        assert!(t.stamp(0) > a, "a reused id does not inherit the stamp");
-        assert_eq!(t.stamp(7), 0);
+        t.remove("b");
+        assert_eq!(t.changed_since(start), Some(&[1, 0, 1][..]));
+        assert_eq!(t.changed_since(start + 2), Some(&[1][..]));
+        assert_eq!(t.changed_since(t.log_position() + 1), None, "a position not reached yet");
+        for _ in 0..LOG_MAX {
+            t.get_mut("a");
+        }
+        assert_eq!(t.changed_since(start), None, "too far behind: start over");
+        let recent = t.log_position() - 3;
+        assert_eq!(t.changed_since(recent), Some(&[0, 0, 0][..]));
     }
 }
