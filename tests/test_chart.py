@@ -776,6 +776,25 @@ def test_descheduler_flags_are_accepted_by_hami_fast_descheduler(variant):
         assert v["auto"] is True and v["max_moves_per_hour"] == 3 and v["max_moves_per_pending_pod"] == 4
         assert v["selector"] == "team in (ml, vision),movable!=no" and v["namespace_selector"] == ""
         assert v["auto_period"] == 30.0 and v["reservation_ttl"] == 600.0
+        assert v["max_concurrent_moves"] == 2 and v["moves_configmap"] == "hf-hami-fast-descheduler-auto-moves"
+
+
+@needs_helm
+def test_the_auto_modes_record_of_moves_is_the_one_configmap_it_may_write():
+    assert not find(render(VARIANTS["descheduler"]), "Role", "hf-hami-fast-descheduler-auto"), "only with --auto"
+    objs = render(VARIANTS["everything"])
+    role = one(objs, "Role", "hf-hami-fast-descheduler-auto")
+    assert role["metadata"]["namespace"] == NS
+    assert _grants(role["rules"]) == {
+        ("", "configmaps", "create"),
+        ("", "configmaps", "get"),
+        ("", "configmaps", "update"),
+    }
+    [named] = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named["resourceNames"] == ["hf-hami-fast-descheduler-auto-moves"] and "create" not in named["verbs"]
+    binding = one(objs, "RoleBinding", "hf-hami-fast-descheduler-auto")
+    assert binding["roleRef"]["name"] == "hf-hami-fast-descheduler-auto"
+    assert binding["subjects"][0]["namespace"] == NS
 
 
 def test_crd_copies_are_identical():

@@ -559,6 +559,21 @@ def test_leader_election_one_leader(kubeapi, client):
     stop.set()
 
 
+def test_each_stretch_of_leading_is_a_new_term(kubeapi, client):
+    """The webhook's cache trust is per term: a lease lost and won back must be told apart."""
+    from hami_fast.kube.lease import LeaseElector
+
+    stop = threading.Event()
+    a = LeaseElector(client, "kube-system", "terms", stop, identity="a", duration=1, period=0.1)
+    b = LeaseElector(client, "kube-system", "terms", stop, identity="b", duration=1, period=0.1)
+    assert a.step() and a.step() and a.terms == 1, "renewing stays in the term"
+    time.sleep(1.1)
+    assert b.step() and not a.step() and b.terms == 1
+    time.sleep(1.1)
+    assert a.step() and a.terms == 2, "won back: a new term"
+    stop.set()
+
+
 # -- plan --apply: one placement per move, waited on, through the controller ----------------------
 
 

@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 import yaml
 from hami_fast.descheduler import kube as k
@@ -18,7 +19,7 @@ from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import ObjectStore
 from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts, WorkQueue
 from hami_fast.descheduler.metrics import DeschedulerMetrics
-from hami_fast.descheduler.webhook import HANDOVER, Pinner
+from hami_fast.descheduler.webhook import Pinner
 from prometheus_client.parser import text_string_to_metric_families
 from test_descheduler import (  # noqa: F401  (the fixtures: client, cluster, _close_pinners)
     EVICTIONS,
@@ -176,24 +177,100 @@ def test_a_follower_whose_watch_lags_still_pins_the_replacement(cluster, client)
         assert cluster.count("list", PLACEMENT_LISTS) == 1
         assert status_of(cluster, "move")["claimedBy"]["generateName"] == "infer-"
 
-        # A pod no placement wants costs the follower that one read; a leader reads only in its
-        # first lease period (the previous leader's last evictions may still be on their way).
+        # A pod no placement wants costs the follower that one read, each time.
         cluster.clear_log()
         other = replacement()
         other["metadata"]["labels"] = {"app": "unrelated"}
-        assert patched(other, follower.admit(admission(other, uid="f"))) is None
+        assert patched(other, follower.admit(admission(other, uid="f1"))) is None
+        assert patched(other, follower.admit(admission(other, uid="f2"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 2
+    finally:
+        cluster.unstall_watches()
+
+
+def unrelated() -> dict:
+    other = replacement()
+    other["metadata"]["labels"] = {"app": "unrelated"}
+    return other
+
+
+def elsewhere(uid: str) -> bytes:
+    """The admission of a labelled pod in another namespace (no placement wants it)."""
+    review = orjson.loads(admission(unrelated(), uid=uid))
+    review["request"]["namespace"] = review["request"]["object"]["metadata"]["namespace"] = "batch"
+    return orjson.dumps(review)
+
+
+def test_a_new_leader_whose_watch_stalls_past_the_lease_period_still_pins_the_replacement(cluster, client):
+    """The previous leader validated a placement and evicted its pod while the new leader's
+    placement watch was stalled. The new leader's first miss (another namespace) reads only that
+    namespace; the replacement arrives more than a lease period (15 s) later. No time makes a
+    stalled cache trustworthy, only the watch passing the term's first consistent read does."""
+    now = [100.0]
+    leader = make_pinner(client, leading=lambda: True, term=lambda: 1, clock=lambda: now[0])
+    informer = leader.informer()
+    assert informer.wait_synced(5)
+    cluster.wait_for_watches(1, PLACEMENT_LISTS)
+    cluster.stall_watches(PLACEMENT_LISTS)
+    try:
+        create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
+        previous = Controller(client, fast())
+        previous.reconcile_all()
+        previous.reconcile_all()
+        assert status_of(cluster, "move")["phase"] == "DeletingOldPod"
+        cluster.clear_log()
+        assert patched(unrelated(), leader.admit(elsewhere("l1"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 1, "a new leader confirms its misses"
+        assert informer.store.get(f"{NS}/move") is None, "the new leader's cache lags"
+        now[0] += 20.0
+        cluster.clear_log()
+        new = admit_replacement(cluster, leader, "infer-r")
+        assert new is not None, "pinned: the stalled watch has not passed the term's first read"
+        assert new["metadata"]["annotations"][k.STAMP_TARGET] == "n1/GPU-n1-1"
         assert cluster.count("list", PLACEMENT_LISTS) == 1
-        now = [100.0]
-        leader_pinner = make_pinner(client, placements=informer, leading=lambda: True, clock=lambda: now[0])
+        assert leader.catch_up is not None and leader.catch_up.caught_up_after is None
+    finally:
+        cluster.unstall_watches()
+    # The watch resumes: once it has delivered the term's first read (an event or a bookmark),
+    # the cache is trusted and a miss costs nothing.
+    target = leader.catch_up.target
+    assert target is not None
+    cluster.send_bookmarks()
+    stats = informer.reflector.stats
+    assert informer.store.wait_until(lambda _: int(stats.resource_version or 0) >= target, 10), stats
+    cluster.clear_log()
+    assert patched(unrelated(), leader.admit(admission(unrelated(), uid="l2"))) is None
+    assert patched(unrelated(), leader.admit(admission(unrelated(), uid="l3"))) is None
+    assert cluster.count("list", PLACEMENT_LISTS) == 0, "a caught-up leader trusts its cache"
+    assert leader.catch_up.caught_up_after == 20.0
+
+
+def test_a_new_term_confirms_again_until_its_own_read_is_passed(cluster, client):
+    """Leadership lost and won back between two admissions is a new term: the cache must pass a
+    read taken in that term, not an older one."""
+    term = [1]
+    leader = make_pinner(client, leading=lambda: True, term=lambda: term[0])
+    informer = leader.informer()
+    assert informer.wait_synced(5)
+    cluster.clear_log()
+    assert patched(unrelated(), leader.admit(admission(unrelated(), uid="a1"))) is None
+    first = leader.catch_up.target
+    stats = informer.reflector.stats
+    cluster.send_bookmarks()
+    assert informer.store.wait_until(lambda _: int(stats.resource_version or 0) >= first, 10)
+    assert patched(unrelated(), leader.admit(admission(unrelated(), uid="a2"))) is None
+    assert cluster.count("list", PLACEMENT_LISTS) == 1, "caught up within the first term"
+
+    term[0] = 2
+    cluster.wait_for_watches(1, PLACEMENT_LISTS)
+    cluster.stall_watches(PLACEMENT_LISTS)
+    try:
+        create_placement(cluster, placement("unseen", "n1", ["gpu-1"], app="elsewhere"))
         cluster.clear_log()
-        assert patched(other, leader_pinner.admit(admission(other, uid="l1"))) is None
-        now[0] += HANDOVER - 1
-        assert patched(other, leader_pinner.admit(admission(other, uid="l2"))) is None
-        assert cluster.count("list", PLACEMENT_LISTS) == 2, "a new leader confirms its misses"
-        now[0] += 1
-        cluster.clear_log()
-        assert patched(other, leader_pinner.admit(admission(other, uid="l3"))) is None
-        assert cluster.count("list", PLACEMENT_LISTS) == 0, "a settled leader trusts its cache"
+        assert patched(unrelated(), leader.admit(admission(unrelated(), uid="b1"))) is None
+        assert patched(unrelated(), leader.admit(admission(unrelated(), uid="b2"))) is None
+        assert cluster.count("list", PLACEMENT_LISTS) == 2, "a new term trusts nothing its watch has not passed"
+        assert leader.catch_up.term == 2 and leader.catch_up.target > first
     finally:
         cluster.unstall_watches()
 

@@ -162,6 +162,7 @@ def test_auto_moves_only_opted_in_pods_for_the_oldest_pending_pod(kubeapi, clien
     mover = AutoMover(client, options, metrics)
     try:
         did = mover.run_once()
+        assert mover.wait(30), "the run ended"
     finally:
         stop.set()
     assert did is not None and did["pod"] == "serving/big"
@@ -176,13 +177,40 @@ def test_auto_moves_only_opted_in_pods_for_the_oldest_pending_pod(kubeapi, clien
         mover.run_once()
         assert len([e for e in kubeapi.list("events", NS) if e["reason"] == "WouldMove"]) == 1, "announced once"
         assert passes(metrics) == {"dry_run": 2}
+        assert kubeapi.list("configmaps", "kube-system") == [], "a dry run records nothing"
     else:
-        assert did["moved"] == 1 and ann[RESERVATION] == "n2/GPU-n2-0"
+        [run] = mover.finished
+        assert run["moved"] == 1 and ann[RESERVATION] == "n2/GPU-n2-0"
         assert mover.budget(time.time()) == 0
         assert mover.run_once() is None, "the hour's budget is spent"
-        assert passes(metrics) == {"moved": 1, "budget_spent": 1}
-        assert AutoMover(client, options).budget(time.time()) == 0, "a restart (or a new leader) keeps the count"
-        assert AutoMover(client, options).budget(time.time() + 3601) == 1, "an hour later it is free again"
+        assert passes(metrics) == {"started": 1, "budget_spent": 1}
+        assert counted(metrics, "hami_fast_descheduler_auto_runs_total", "result") == {"moved": 1}
+        [placement] = kubeapi.list("hamipodplacements.scheduling.hami.placement.com", NS)
+        [entry] = recorded(kubeapi)
+        assert entry["reqID"] == placement["spec"]["reqID"] and entry["pod"] == "serving/c"
+        assert entry["for"] == "serving/big"
+        # Deleting the placement forgets nothing: a restart (or a new leader) reads the record.
+        kubeapi.delete("hamipodplacements.scheduling.hami.placement.com", placement["metadata"]["name"], NS)
+        restarted = AutoMover(client, options)
+        assert restarted.budget(time.time()) == 0, "the record survives the deleted placement and the restart"
+        assert restarted.budget(time.time() + 3601) == 1, "an hour later it is free again"
+
+
+def recorded(kubeapi, name: str = "hami-gpu-descheduler-auto-moves") -> list[dict]:
+    """The hour's moves as the ConfigMap holds them."""
+    configmap = kubeapi.get("configmaps", name, "kube-system")
+    return orjson.loads(configmap["data"]["moves"]) if configmap else []
+
+
+def counted(metrics: DeschedulerMetrics, sample: str, label: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        s.labels[label]: s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+        if s.name == sample and s.value
+    }
 
 
 def passes(metrics: DeschedulerMetrics) -> dict[str, float]:

@@ -243,6 +243,7 @@ schema = {
                             "enabled": B,
                             "maxMovesPerHour": I,
                             "maxMovesPerPendingPod": {"type": "integer", "minimum": 1},
+                            "maxConcurrentMoves": {"type": "integer", "minimum": 1},
                             "selector": S,
                             "namespaceSelector": S,
                             "period": DURATION,

@@ -590,7 +590,11 @@ class Cluster:
         on the same ports."""
         self.ensure_descheduler()
         self.cp.procs["hami-fast-descheduler"].stop()
-        self._start_descheduler_from(render_chart({"descheduler.enabled": True, **(values or {})}))
+        objs = render_chart({"descheduler.enabled": True, **(values or {})})
+        rbac = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+        # RBAC these values add (`descheduler.auto`'s record of moves); what exists already stays.
+        self.cp.install_chart_objects([o for o in objs if o["kind"] in rbac and "descheduler" in o["metadata"]["name"]])
+        self._start_descheduler_from(objs)
         return self.descheduler_port
 
 

@@ -316,6 +316,8 @@ def test_gpus_freed_for_a_pending_pod_are_not_taken_by_another(cluster, deschedu
 
 # ---- `hami-fast descheduler --auto` ----------------------------------------------------------------
 MOVABLE = {"hami-fast.io/movable": "true"}  # the default --selector
+# The ConfigMap where --auto records the hour's moves (in the descheduler's namespace).
+MOVES_RECORDS = "/api/v1/namespaces/hami-system/configmaps?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dhami-fast-descheduler-auto"
 
 
 @pytest.fixture
@@ -327,23 +329,30 @@ def auto(cluster, descheduler):
         auto_values = {"enabled": True, "period": "1s", **values}
         return cluster.restart_descheduler({"descheduler.auto": auto_values, "descheduler.dryRun": dry_run})
 
+    cluster.api.delete(MOVES_RECORDS)  # each test starts with a fresh hour
     yield start
     remove_workloads(cluster.api)
+    cluster.api.delete(MOVES_RECORDS)
     cluster.restart_descheduler()
 
 
-def auto_passes(port: int) -> dict[str, float]:
-    """`hami_fast_descheduler_auto_passes_total` by outcome, from the descheduler's /metrics."""
+def auto_passes(port: int, sample: str = "hami_fast_descheduler_auto_passes_total", label: str = "outcome"):
+    """`hami_fast_descheduler_auto_passes_total` by outcome (or another counter by its label), from /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
     return {
-        s.labels["outcome"]: s.value
+        s.labels[label]: s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name == "hami_fast_descheduler_auto_passes_total"
+        if s.name == sample
     }
+
+
+def auto_runs(port: int) -> dict[str, float]:
+    """`hami_fast_descheduler_auto_runs_total` by result: runs of moves that ended."""
+    return auto_passes(port, "hami_fast_descheduler_auto_runs_total", "result")
 
 
 def passes_with(cluster, port: int, outcome: str, count: int, timeout: float = 60) -> None:
@@ -403,9 +412,9 @@ def test_auto_moves_an_opted_in_pod_never_another_and_the_pending_pod_lands(clus
     [replacement] = allocated(api, "mover", 1)
     assert replacement["metadata"]["uid"] != mover["metadata"]["uid"]
     assert allocations(replacement)[0][0] == stay_gpu
-    # The pass ends once it has seen the placement Completed (it polls every second).
-    wait_for("the pass counted", lambda: auto_passes(port)["moved"] >= 1, timeout=10, interval=0.3)
-    assert auto_passes(port)["moved"] == 1
+    # The run ends once it has seen the placement Completed (it polls every second).
+    wait_for("the run counted", lambda: auto_runs(port)["moved"] >= 1, timeout=10, interval=0.3)
+    assert auto_runs(port)["moved"] == 1 and auto_passes(port)["started"] == 1
     print(f"\n[e2e] --auto: pending to landed in {time.monotonic() - t0:.1f}s")
 
 
@@ -475,6 +484,45 @@ def test_auto_respects_max_moves_per_hour(cluster, auto):
     passes_with(cluster, port, "budget_spent", 1)
 
 
+def recorded_moves(api) -> list[dict[str, Any]]:
+    """The hour's moves as `--auto` recorded them (its ConfigMap next to the Lease)."""
+    items = api.get(MOVES_RECORDS)["items"]
+    return [m for c in items for m in json.loads((c.get("data") or {}).get("moves") or "[]")]
+
+
+def test_auto_budget_survives_deleted_placements_and_a_restart(cluster, auto):
+    """`maxMovesPerHour: 1`: one move unblocks the pending pod. Its placement is deleted and the
+    descheduler restarted; the same fragmentation again (a pending pod one move would unblock)
+    gets no move within the hour: the record in the ConfigMap still counts the first."""
+    api = cluster.api
+    port = auto(maxMovesPerHour=1)
+    deployment(api, "mover", replicas=2, mem=4000, labels=MOVABLE)
+    allocated(api, "mover", 2)
+    whole_gpu_pod(cluster, "big-auto", still_waiting=False)
+    wait_bound(cluster, "big-auto", timeout=120)
+    [placement] = completed(api, 1)
+    wait_for("the run counted", lambda: auto_runs(port)["moved"] >= 1, timeout=10, interval=0.3)
+    [entry] = recorded_moves(api)
+    assert entry["reqID"] == placement["spec"]["reqID"] and entry["for"] == f"{NS}/big-auto"
+
+    api.delete(PLACEMENTS)
+    api.delete(pods_path("big-auto"))
+    port = auto(maxMovesPerHour=1)
+    # One mover pod off its GPU: its ReplicaSet's new pod takes the emptied GPU (spread), as at the start.
+    movers = pods_of(api, "mover")
+    api.delete(pods_path(movers[0]["metadata"]["name"]))
+    wait_for(
+        "the movers spread again",
+        lambda: len({allocations(p)[0][0] for p in allocated(api, "mover", 2)}) == 2,
+        timeout=90,
+    )
+    whole_gpu_pod(cluster, "big-again")
+    passes_with(cluster, port, "budget_spent", 3)
+    assert api.get(PLACEMENTS)["items"] == [], "no move: the hour's one move was made before the restart"
+    assert not get_pod(api, "big-again")["spec"].get("nodeName")
+    assert auto_passes(port)["started"] == 0 and len(recorded_moves(api)) == 1
+
+
 def test_auto_moves_the_pods_of_an_opted_in_namespace(cluster, auto):
     """`namespaceSelector` instead of a pod label: the chart's RBAC lets the descheduler list namespaces."""
     api = cluster.api
@@ -488,7 +536,7 @@ def test_auto_moves_the_pods_of_an_opted_in_namespace(cluster, auto):
         wait_bound(cluster, "big-auto", timeout=120)
         [placement] = completed(api, 1)
         assert placement["spec"]["evictPod"].startswith("mover-")
-        wait_for("the pass counted", lambda: auto_passes(port)["moved"] >= 1, timeout=10, interval=0.3)
-        assert auto_passes(port)["error"] == 0
+        wait_for("the run counted", lambda: auto_runs(port)["moved"] >= 1, timeout=10, interval=0.3)
+        assert auto_passes(port)["error"] == 0 and auto_runs(port)["error"] == 0
     finally:
         api.patch(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {label: None}}})

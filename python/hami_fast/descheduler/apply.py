@@ -4,6 +4,7 @@ waited on until Completed (a Failed move stops the run: later moves assumed it h
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,10 +78,13 @@ def apply_for(
     say: Callable[[str], None] = print,
     run_id: str | None = None,
     manager: str = BY_PLAN,
+    starting: Starting | None = None,
+    stop: threading.Event | None = None,
 ) -> list[dict[str, Any]]:
     """`plan --for POD --apply`: the reservation first (so nothing else takes the GPUs the moves
     free), then the moves; the hold is renewed after each completed move and dropped when a move
-    fails (the pod would not fit anyway). Nothing is written when the pod cannot be unblocked."""
+    fails (the pod would not fit anyway). Nothing is written when the pod cannot be unblocked.
+    `starting` and `stop`: as for `apply_moves`."""
     reservation = result.get("reservation")
     if not result.get("unblocked") or not reservation:
         return []
@@ -91,12 +95,26 @@ def apply_for(
         write_reservation(client, reservation, ttl)
 
     done = apply_moves(
-        client, result["moves"], interval, timeout, say=say, run_id=run_id, after_move=renew, manager=manager
+        client,
+        result["moves"],
+        interval,
+        timeout,
+        say=say,
+        run_id=run_id,
+        after_move=renew,
+        manager=manager,
+        starting=starting,
+        stop=stop,
     )
     if len(done) != len(result["moves"]) or any(r["phase"] != "Completed" for r in done):
         clear_reservation(client, reservation["pod"])
         say(f"reservation for {reservation['pod']} dropped: not every move completed")
     return done
+
+
+# Called with a move and its placement's reqID right before the placement is created: '' lets it
+# start, anything else is why it may not (the run stops there).
+Starting = Callable[[dict[str, Any], str], str]
 
 
 def placement_for(move: dict[str, Any], pod: dict[str, Any], req_id: str, manager: str = BY_PLAN) -> dict[str, Any]:
@@ -135,19 +153,31 @@ def apply_moves(
     run_id: str | None = None,
     after_move: Callable[[dict[str, Any]], None] | None = None,
     manager: str = BY_PLAN,
+    starting: Starting | None = None,
+    stop: threading.Event | None = None,
 ) -> list[dict[str, Any]]:
+    """`starting(move, reqID)`: asked right before each placement is created ('' to go on; else the
+    run stops with the move Skipped). `stop`: set to end the run early (the move waited on is
+    reported `Stopped`; its placement goes on under the controller)."""
     run_id = run_id or time.strftime("%Y%m%d%H%M%S")
+    stop = stop or threading.Event()
     results: list[dict[str, Any]] = []
     for i, move in enumerate(moves):
-        if i:
-            time.sleep(interval)
+        if i and stop.wait(interval):
+            break
         namespace, name = move["pod"].split("/", 1)
         pod = k.get_pod(client, namespace, name)
         if pod is None:
             say(f"move {i + 1}: pod {move['pod']} is gone; stopping")
             results.append({"move": move, "phase": "Skipped", "message": "pod gone"})
             break
-        body = placement_for(move, pod, f"plan-{run_id}-{i:04d}", manager)
+        req_id = f"plan-{run_id}-{i:04d}"
+        refused = starting(move, req_id) if starting is not None else ""
+        if refused:
+            say(f"move {i + 1}: {move['pod']} not started: {refused}")
+            results.append({"move": move, "reqID": req_id, "phase": "Skipped", "message": refused})
+            break
+        body = placement_for(move, pod, req_id, manager)
         created = client.request("POST", k.placements_path(namespace), body=orjson.dumps(body)).json()
         placement_name = created["metadata"]["name"]
         say(
@@ -155,19 +185,24 @@ def apply_moves(
         )
         deadline = time.monotonic() + timeout
         status: dict[str, Any] = {}
+        stopped = False
         while time.monotonic() < deadline:
             current = k.get_placement(client, namespace, placement_name) or {}
             status = current.get("status") or {}
             if status.get("phase") in ("Completed", "Failed"):
                 break
-            time.sleep(1.0)
-        phase = status.get("phase") or "Timeout"
+            if stop.wait(1.0):
+                stopped = True
+                break
+        phase = "Stopped" if stopped else status.get("phase") or "Timeout"
         results.append(
             {
                 "move": move,
+                "reqID": req_id,
                 "placement": f"{namespace}/{placement_name}",
                 "phase": phase,
                 "message": status.get("message", ""),
+                "evictedAt": status.get("evictedAt") or "",
             }
         )
         say(f"  {phase}: {status.get('message', '')}")

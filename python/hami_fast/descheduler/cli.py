@@ -40,6 +40,16 @@ def flag(value: str) -> bool:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"want a whole number of at least 1, got {value!r}")
+    return number
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     # Flag spellings follow the Helm chart (deploy/helm/hami-fast/templates/descheduler/deployment.yaml).
     p.add_argument(
@@ -150,6 +160,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--auto-period", type=duration, default=30.0, help="--auto: seconds between passes (default 30s)")
     p.add_argument(
+        "--max-concurrent-moves",
+        type=positive,
+        default=2,
+        help="--auto: pending pods whose moves run at once, in the background (default 2; one move per pod at a time)",
+    )
+    p.add_argument(
+        "--moves-configmap",
+        default="hami-gpu-descheduler-auto-moves",
+        help="--auto: ConfigMap (in --lease-namespace) recording the hour's moves for --max-moves-per-hour",
+    )
+    p.add_argument(
         "--reservation-ttl",
         type=duration,
         default=600.0,
@@ -172,6 +193,7 @@ class Runtime:
         self.stop = stop or threading.Event()
         self.threads: list[threading.Thread] = []
         self.leading = threading.Event()
+        self.elector: Any = None
         if args.snapshot:
             source = Source(snapshot=snapshot_bytes(args.snapshot))
             pinner = None
@@ -181,9 +203,9 @@ class Runtime:
             client = KubeClient(load_api_client(args.kubeconfig), args.kube_qps, args.kube_burst)
             source = Source(client=client)
             if args.leader_elect:
-                elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
-                self.leading = elector.leading
-                self.threads.append(elector)
+                self.elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
+                self.leading = self.elector.leading
+                self.threads.append(self.elector)
             else:
                 self.leading.set()
             timeouts = Timeouts(
@@ -203,6 +225,7 @@ class Runtime:
                 self.controller.placements,
                 ttl=args.placement_ttl,
                 leading=self.leading.is_set if args.leader_elect else None,
+                term=(lambda: self.elector.terms) if args.leader_elect else None,
             )
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
             if args.auto:
@@ -224,9 +247,13 @@ class Runtime:
             dry_run=a.dry_run,
             period=a.auto_period,
             reservation_ttl=a.reservation_ttl,
+            max_concurrent_moves=a.max_concurrent_moves,
+            record_namespace=a.lease_namespace,
+            record_name=a.moves_configmap,
         )
         log.info("automatic mode on%s: pods matching %r may move", " (dry run)" if a.dry_run else "", a.selector)
-        return AutoLoop(AutoMover(client, options, self.controller.metrics), self.leading, self.stop)
+        mover = AutoMover(client, options, self.controller.metrics, leading=self.leading.is_set, stop=self.stop)
+        return AutoLoop(mover, self.leading, self.stop)
 
     def start(self) -> None:
         for t in self.threads:

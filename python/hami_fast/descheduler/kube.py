@@ -39,7 +39,13 @@ def placements_path(namespace: str | None = None, name: str | None = None, sub: 
 
 
 def list_placements(client: KubeClient, namespace: str | None = None) -> list[dict[str, Any]]:
-    return client.request("GET", placements_path(namespace)).json().get("items") or []
+    return list_placements_at(client, namespace)[0]
+
+
+def list_placements_at(client: KubeClient, namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
+    """A consistent LIST (no resourceVersion: served at the latest revision) and the list's resourceVersion."""
+    body = client.request("GET", placements_path(namespace)).json()
+    return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion") or ""
 
 
 def get_placement(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:

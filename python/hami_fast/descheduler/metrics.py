@@ -11,9 +11,15 @@
 - `hami_fast_descheduler_reservations` / `hami_fast_descheduler_reserved_gpus`: live holds
   (`hami-fast.io/reservation` on pending pods, not lapsed) and the GPUs they hold, as the scheduler
   engine reads them from the cached hami-scheduler pods, computed on scrape.
-- `hami_fast_descheduler_auto_passes_total{outcome}`: passes of `--auto` by what they did: `moved`,
-  `refused` (applied, but no eviction was accepted, e.g. a disruption budget), `dry_run`, `no_plan` (pods wait but no opted-in move unblocks them), `idle` (no pod waits),
-  `budget_spent` (`--max-moves-per-hour` reached), `error`.
+- `hami_fast_descheduler_auto_passes_total{outcome}`: passes of `--auto` by what they did:
+  `started` (a run began moving pods for a pending pod), `busy` (`--max-concurrent-moves` runs
+  going on), `dry_run`, `no_plan` (pods wait but no opted-in move unblocks them), `idle` (no pod
+  waits), `budget_spent` (`--max-moves-per-hour` reached, counting the moves runs hold), `error`.
+- `hami_fast_descheduler_auto_runs_total{result}`: runs that ended: `moved` (at least one pod
+  evicted), `refused` (no eviction accepted, e.g. a disruption budget, or the budget was spent
+  by then), `error`.
+- `hami_fast_descheduler_auto_runs_in_flight` / `hami_fast_descheduler_auto_moves_reserved`:
+  runs going on now, and the moves they hold of the hour's budget but have not begun.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from hami_fast import annotations as keys
 from hami_fast.descheduler.cache import ObjectStore
 
 RESULTS = ("completed", "partially_completed", "rejected", "failed", "expired")
-AUTO_OUTCOMES = ("moved", "refused", "dry_run", "no_plan", "idle", "budget_spent", "error")
+AUTO_OUTCOMES = ("started", "busy", "dry_run", "no_plan", "idle", "budget_spent", "error")
+RUN_RESULTS = ("moved", "refused", "error")
 PHASES = ("New", "Pending", "DeletingOldPod", "PartiallyCompleted", "Completed", "Failed")
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -79,6 +86,22 @@ class HoldCollector:
         )
 
 
+class AutoCollector:
+    def __init__(self, in_flight: Callable[[], tuple[int, int]]) -> None:
+        self.in_flight = in_flight
+
+    def collect(self) -> Iterator[Metric]:
+        runs, reserved = self.in_flight()
+        yield GaugeMetricFamily(
+            "hami_fast_descheduler_auto_runs_in_flight", "Runs of the automatic mode going on", value=runs
+        )
+        yield GaugeMetricFamily(
+            "hami_fast_descheduler_auto_moves_reserved",
+            "Moves the automatic mode's runs hold of the hour's budget and have not begun",
+            value=reserved,
+        )
+
+
 class DeschedulerMetrics:
     def __init__(self, placements: ObjectStore | None = None, pods: ObjectStore | None = None) -> None:
         self.registry = CollectorRegistry()
@@ -110,10 +133,26 @@ class DeschedulerMetrics:
         )
         for outcome in AUTO_OUTCOMES:
             self.auto_passes.labels(outcome)
+        self.auto_runs = Counter(
+            "hami_fast_descheduler_auto_runs",
+            "Runs of the automatic mode that ended, by result",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in RUN_RESULTS:
+            self.auto_runs.labels(result)
+        self._auto: AutoCollector | None = None
         if placements is not None:
             self.registry.register(PhaseCollector(placements))  # type: ignore[arg-type]
         if pods is not None:
             self.registry.register(HoldCollector(pods))  # type: ignore[arg-type]
+
+    def watch_auto(self, in_flight: Callable[[], tuple[int, int]]) -> None:
+        """The automatic mode's in-flight gauges (one mover per process; a second replaces the first)."""
+        if self._auto is not None:
+            self.registry.unregister(self._auto)  # type: ignore[arg-type]
+        self._auto = AutoCollector(in_flight)
+        self.registry.register(self._auto)  # type: ignore[arg-type]
 
     def moved(self, result: str) -> None:
         self.moves.labels(result).inc()

@@ -12,9 +12,11 @@ Several replicas: the leader evicts only placements its own cache holds (validat
 write), so its webhook never misses one. A follower's watch may lag the leader's writes, and the
 replacement of a pod the leader just evicted can reach a follower first: a follower confirms a
 miss with one consistent read of the namespace's placements (`leading` tells which it is). So does
-a new leader during its first lease period (`HANDOVER`), when the previous leader's last eviction
-may still be on its way to this replica's cache. That costs followers one LIST per unpinned
-hami-scheduler pod; a single replica pays it only in its first seconds as leader.
+a new leader until its cache has caught up (`CatchUp`): the previous leader's last evictions may
+still be on their way to this replica's watch. Caught up is a fact, not a wait: the watch has
+delivered a resourceVersion at or past the one of a consistent read taken after this term began
+(the first confirming read). That costs followers one LIST per unpinned hami-scheduler pod; a
+leader pays it only until its watch has passed that read (an event or a bookmark).
 """
 
 from __future__ import annotations
@@ -41,9 +43,41 @@ log = logging.getLogger("hami_fast.descheduler.webhook")
 
 OPEN_PHASES = s.OPEN
 DEFAULT_TTL = 3600.0
-# The descheduler's lease duration: a replica that takes the lease does so at least this long
-# after the previous leader's last renewal, so its evictions are older than that.
-HANDOVER = 15.0
+
+
+def _revision(version: str) -> int | None:
+    """kube-apiserver's resourceVersions are etcd revisions: one integer order over every object
+    and every watch. Anything else is opaque (None): a cache is then never taken as caught up."""
+    return int(version) if version.isdigit() else None
+
+
+class CatchUp:
+    """Whether this replica's placement cache holds every placement written before its term as
+    leader began. A consistent LIST taken after the term began (`target`) contains them all; once
+    the watch has delivered a resourceVersion at or past it (any event or bookmark: the watch
+    sends them in revision order), the cache has applied every write the LIST saw."""
+
+    def __init__(self, term: int, started: float) -> None:
+        self.term, self.started = term, started
+        self.target: int | None = None
+        self.caught_up_after: float | None = None  # seconds from the term's first admission, once caught up
+
+    def listed(self, version: str) -> None:
+        if self.target is None:
+            self.target = _revision(version)
+
+    def done(self, watched: str, now: float) -> bool:
+        if self.caught_up_after is not None:
+            return True
+        seen = _revision(watched)
+        if self.target is None or seen is None or seen < self.target:
+            return False
+        self.caught_up_after = now - self.started
+        log.info(
+            "placement cache caught up: trusted from here on",
+            extra={"resourceVersion": watched, "listed": self.target, "after_seconds": round(self.caught_up_after, 3)},
+        )
+        return True
 
 
 def target_field(problem: str) -> str:
@@ -138,14 +172,17 @@ class Pinner:
         stop: threading.Event | None = None,
         sync_timeout: float = 5.0,
         leading: Callable[[], bool] | None = None,
+        term: Callable[[], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`placements`: a shared informer (the controller's); without one the pinner starts its own
         on the first admission, ended by `stop` or `close()`. `leading`: whether this replica leads
-        (None: the only replica); a follower confirms a cache miss with a consistent read."""
+        (None: the only replica); a follower, and a leader whose cache has not caught up, confirms
+        a cache miss with a consistent read. `term`: how many times this replica took the lease
+        (a lease lost and won back between two admissions is a new term)."""
         self.client, self.scheduler_name, self.ttl, self.sync_timeout = client, scheduler_name, ttl, sync_timeout
-        self.leading, self.clock = leading, clock
-        self._leading_since: float | None = None  # when an admission first saw this replica lead
+        self.leading, self.term, self.clock = leading, term, clock
+        self.catch_up: CatchUp | None = None  # this term's, once an admission saw this replica lead
         self.stop = stop or threading.Event()
         self.placements = placements
         self.lock = threading.Lock()
@@ -174,26 +211,34 @@ class Pinner:
             log.warning("placements not synced yet: pod admitted without a pin")
             return []
         candidates = self._open_in_cache(informer, namespace, labels)
-        if not candidates and labels and self._may_lag():
+        if candidates or not labels:
+            return candidates
+        lagging, catch_up = self._may_lag(informer)
+        if lagging:
             # The leader may have validated a placement and evicted its pod before this replica's
             # watch delivered it: confirm the miss with a consistent read (no resourceVersion).
-            for fresh in k.list_placements(self.client, namespace):
-                informer.store.put(fresh)
+            fresh, version = k.list_placements_at(self.client, namespace)
+            for placement in fresh:
+                informer.store.put(placement)
+            if catch_up is not None:  # taken while leading: the term's first read sets the target
+                catch_up.listed(version)
             candidates = self._open_in_cache(informer, namespace, labels)
         return candidates
 
-    def _may_lag(self) -> bool:
+    def _may_lag(self, informer: Informer) -> tuple[bool, CatchUp | None]:
         """Whether this replica's cache may lack a placement whose pod another replica evicted:
-        it follows, or it took the lease less than `HANDOVER` seconds ago (as far as it has seen)."""
+        it follows, or it leads and its watch has not yet passed a consistent read of this term.
+        Also this term's `CatchUp` while leading."""
         if self.leading is None:
-            return False
+            return False, None
         if not self.leading():
-            self._leading_since = None
-            return True
-        now = self.clock()
-        if self._leading_since is None:
-            self._leading_since = now
-        return now - self._leading_since < HANDOVER
+            self.catch_up = None
+            return True, None
+        term = self.term() if self.term is not None else 0
+        catch_up = self.catch_up
+        if catch_up is None or catch_up.term != term:
+            catch_up = self.catch_up = CatchUp(term, self.clock())
+        return not catch_up.done(informer.reflector.stats.resource_version, self.clock()), catch_up
 
     def _open_in_cache(self, informer: Informer, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
         candidates = informer.store.select(

@@ -89,6 +89,7 @@ class LeaseWatcher(threading.Thread):
         self.identity = identity or socket.gethostname()
         self.period = period
         self.leading = threading.Event()
+        self.terms = 0  # times `leading` was set: a term is one unbroken stretch of leading
 
     def path(self, named: bool = True) -> str:
         return lease_path(self.namespace, self.lease_name if named else None)
@@ -109,6 +110,8 @@ class LeaseWatcher(threading.Thread):
                 "acquired" if leading else "lost",
                 extra={"lease": f"{self.namespace}/{self.lease_name}", "identity": self.identity},
             )
+            if leading:
+                self.terms += 1
             (self.leading.set if leading else self.leading.clear)()
         return leading
 
