@@ -112,7 +112,7 @@ class Scheduler:
         metrics: Metrics,
         synced: threading.Event,
         leading: threading.Event,
-        before_patch: Callable[[str, str, str], None] | None = None,
+        before_patch: Callable[[str, str, str], None] | None = None,  # (namespace, name, uid) before a pod write
     ) -> None:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
@@ -126,10 +126,10 @@ class Scheduler:
         # When Filter's annotations are written (--allocation-write): `bind` (default) in one pod patch
         # with bind-phase at Bind, before the binding; `filter` before Filter answers, as HAMi does;
         # `behind-answer` right behind Filter's answer, one single-thread lane per pod hash keeping each
-        # pod's patches in order. In-memory writers (a snapshot, the demo) cannot fail on the API
-        # server: `memory` patches right after the answer, before the loop takes the next request.
+        # pod's patches in order. In-memory writers (a snapshot, the demo) have no API server to
+        # wait for: `behind-answer` is `bind` there (one write at Bind, as by default).
         mode = "behind-answer" if config.filter_patch_behind_answer else config.allocation_write
-        self.mode = mode if getattr(writer, "blocking", True) else "memory"
+        self.mode = mode if getattr(writer, "blocking", True) or mode != "behind-answer" else "bind"
         self.patchers = (
             [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)]
             if self.mode == "behind-answer"
@@ -199,8 +199,6 @@ class Scheduler:
             return
         if self.mode == "behind-answer":
             self._queue_allocation(pod, patch, key)
-        elif self.mode == "memory" and self._write_allocation(pod, patch, key):
-            return  # rolled back, and said so in a Warning event
         self._hold_allocation(key, Allocation(node, patch, d.pod_group, written=self.mode != "bind"))
         self._scheduled.inc()
         for event_type, reason, message in d.events:
@@ -314,6 +312,8 @@ class Scheduler:
             locked = True
             unwritten = allocation is not None and not allocation.written
             patch = with_bind_phase(allocation.patch if unwritten else None, int(time.time()))
+            if self.before_patch:
+                self.before_patch(namespace, name, uid)
             self.writer.patch_pod(namespace, name, patch)
             if unwritten:
                 allocation.written = True
