@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -363,6 +364,9 @@ def test_filter_answers_on_the_loop_unless_it_may_wait(mode, synced, pool):
     with serving(app) as port:
         waiting = ThreadPoolExecutor(1).submit(request, port, "POST", "/filter", b"{}")
         if not synced:
+            deadline = time.monotonic() + 10
+            while not scheduler.threads and time.monotonic() < deadline:  # Filter is waiting for the sync
+                time.sleep(0.01)
             assert request(port, "GET", "/readyz")[0] == 503, "the loop answers while Filter waits"
             scheduler.synced.set()
         assert waiting.result(10)[::2] == (200, b'{"Error": ""}')
