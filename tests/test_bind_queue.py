@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from hami_fast.kube.nodelock import LockContention
 from hami_fast.server.bindqueue import BindJob, BindQueue
+from hami_fast.server.scheduler import is_pod_group_member
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
 from kubeapi.fixtures import wait_for
 from serving import Service
@@ -122,10 +123,15 @@ def test_zero_wait_keeps_hamis_fail_fast(cluster) -> None:
         assert time.monotonic() - started < 1
 
 
-def test_a_pod_group_member_waits_at_least_the_lock_retry_budget(cluster) -> None:
+@pytest.mark.parametrize("how", ["label", "schedulingGroup"])
+def test_a_pod_group_member_waits_at_least_the_lock_retry_budget(cluster, how) -> None:
+    """HAMi's IsPodGroupMember: the coscheduling label, or spec.schedulingGroup.podGroupName."""
     first = cluster.create(gpu_pod("a", gpu=1, mem=100))
     member = gpu_pod("m", gpu=1, mem=100)
-    member["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "g"}
+    if how == "label":
+        member["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "g"}
+    else:
+        member["spec"]["schedulingGroup"] = {"podGroupName": "g"}
     member = cluster.create(member)
     with serve(cluster, bind_wait_timeout=0.2, node_lock_retry_timeout=1.5) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
@@ -257,3 +263,18 @@ def test_an_attempt_that_loses_the_race_with_its_deadline_backs_out_before_the_l
         assert queue.depth() == 0
     finally:
         queue.stop()
+
+
+@pytest.mark.parametrize(
+    ("pod", "member"),
+    [
+        ({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "g"}}}, True),
+        ({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": ""}}}, False),
+        ({"spec": {"schedulingGroup": {"podGroupName": "g"}}}, True),
+        ({"spec": {"schedulingGroup": {"podGroupName": ""}}}, False),
+        ({"metadata": {"labels": None}, "spec": {"schedulingGroup": None}}, False),
+        ({}, False),
+    ],
+)
+def test_pod_group_membership_read_from_a_pod_object_as_hami_reads_it(pod, member) -> None:
+    assert is_pod_group_member(pod) is member

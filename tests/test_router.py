@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from hami_fast.descheduler.api import ApiApp, Source
 from hami_fast.kube.errors import api_error
 from hami_fast.server.app import App
 from hami_fast.server.listen import start_listening
-from hami_fast.server.router import MAX_BODY, HttpError, Route, Router
+from hami_fast.server.router import MAX_BODY, HttpError, Route, Router, Then, settle
 from hami_fast.server.serve import build_runtime
 from k8s_objects import filter_args, gpu_node, gpu_pod
 from serving import free_port
@@ -296,3 +297,77 @@ def test_a_path_twice_is_refused():
     route = Route("GET", "/x", lambda _: b"")
     with pytest.raises(ValueError, match="defined twice"):
         Router([route, route], ThreadPoolExecutor(1))
+
+
+# -- answers first, bookkeeping right after; where /filter runs -----------------------------------
+
+
+def test_then_answers_before_its_follow_up_and_before_the_next_request(caplog):
+    order: list[str] = []
+    release = threading.Event()
+
+    def first(_: bytes) -> Then:
+        order.append("first")
+        return Then(b'{"n": 1}', lambda: (order.append("after"), release.wait(0.3)))
+
+    def second(_: bytes) -> bytes:
+        order.append("second")
+        return b'{"n": 2}'
+
+    def broken(_: bytes) -> Then:
+        return Then(b'{"n": 3}', lambda: 1 / 0)
+
+    routes = [
+        Route("POST", "/first", first, "inline"),
+        Route("POST", "/second", second, "inline"),
+        Route("POST", "/broken", broken, "thread"),
+    ]
+    with serving(Router(routes, ThreadPoolExecutor(1))) as port:
+        assert request(port, "POST", "/first", b"{}")[::2] == (200, b'{"n": 1}')
+        assert request(port, "POST", "/second", b"{}")[::2] == (200, b'{"n": 2}')
+        assert order == ["first", "after", "second"], "the follow-up ran before the loop took the next request"
+        assert request(port, "POST", "/broken", b"{}")[::2] == (200, b'{"n": 3}'), "a failed follow-up keeps its answer"
+    assert settle(Then(b"x", lambda: order.append("settled"))) == b"x" and order[-1] == "settled"
+    assert any("work after the answer failed" in r.getMessage() for r in caplog.records)
+
+
+class FakeScheduler:
+    """What App reads of a Scheduler, recording the thread each Filter ran on."""
+
+    def __init__(self, mode: str, synced: bool) -> None:
+        self.writer = type("Blocking", (), {"blocking": True})()
+        self.mode, self.synced, self.threads = mode, threading.Event(), []
+        if synced:
+            self.synced.set()
+
+    def filter_answer(self, body: bytes) -> bytes:
+        self.threads.append(threading.current_thread().name)
+        if not self.synced.wait(5):
+            return b'{"Error": "context cancelled: caches not synced"}'
+        return b'{"Error": ""}'
+
+    def ready(self) -> bool:
+        return self.synced.is_set()
+
+    def admit(self, body: bytes) -> bytes:
+        return body
+
+
+@pytest.mark.parametrize(
+    ("mode", "synced", "pool"), [("bind", True, False), ("filter", True, True), ("bind", False, True)]
+)
+def test_filter_answers_on_the_loop_unless_it_may_wait(mode, synced, pool):
+    """Against the API server, /filter skips the thread hop once synced and when nothing is written
+    before the answer; while it waits for the caches (as HAMi's Filter does) the loop stays free."""
+    scheduler = FakeScheduler(mode, synced)
+    app = App(scheduler, ThreadPoolExecutor(1, thread_name_prefix="pool"))  # type: ignore[arg-type]
+    with serving(app) as port:
+        waiting = ThreadPoolExecutor(1).submit(request, port, "POST", "/filter", b"{}")
+        if not synced:
+            deadline = time.monotonic() + 10
+            while not scheduler.threads and time.monotonic() < deadline:  # Filter is waiting for the sync
+                time.sleep(0.01)
+            assert request(port, "GET", "/readyz")[0] == 503, "the loop answers while Filter waits"
+            scheduler.synced.set()
+        assert waiting.result(10)[::2] == (200, b'{"Error": ""}')
+    assert len(scheduler.threads) == 1 and scheduler.threads[0].startswith("pool") is pool, scheduler.threads

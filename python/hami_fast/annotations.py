@@ -34,6 +34,9 @@ NODE_POLICY: Final = _ENGINE["NODE_POLICY_KEY"]
 GPU_POLICY: Final = _ENGINE["GPU_POLICY_KEY"]
 SCORING_WEIGHTS: Final = _ENGINE["WEIGHTS_KEY"]
 
+# The coscheduling plugin's PodGroup label (HAMi retries a member's node lock).
+POD_GROUP_LABEL: Final = _ENGINE["POD_GROUP_LABEL"]
+
 # The descheduler's opt-outs (read by the planner).
 DESCHEDULER_SKIP: Final = _ENGINE["DESCHEDULER_SKIP_KEY"]
 PREFER_NO_EVICTION: Final = _ENGINE["PREFER_NO_EVICTION_KEY"]

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 
-from hami_fast.server.router import Reply, Route, Router
+from hami_fast.server.router import Answer, Reply, Route, Router
 from hami_fast.server.scheduler import Scheduler, bind_result, filter_error
 
 TEXT = "text/plain"
@@ -31,13 +31,17 @@ def review_error(message: str) -> bytes:
 class App(Router):
     def __init__(self, scheduler: Scheduler, executor: ThreadPoolExecutor) -> None:
         self.scheduler = scheduler
-        # The webhook never blocks, so it skips the thread hop; Filter may wait on the API server (its
-        # annotation patch) and runs in the pool unless the writer is in memory; Bind waits in its
-        # node's queue without holding a thread.
-        waits = getattr(scheduler.writer, "blocking", True)
+        # The webhook never blocks, so it skips the thread hop; Filter answers on the loop too unless
+        # it may wait (see `filter`); Bind waits in its node's queue without holding a thread.
+        in_memory = not getattr(scheduler.writer, "blocking", True)
+        filter_route = (
+            Route("POST", "/filter", scheduler.filter_answer, "inline", filter_error)
+            if in_memory
+            else Route("POST", "/filter", self.filter, "async", filter_error)
+        )
         super().__init__(
             [
-                Route("POST", "/filter", scheduler.filter, "thread" if waits else "inline", filter_error),
+                filter_route,
                 Route("POST", "/bind", self.bind, "async", bind_result),
                 Route("POST", "/webhook", scheduler.admit, "inline", review_error),
                 Route("GET", "/healthz", lambda _: (200, b"ok", TEXT), "inline"),
@@ -46,6 +50,15 @@ class App(Router):
             executor,
             name="extender",
         )
+
+    async def filter(self, body: bytes) -> Answer:
+        """On the loop once the caches are synced and Filter writes nothing before answering (the
+        default `--allocation-write bind`, or `behind-answer`); in the pool while it may wait for the
+        sync (as HAMi's Filter does) or for its annotation patch (`--allocation-write filter`)."""
+        scheduler = self.scheduler
+        if scheduler.synced.is_set() and scheduler.mode != "filter":
+            return scheduler.filter_answer(body)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, scheduler.filter_answer, body)
 
     async def bind(self, body: bytes) -> bytes:
         return await asyncio.wrap_future(self.scheduler.submit_bind(body))

@@ -13,13 +13,16 @@ Behaviour, the same for every route of both apps:
 | handler raises anything else | 500 `{"error": "internal error (<type>); see the server log"}`; the traceback goes to the log only |
 | handler returns `bytes` | 200, application/json |
 | handler returns `(status, bytes)` / `(status, bytes, content type)` | as given |
+| handler returns `Then(reply, after)` | `reply` as above, then `after()` runs on the event loop before the next request is taken |
 
 A route that speaks a protocol with its own error shape (`protocol_error`: Filter/Bind's `Error`
 field, the webhook's AdmissionReview status) answers handler failures with 200 and that shape, as
 kube-scheduler and the API server expect; oversize, 404 and 405 stay HTTP errors there too.
 
 Handlers run `inline` on the event loop (never blocks), in the `thread` pool (may wait on the API
-server), or are `async` themselves.
+server), or are `async` themselves. `Then` takes a decision's bookkeeping (metrics, events, the
+allocation held for Bind) off the answer's path: kube-scheduler gets the answer first, and nothing
+else runs on the loop until `after()` is done, so a Bind always finds what its Filter left.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -43,8 +46,18 @@ JSON = "application/json"
 JSON_HEADERS = [("content-type", JSON)]
 
 Reply = bytes | tuple[int, bytes] | tuple[int, bytes, str]
-Handler = Callable[[bytes], Reply]
-AsyncHandler = Callable[[bytes], Awaitable[Reply]]
+
+
+class Then(NamedTuple):
+    """A reply, and what to do right after sending it (see the module's docstring)."""
+
+    reply: Reply
+    after: Callable[[], None]
+
+
+Answer = Reply | Then
+Handler = Callable[[bytes], Answer]
+AsyncHandler = Callable[[bytes], Awaitable[Answer]]
 Run = Literal["inline", "thread", "async"]
 
 
@@ -102,25 +115,36 @@ class Router:
             return
         route = self.routes.get(scope.path)
         if route is None:
-            reply: Reply = (404, error_body(f"no route for {scope.method} {scope.path}"))
+            reply: Answer = (404, error_body(f"no route for {scope.method} {scope.path}"))
         elif scope.method != route.method:
             message = error_body(f"{scope.method} not allowed on {route.path}; use {route.method}")
             protocol.response_bytes(405, [("content-type", JSON), ("allow", route.method)], message)
             return
         else:
-            body = b"" if route.method == "GET" else await read_body(protocol, content_length(scope))
+            if route.method == "GET":
+                body: bytes | None = b""
+            elif 0 <= (length := content_length(scope)) <= MAX_BODY:  # the common case: one await, no coroutine
+                body = await protocol()
+                body = body if len(body) <= MAX_BODY else None
+            else:
+                body = await read_body(protocol, length)
             if body is None:
                 reply = too_large()
             elif route.run == "inline":  # no coroutine of its own: the request path of /filter and /webhook
                 reply = self.call_inline(route, body)
             else:
                 reply = await self.call(route, body)
+        after = None
+        if type(reply) is Then:
+            reply, after = reply
         if type(reply) is bytes:
             protocol.response_bytes(200, JSON_HEADERS, reply)
         else:
             protocol.response_bytes(reply[0], [("content-type", reply[2] if len(reply) > 2 else JSON)], reply[1])
+        if after is not None:
+            run_after(after, scope.path)
 
-    async def call(self, route: Route, body: bytes) -> Reply:
+    async def call(self, route: Route, body: bytes) -> Answer:
         """The handler's reply, or the error reply the table above gives for what it raised."""
         if route.run == "inline":
             return self.call_inline(route, body)
@@ -131,7 +155,7 @@ class Router:
         except Exception as exc:
             return self._error(route, exc)
 
-    def call_inline(self, route: Route, body: bytes) -> Reply:
+    def call_inline(self, route: Route, body: bytes) -> Answer:
         try:
             return route.handler(body)  # type: ignore[return-value]
         except Exception as exc:
@@ -152,6 +176,22 @@ class Router:
         if route.protocol_error is not None:
             return route.protocol_error(message)
         return (status, error_body(message))
+
+
+def run_after(after: Callable[[], None], path: str) -> None:
+    """A reply's follow-up; its failure is logged (the answer is already sent)."""
+    try:
+        after()
+    except Exception as exc:
+        log.exception("work after the answer failed", extra={"path": path}, exc_info=exc)
+
+
+def settle(answer: Answer) -> Reply:
+    """The reply of a handler's answer, its follow-up done first (for callers outside the router)."""
+    if type(answer) is Then:
+        answer.after()
+        return answer.reply
+    return answer  # type: ignore[return-value]
 
 
 def content_length(scope: Any) -> int:

@@ -21,11 +21,10 @@ from hami_fast.kube.nodelock import LockContention, NodeLocker
 from hami_fast.kube.writer import Writer
 from hami_fast.server.bindqueue import BindJob, BindQueue
 from hami_fast.server.metrics import Metrics
+from hami_fast.server.router import Answer, Then, settle
 
 log = logging.getLogger("hami_fast.scheduler")
 
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-_POD_GROUP_BYTES = POD_GROUP_LABEL.encode()
 # Filter answers kept for their Bind; kube-scheduler binds within seconds of Filter, or filters again.
 ALLOCATION_TTL = 600.0
 MAX_ALLOCATIONS = 200_000
@@ -62,9 +61,22 @@ class Allocation:
 
     node: str
     patch: bytes  # Filter's annotation merge patch (HAMi's keys)
-    pod_group: bool  # the pod carries the PodGroup label (only a byte search of Filter's body)
+    pod_group: bool  # a PodGroup member (HAMi's IsPodGroupMember, read by the engine)
     written: bool  # the patch is on the API server (or on its way there, behind the answer)
     at: float = field(default_factory=time.monotonic)
+
+
+def pod_ref(d: FilterDecision) -> dict[str, Any]:
+    """The decision's pod as events and patches name it."""
+    return {"namespace": d.namespace, "name": d.name, "uid": d.uid, "resourceVersion": d.resource_version}
+
+
+def is_pod_group_member(pod: dict[str, Any]) -> bool:
+    """HAMi's `IsPodGroupMember` on a pod object: the coscheduling label or
+    `spec.schedulingGroup.podGroupName`, non-empty (the engine reads Filter's pod the same way)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    return bool(labels.get(keys.POD_GROUP_LABEL) or group)
 
 
 def with_bind_phase(patch: bytes | None, now: int) -> bytes:
@@ -100,7 +112,7 @@ class Scheduler:
         metrics: Metrics,
         synced: threading.Event,
         leading: threading.Event,
-        before_patch: Callable[[str, str, str], None] | None = None,
+        before_patch: Callable[[str, str, str], None] | None = None,  # (namespace, name, uid) before a pod write
     ) -> None:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
@@ -114,9 +126,10 @@ class Scheduler:
         # When Filter's annotations are written (--allocation-write): `bind` (default) in one pod patch
         # with bind-phase at Bind, before the binding; `filter` before Filter answers, as HAMi does;
         # `behind-answer` right behind Filter's answer, one single-thread lane per pod hash keeping each
-        # pod's patches in order. In-memory writers cost nothing: they always patch at Filter.
+        # pod's patches in order. In-memory writers (a snapshot, the demo) have no API server to
+        # wait for: `behind-answer` is `bind` there (one write at Bind, as by default).
         mode = "behind-answer" if config.filter_patch_behind_answer else config.allocation_write
-        self.mode = mode if getattr(writer, "blocking", True) else "filter"
+        self.mode = mode if getattr(writer, "blocking", True) or mode != "behind-answer" else "bind"
         self.patchers = (
             [ThreadPoolExecutor(1, thread_name_prefix=f"annotate-{i}") for i in range(8)]
             if self.mode == "behind-answer"
@@ -125,6 +138,7 @@ class Scheduler:
         self._patches: dict[str, Future[str]] = {}
         self._patch_guard = threading.Lock()
         self._allocations: OrderedDict[str, Allocation] = OrderedDict()
+        self._scheduled = metrics.filter_results.labels("scheduled")  # labels() takes a lock per call
 
     def close(self) -> None:
         self.binds.stop()
@@ -140,6 +154,13 @@ class Scheduler:
         self.emit(pod, event_type, reason, message, self.config.scheduler_name)
 
     def filter(self, body: bytes, wait: float = 25.0) -> bytes:
+        """Filter's answer, its bookkeeping done (see `filter_answer` for the router's split)."""
+        return settle(self.filter_answer(body, wait))
+
+    def filter_answer(self, body: bytes, wait: float = 25.0) -> Answer:
+        """Filter's answer, and (as `Then`) the bookkeeping that can follow it: metrics, events, the
+        allocation held for Bind. What the answer itself depends on (the engine's reservation, the
+        annotation patch when it is written at Filter) is done before."""
         started = time.perf_counter()
         try:
             if not self.leading.is_set():
@@ -152,12 +173,18 @@ class Scheduler:
             if decision.node is None and decision.outcome != "unschedulable":
                 self.metrics.filter_results.labels(decision.outcome).inc()
                 return decision.response
-            return self._commit(decision, _POD_GROUP_BYTES in body)
+            if self.mode == "filter" and decision.patch is not None:  # patch before answering, as HAMi does
+                error = self._write_allocation(pod_ref(decision), decision.patch, decision.pod_key)
+                if error:
+                    self.metrics.count_failed_reasons(decision.reason_counts)
+                    return filter_error(error)
+            return Then(decision.response, lambda: self._commit(decision))
         finally:
             self.metrics.latency.observe("filter", time.perf_counter() - started)
 
-    def _commit(self, d: FilterDecision, pod_group: bool = False) -> bytes:
-        pod = {"namespace": d.namespace, "name": d.name, "uid": d.uid, "resourceVersion": d.resource_version}
+    def _commit(self, d: FilterDecision) -> None:
+        """A decision's bookkeeping, after its answer: counters, events, the allocation for Bind."""
+        pod = pod_ref(d)
         reasons = d.reason_counts
         if reasons:
             self.metrics.count_failed_reasons(reasons)
@@ -169,22 +196,15 @@ class Scheduler:
             for event_type, reason, message in d.events:
                 self._event(pod, event_type, reason, message)
             log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": reasons})
-            return d.response
-        if self.mode == "filter":  # patch before answering; a failed patch is Filter's error
-            error = self._write_allocation(pod, patch, key)
-            if error:
-                return filter_error(error)
-        elif self.mode == "behind-answer":
+            return
+        if self.mode == "behind-answer":
             self._queue_allocation(pod, patch, key)
-        self._hold_allocation(key, Allocation(node, patch, pod_group, written=self.mode != "bind"))
-        self.metrics.filter_results.labels("scheduled").inc()
+        self._hold_allocation(key, Allocation(node, patch, d.pod_group, written=self.mode != "bind"))
+        self._scheduled.inc()
         for event_type, reason, message in d.events:
             self._event(pod, event_type, reason, message)
         if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "filter chose node", extra={"pod": f"{d.namespace}/{d.name}", "node": d.node, "devices": d.devices}
-            )
-        return d.response
+            log.debug("filter chose node", extra={"pod": f"{d.namespace}/{d.name}", "node": node, "devices": d.devices})
 
     # -- Filter's answers, held for their Bind -------------------------------------------------
     def _hold_allocation(self, key: str, allocation: Allocation) -> None:
@@ -292,6 +312,8 @@ class Scheduler:
             locked = True
             unwritten = allocation is not None and not allocation.written
             patch = with_bind_phase(allocation.patch if unwritten else None, int(time.time()))
+            if self.before_patch:
+                self.before_patch(namespace, name, uid)
             self.writer.patch_pod(namespace, name, patch)
             if unwritten:
                 allocation.written = True
@@ -339,7 +361,7 @@ class Scheduler:
                     f"has no {keys.VGPU_NODE}/{keys.ALLOCATED} annotations for that node (filtered before a restart?): "
                     "not binding it without one; it will be scheduled again"
                 )
-            pod_group = bool((meta.get("labels") or {}).get(POD_GROUP_LABEL))
+            pod_group = is_pod_group_member(pod)
         pending.allocation, pending.looked_up = allocation, True
         if pod_group and pending.job:
             # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.

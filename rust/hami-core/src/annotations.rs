@@ -37,6 +37,9 @@ pub const NODE_POLICY_KEY: &str = "hami.io/node-scheduler-policy";
 pub const GPU_POLICY_KEY: &str = "hami.io/gpu-scheduler-policy";
 pub const WEIGHTS_KEY: &str = "hami.io/device-scoring-weights";
 
+/// The coscheduling plugin's PodGroup label (HAMi's `util.PodGroupLabel`).
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
 // The descheduler's opt-outs.
 /// Keeps a pod out of every plan (any value but "false").
 pub const DESCHEDULER_SKIP_KEY: &str = "hami.io/descheduler-skip";
@@ -72,6 +75,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("NODE_POLICY_KEY", NODE_POLICY_KEY),
     ("GPU_POLICY_KEY", GPU_POLICY_KEY),
     ("WEIGHTS_KEY", WEIGHTS_KEY),
+    ("POD_GROUP_LABEL", POD_GROUP_LABEL),
     ("DESCHEDULER_SKIP_KEY", DESCHEDULER_SKIP_KEY),
     ("PREFER_NO_EVICTION_KEY", PREFER_NO_EVICTION_KEY),
     ("RESERVATION_KEY", RESERVATION_KEY),

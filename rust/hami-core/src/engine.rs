@@ -4,7 +4,10 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::filter::{self, allocation_annotations, evaluate_nodes, CandidateCache, FilterOutcome, Placement, Policies};
+use crate::filter::{
+    self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Placement,
+    Policies,
+};
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
 use crate::model::GpuNode;
@@ -57,7 +60,15 @@ impl Engine {
 impl Engine {
     /// `/filter`: ExtenderArgs bytes in, ExtenderFilterResult bytes out, plus the decision.
     pub fn filter(&mut self, body: &[u8], now: i64, record: bool) -> FilterOutcome {
-        let args: ExtenderArgs = match serde_json::from_slice(body) {
+        // The candidate list of the last call again: parse the rest only (see `without_known_names`).
+        let rest = self.candidates.without_known_names(body, &self.state.nodes);
+        // Only with a pod: `{}` would stand for `{,"NodeNames":...}`, which is no JSON at all.
+        let known = rest
+            .as_deref()
+            .and_then(|doc| serde_json::from_slice::<ExtenderArgs>(doc).ok())
+            .filter(|a| a.pod.is_some());
+        let known_names = known.is_some();
+        let args: ExtenderArgs = match known.map_or_else(|| serde_json::from_slice(body), Ok) {
             Ok(a) => a,
             Err(e) => return FilterOutcome::error(Error::decode("ExtenderArgs", e)),
         };
@@ -69,7 +80,11 @@ impl Engine {
             Err(e) => return FilterOutcome::error(e),
         };
         if placement.request.is_empty() {
-            return match parse_node_names(args.node_names) {
+            let names = match known_names {
+                true => Ok(self.candidates.names().map(std::borrow::Cow::Borrowed).collect()),
+                false => parse_node_names(args.node_names),
+            };
+            return match names {
                 Ok(names) => FilterOutcome::passthrough(
                     ExtenderFilterResult { node_names: Some(names), ..Default::default() }.to_bytes(),
                 ),
@@ -82,8 +97,10 @@ impl Engine {
         let key = pod.reservation_key();
         let state = &mut self.state;
         let cache = &mut self.candidates;
-        if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
-            return FilterOutcome::error(e);
+        if !known_names {
+            if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
+                return FilterOutcome::error(e);
+            }
         }
         state.expire_holds(now);
         let saved = if record {
@@ -93,18 +110,13 @@ impl Engine {
             state.set_aside(&key)
         };
         let lifted = state.lift_hold(&key);
-        let eval = evaluate_nodes(
-            state,
-            &placement,
-            now,
-            cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i)))),
-            |n| state.nodes.get(n),
-        );
+        let total = cache.entries.len();
+        let eval = evaluate_candidates(state, &placement, now, cache);
         state.restore_hold(lifted);
         if let Some(record) = saved {
             state.reserve(key.clone(), record);
         }
-        filter::decide(state, &placement, &eval, cache.entries.len(), now, record, &key)
+        filter::decide(state, &placement, &eval, total, now, record, &key)
     }
 
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.

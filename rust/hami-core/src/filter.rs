@@ -26,6 +26,9 @@ use std::hash::{Hash, Hasher};
 #[derive(Debug, Default)]
 pub struct Evaluation<'n> {
     pub fits: Vec<(&'n str, f64)>,
+    /// Each fit's rank among the candidate names in byte order, when the candidate cache knows
+    /// it (empty otherwise): ties are broken on it instead of comparing the names themselves.
+    pub name_order: Vec<u32>,
     pub failed: Vec<(&'n str, FitFailure)>,
     pub chosen: Option<(&'n str, NodeFit)>,
 }
@@ -107,6 +110,15 @@ pub fn choose(fits: &[(&str, f64)], policy: NodePolicy) -> Option<usize> {
     score::choose(fits.len(), |i| fits[i].0, |i| fits[i].1, policy)
 }
 
+/// [`choose`] on an evaluation, with its name ranks where it has them.
+fn choose_in(eval: &Evaluation, policy: NodePolicy) -> Option<usize> {
+    let fits = &eval.fits;
+    match eval.name_order.len() == fits.len() {
+        true => score::choose(fits.len(), |i| eval.name_order[i], |i| fits[i].1, policy),
+        false => choose(fits, policy),
+    }
+}
+
 /// The fitting nodes in the policy's order of preference: the first is the one [`choose`] picks.
 pub fn ranked(fits: &[(&str, f64)], policy: NodePolicy) -> Vec<String> {
     let mut rest: Vec<(&str, f64)> = fits.to_vec();
@@ -137,11 +149,17 @@ fn prefetch_ahead(candidates: &[(&str, Option<&GpuNode>)], k: usize) {
     }
 }
 
-/// Candidate names resolved to node ids, kept while kube-scheduler keeps sending the same list.
+/// Candidate names resolved to node ids, kept while kube-scheduler keeps sending the same list,
+/// with the verdicts of the last order-free request over it.
 #[derive(Debug, Default)]
 pub struct CandidateCache {
     key: (u64, usize, u64),
+    /// The list as sent (JSON text), to recognise it at the end of the next body.
+    raw: String,
     pub(crate) entries: Vec<(String, Option<u32>)>,
+    /// Per entry: its rank among the names in byte order (equal names share one).
+    ranks: Vec<u32>,
+    verdicts: Verdicts,
 }
 
 impl CandidateCache {
@@ -159,9 +177,127 @@ impl CandidateCache {
                     (n.into_owned(), id)
                 })
                 .collect();
+            self.ranks = name_ranks(&self.entries);
+            self.raw = text.to_owned();
             self.key = key;
+            self.verdicts = Verdicts::default();
         }
         Ok(())
+    }
+
+    /// `body` as a document without its `NodeNames`, when they are this cache's list unchanged
+    /// over the same nodes: kube-scheduler encodes `ExtenderArgs` with the list last (Go's field
+    /// order, no spaces) and sends the same list for pod after pod, so `{...,"NodeNames":[L]}`
+    /// becomes `{...}` and the names need neither parsing nor hashing. `None` for anything else;
+    /// the caller parses the whole body then (a head that is no document of its own included).
+    pub fn without_known_names(&self, body: &[u8], nodes: &NodeTable) -> Option<Vec<u8>> {
+        if self.entries.is_empty() || self.key.2 != nodes.generation() {
+            return None;
+        }
+        let rest = body.trim_ascii_end().strip_suffix(b"}")?.strip_suffix(self.raw.as_bytes())?;
+        let head = rest.strip_suffix(b",\"NodeNames\":")?;
+        let mut doc = Vec::with_capacity(head.len() + 1);
+        doc.extend_from_slice(head);
+        doc.push(b'}');
+        Some(doc)
+    }
+
+    /// The cached candidate names, in the order sent.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// How many candidates' verdicts a next call with the same request may reuse (if unchanged).
+    pub fn reusable(&self) -> usize {
+        self.verdicts.memo.iter().filter(|(kept, _)| *kept).count()
+    }
+}
+
+fn name_ranks(entries: &[(String, Option<u32>)]) -> Vec<u32> {
+    let mut by_name: Vec<usize> = (0..entries.len()).collect();
+    by_name.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
+    let mut ranks = vec![0u32; entries.len()];
+    let mut rank = 0u32;
+    for (k, pair) in by_name.windows(2).enumerate() {
+        if entries[pair[0]].0 != entries[pair[1]].0 {
+            rank += 1;
+        }
+        ranks[by_name[k + 1]] = rank;
+    }
+    ranks
+}
+
+/// What an order-free request's verdict on a node depends on besides the node itself.
+#[derive(Debug, Clone, PartialEq)]
+struct VerdictKey {
+    request: PodRequest,
+    hints: PodHints,
+    gpu_policy: GpuPolicy,
+}
+
+/// The last order-free request's verdict per candidate, kept until the node changes. kube-scheduler
+/// filters a workload's pods one after another over the same list, and between two of them only
+/// the nodes a decision or an update touched have changed ([`NodeTable::changed_since`]), so the
+/// next pod re-checks those nodes only, and reads nothing of the others.
+#[derive(Debug, Default)]
+struct Verdicts {
+    key: Option<VerdictKey>,
+    /// Aligned with [`CandidateCache::entries`]: (still valid, the verdict).
+    memo: Vec<(bool, std::result::Result<f64, Box<FitFailure>>)>,
+    /// The node change log's position the memo is valid at.
+    seen: u64,
+    /// (node id, entry index), sorted: the entries a changed node invalidates.
+    by_id: Vec<(u32, u32)>,
+}
+
+impl Verdicts {
+    /// Brings the memo to the nodes as they are now: forgets everything unless it was made for
+    /// `key` over these entries and the change log still reaches back to it, else drops the
+    /// verdicts of the nodes changed since. True if any verdict may be reused.
+    fn prepare(&mut self, key: VerdictKey, entries: &[(String, Option<u32>)], nodes: &NodeTable) -> bool {
+        let seen = std::mem::replace(&mut self.seen, nodes.log_position());
+        let changed = nodes.changed_since(seen);
+        if let (true, Some(changed)) = (self.key.as_ref() == Some(&key) && self.memo.len() == entries.len(), changed) {
+            for id in changed {
+                let from = self.by_id.partition_point(|(i, _)| i < id);
+                for &(_, entry) in self.by_id[from..].iter().take_while(|(i, _)| i == id) {
+                    self.memo[entry as usize].0 = false;
+                }
+            }
+            return true;
+        }
+        self.key = Some(key);
+        self.memo.clear();
+        self.memo.resize(entries.len(), (false, Ok(0.0)));
+        self.by_id = entries.iter().enumerate().filter_map(|(k, (_, id))| Some(((*id)?, k as u32))).collect();
+        self.by_id.sort_unstable();
+        false
+    }
+}
+
+/// One candidate's verdict: HAMi's node score if the pod fits, else why not.
+fn verdict(
+    node: Option<&GpuNode>,
+    ctx: &PodContext,
+    order_free: Option<&crate::request::ContainerRequest>,
+    now: i64,
+) -> std::result::Result<f64, FitFailure> {
+    match node.filter(|n| n.is_registered_at(now)) {
+        None => Err(FitFailure::Node(Reason::NodeUnregistered)),
+        Some(node) => match order_free {
+            Some(r) => quick_fit(node, ctx, r),
+            None => fit_pod(node, ctx).map(|fit| fit.score),
+        },
+    }
+}
+
+fn pod_context<'p>(state: &ClusterState, placement: &'p Placement) -> PodContext<'p> {
+    PodContext {
+        request: &placement.request,
+        hints: &placement.hints,
+        gpu_policy: &placement.gpu_policy,
+        quota: state.quota_state(&placement.pod.metadata.namespace),
+        device_preference: None,
     }
 }
 
@@ -173,36 +309,109 @@ pub fn evaluate_nodes<'n, 'c>(
     candidates: impl Iterator<Item = (&'n str, Option<&'c GpuNode>)>,
     lookup: impl Fn(&str) -> Option<&'c GpuNode>,
 ) -> Evaluation<'n> {
-    let ctx = PodContext {
-        request: &placement.request,
-        hints: &placement.hints,
-        gpu_policy: &placement.gpu_policy,
-        quota: state.quota_state(&placement.pod.metadata.namespace),
-        device_preference: None,
-    };
+    let ctx = pod_context(state, placement);
     let order_free = order_free_request(&ctx);
     let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
     let mut eval = Evaluation { fits: Vec::with_capacity(candidates.len()), ..Evaluation::default() };
     let mut fit_nodes: Vec<&GpuNode> = Vec::with_capacity(candidates.len());
     for (k, &(name, node)) in candidates.iter().enumerate() {
         prefetch_ahead(&candidates, k);
-        let verdict = match node.filter(|n| n.is_registered_at(now)) {
-            None => Err(FitFailure::Node(Reason::NodeUnregistered)),
-            Some(node) => match order_free {
-                Some(r) => quick_fit(node, &ctx, r),
-                None => fit_pod(node, &ctx).map(|fit| fit.score),
-            },
-        };
-        match verdict {
+        match verdict(node, &ctx, order_free, now) {
             Ok(score) => {
                 eval.fits.push((name, score));
-                if let Some(node) = node {
-                    fit_nodes.push(node);
-                }
+                fit_nodes.extend(node);
             }
             Err(reason) => eval.failed.push((name, reason)),
         }
     }
+    settle(state, placement, &ctx, eval, fit_nodes, lookup)
+}
+
+/// [`evaluate_nodes`] over the cached candidate list, reusing the verdicts of unchanged nodes
+/// when the request is order-free (see [`Verdicts`]).
+pub fn evaluate_candidates<'n>(
+    state: &ClusterState,
+    placement: &Placement,
+    now: i64,
+    cache: &'n mut CandidateCache,
+) -> Evaluation<'n> {
+    let ctx = pod_context(state, placement);
+    let Some(order_free) = order_free_request(&ctx) else {
+        let candidates = cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i))));
+        return evaluate_nodes(state, placement, now, candidates, |n| state.nodes.get(n));
+    };
+    let key = VerdictKey {
+        request: placement.request.clone(),
+        hints: placement.hints.clone(),
+        gpu_policy: placement.gpu_policy.clone(),
+    };
+    let CandidateCache { entries, ranks, verdicts, .. } = cache;
+    let warm = verdicts.prepare(key, entries, &state.nodes);
+    let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
+    eval.name_order.reserve(entries.len());
+    let mut fit_ids: Vec<u32> = Vec::with_capacity(entries.len());
+    for (k, (((name, id), (kept, memo)), rank)) in
+        entries.iter().zip(verdicts.memo.iter_mut()).zip(ranks.iter()).enumerate()
+    {
+        if !*kept {
+            if !warm {
+                prefetch_ids(state, entries, k);
+            }
+            let node = id.and_then(|i| state.nodes.by_id(i));
+            *memo = verdict(node, &ctx, Some(order_free), now).map_err(Box::new);
+            // A node no registration pass has looked at yet may be registered or not by the clock.
+            *kept = !node.is_some_and(GpuNode::registration_depends_on_time);
+        }
+        match (memo, id) {
+            (Ok(score), Some(id)) => {
+                eval.fits.push((name.as_str(), *score));
+                eval.name_order.push(*rank);
+                fit_ids.push(*id);
+            }
+            (Ok(_), None) => {}
+            (Err(reason), _) => eval.failed.push((name.as_str(), (**reason).clone())),
+        }
+    }
+    // The fitting nodes themselves only where the choice reads them (a hold, a simulator policy).
+    let mut fit_nodes = Vec::new();
+    if placement.held.is_some() || matches!(placement.node_policy, NodePolicy::Scored(_)) {
+        let resolved: Vec<Option<&GpuNode>> = fit_ids.iter().map(|&i| state.nodes.by_id(i)).collect();
+        let (mut a, mut b) = (resolved.iter(), resolved.iter());
+        eval.fits.retain(|_| a.next().is_some_and(Option::is_some));
+        eval.name_order.retain(|_| b.next().is_some_and(Option::is_some));
+        fit_nodes = resolved.into_iter().flatten().collect();
+    }
+    settle(state, placement, &ctx, eval, fit_nodes, |n| state.nodes.get(n))
+}
+
+#[inline]
+fn prefetch_ids(state: &ClusterState, entries: &[(String, Option<u32>)], k: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if let Some(node) = entries.get(k + 4).and_then(|(_, id)| id.and_then(|i| state.nodes.by_id(i))) {
+            // SAFETY: prefetching is a hint; any address is allowed and nothing is dereferenced.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(node.hot.as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(node.usage.as_ptr().cast());
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (state, entries, k);
+}
+
+/// The choice among the fits: the held GPUs first, else the policy's order, the chosen node's
+/// devices worked out in full. `fit_nodes` is aligned with `eval.fits` where the choice reads
+/// nodes (a hold, a simulator-derived policy), and may be empty otherwise.
+fn settle<'n, 'c>(
+    state: &ClusterState,
+    placement: &Placement,
+    ctx: &PodContext,
+    mut eval: Evaluation<'n>,
+    mut fit_nodes: Vec<&GpuNode>,
+    lookup: impl Fn(&str) -> Option<&'c GpuNode>,
+) -> Evaluation<'n> {
     let views = match placement.node_policy {
         NodePolicy::Scored(scorer) => {
             let views = LiveViews::new(state, scorer, &placement.request, &fit_nodes);
@@ -211,12 +420,12 @@ pub fn evaluate_nodes<'n, 'c>(
         }
         NodePolicy::Binpack | NodePolicy::Spread => None,
     };
-    if let Some(fit) = held_fit(placement, &ctx, &eval.fits, &fit_nodes) {
+    if let Some(fit) = held_fit(placement, ctx, &eval.fits, &fit_nodes) {
         eval.chosen = Some(fit);
         return eval;
     }
     let mut alive: Vec<usize> = (0..eval.fits.len()).collect();
-    while let Some(i) = choose(&eval.fits, placement.node_policy) {
+    while let Some(i) = choose_in(&eval, placement.node_policy) {
         let (name, score) = eval.fits[i];
         let fit = match &views {
             // GPU choice inside the node as the simulator makes it: FGD's GPU for a sharing pod,
@@ -237,25 +446,23 @@ pub fn evaluate_nodes<'n, 'c>(
                 };
                 Some(fit_pod(node, &ctx))
             }
-            None => lookup(name).map(|node| fit_pod(node, &ctx)),
+            None => lookup(name).map(|node| fit_pod(node, ctx)),
         };
-        match fit {
-            Some(Ok(fit)) => {
-                eval.chosen = Some((name, fit));
-                break;
-            }
-            // Unreachable when quick_fit agrees with fit_pod; never hand out a node that does not fit.
-            Some(Err(reason)) => {
-                eval.fits.remove(i);
-                fit_nodes.remove(i);
-                alive.remove(i);
-                eval.failed.push((name, reason));
-            }
-            None => {
-                eval.fits.remove(i);
-                fit_nodes.remove(i);
-                alive.remove(i);
-            }
+        if let Some(Ok(fit)) = fit {
+            eval.chosen = Some((name, fit));
+            break;
+        }
+        // Unreachable when quick_fit agrees with fit_pod; never hand out a node that does not fit.
+        eval.fits.remove(i);
+        if i < eval.name_order.len() {
+            eval.name_order.remove(i);
+        }
+        if i < fit_nodes.len() {
+            fit_nodes.remove(i);
+        }
+        alive.remove(i);
+        if let Some(Err(reason)) = fit {
+            eval.failed.push((name, reason));
         }
     }
     eval
@@ -388,6 +595,9 @@ pub struct PodRef {
     /// Where its reservation is kept (UID, else `namespace/name`): what a rollback releases.
     #[serde(skip)]
     pub key: String,
+    /// A PodGroup member ([`Pod::is_pod_group_member`]): its Bind retries the node lock.
+    #[serde(skip)]
+    pub pod_group: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -488,26 +698,27 @@ fn capped_list(items: impl ExactSizeIterator<Item = String>) -> String {
 /// The fits by score then name (Spread: highest first), `name:score` for the first
 /// [`EVENT_NODE_LIST`]. Only those are kept and ordered: (score, name) is a total order, so the
 /// shown prefix is the full sort's. Equal scores are adjacent and formatted once.
-fn fit_list(fits: &[(&str, f64)], policy: NodePolicy) -> String {
-    let ascending = |a: &&(&str, f64), b: &&(&str, f64)| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0));
-    let order = |a: &&(&str, f64), b: &&(&str, f64)| {
-        if policy == NodePolicy::Spread {
-            ascending(b, a)
-        } else {
-            ascending(a, b)
-        }
+fn fit_list(fits: &[(&str, f64)], name_order: &[u32], policy: NodePolicy) -> String {
+    let ranked = name_order.len() == fits.len();
+    let ascending = |a: usize, b: usize| {
+        fits[a].1.total_cmp(&fits[b].1).then_with(|| match ranked {
+            true => name_order[a].cmp(&name_order[b]),
+            false => fits[a].0.cmp(fits[b].0),
+        })
     };
+    let order = |a: usize, b: usize| if policy == NodePolicy::Spread { ascending(b, a) } else { ascending(a, b) };
     // The best EVENT_NODE_LIST kept in order while scanning: one comparison per fit that does not
     // enter (the common case, and all of them on an already ordered list).
-    let mut shown: Vec<&(&str, f64)> = Vec::with_capacity(EVENT_NODE_LIST + 1);
-    for fit in fits {
-        if shown.len() == EVENT_NODE_LIST && shown.last().is_some_and(|worst| order(&fit, worst).is_ge()) {
+    let mut kept: Vec<usize> = Vec::with_capacity(EVENT_NODE_LIST + 1);
+    for fit in 0..fits.len() {
+        if kept.len() == EVENT_NODE_LIST && kept.last().is_some_and(|&worst| order(fit, worst).is_ge()) {
             continue;
         }
-        let at = shown.partition_point(|kept| order(kept, &fit).is_le());
-        shown.insert(at, fit);
-        shown.truncate(EVENT_NODE_LIST);
+        let at = kept.partition_point(|&k| order(k, fit).is_le());
+        kept.insert(at, fit);
+        kept.truncate(EVENT_NODE_LIST);
     }
+    let shown: Vec<&(&str, f64)> = kept.iter().map(|&k| &fits[k]).collect();
     let mut out = String::with_capacity(shown.len() * 16 + 16);
     let (mut bits, mut score) = (None, String::new());
     for (i, (name, s)) in shown.iter().enumerate() {
@@ -535,7 +746,7 @@ fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePoli
             "find fit node({chosen}), {} nodes not fit, {} nodes fit({})",
             total.saturating_sub(eval.fits.len()),
             eval.fits.len(),
-            fit_list(&eval.fits, policy)
+            fit_list(&eval.fits, &eval.name_order, policy)
         ),
     }
 }
@@ -589,6 +800,7 @@ pub fn decide(
         uid: meta.uid.clone(),
         resource_version: meta.resource_version.clone(),
         key: key.to_owned(),
+        pod_group: placement.pod.is_pod_group_member(),
     };
     let Some((node, fit)) = &eval.chosen else {
         let response = ExtenderFilterResult { failed_nodes: Some(eval.failed_map()), ..Default::default() };
@@ -683,7 +895,30 @@ mod tests {
                 .map(|(i, n)| (n.as_str(), [4.81, -0.0, 0.125, 0.0, (i % 7) as f64 * 1.5][i % 5]))
                 .collect();
             for policy in [NodePolicy::Binpack, NodePolicy::Spread] {
-                assert_eq!(fit_list(&fits, policy), full_sort_list(&fits, policy), "{len} fits, {policy:?}");
+                let expected = full_sort_list(&fits, policy);
+                assert_eq!(fit_list(&fits, &[], policy), expected, "{len} fits, {policy:?}");
+                let ranks = name_ranks(&fits.iter().map(|(n, _)| ((*n).to_owned(), None)).collect::<Vec<_>>());
+                assert_eq!(fit_list(&fits, &ranks, policy), expected, "{len} fits by rank, {policy:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn name_ranks_order_as_the_names_and_choose_agrees_with_them() {
+        let names = ["n10", "n2", "n1", "n2", "a", "n10-x", ""];
+        let entries: Vec<(String, Option<u32>)> = names.iter().map(|n| ((*n).to_owned(), None)).collect();
+        let ranks = name_ranks(&entries);
+        assert_eq!(ranks, vec![3, 5, 2, 5, 1, 4, 0]);
+        for i in 0..names.len() {
+            for j in 0..names.len() {
+                assert_eq!(ranks[i].cmp(&ranks[j]), names[i].cmp(names[j]), "{} vs {}", names[i], names[j]);
+            }
+        }
+        for policy in [NodePolicy::Binpack, NodePolicy::Spread] {
+            for scores in [[1.0; 7], [0.5, 2.0, 2.0, 2.0, 1.0, 2.0, 0.0], [3.0, 1.0, 1.0, 0.0, 3.0, 2.0, 3.0]] {
+                let fits: Vec<(&str, f64)> = names.iter().copied().zip(scores).collect();
+                let eval = Evaluation { fits: fits.clone(), name_order: ranks.clone(), ..Evaluation::default() };
+                assert_eq!(choose_in(&eval, policy), choose(&fits, policy), "{scores:?} {policy:?}");
             }
         }
     }

@@ -65,6 +65,12 @@ impl Registration {
         Self { handshake, allocatable: allocatable.map_or(0, quantity_value), ..Self::default() }
     }
 
+    /// Whether the handshake check's verdict can change with the clock alone (a request the
+    /// device plugin has not answered, on a node without allocatable GPUs).
+    pub fn depends_on_time(&self) -> bool {
+        matches!(self.handshake, Handshake::Requesting(Some(_))) && self.allocatable <= 0
+    }
+
     /// The generic handshake check: (healthy, changed).
     fn handshake_health(&self, now: i64) -> (bool, bool) {
         match self.handshake {

@@ -257,6 +257,12 @@ impl GpuNode {
         self.is_registered() && self.membership.registered(&self.registration, !self.devices.is_empty(), now)
     }
 
+    /// Whether [`Self::is_registered_at`] can change with `now` alone: before any registration
+    /// pass, while a handshake request is unanswered.
+    pub fn registration_depends_on_time(&self) -> bool {
+        self.membership.member.is_none() && self.registration.depends_on_time()
+    }
+
     /// HAMi pads GPU-less containers in the NVIDIA device list only when one of the node's
     /// devices registered with the type `NVIDIA` itself (its padding goes under each device type).
     pub fn pads_device_lists(&self) -> bool {

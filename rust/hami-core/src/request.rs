@@ -32,7 +32,7 @@ impl ContainerRequest {
 }
 
 /// One slot per container, init containers first; `None` for containers that request no vGPU.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodRequest {
     pub slots: Vec<Option<ContainerRequest>>,
     pub init_count: usize,

@@ -8,6 +8,9 @@ use pyo3::types::PyBytes;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 create_exception!(
     hami_fast._native,
     EngineError,
@@ -243,6 +246,9 @@ struct FilterDecision {
     uid: String,
     #[pyo3(get)]
     resource_version: String,
+    /// A PodGroup member (HAMi's `IsPodGroupMember`): its Bind retries the node lock.
+    #[pyo3(get)]
+    pod_group: bool,
     #[pyo3(get)]
     node: Option<String>,
     patch: Option<Vec<u8>>,
@@ -264,6 +270,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             name: String::new(),
             uid: String::new(),
             resource_version: String::new(),
+            pod_group: false,
             node: None,
             patch: None,
             devices: None,
@@ -275,6 +282,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             out.patch = d.node.is_some().then(|| d.patch.into_bytes());
             (out.pod_key, out.namespace, out.name, out.uid) = (d.pod.key, d.pod.namespace, d.pod.name, d.pod.uid);
             out.resource_version = d.pod.resource_version;
+            out.pod_group = d.pod.pod_group;
             out.node = d.node;
             out.events =
                 d.events.into_iter().map(|e| (e.event_type.to_owned(), e.reason.to_owned(), e.message)).collect();

@@ -125,6 +125,15 @@ pub struct PodSpec {
     #[serde(deserialize_with = "nullable")]
     pub node_name: String,
     pub runtime_class_name: Option<String>,
+    #[serde(deserialize_with = "nullable")]
+    pub scheduling_group: SchedulingGroup,
+}
+
+/// `spec.schedulingGroup` (Kubernetes' workload API): the PodGroup a pod belongs to.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SchedulingGroup {
+    pub pod_group_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -140,6 +149,14 @@ impl Pod {
     /// Always `namespace/name`.
     pub fn key(&self) -> ObjectKey<'_> {
         ObjectKey::namespaced(&self.metadata.namespace, &self.metadata.name)
+    }
+
+    /// A member of a PodGroup, as HAMi's `IsPodGroupMember` reads it: the coscheduling label
+    /// or `spec.schedulingGroup.podGroupName`, non-empty. HAMi retries its node lock for them.
+    pub fn is_pod_group_member(&self) -> bool {
+        let named = |v: Option<&String>| v.is_some_and(|v| !v.is_empty());
+        named(self.metadata.labels.get(crate::annotations::POD_GROUP_LABEL))
+            || named(self.spec.scheduling_group.pod_group_name.as_ref())
     }
 
     /// Where its reservation is kept: the UID, else `namespace/name`.

@@ -58,7 +58,7 @@ impl ScoringWeights {
 }
 
 /// Everything a pod's annotations say about where its GPUs may go.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodHints {
     pub use_types: Vec<String>,
     pub nouse_types: Vec<String>,

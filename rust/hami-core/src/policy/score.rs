@@ -122,9 +122,10 @@ pub fn drawn_winner(len: usize, draw: &mut dyn FnMut(usize) -> usize) -> Option<
 /// smallest node name. Names are compared only among the candidates tied at the best score: when
 /// almost every score ties (random's single 1.0 among zeros, binpack on an empty cluster) a
 /// comparison per candidate would be a string comparison per candidate.
-pub fn choose<'n>(
+/// `name` may give any key ordered as the names are (the live engine's candidate ranks).
+pub fn choose<K: Ord>(
     len: usize,
-    name: impl Fn(usize) -> &'n str,
+    name: impl Fn(usize) -> K,
     score: impl Fn(usize) -> f64,
     policy: NodePolicy,
 ) -> Option<usize> {

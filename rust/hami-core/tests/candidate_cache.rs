@@ -1,0 +1,218 @@
+//! The candidate cache: its verdict memo and its recognition of a repeated list answer, over any
+//! sequence of changes and any spelling of the body, exactly what a fresh evaluation answers.
+
+use hami_core::filter::CandidateCache;
+use hami_core::{Config, Engine};
+use serde_json::{json, Value};
+
+const A100: &str = "NVIDIA A100-SXM4-80GB";
+/// 2026-01-01 00:00:00 UTC, as `Requesting_` handshakes spell it below.
+const ASKED: i64 = 1_767_225_600;
+
+/// xorshift64*: a fixed sequence, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
+    }
+}
+
+fn node(name: &str, gpus: u32, memory: u32, healthy: bool, handshake: Option<&str>) -> Value {
+    let devices: Vec<Value> = (0..gpus)
+        .map(|i| {
+            json!({"id": format!("GPU-{name}-{i}"), "index": i, "count": 4, "devmem": memory, "devcore": 100,
+                         "type": A100, "numa": i / 4, "mode": "hami-core", "health": healthy || i > 0})
+        })
+        .collect();
+    let mut annotations = json!({"hami.io/node-nvidia-register": Value::Array(devices).to_string()});
+    if let Some(h) = handshake {
+        annotations["hami.io/node-handshake"] = json!(h);
+    }
+    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "annotations": annotations}})
+}
+
+fn resident(name: &str, node: &str, gpu: u32, mem: u32, cores: u32) -> Value {
+    json!({"kind": "Pod", "apiVersion": "v1",
+           "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                        "annotations": {"hami.io/vgpu-node": node,
+                                        "hami.io/vgpu-devices-allocated": format!("GPU-{node}-{gpu},NVIDIA,{mem},{cores}:;")}},
+           "spec": {"nodeName": node, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}})
+}
+
+fn pending(name: &str, shape: u64) -> Value {
+    let (limits, annotations) = match shape {
+        0 => (json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"}), json!({})),
+        1 => (json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "10000"}), json!({})),
+        2 => (json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}), json!({})),
+        3 => (json!({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "100"}), json!({})),
+        4 => (json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000"}), json!({"nvidia.com/use-gputype": "A100"})),
+        _ => (json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000"}), json!({"nvidia.com/nouse-gputype": "A100"})),
+    };
+    json!({"kind": "Pod", "apiVersion": "v1",
+           "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"), "annotations": annotations},
+           "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}})
+}
+
+fn apply(e: &mut Engine, v: &Value) {
+    e.state.apply(v.to_string().as_bytes()).unwrap();
+}
+
+/// Filter with the engine's memo, then the same call on a fresh cache: both answers and decisions.
+fn both(e: &mut Engine, args: &[u8], now: i64) -> (String, String) {
+    let memo = e.filter(args, now, false);
+    let kept = std::mem::take(&mut e.candidates);
+    let fresh = e.filter(args, now, false);
+    e.candidates = kept;
+    let text = |o: &hami_core::FilterOutcome| {
+        format!("{} {:?}", String::from_utf8_lossy(&o.response), o.decision.as_ref().map(|d| (&d.node, &d.events)))
+    };
+    (text(&memo), text(&fresh))
+}
+
+#[test]
+fn memo_answers_as_a_fresh_evaluation_through_every_kind_of_change() {
+    let mut e = Engine::new(Config::default());
+    let names: Vec<String> = (0..12).map(|i| format!("n{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        apply(&mut e, &node(n, 2 + (i % 3) as u32, 40960 + 20480 * (i % 2) as u32, true, None));
+    }
+    let mut candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    candidates.push("not-a-node");
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let (mut now, mut residents, mut checked) = (ASKED + 1, 0u32, 0);
+    for step in 0..600 {
+        let target = &names[rng.below(names.len() as u64) as usize];
+        match rng.below(10) {
+            0 | 1 => {
+                residents += 1;
+                let pod = resident(&format!("r{residents}"), target, rng.below(2) as u32, 4096, 10);
+                apply(&mut e, &pod);
+            }
+            2 if residents > 0 => {
+                let gone = resident(&format!("r{}", 1 + rng.below(u64::from(residents))), target, 0, 0, 0);
+                let _ = e.state.delete(gone.to_string().as_bytes());
+            }
+            3 => {
+                // Re-registered: other memory, a sick card, or an unanswered handshake on the clock.
+                let handshake = (rng.below(2) == 0).then_some("Requesting_2026-01-01 00:00:00");
+                apply(&mut e, &node(target, 2 + rng.below(3) as u32, 40960, rng.below(3) > 0, handshake));
+            }
+            4 => now += 20 * rng.below(3) as i64,
+            5 => {
+                let _ = e.state.registration_pass(now);
+            }
+            _ => {}
+        }
+        let pod = pending(&format!("p{step}"), rng.below(6));
+        let args = json!({"Pod": pod, "Nodes": null, "NodeNames": candidates}).to_string();
+        let (memo, fresh) = both(&mut e, args.as_bytes(), now);
+        assert_eq!(memo, fresh, "step {step} at {now}");
+        checked += 1;
+        if rng.below(3) == 0 {
+            e.filter(args.as_bytes(), now, true); // a reservation: one node changes
+        }
+    }
+    assert_eq!(checked, 600);
+}
+
+#[test]
+fn an_unanswered_handshake_answers_as_a_fresh_evaluation_across_its_timeout() {
+    let mut e = Engine::new(Config::default());
+    apply(&mut e, &node("n", 2, 40960, true, None));
+    apply(&mut e, &node("m", 2, 40960, true, Some("Requesting_2026-01-01 00:00:00")));
+    let args = json!({"Pod": pending("p", 0), "Nodes": null, "NodeNames": ["n", "m"]}).to_string();
+    for (now, pass) in
+        [(ASKED, false), (ASKED + 59, false), (ASKED + 61, false), (ASKED + 62, true), (ASKED + 200, false)]
+    {
+        if pass {
+            let _ = e.state.registration_pass(now);
+        }
+        let (memo, fresh) = both(&mut e, args.as_bytes(), now);
+        assert_eq!(memo, fresh, "at {now}");
+    }
+}
+
+#[test]
+fn the_same_request_again_reuses_the_verdicts_of_unchanged_nodes_only() {
+    let mut e = Engine::new(Config::default());
+    apply(&mut e, &node("a", 2, 40960, true, None));
+    apply(&mut e, &node("b", 2, 40960, true, None));
+    let args = |name: &str| json!({"Pod": pending(name, 0), "Nodes": null, "NodeNames": ["a", "b"]}).to_string();
+    let first = e.filter(args("p1").as_bytes(), ASKED, true);
+    assert_eq!(first.decision.unwrap().node.as_deref(), Some("a"));
+    // Fill node a up behind the memo's back as far as the API goes: a resident pod takes its memory.
+    apply(&mut e, &resident("big0", "a", 0, 40960 - 20000 + 1, 10));
+    apply(&mut e, &resident("big1", "a", 1, 40960 - 20000 + 1, 10));
+    let second = e.filter(args("p2").as_bytes(), ASKED, true);
+    let failed: Value = serde_json::from_slice(&second.response).unwrap();
+    assert_eq!(second.decision.unwrap().node.as_deref(), Some("b"), "{failed}");
+    assert_eq!(e.candidates.reusable(), 2, "both verdicts kept for the next pod of this shape");
+    apply(&mut e, &resident("small", "b", 0, 100, 1));
+    let third = e.filter(args("p3").as_bytes(), ASKED, false);
+    assert_eq!(third.decision.unwrap().node.as_deref(), Some("b"));
+    assert_eq!(CandidateCache::default().reusable(), 0);
+}
+
+fn answer(e: &mut Engine, body: &str) -> Value {
+    serde_json::from_slice(&e.filter(body.as_bytes(), ASKED, false).response).unwrap()
+}
+
+fn fresh_answer(e: &mut Engine, body: &str) -> Value {
+    let kept = std::mem::take(&mut e.candidates);
+    let out = answer(e, body);
+    e.candidates = kept;
+    out
+}
+
+#[test]
+fn a_repeated_list_is_recognised_only_where_the_whole_body_means_the_same() {
+    let mut e = Engine::new(Config::default());
+    for n in ["a", "b", "c"] {
+        apply(&mut e, &node(n, 2, 40960, true, None));
+    }
+    apply(&mut e, &resident("busy", "a", 0, 40000, 10));
+    apply(&mut e, &resident("busy2", "a", 1, 40000, 10));
+    let pod = pending("p", 0).to_string();
+    let list = r#"["a","b"]"#;
+    let go = format!(r#"{{"Pod":{pod},"Nodes":null,"NodeNames":{list}}}"#);
+    let first = answer(&mut e, &go);
+    assert_eq!(first["NodeNames"], json!(["b"]));
+    let spellings = [
+        go.clone(),
+        format!("{go} \n"),
+        format!(r#"{{"Pod":{pod},"NodeNames":{list}}}"#),
+        format!(r#"{{"NodeNames":{list},"Pod":{pod}}}"#),
+        format!(r#"{{"Pod":{pod},"nodenames":["c"],"NodeNames":{list}}}"#),
+        format!(r#"{{"Pod":{pod},"NodeNames":["c"]}}"#),
+        format!(r#"{{"Pod":{pod},"NodeNames":["a","b","c"]}}"#),
+        format!(r#"{{"Pod":{pod},"NodeNames": {list}}}"#),
+    ];
+    for body in &spellings {
+        answer(&mut e, &go); // the cache holds ["a","b"] again
+        assert_eq!(answer(&mut e, body), fresh_answer(&mut e, body), "{body}");
+    }
+    answer(&mut e, &go);
+    for broken in [
+        format!(r#"{{,"NodeNames":{list}}}"#),
+        format!(r#"{{"Pod":{pod},,"NodeNames":{list}}}"#),
+        format!(r#"{{"Pod":{pod}"NodeNames":{list}}}"#),
+    ] {
+        let out = answer(&mut e, &broken);
+        assert!(out["Error"].as_str().unwrap().starts_with("decode ExtenderArgs"), "{broken}: {out}");
+    }
+    // A pod without vGPU requests is passed through with the cached names.
+    answer(&mut e, &go);
+    let plain =
+        json!({"kind": "Pod", "metadata": {"name": "x", "namespace": "ns"}, "spec": {"containers": [{"name": "c"}]}});
+    let passthrough = answer(&mut e, &format!(r#"{{"Pod":{plain},"Nodes":null,"NodeNames":{list}}}"#));
+    assert_eq!(passthrough["NodeNames"], json!(["a", "b"]));
+    // A node added since: the list means other nodes now, and is read again.
+    answer(&mut e, &format!(r#"{{"Pod":{pod},"Nodes":null,"NodeNames":["a","b","d"]}}"#));
+    apply(&mut e, &node("d", 2, 40960, true, None));
+    let body = format!(r#"{{"Pod":{},"Nodes":null,"NodeNames":["a","d"]}}"#, pending("q", 3));
+    assert_eq!(answer(&mut e, &body), fresh_answer(&mut e, &body));
+}
