@@ -8,9 +8,6 @@ use pyo3::types::PyBytes;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 create_exception!(
     hami_fast._native,
     EngineError,
