@@ -2,7 +2,8 @@
 of GPU capacity arrived (1,213 nodes, 6,212 GPUs).
 
 Run with ``python -m pytest bench/test_plan_bench.py --benchmark-enable -s``. Target: one plan
-(snapshot JSON in, plan JSON out, 5 % of pods movable) in ≤ 1 s. The quality test prints the
+(snapshot JSON in, plan JSON out, 5 % of pods movable) in ≤ 1 s, per build of
+``HAMI_FAST_BENCH_BUILDS`` (see ``bench/builds.py``) side by side. The quality test prints the
 table of docs/descheduler.md: whole GPUs freed and fragmentation before / after, drain planner
 vs the greedy baseline, at most 5 % of pods moved. Skips when ../shared is absent.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from builds import BUILDS
 from hami_fast import _native
 
 SHARED = Path(os.environ.get("HAMI_FAST_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
@@ -37,10 +39,12 @@ def spread90() -> bytes:
     return snapshot(42)
 
 
-def test_plan_speed_openb(benchmark, spread90):
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_plan_speed_openb(benchmark, spread90, build):
     benchmark.group = "plan openb default/spread/90% (1,213 nodes)"
     options = b'{"max_moves_pct": 5.0, "baseline": false}'
-    out = benchmark.pedantic(lambda: _native.plan([spread90], options), rounds=5, iterations=1, warmup_rounds=1)
+    native = BUILDS[build]
+    out = benchmark.pedantic(lambda: native.plan([spread90], options), rounds=5, iterations=1, warmup_rounds=1)
     result = orjson.loads(out)
     assert result["nodes"] == 1213
     assert result["elapsed_ms"] < 1000

@@ -90,18 +90,22 @@ def test_unblock_pending_queue_vs_greedy(build):
     assert total >= 1.2 * base
 
 
-def test_plan_speed_full_cluster(benchmark, full):
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_plan_speed_full_cluster(benchmark, full, build):
     benchmark.group = "plan openb default/spread/100% (1,213 nodes), end to end"
-    out = benchmark.pedantic(lambda: _native.plan([full], b'{"baseline": false}'), rounds=5, iterations=1)
+    native = BUILDS[build]
+    out = benchmark.pedantic(lambda: native.plan([full], b'{"baseline": false}'), rounds=5, iterations=1)
     assert orjson.loads(out)["nodes"] == 1213
 
 
-def test_for_one_pod_speed(benchmark, full):
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_for_one_pod_speed(benchmark, full, build):
     benchmark.group = "plan --for one pending pod (1,213 nodes), end to end"
+    native = BUILDS[build]
     pods = pending_pods(full)
     # A one-GPU pod (the common case) that moves can unblock.
     small = next(p for p in pods if p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1")
     options = orjson.dumps({"for_pod": small, "max_moves": 8})
-    out = benchmark.pedantic(lambda: _native.plan([full], options), rounds=30, iterations=1)
+    out = benchmark.pedantic(lambda: native.plan([full], options), rounds=30, iterations=1)
     result = orjson.loads(out)
     print(f"\n--for {result['pod']}: {result['message']} (planning {result['elapsed_ms']:.1f} ms)")

@@ -88,17 +88,23 @@ def load_pending_pod(spec: str, client: Any = None) -> dict[str, Any]:
     return load_one(spec, "Pod")
 
 
+def place_text(place: dict[str, Any]) -> str:
+    """`node/gpu,...`, then the MIG instances on them as `[profile@start,...]`."""
+    text = f"{place['node']}/{','.join(place['gpus'])}"
+    instances = place.get("mig") or []
+    if instances:
+        text += " [" + ",".join(f"{i['profile']}@{i['placement']['start']}" for i in instances) + "]"
+    return text
+
+
 def render_unblock(result: dict[str, Any]) -> str:
     lines = [result["message"]]
     for i, m in enumerate(result["moves"], 1):
-        lines.append(
-            f"{i:>3}  {m['pod']}  {m['from']['node']}/{','.join(m['from']['gpus'])}"
-            f" -> {m['to']['node']}/{','.join(m['to']['gpus'])}"
-        )
+        lines.append(f"{i:>3}  {m['pod']}  {place_text(m['from'])} -> {place_text(m['to'])}")
     if result.get("target"):
         t = result["target"]
         held = "held for it (reservation)" if result.get("reservation") else "free now"
-        lines.append(f"target: {t['node']}/{','.join(t['gpus'])} ({held})")
+        lines.append(f"target: {place_text(t)} ({held})")
     reasons = result.get("reasons") or {}
     if reasons:
         lines.append(f"why not, per node ({len(reasons)}):")
@@ -116,12 +122,9 @@ def render_pending(result: dict[str, Any]) -> str:
         f"{len(result['moves'])} moves, {result['fit_without_moves']} fit as they are"
     ]
     for i, m in enumerate(result["moves"], 1):
-        lines.append(
-            f"{i:>3}  {m['pod']}  {m['from']['node']}/{','.join(m['from']['gpus'])}"
-            f" -> {m['to']['node']}/{','.join(m['to']['gpus'])}"
-        )
+        lines.append(f"{i:>3}  {m['pod']}  {place_text(m['from'])} -> {place_text(m['to'])}")
     for p in result["placements"]:
-        lines.append(f"  {p['pod']} -> {p['node']}/{','.join(p['gpus'])} ({p['moves']} moves)")
+        lines.append(f"  {p['pod']} -> {place_text(p)} ({p['moves']} moves)")
     if "baseline" in result:
         b = result["baseline"]
         lines.append(f"baseline ({b['planner']}): {b['unblocked']} unblocked by {b['moves']} moves")
@@ -150,8 +153,8 @@ def render_table(result: dict[str, Any]) -> str:
         rows = [
             (
                 m["pod"],
-                f"{m['from']['node']}/{','.join(m['from']['gpus'])}",
-                f"{m['to']['node']}/{','.join(m['to']['gpus'])}",
+                place_text(m["from"]),
+                place_text(m["to"]),
             )
             for m in moves
         ]

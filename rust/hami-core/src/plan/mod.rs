@@ -8,10 +8,16 @@
 //! [`crate::frag`]'s measure on the live view of GPUs ([`np::live_free_milli`]) against the
 //! snapshot's own workload ([`np::live_task_type`] of its pods), as the live FGD policy uses it.
 //!
+//! MIG GPUs are planned with the live engine's bookkeeping: each pod carries the instances it
+//! holds (`hami.io/vgpu-mig-allocations`), lifting a pod frees their placements, and a pod that
+//! lands takes the instance the engine's Fit grants ([`Seat`]), so no placement is granted twice.
+//!
 //! Two planners share this state: `drain` (empty the cheapest partly used GPUs first, then
 //! polish with single fragmentation-lowering moves) and `greedy` (the baseline: single moves
 //! only, each taken when it lowers the fragment).
 
+#[cfg(test)]
+mod mig_tests;
 mod objective;
 mod rejection;
 #[cfg(test)]
@@ -22,14 +28,17 @@ pub use objective::{workload_from_spec, Objective};
 pub use rejection::Rejection;
 pub use unblock::{baseline_queue, unblock, unblock_queue, PendingPod, QueueResult, Unblock};
 
+use crate::codec::{decode_mig_allocations, MigPlacement, MIG_ALLOCATIONS_KEY};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fit::{fit_host, fit_pod, host_shortfall, PodContext};
+use crate::fit::{fit_host, fit_pod, host_shortfall, mig, NodeFit, PodContext};
 use crate::frag::{FragMemo, NodeShape, Workload, MILLI};
 use crate::k8s::quantity::{cpu_milli, memory_mib};
 use crate::k8s::Envelope;
 use crate::k8s::{Object, ObjectKey, Pod};
-use crate::model::{collapse, Collapsed, DeviceUsage, GpuNode, HostResources, CORDONED, HEALTHY, RESERVED};
+use crate::model::{
+    collapse, Collapsed, DeviceUsage, GpuNode, HostResources, MigHold, CORDONED, HEALTHY, MIG, MIG_UNHEALTHY, RESERVED,
+};
 use crate::policy::node as np;
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
@@ -67,6 +76,8 @@ pub struct PlanPod {
     pub owner: Option<(String, String)>,
     pub node: usize,
     pub footprint: Vec<Collapsed>,
+    /// The MIG instances it holds on its node, as the engine's state books them.
+    pub mig: Vec<MigInstance>,
     pub request: PodRequest,
     pub hints: PodHints,
     pub gpu_policy: GpuPolicy,
@@ -80,6 +91,74 @@ impl PlanPod {
     pub fn key(&self) -> String {
         ObjectKey::namespaced(&self.namespace, &self.name).to_string()
     }
+
+    fn seat(&self) -> Seat {
+        Seat { footprint: self.footprint.clone(), mig: self.mig.clone() }
+    }
+}
+
+/// One MIG instance a pod holds or is granted: its GPU, profile and placement.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MigInstance {
+    pub gpu: String,
+    pub profile: String,
+    pub placement: MigPlacement,
+}
+
+impl MigInstance {
+    fn hold(&self) -> MigHold {
+        MigHold { gpu: self.gpu.as_str().into(), placement: self.placement }
+    }
+}
+
+/// What a pod occupies on its node: the devices' footprint and the MIG instances among them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seat {
+    pub footprint: Vec<Collapsed>,
+    pub mig: Vec<MigInstance>,
+}
+
+impl Seat {
+    /// The seat a Fit grants on `node`.
+    fn of(fit: &NodeFit, init_count: usize) -> Self {
+        let mig = fit
+            .mig
+            .iter()
+            .map(|a| MigInstance { gpu: a.gpu_uuid.clone(), profile: a.profile.clone(), placement: a.placement })
+            .collect();
+        Self { footprint: collapse(&fit.slots, init_count, false), mig }
+    }
+
+    fn holds(&self) -> Vec<MigHold> {
+        self.mig.iter().map(MigInstance::hold).collect()
+    }
+}
+
+/// The instances a resident pod holds: the engine state's holds (what it booked), with the
+/// profile names of the pod's annotation (the same list, in order, when the state could read it).
+fn resident_instances<'a>(holds: &[MigHold], annotation: impl FnOnce() -> Option<&'a String>) -> Vec<MigInstance> {
+    if holds.is_empty() {
+        return Vec::new();
+    }
+    let decoded = annotation().and_then(|v| decode_mig_allocations(v).ok()).unwrap_or_default();
+    let profile = |i: usize| decoded.get(i).filter(|_| decoded.len() == holds.len()).map(|a| a.profile.clone());
+    holds
+        .iter()
+        .enumerate()
+        .map(|(i, h)| MigInstance {
+            gpu: h.gpu.to_string(),
+            profile: profile(i).unwrap_or_default(),
+            placement: h.placement,
+        })
+        .collect()
+}
+
+/// The largest per-GPU demand of any container of `request` on a card of `devmem` MiB:
+/// (GPUs, memory as the Fit checks it, cores).
+fn per_gpu_request(request: &PodRequest, devmem: i64) -> (usize, i64, i64) {
+    request.slots.iter().flatten().fold((0, 0, 0), |(k, m, c), r| {
+        (k.max(r.nums.max(0) as usize), m.max(r.resolved_memory(devmem)), c.max(r.clamped_cores()))
+    })
 }
 
 /// Nodes (with usage) and GPU-holding pods: the planner's working state.
@@ -208,6 +287,7 @@ impl Snapshot {
             let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
             let blocked = movable(&pod, &phase, &owner, &request);
             let host = pod_host_request(&pod);
+            let mig = resident_instances(&record.mig, || pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY));
             out.push(PlanPod {
                 namespace: pod.metadata.namespace.clone(),
                 name: pod.metadata.name.clone(),
@@ -216,6 +296,7 @@ impl Snapshot {
                 owner,
                 node,
                 footprint: record.footprint.to_vec(),
+                mig,
                 request,
                 hints,
                 gpu_policy,
@@ -324,10 +405,32 @@ pub struct NodeMeasure {
     pub free_milli: Vec<i64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Clone, Serialize, PartialEq, Eq)]
 pub struct Place {
     pub node: String,
     pub gpus: Vec<String>,
+    /// The MIG instances among the GPUs (none on GPUs that are not in MIG mode).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mig: Vec<MigInstance>,
+}
+
+/// As derived, without `mig` when there is none (the texts of [`Rejection`] stay as they were).
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("Place");
+        out.field("node", &self.node).field("gpus", &self.gpus);
+        if !self.mig.is_empty() {
+            out.field("mig", &self.mig);
+        }
+        out.finish()
+    }
+}
+
+impl Place {
+    /// Same node and GPUs (what a placement names; the instances follow from the Fit).
+    fn same_gpus(&self, other: &Self) -> bool {
+        self.node == other.node && self.gpus == other.gpus
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -392,6 +495,36 @@ fn demand(p: &PlanPod) -> (usize, i64, i64) {
     (p.footprint.len(), mem, cores)
 }
 
+/// Whether MIG GPU `d` of `n` has room for one instance of the pod as the Fit checks it (the
+/// request's memory, cores and a slot, and a free placement of the profile HAMi would choose);
+/// the memory the card has left after that instance.
+fn mig_room(n: &GpuNode, d: usize, p: &PlanPod) -> Option<i64> {
+    let (h, u, dev) = (&n.hot[d], &n.usage[d], &n.devices[d]);
+    let (_, mem, cores) = per_gpu_request(&p.request, i64::from(h.devmem));
+    let free_mem = i64::from(h.devmem) - u.usedmem;
+    if free_mem < mem || i64::from(h.devcore) - u.usedcores < cores || u.used >= i64::from(h.count) {
+        return None;
+    }
+    let allowed = p.hints.type_allowed(&dev.device_type.to_uppercase()) && p.hints.uuid_allowed(&dev.id);
+    let pick = mig::select(&dev.mig_profiles, &n.mig.occupied[d], mem).filter(|_| allowed)?;
+    Some(free_mem - i64::from(dev.mig_profiles[pick.profile].memory_mb))
+}
+
+/// The Fit the engine's Filter makes of a replacement pod pinned to the GPUs `fit` chose
+/// (`nvidia.com/use-gpuuuid`), in HAMi's order. On MIG GPUs the order matters beyond which GPUs
+/// are used: a MIG GPU that granted an instance is examined again, so the GPU walked first gives
+/// as many instances as it can, and that decides the profiles and placements.
+fn pinned_mig_fit(n: &GpuNode, ctx: &PodContext, fit: &NodeFit) -> Option<NodeFit> {
+    let mut hints = ctx.hints.clone();
+    hints.use_uuids.clear();
+    for d in fit.slots.iter().flatten() {
+        if !hints.use_uuids.contains(&d.uuid) {
+            hints.use_uuids.push(d.uuid.clone());
+        }
+    }
+    fit_pod(n, &PodContext { hints: &hints, device_preference: None, ..*ctx }).ok()
+}
+
 impl<'s> Planner<'s> {
     fn new(s: &'s mut Snapshot, budget: usize) -> Self {
         let mut memo = FragMemo::default();
@@ -431,6 +564,7 @@ impl<'s> Planner<'s> {
         let (cpu, mem) = p.host;
         let n = &mut self.s.nodes[p.node];
         n.account(&p.footprint, -1);
+        n.account_mig(&p.footprint, &p.mig.iter().map(MigInstance::hold).collect::<Vec<_>>(), -1);
         if let Some(h) = n.host.as_mut() {
             h.cpu_requested -= cpu;
             h.memory_requested -= mem;
@@ -438,10 +572,11 @@ impl<'s> Planner<'s> {
         }
     }
 
-    fn land(&mut self, pi: usize, node: usize, footprint: Vec<Collapsed>) {
+    fn land(&mut self, pi: usize, node: usize, seat: Seat) {
         let (cpu, mem) = self.s.pods[pi].host;
         let n = &mut self.s.nodes[node];
-        n.account(&footprint, 1);
+        n.account(&seat.footprint, 1);
+        n.account_mig(&seat.footprint, &seat.holds(), 1);
         if let Some(h) = n.host.as_mut() {
             h.cpu_requested += cpu;
             h.memory_requested += mem;
@@ -449,7 +584,8 @@ impl<'s> Planner<'s> {
         }
         let p = &mut self.s.pods[pi];
         p.node = node;
-        p.footprint = footprint;
+        p.footprint = seat.footprint;
+        p.mig = seat.mig;
         self.index_pod(pi, true);
     }
 
@@ -466,7 +602,13 @@ impl<'s> Planner<'s> {
             }
             fits.clear();
             for (d, (h, u)) in n.hot.iter().zip(&n.usage).enumerate() {
-                if !h.has(HEALTHY) || h.has(CORDONED | RESERVED) || !allowed(t, d, n) {
+                if !h.has(HEALTHY) || h.has(CORDONED | RESERVED | MIG_UNHEALTHY) || !allowed(t, d, n) {
+                    continue;
+                }
+                if h.has(MIG) {
+                    if let Some(left) = mig_room(n, d, p) {
+                        fits.push((left, d));
+                    }
                     continue;
                 }
                 let free_mem = i64::from(h.devmem) - u.usedmem;
@@ -503,8 +645,9 @@ impl<'s> Planner<'s> {
     }
 
     /// The engine's Fit of the (lifted) pod on node `t`, restricted to the allowed GPUs, the
-    /// tightest first. Returns the new footprint.
-    fn fit_on(&self, pi: usize, t: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool) -> Option<Vec<Collapsed>> {
+    /// tightest first. Returns the new seat: on MIG GPUs, the instances the engine's Filter grants
+    /// the replacement pinned to the chosen GPUs ([`pinned_mig_fit`]).
+    fn fit_on(&self, pi: usize, t: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool) -> Option<Seat> {
         let p = &self.s.pods[pi];
         let n = &self.s.nodes[t];
         if host_shortfall(n, p.host.0, p.host.1) != [false; 3] {
@@ -535,40 +678,44 @@ impl<'s> Planner<'s> {
             device_preference: Some(&prefer),
         };
         let fit = fit_pod(n, &ctx).ok()?;
-        Some(collapse(&fit.slots, p.request.init_count, false))
+        let fit = if fit.mig.is_empty() { fit } else { pinned_mig_fit(n, &ctx, &fit)? };
+        Some(Seat::of(&fit, p.request.init_count))
     }
 
-    fn place_of(&self, node: usize, footprint: &[Collapsed]) -> Place {
-        Place { node: self.s.nodes[node].name.clone(), gpus: footprint.iter().map(|c| c.uuid.to_string()).collect() }
+    fn place_of(&self, node: usize, seat: &Seat) -> Place {
+        Place {
+            node: self.s.nodes[node].name.clone(),
+            gpus: seat.footprint.iter().map(|c| c.uuid.to_string()).collect(),
+            mig: seat.mig.clone(),
+        }
     }
 
-    /// Moves a lifted pod to the best target the Fit accepts; returns (target, old node, old footprint).
+    /// The best target the Fit accepts for a lifted pod: (target node, seat there).
     fn relocate(
         &mut self,
         pi: usize,
         allowed: &dyn Fn(usize, usize, &GpuNode) -> bool,
         max_delta: f64,
-    ) -> Option<(usize, Vec<Collapsed>)> {
+    ) -> Option<(usize, Seat)> {
         let ranked = self.rank_targets(pi, allowed);
         for &(delta, _, t) in ranked.iter().take(8) {
             if delta > max_delta {
                 break;
             }
-            if let Some(fp) = self.fit_on(pi, t, allowed) {
+            if let Some(seat) = self.fit_on(pi, t, allowed) {
                 let p = &self.s.pods[pi];
-                if t == p.node && fp.iter().map(|c| &c.uuid).eq(p.footprint.iter().map(|c| &c.uuid)) {
+                if t == p.node && seat.footprint.iter().map(|c| &c.uuid).eq(p.footprint.iter().map(|c| &c.uuid)) {
                     continue;
                 }
-                return Some((t, fp));
+                return Some((t, seat));
             }
         }
         None
     }
 
-    fn record_move(&mut self, pi: usize, from_node: usize, from_fp: &[Collapsed]) {
+    fn record_move(&mut self, pi: usize, from_node: usize, from: &Seat) {
         let p = &self.s.pods[pi];
-        let mv =
-            Move { pod: p.key(), from: self.place_of(from_node, from_fp), to: self.place_of(p.node, &p.footprint) };
+        let mv = Move { pod: p.key(), from: self.place_of(from_node, from), to: self.place_of(p.node, &p.seat()) };
         self.moves.push(mv);
         self.moved.insert(pi);
     }
@@ -619,18 +766,18 @@ impl<'s> Planner<'s> {
             // Targets: partly used GPUs other than the ones being drained; whole free GPUs stay free.
             let allowed =
                 move |t: usize, dev: usize, node: &GpuNode| (t, dev) != (n, d) && !is_whole_free(&node.usage[dev]);
-            let mut done: Vec<(usize, usize, Vec<Collapsed>)> = Vec::new();
+            let mut done: Vec<(usize, usize, Seat)> = Vec::new();
             let mut ok = true;
             for &pi in &order {
                 self.lift(pi);
                 match self.relocate(pi, &allowed, f64::INFINITY) {
-                    Some((t, fp)) => {
-                        let (from, old) = (self.s.pods[pi].node, self.s.pods[pi].footprint.clone());
-                        self.land(pi, t, fp);
+                    Some((t, seat)) => {
+                        let (from, old) = (self.s.pods[pi].node, self.s.pods[pi].seat());
+                        self.land(pi, t, seat);
                         done.push((pi, from, old));
                     }
                     None => {
-                        let (from, old) = (self.s.pods[pi].node, self.s.pods[pi].footprint.clone());
+                        let (from, old) = (self.s.pods[pi].node, self.s.pods[pi].seat());
                         self.land(pi, from, old);
                         ok = false;
                         break;
@@ -684,10 +831,10 @@ impl<'s> Planner<'s> {
             let threshold = -gain - 1.0;
             let target = self.relocate(pi, &any, threshold);
             self.frags[src] = saved;
-            let old = self.s.pods[pi].footprint.clone();
+            let old = self.s.pods[pi].seat();
             match target {
-                Some((t, fp)) => {
-                    self.land(pi, t, fp);
+                Some((t, seat)) => {
+                    self.land(pi, t, seat);
                     let total_before = self.frags[src] + if t != src { self.frags[t] } else { 0.0 };
                     let after_src = node_frag(&self.s.nodes[src], &self.s.workload, &mut self.memo);
                     let after_t =
@@ -744,8 +891,8 @@ pub fn validate_moves(snapshot: &Snapshot, moves: &[Move]) -> Result<Measures, R
         if let Some(why) = &p.blocked {
             return Err(Rejection::PodBlocked { step: k, pod: mv.pod.clone(), why: why.clone() });
         }
-        let now = planner.place_of(p.node, &p.footprint);
-        if now != mv.from {
+        let now = planner.place_of(p.node, &p.seat());
+        if !now.same_gpus(&mv.from) {
             return Err(Rejection::PodElsewhere {
                 step: k,
                 pod: mv.pod.clone(),
@@ -761,12 +908,12 @@ pub fn validate_moves(snapshot: &Snapshot, moves: &[Move]) -> Result<Measures, R
         let targets: HashSet<String> = mv.to.gpus.iter().cloned().collect();
         planner.lift(pi);
         let allowed = |_: usize, d: usize, n: &GpuNode| targets.contains(&n.devices[d].id);
-        let fp = planner.fit_on(pi, t, &allowed).ok_or_else(|| Rejection::MoveDoesNotFit {
+        let seat = planner.fit_on(pi, t, &allowed).ok_or_else(|| Rejection::MoveDoesNotFit {
             step: k,
             pod: mv.pod.clone(),
             to: mv.to.clone(),
         })?;
-        planner.land(pi, t, fp);
+        planner.land(pi, t, seat);
         planner.refresh_frag(t);
         let src = planner.s.index[&mv.from.node];
         planner.refresh_frag(src);

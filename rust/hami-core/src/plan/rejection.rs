@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn display_is_the_verdict_text() {
-        let place = |node: &str| Place { node: node.into(), gpus: vec![format!("{node}-g0")] };
+        let place = |node: &str| Place { node: node.into(), gpus: vec![format!("{node}-g0")], mig: vec![] };
         let cases = [
             (Rejection::PodNotInSnapshot { step: 0, pod: "ns/p".into() }, "move 0: pod ns/p is not in the snapshot"),
             (

@@ -44,7 +44,7 @@ fn drain_frees_a_whole_gpu_and_moves_are_valid() {
     let r = plan(&s, 5, Strategy::Drain);
     assert_eq!(r.moves.len(), 1, "{:?}", r.moves);
     assert_eq!(r.moves[0].pod, "ns/p1", "the GPU with less memory is cheaper to empty");
-    assert_eq!(r.moves[0].to, Place { node: "b".into(), gpus: vec!["b-g0".into()] });
+    assert_eq!(r.moves[0].to, Place { node: "b".into(), gpus: vec!["b-g0".into()], mig: vec![] });
     assert_eq!(r.after.free_whole_gpus, 1);
     assert!(r.after.fragmentation < r.before.fragmentation, "{:?} -> {:?}", r.before, r.after);
     assert_eq!(validate_moves(&s, &r.moves).unwrap(), r.after);
@@ -107,8 +107,8 @@ fn validate_moves_rejects_a_stale_sequence() {
     ]);
     let mv = |p: &str, from: &str, to: &str| Move {
         pod: format!("ns/{p}"),
-        from: Place { node: from.into(), gpus: vec![format!("{from}-g0")] },
-        to: Place { node: to.into(), gpus: vec![format!("{to}-g0")] },
+        from: Place { node: from.into(), gpus: vec![format!("{from}-g0")], mig: vec![] },
+        to: Place { node: to.into(), gpus: vec![format!("{to}-g0")], mig: vec![] },
     };
     assert!(validate_moves(&s, &[mv("p2", "b", "a")]).is_ok());
     // p1 (700) cannot join p2 once p2 went... p2 is on a; 700 + 200 on a is fine, but then moving p1 to b is a no-op check:

@@ -7,12 +7,15 @@
 //! the GPUs being cleared, whole free GPUs last), and the pending pod itself must then pass the
 //! engine's Fit on the cleared GPUs. The first node that passes wins; a failed try is rolled back.
 
-use super::{demand, is_whole_free, round3, Measures, Move, Place, Planner, Rejection, Snapshot};
+use super::{
+    demand, is_whole_free, per_gpu_request, round3, Measures, Move, Place, Planner, Rejection, Seat, Snapshot,
+};
+use crate::codec::MigPlacement;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fit::{fit_host, fit_pod, PodContext};
+use crate::fit::{fit_host, fit_pod, mig, PodContext};
 use crate::k8s::Pod;
-use crate::model::{collapse, Collapsed, GpuNode, CORDONED, HEALTHY, NVIDIA, RESERVED};
+use crate::model::{GpuNode, CORDONED, HEALTHY, MIG_MODE, MIG_UNHEALTHY, NVIDIA, RESERVED};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use serde::Serialize;
@@ -70,9 +73,7 @@ impl PendingPod {
 
     /// The largest per-GPU demand of any container: (GPUs, memory on a card of `devmem`, cores).
     fn per_gpu(&self, devmem: i64) -> (usize, i64, i64) {
-        self.request.slots.iter().flatten().fold((0, 0, 0), |(k, m, c), r| {
-            (k.max(r.nums.max(0) as usize), m.max(r.resolved_memory(devmem)), c.max(r.clamped_cores()))
-        })
+        per_gpu_request(&self.request, devmem)
     }
 
     /// Queue order: oldest first (pods without a creation time last), then by `namespace/name`.
@@ -80,7 +81,7 @@ impl PendingPod {
         (self.created.is_none(), &self.created, &self.key).cmp(&(other.created.is_none(), &other.created, &other.key))
     }
 
-    fn context<'a>(&'a self, hints: &'a PodHints) -> PodContext<'a> {
+    pub(super) fn context<'a>(&'a self, hints: &'a PodHints) -> PodContext<'a> {
         PodContext { request: &self.request, hints, gpu_policy: &self.gpu_policy, quota: None, device_preference: None }
     }
 }
@@ -143,8 +144,8 @@ pub fn unblock(snapshot: &Snapshot, pending: &PendingPod, budget: usize) -> Unbl
     out
 }
 
-/// Where the pod lands (node index, footprint) once unblocked.
-type Landing = Option<(usize, Vec<Collapsed>)>;
+/// Where the pod lands (node index, seat) once unblocked.
+type Landing = Option<(usize, Seat)>;
 
 /// [`unblock`] on a planner's state: on success the moves stay applied (the pod itself is not placed).
 /// The pod's own hold (if it has one) is free for it meanwhile.
@@ -185,11 +186,11 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
         after: zero,
         elapsed_ms: 0.0,
     };
-    if let Some((t, fp)) = fits_now(planner, pending) {
+    if let Some((t, seat)) = fits_now(planner, pending) {
         out.message = format!("pod {} fits now on {} without moves", pending.key, planner.s.nodes[t].name);
         out.unblocked = true;
-        out.target = Some(planner.place_of(t, &fp));
-        return (out, Some((t, fp)));
+        out.target = Some(planner.place_of(t, &seat));
+        return (out, Some((t, seat)));
     }
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); planner.s.nodes.len()];
     for (pi, p) in planner.s.pods.iter().enumerate() {
@@ -214,7 +215,7 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
     let first_move = planner.moves.len();
     for c in cands.iter().take(MAX_TRIES) {
         match try_candidate(planner, pending, c) {
-            Ok((t, fp)) => {
+            Ok((t, seat)) => {
                 out.unblocked = true;
                 out.moves = planner.moves[first_move..].to_vec();
                 out.message = format!(
@@ -223,9 +224,9 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
                     planner.s.nodes[t].name,
                     out.moves.len()
                 );
-                out.target = Some(planner.place_of(t, &fp));
+                out.target = Some(planner.place_of(t, &seat));
                 out.reasons.clear();
-                return (out, Some((t, fp)));
+                return (out, Some((t, seat)));
             }
             Err(why) => {
                 out.reasons.insert(planner.s.nodes[c.node].name.clone(), why.to_string());
@@ -262,25 +263,25 @@ pub fn unblock_queue(snapshot: &Snapshot, queue: &[PendingPod], budget: usize, p
     let mut work = snapshot.clone();
     let mut planner = Planner::new(&mut work, budget);
     let before = planner.s.measures_with(&planner.frags);
-    let mut landed: Vec<(usize, Vec<Collapsed>, i64, i64)> = Vec::new();
+    let mut landed: Vec<(usize, Seat, i64, i64)> = Vec::new();
     let (mut fit_without_moves, mut unblocked_by_moves) = (0, 0);
     let mut placed = Vec::new();
     for pending in queue {
         let left = budget.saturating_sub(planner.moves.len());
         let (r, landing) = unblock_in(&mut planner, pending, left.min(per_pod));
-        let Some((t, fp)) = landing else { continue };
+        let Some((t, seat)) = landing else { continue };
         if r.moves.is_empty() {
             fit_without_moves += 1;
         } else {
             unblocked_by_moves += 1;
         }
-        occupy(&mut planner, t, &fp, pending.host, 1);
-        landed.push((t, fp, pending.host.0, pending.host.1));
+        occupy(&mut planner, t, &seat, pending.host, 1);
+        landed.push((t, seat, pending.host.0, pending.host.1));
         placed.push(r);
     }
     let moves = std::mem::take(&mut planner.moves);
-    for (t, fp, cpu, mem) in landed.iter().rev() {
-        occupy(&mut planner, *t, fp, (*cpu, *mem), -1);
+    for (t, seat, cpu, mem) in landed.iter().rev() {
+        occupy(&mut planner, *t, seat, (*cpu, *mem), -1);
     }
     let after_moves = work.measures();
     QueueResult {
@@ -296,9 +297,10 @@ pub fn unblock_queue(snapshot: &Snapshot, queue: &[PendingPod], budget: usize, p
 }
 
 /// Places (`sign = 1`) or removes a pod that is not one of the planner's (a pending pod) on node `t`.
-fn occupy(planner: &mut Planner, t: usize, fp: &[Collapsed], host: (i64, i64), sign: i64) {
+fn occupy(planner: &mut Planner, t: usize, seat: &Seat, host: (i64, i64), sign: i64) {
     let n = &mut planner.s.nodes[t];
-    n.account(fp, sign);
+    n.account(&seat.footprint, sign);
+    n.account_mig(&seat.footprint, &seat.holds(), sign);
     if let Some(h) = n.host.as_mut() {
         h.cpu_requested += sign * host.0;
         h.memory_requested += sign * host.1;
@@ -315,7 +317,7 @@ fn fits_now(planner: &Planner, pending: &PendingPod) -> Landing {
             return None;
         }
         let fit = fit_pod(n, &ctx).ok()?;
-        Some((t, collapse(&fit.slots, pending.request.init_count, false)))
+        Some((t, Seat::of(&fit, pending.request.init_count)))
     })
 }
 
@@ -323,7 +325,7 @@ fn fits_now(planner: &Planner, pending: &PendingPod) -> Landing {
 fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, mem: i64, cores: i64) -> Option<&'static str> {
     let h = &n.hot[d];
     let dev = &n.devices[d];
-    if !h.has(HEALTHY) {
+    if !h.has(HEALTHY) || h.has(MIG_UNHEALTHY) {
         Some("unhealthy")
     } else if h.has(CORDONED) {
         Some("cordoned")
@@ -337,8 +339,36 @@ fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, mem: i64, cores: i6
         Some("too little memory")
     } else if i64::from(h.devcore) < cores {
         Some("too few cores")
+    } else if dev.mode == MIG_MODE && !dev.mig_profiles.iter().any(|p| i64::from(p.memory_mb) >= mem) {
+        Some("no MIG profile has the memory")
     } else {
         None
+    }
+}
+
+/// What a GPU must have free for the pod's share, as the Fit checks it: memory, cores, a slot,
+/// no exclusive request on a shared card, no zero-core task on a card whose cores are all used.
+struct Room {
+    devmem: i64,
+    devcore: i64,
+    count: i64,
+    mem: i64,
+    cores: i64,
+}
+
+impl Room {
+    fn of(n: &GpuNode, d: usize, mem: i64, cores: i64) -> Self {
+        let h = &n.hot[d];
+        Self { devmem: i64::from(h.devmem), devcore: i64::from(h.devcore), count: i64::from(h.count), mem, cores }
+    }
+
+    fn left_by(&self, used: i64, usedmem: i64, usedcores: i64) -> bool {
+        let (mem, cores) = (self.mem, self.cores);
+        self.devmem - usedmem >= mem
+            && self.devcore - usedcores >= cores
+            && used < self.count
+            && !(self.devcore == 100 && cores == 100 && used > 0)
+            && !(self.devcore != 0 && usedcores == self.devcore && cores == 0)
     }
 }
 
@@ -346,16 +376,12 @@ fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, mem: i64, cores: i6
 /// core, exclusivity and exhausted-cores checks); `Err` names the pod in the way.
 fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Result<Vec<usize>, Rejection> {
     let n = &planner.s.nodes[t];
-    let h = &n.hot[d];
+    if n.devices[d].mode == MIG_MODE {
+        return clear_mig_gpu(planner, t, d, (mem, cores), 1);
+    }
     let u = n.usage[d];
-    let (devmem, devcore, count) = (i64::from(h.devmem), i64::from(h.devcore), i64::from(h.count));
-    let satisfied = |used: i64, usedmem: i64, usedcores: i64| {
-        devmem - usedmem >= mem
-            && devcore - usedcores >= cores
-            && used < count
-            && !(devcore == 100 && cores == 100 && used > 0)
-            && !(devcore != 0 && usedcores == devcore && cores == 0)
-    };
+    let room = Room::of(n, d, mem, cores);
+    let satisfied = |used: i64, usedmem: i64, usedcores: i64| room.left_by(used, usedmem, usedcores);
     let mut on: Vec<usize> = planner.on_gpu.get(&(t, d)).cloned().unwrap_or_default();
     // Largest memory first: the fewest pods to free the memory.
     on.sort_by_key(|&pi| (std::cmp::Reverse(demand(&planner.s.pods[pi]).1), pi));
@@ -387,6 +413,75 @@ fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Res
     }
 }
 
+/// [`clear_gpu`] on a GPU in MIG mode, for `instances` instances of one container: memory, cores
+/// and a slot are not enough, each instance HAMi chooses needs a free placement. The smallest set
+/// of the card's pods (least memory among equals) after whose moves the card has the room and
+/// HAMi's own choice ([`mig::fits`]) finds every instance.
+fn clear_mig_gpu(
+    planner: &Planner,
+    t: usize,
+    d: usize,
+    (mem, cores): (i64, i64),
+    instances: usize,
+) -> Result<Vec<usize>, Rejection> {
+    let n = &planner.s.nodes[t];
+    let dev = &n.devices[d];
+    let pods = &planner.s.pods;
+    let room = Room::of(n, d, mem, cores);
+    let mut on: Vec<usize> = planner.on_gpu.get(&(t, d)).cloned().unwrap_or_default();
+    on.sort_by_key(|&pi| (pods[pi].blocked.is_some(), std::cmp::Reverse(demand(&pods[pi]).1), pi));
+    on.truncate(MIG_CLEAR_MAX_PODS);
+    let earlier = vec![mem; instances.saturating_sub(1)];
+    let works = |evict: &[usize]| {
+        let mut u = n.usage[d];
+        let mut left: Vec<MigPlacement> = n.mig.occupied[d].clone();
+        for &pi in evict {
+            let (s, m, c) = share_on(&pods[pi], &dev.id);
+            (u.used, u.usedmem, u.usedcores) = (u.used - s, u.usedmem - m, u.usedcores - c);
+            for h in pods[pi].mig.iter().filter(|i| i.gpu == dev.id) {
+                if let Some(k) = left.iter().position(|p| *p == h.placement) {
+                    left.remove(k);
+                }
+            }
+        }
+        room.left_by(u.used, u.usedmem, u.usedcores) && mig::fits(&dev.mig_profiles, &left, &earlier, mem)
+    };
+    let movable = on.iter().take_while(|&&pi| pods[pi].blocked.is_none()).count();
+    let rehouse = |evict: &[usize]| evict.iter().map(|&pi| share_on(&pods[pi], &dev.id).1).sum::<i64>();
+    let subset = |mask: u32| (0..movable).filter(|i| mask & (1 << i) != 0).map(|i| on[i]).collect::<Vec<usize>>();
+    let mut masks: Vec<u32> = (0..1u32 << movable).collect();
+    masks.sort_by_key(|&m| m.count_ones());
+    for size in masks.chunk_by(|a, b| a.count_ones() == b.count_ones()) {
+        if let Some(evict) = size.iter().map(|&m| subset(m)).filter(|e| works(e)).min_by_key(|e| rehouse(e)) {
+            return Ok(evict);
+        }
+    }
+    match on[movable..].first() {
+        Some(&pi) if works(&on) => Err(Rejection::GpuHoldsUnmovable {
+            gpu: dev.id.clone(),
+            pod: pods[pi].key(),
+            why: pods[pi].blocked.clone().unwrap_or_default(),
+        }),
+        _ => Err(Rejection::GpuStaysFull { gpu: dev.id.clone() }),
+    }
+}
+
+/// A MIG card holds a handful of instances; beyond this many pods on one card (broken data) only
+/// the first (movable, largest) are considered for its clearing.
+const MIG_CLEAR_MAX_PODS: usize = 12;
+
+/// HAMi's `isMIGRequest` for `--for`: the pod does not rule MIG out and the node has a MIG GPU.
+fn mig_request(n: &GpuNode, pending: &PendingPod) -> bool {
+    n.has_mig
+        && pending.hints.vgpu_mode.as_deref().is_none_or(|m| m.contains(MIG_MODE))
+        && n.devices.iter().any(|d| d.mode == MIG_MODE)
+}
+
+/// A pod's (slots, memory, cores) on the GPU `uuid`.
+fn share_on(p: &super::PlanPod, uuid: &str) -> (i64, i64, i64) {
+    p.footprint.iter().find(|c| &*c.uuid == uuid).map_or((0, 0, 0), |c| (c.slots.max(1), c.mem, c.cores))
+}
+
 fn cost_node(planner: &Planner, pending: &PendingPod, t: usize, on_node: &[usize]) -> Result<Candidate, Rejection> {
     let n = &planner.s.nodes[t];
     if let Some(e) = &n.register_error {
@@ -409,9 +504,25 @@ fn cost_node(planner: &Planner, pending: &PendingPod, t: usize, on_node: &[usize
             }
         }
     }
+    if k > options.len() && !options.is_empty() && mig_request(n, pending) {
+        // HAMi's isMIGRequest: more instances than cards may come from one card.
+        let mut one_card: Vec<(Vec<usize>, usize)> = Vec::new();
+        for &(_, d) in options.iter().filter(|(_, d)| n.devices[*d].mode == MIG_MODE) {
+            let (_, mem, cores) = pending.per_gpu(i64::from(n.hot[d].devmem));
+            match clear_mig_gpu(planner, t, d, (mem, cores), k) {
+                Ok(evict) => one_card.push((evict, d)),
+                Err(why) => {
+                    why_not.insert(format!("{k} instances: {why}"));
+                }
+            }
+        }
+        options = one_card.into_iter().min_by_key(|(evict, d)| (evict.len(), *d)).into_iter().collect();
+        k = options.len();
+    }
     if k == 0 || options.len() < k {
         let detail: Vec<String> = why_not.into_iter().take(4).collect();
-        return Err(Rejection::TooFewGpus { usable: options.len(), total: n.devices.len(), needs: k.max(1), detail });
+        let needs = pending.per_gpu(0).0.max(1);
+        return Err(Rejection::TooFewGpus { usable: options.len(), total: n.devices.len(), needs, detail });
     }
     options.sort_by_key(|(evict, d)| (evict.len(), *d));
     let mut evict: Vec<usize> = Vec::new();
@@ -462,14 +573,10 @@ fn free_host(
 }
 
 /// Moves the candidate's pods off its GPUs, then checks the pod's Fit there; rolls back on failure.
-fn try_candidate(
-    planner: &mut Planner,
-    pending: &PendingPod,
-    c: &Candidate,
-) -> Result<(usize, Vec<Collapsed>), Rejection> {
+fn try_candidate(planner: &mut Planner, pending: &PendingPod, c: &Candidate) -> Result<(usize, Seat), Rejection> {
     let cleared: HashSet<usize> = c.gpus.iter().copied().collect();
     let t = c.node;
-    let mut done: Vec<(usize, usize, Vec<Collapsed>)> = Vec::new();
+    let mut done: Vec<(usize, usize, Seat)> = Vec::new();
     let mut failed = None;
     let mut order = c.evict.clone();
     order.sort_by_key(|&pi| std::cmp::Reverse(demand(&planner.s.pods[pi]).1));
@@ -480,10 +587,10 @@ fn try_candidate(
         let anywhere = |tn: usize, d: usize, _: &GpuNode| !off_limits(tn, d);
         let to =
             planner.relocate(pi, &keep_free, f64::INFINITY).or_else(|| planner.relocate(pi, &anywhere, f64::INFINITY));
-        let (from, old) = (planner.s.pods[pi].node, planner.s.pods[pi].footprint.clone());
+        let (from, old) = (planner.s.pods[pi].node, planner.s.pods[pi].seat());
         match to {
-            Some((dest, fp)) => {
-                planner.land(pi, dest, fp);
+            Some((dest, seat)) => {
+                planner.land(pi, dest, seat);
                 done.push((pi, from, old));
             }
             None => {
@@ -526,7 +633,7 @@ fn fit_cleared(
     pending: &PendingPod,
     t: usize,
     cleared: &HashSet<usize>,
-) -> Result<(usize, Vec<Collapsed>), Rejection> {
+) -> Result<(usize, Seat), Rejection> {
     let n = &planner.s.nodes[t];
     fit_host(n, pending.host.0, pending.host.1).map_err(|e| Rejection::Host(Box::new(e)))?;
     let mut hints = pending.hints.clone();
@@ -539,7 +646,7 @@ fn fit_cleared(
         .collect();
     hints.nouse_uuids.clear();
     let fit = fit_pod(n, &pending.context(&hints)).map_err(|r| Rejection::StillDoesNotFit(Box::new(r)))?;
-    Ok((t, collapse(&fit.slots, pending.request.init_count, false)))
+    Ok((t, Seat::of(&fit, pending.request.init_count)))
 }
 
 impl QueueResult {
@@ -554,7 +661,12 @@ impl QueueResult {
             .iter()
             .filter_map(|r| {
                 let t = r.target.as_ref()?;
-                Some(serde_json::json!({"pod": r.pod, "uid": r.uid, "node": t.node, "gpus": t.gpus, "moves": r.moves.len()}))
+                let mut placed =
+                    serde_json::json!({"pod": r.pod, "uid": r.uid, "node": t.node, "gpus": t.gpus, "moves": r.moves.len()});
+                if !t.mig.is_empty() {
+                    placed["mig"] = serde_json::to_value(&t.mig).unwrap_or_default();
+                }
+                Some(placed)
             })
             .collect();
         let mut out = serde_json::json!({
