@@ -97,10 +97,10 @@ impl Engine {
         let key = pod.reservation_key();
         let state = &mut self.state;
         let cache = &mut self.candidates;
-        if !known_names {
-            if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
-                return FilterOutcome::error(e);
-            }
+        if known_names {
+            cache.rank_names();
+        } else if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
+            return FilterOutcome::error(e);
         }
         state.expire_holds(now);
         let saved = if record {

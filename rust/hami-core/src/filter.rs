@@ -177,10 +177,9 @@ impl CandidateCache {
                     (n.into_owned(), id)
                 })
                 .collect();
-            self.ranks = name_ranks(&self.entries);
+            self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
             self.raw = text.to_owned();
             self.key = key;
-            self.verdicts = Verdicts::default();
         }
         Ok(())
     }
@@ -202,12 +201,20 @@ impl CandidateCache {
         Some(doc)
     }
 
+    /// Ranks the names for tie-breaking, once per list, when the list comes again: sorting costs
+    /// more than one call's name comparisons, and pays off only over repeated calls.
+    pub fn rank_names(&mut self) {
+        if self.ranks.len() != self.entries.len() {
+            self.ranks = name_ranks(&self.entries);
+        }
+    }
+
     /// The cached candidate names, in the order sent.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|(n, _)| n.as_str())
     }
 
-    /// How many candidates' verdicts a next call with the same request may reuse (if unchanged).
+    /// How many nodes' verdicts a next call with the same request may reuse (if unchanged).
     pub fn reusable(&self) -> usize {
         self.verdicts.memo.iter().filter(|(kept, _)| *kept).count()
     }
@@ -235,43 +242,46 @@ struct VerdictKey {
     gpu_policy: GpuPolicy,
 }
 
-/// The last order-free request's verdict per candidate, kept until the node changes. kube-scheduler
-/// filters a workload's pods one after another over the same list, and between two of them only
-/// the nodes a decision or an update touched have changed ([`NodeTable::changed_since`]), so the
-/// next pod re-checks those nodes only, and reads nothing of the others.
+/// The last order-free request's verdict per node, kept until the node changes. kube-scheduler
+/// filters a workload's pods one after another, and between two of them only the nodes a decision
+/// or an update touched have changed ([`NodeTable::changed_since`]), so the next pod re-checks
+/// those nodes only, whatever order or subset of nodes its candidate list names (kube-scheduler
+/// gathers feasible nodes in parallel: the order differs from cycle to cycle).
 #[derive(Debug, Default)]
 struct Verdicts {
     key: Option<VerdictKey>,
-    /// Aligned with [`CandidateCache::entries`]: (still valid, the verdict).
+    /// By node id: (still valid, the verdict).
     memo: Vec<(bool, std::result::Result<f64, Box<FitFailure>>)>,
     /// The node change log's position the memo is valid at.
     seen: u64,
-    /// (node id, entry index), sorted: the entries a changed node invalidates.
-    by_id: Vec<(u32, u32)>,
 }
 
 impl Verdicts {
     /// Brings the memo to the nodes as they are now: forgets everything unless it was made for
-    /// `key` over these entries and the change log still reaches back to it, else drops the
-    /// verdicts of the nodes changed since. True if any verdict may be reused.
-    fn prepare(&mut self, key: VerdictKey, entries: &[(String, Option<u32>)], nodes: &NodeTable) -> bool {
+    /// `key` and the change log still reaches back to it, else drops the verdicts of the nodes
+    /// changed since. True if any verdict may be reused.
+    fn prepare(&mut self, key: VerdictKey, nodes: &NodeTable) -> bool {
         let seen = std::mem::replace(&mut self.seen, nodes.log_position());
         let changed = nodes.changed_since(seen);
-        if let (true, Some(changed)) = (self.key.as_ref() == Some(&key) && self.memo.len() == entries.len(), changed) {
-            for id in changed {
-                let from = self.by_id.partition_point(|(i, _)| i < id);
-                for &(_, entry) in self.by_id[from..].iter().take_while(|(i, _)| i == id) {
-                    self.memo[entry as usize].0 = false;
+        if let (true, Some(changed)) = (self.key.as_ref() == Some(&key), changed) {
+            for &id in changed {
+                if let Some(entry) = self.memo.get_mut(id as usize) {
+                    entry.0 = false;
                 }
             }
             return true;
         }
         self.key = Some(key);
-        self.memo.clear();
-        self.memo.resize(entries.len(), (false, Ok(0.0)));
-        self.by_id = entries.iter().enumerate().filter_map(|(k, (_, id))| Some(((*id)?, k as u32))).collect();
-        self.by_id.sort_unstable();
+        self.memo.iter_mut().for_each(|entry| entry.0 = false);
         false
+    }
+
+    fn slot(&mut self, id: u32) -> &mut (bool, std::result::Result<f64, Box<FitFailure>>) {
+        let at = id as usize;
+        if at >= self.memo.len() {
+            self.memo.resize(at + 1, (false, Ok(0.0)));
+        }
+        &mut self.memo[at]
     }
 }
 
@@ -346,30 +356,37 @@ pub fn evaluate_candidates<'n>(
         gpu_policy: placement.gpu_policy.clone(),
     };
     let CandidateCache { entries, ranks, verdicts, .. } = cache;
-    let warm = verdicts.prepare(key, entries, &state.nodes);
+    let warm = verdicts.prepare(key, &state.nodes);
     let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
-    eval.name_order.reserve(entries.len());
+    let ranked = ranks.len() == entries.len();
+    if ranked {
+        eval.name_order.reserve(entries.len());
+    }
     let mut fit_ids: Vec<u32> = Vec::with_capacity(entries.len());
-    for (k, (((name, id), (kept, memo)), rank)) in
-        entries.iter().zip(verdicts.memo.iter_mut()).zip(ranks.iter()).enumerate()
-    {
+    for (k, (name, id)) in entries.iter().enumerate() {
+        let Some(id) = *id else {
+            eval.failed.push((name.as_str(), FitFailure::Node(Reason::NodeUnregistered)));
+            continue;
+        };
+        let (kept, memo) = verdicts.slot(id);
         if !*kept {
             if !warm {
                 prefetch_ids(state, entries, k);
             }
-            let node = id.and_then(|i| state.nodes.by_id(i));
+            let node = state.nodes.by_id(id);
             *memo = verdict(node, &ctx, Some(order_free), now).map_err(Box::new);
             // A node no registration pass has looked at yet may be registered or not by the clock.
             *kept = !node.is_some_and(GpuNode::registration_depends_on_time);
         }
-        match (memo, id) {
-            (Ok(score), Some(id)) => {
+        match memo {
+            Ok(score) => {
                 eval.fits.push((name.as_str(), *score));
-                eval.name_order.push(*rank);
-                fit_ids.push(*id);
+                if ranked {
+                    eval.name_order.push(ranks[k]);
+                }
+                fit_ids.push(id);
             }
-            (Ok(_), None) => {}
-            (Err(reason), _) => eval.failed.push((name.as_str(), (**reason).clone())),
+            Err(reason) => eval.failed.push((name.as_str(), (**reason).clone())),
         }
     }
     // The fitting nodes themselves only where the choice reads them (a hold, a simulator policy).
