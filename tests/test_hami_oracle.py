@@ -32,7 +32,7 @@ import pytest
 from hamigen import model, oracle, seeding
 from hamigen.regressions import FOUND
 from hamigen.strategies import cases
-from hypothesis import HealthCheck, Phase, given, note, seed, settings
+from hypothesis import Phase, given, note, seed, settings
 from hypothesis import strategies as st
 
 pytestmark = [
@@ -123,15 +123,7 @@ def check_batch(batch: list[dict[str, Any]]) -> None:
     )
 
 
-@settings(
-    max_examples=BATCHES,
-    deadline=None,
-    database=None,
-    # No shrinking: every step would cost a batch of oracle calls; the failing cases are printed whole.
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
-)
-@seed(seeding.SEED)
+@seeding.seeded_batches(BATCHES)
 @given(st.lists(cases(), min_size=BATCH, max_size=BATCH))
 def test_random_clusters_match_hami(batch):
     check_batch(batch)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from hamigen import mig, model, oracle, seeding
-from hypothesis import HealthCheck, Phase, given, note, seed, settings
+from hypothesis import given, note
 from hypothesis import strategies as st
 
 pytestmark = [
@@ -67,14 +67,7 @@ def check(batch: list[dict[str, Any]]) -> dict[str, int]:
 TOTALS = {"cases": 0, "placed": 0, "mig": 0}
 
 
-@settings(
-    max_examples=BATCHES,
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
-)
-@seed(seeding.SEED)
+@seeding.seeded_batches(BATCHES)
 @given(st.lists(mig.mig_cases(), min_size=BATCH, max_size=BATCH))
 def test_random_mig_clusters_match_hami(batch):
     seen = check(batch)

@@ -24,7 +24,7 @@ import pytest
 from hami_fast import _native
 from hami_fast.cli import main
 from hamigen import mig, model, oracle, seeding
-from hypothesis import HealthCheck, Phase, given, note, seed, settings
+from hypothesis import given, note
 from hypothesis import strategies as st
 
 ALLOCATED = model.ALLOCATED
@@ -388,14 +388,7 @@ def busy_clusters(draw) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return items, waiting
 
 
-@settings(
-    max_examples=RANDOM_CASES,
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
-)
-@seed(seeding.SEED)
+@seeding.seeded_batches(RANDOM_CASES)
 @given(busy_clusters())
 def test_random_mig_plans_keep_their_promise(cluster):
     items, waiting = cluster
@@ -423,14 +416,7 @@ def test_the_random_draw_plans_moves_onto_mig():
 
 
 @needs_oracle
-@settings(
-    max_examples=int(os.environ.get("HAMI_PLAN_MIG_ORACLE_CASES", "150")),
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
-)
-@seed(seeding.SEED)
+@seeding.seeded_batches(int(os.environ.get("HAMI_PLAN_MIG_ORACLE_CASES", "150")))
 @given(busy_clusters())
 def test_random_mig_plans_match_hami(cluster):
     """HAMi's own Filter on every state a random plan passes through (the waiting pod pinned to the

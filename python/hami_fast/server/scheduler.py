@@ -173,8 +173,9 @@ class Scheduler:
             if decision.node is None and decision.outcome != "unschedulable":
                 self.metrics.filter_results.labels(decision.outcome).inc()
                 return decision.response
-            if self.mode == "filter" and decision.patch is not None:  # patch before answering, as HAMi does
-                error = self._write_allocation(pod_ref(decision), decision.patch, decision.pod_key)
+            patch = decision.patch if self.mode == "filter" else None
+            if patch is not None:  # patch before answering, as HAMi does
+                error = self._write_allocation(pod_ref(decision), patch, decision.pod_key)
                 if error:
                     self.metrics.count_failed_reasons(decision.reason_counts)
                     return filter_error(error)
@@ -190,20 +191,20 @@ class Scheduler:
             self.metrics.count_failed_reasons(reasons)
         # Each FilterDecision attribute read builds a new Python object: read each once.
         node, patch, key = d.node, d.patch, d.pod_key
-        if node is None or patch is None:
+        scheduled = node is not None and patch is not None
+        if not scheduled:
             self._forget_allocation(key)
             self.metrics.filter_results.labels("unschedulable").inc()
-            for event_type, reason, message in d.events:
-                self._event(pod, event_type, reason, message)
-            log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": reasons})
-            return
-        if self.mode == "behind-answer":
-            self._queue_allocation(pod, patch, key)
-        self._hold_allocation(key, Allocation(node, patch, d.pod_group, written=self.mode != "bind"))
-        self._scheduled.inc()
+        else:
+            if self.mode == "behind-answer":
+                self._queue_allocation(pod, patch, key)
+            self._hold_allocation(key, Allocation(node, patch, d.pod_group, written=self.mode != "bind"))
+            self._scheduled.inc()
         for event_type, reason, message in d.events:
             self._event(pod, event_type, reason, message)
-        if log.isEnabledFor(logging.DEBUG):
+        if not scheduled:
+            log.info("no node fits", extra={"pod": f"{d.namespace}/{d.name}", "reasons": reasons})
+        elif log.isEnabledFor(logging.DEBUG):
             log.debug("filter chose node", extra={"pod": f"{d.namespace}/{d.name}", "node": node, "devices": d.devices})
 
     # -- Filter's answers, held for their Bind -------------------------------------------------

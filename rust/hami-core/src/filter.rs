@@ -20,7 +20,6 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
 /// Every candidate's outcome; devices are resolved for the chosen node only.
 #[derive(Debug, Default)]
@@ -140,22 +139,36 @@ fn prefetch_ahead(candidates: &[(&str, Option<&GpuNode>)], k: usize) {
             // SAFETY: prefetching is a hint; any address is allowed and nothing is dereferenced.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(*far).cast()) };
         }
-        if let Some((_, Some(near))) = candidates.get(k + 4) {
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(near.hot.as_ptr().cast());
-                _mm_prefetch::<_MM_HINT_T0>(near.usage.as_ptr().cast());
-            }
+    }
+    if let Some((_, Some(near))) = candidates.get(k + 4) {
+        prefetch_devices(near);
+    }
+}
+
+/// Starts loading a node's device arrays (the part Fit reads first).
+#[inline]
+fn prefetch_devices(node: &GpuNode) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: prefetching is a hint; any address is allowed and nothing is dereferenced.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(node.hot.as_ptr().cast());
+            _mm_prefetch::<_MM_HINT_T0>(node.usage.as_ptr().cast());
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = node;
 }
 
 /// Candidate names resolved to node ids, kept while kube-scheduler keeps sending the same list,
 /// with the verdicts of the last order-free request over it.
 #[derive(Debug, Default)]
 pub struct CandidateCache {
-    key: (u64, usize, u64),
-    /// The list as sent (JSON text), to recognise it at the end of the next body.
+    /// The list as sent (JSON text), compared whole to recognise it again.
     raw: String,
+    /// The node table's generation the ids were resolved at.
+    generation: u64,
     pub(crate) entries: Vec<(String, Option<u32>)>,
     /// Per entry: its rank among the names in byte order (equal names share one).
     ranks: Vec<u32>,
@@ -165,10 +178,7 @@ pub struct CandidateCache {
 impl CandidateCache {
     pub fn refresh(&mut self, raw: Option<&RawValue>, nodes: &NodeTable) -> Result<()> {
         let text = raw.map_or("", |r| r.get());
-        let mut hasher = rustc_hash::FxHasher::default();
-        text.hash(&mut hasher);
-        let key = (hasher.finish(), text.len(), nodes.generation());
-        if key != self.key || self.entries.is_empty() {
+        if text != self.raw || nodes.generation() != self.generation || self.entries.is_empty() {
             let names = parse_node_names(raw)?;
             self.entries = names
                 .into_iter()
@@ -179,7 +189,7 @@ impl CandidateCache {
                 .collect();
             self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
             self.raw = text.to_owned();
-            self.key = key;
+            self.generation = nodes.generation();
         }
         Ok(())
     }
@@ -190,7 +200,7 @@ impl CandidateCache {
     /// becomes `{...}` and the names need neither parsing nor hashing. `None` for anything else;
     /// the caller parses the whole body then (a head that is no document of its own included).
     pub fn without_known_names(&self, body: &[u8], nodes: &NodeTable) -> Option<Vec<u8>> {
-        if self.entries.is_empty() || self.key.2 != nodes.generation() {
+        if self.entries.is_empty() || self.generation != nodes.generation() {
             return None;
         }
         let rest = body.trim_ascii_end().strip_suffix(b"}")?.strip_suffix(self.raw.as_bytes())?;
@@ -258,12 +268,15 @@ struct Verdicts {
 
 impl Verdicts {
     /// Brings the memo to the nodes as they are now: forgets everything unless it was made for
-    /// `key` and the change log still reaches back to it, else drops the verdicts of the nodes
-    /// changed since. True if any verdict may be reused.
-    fn prepare(&mut self, key: VerdictKey, nodes: &NodeTable) -> bool {
+    /// this placement's request shape and the change log still reaches back to it, else drops the
+    /// verdicts of the nodes changed since. True if any verdict may be reused.
+    fn prepare(&mut self, placement: &Placement, nodes: &NodeTable) -> bool {
         let seen = std::mem::replace(&mut self.seen, nodes.log_position());
         let changed = nodes.changed_since(seen);
-        if let (true, Some(changed)) = (self.key.as_ref() == Some(&key), changed) {
+        let same = self.key.as_ref().is_some_and(|k| {
+            k.request == placement.request && k.hints == placement.hints && k.gpu_policy == placement.gpu_policy
+        });
+        if let (true, Some(changed)) = (same, changed) {
             for &id in changed {
                 if let Some(entry) = self.memo.get_mut(id as usize) {
                     entry.0 = false;
@@ -271,7 +284,11 @@ impl Verdicts {
             }
             return true;
         }
-        self.key = Some(key);
+        self.key = Some(VerdictKey {
+            request: placement.request.clone(),
+            hints: placement.hints.clone(),
+            gpu_policy: placement.gpu_policy.clone(),
+        });
         self.memo.iter_mut().for_each(|entry| entry.0 = false);
         false
     }
@@ -350,13 +367,8 @@ pub fn evaluate_candidates<'n>(
         let candidates = cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i))));
         return evaluate_nodes(state, placement, now, candidates, |n| state.nodes.get(n));
     };
-    let key = VerdictKey {
-        request: placement.request.clone(),
-        hints: placement.hints.clone(),
-        gpu_policy: placement.gpu_policy.clone(),
-    };
     let CandidateCache { entries, ranks, verdicts, .. } = cache;
-    let warm = verdicts.prepare(key, &state.nodes);
+    let warm = verdicts.prepare(placement, &state.nodes);
     let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
     let ranked = ranks.len() == entries.len();
     if ranked {
@@ -390,32 +402,19 @@ pub fn evaluate_candidates<'n>(
         }
     }
     // The fitting nodes themselves only where the choice reads them (a hold, a simulator policy).
-    let mut fit_nodes = Vec::new();
-    if placement.held.is_some() || matches!(placement.node_policy, NodePolicy::Scored(_)) {
-        let resolved: Vec<Option<&GpuNode>> = fit_ids.iter().map(|&i| state.nodes.by_id(i)).collect();
-        let (mut a, mut b) = (resolved.iter(), resolved.iter());
-        eval.fits.retain(|_| a.next().is_some_and(Option::is_some));
-        eval.name_order.retain(|_| b.next().is_some_and(Option::is_some));
-        fit_nodes = resolved.into_iter().flatten().collect();
-    }
+    // Every fit's node exists: a removed node is in the change log, and so re-checked as unregistered.
+    let fit_nodes = match placement.held.is_some() || matches!(placement.node_policy, NodePolicy::Scored(_)) {
+        true => fit_ids.iter().filter_map(|&i| state.nodes.by_id(i)).collect(),
+        false => Vec::new(),
+    };
     settle(state, placement, &ctx, eval, fit_nodes, |n| state.nodes.get(n))
 }
 
 #[inline]
 fn prefetch_ids(state: &ClusterState, entries: &[(String, Option<u32>)], k: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        if let Some(node) = entries.get(k + 4).and_then(|(_, id)| id.and_then(|i| state.nodes.by_id(i))) {
-            // SAFETY: prefetching is a hint; any address is allowed and nothing is dereferenced.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(node.hot.as_ptr().cast());
-                _mm_prefetch::<_MM_HINT_T0>(node.usage.as_ptr().cast());
-            }
-        }
+    if let Some(node) = entries.get(k + 4).and_then(|(_, id)| id.and_then(|i| state.nodes.by_id(i))) {
+        prefetch_devices(node);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (state, entries, k);
 }
 
 /// The choice among the fits: the held GPUs first, else the policy's order, the chosen node's
