@@ -199,6 +199,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
+        # recorded before the answer leaves, so a client holding the answer finds the duration set
+        self._record.duration = time.monotonic() - self._started
         if self.command != "HEAD":
             self.wfile.write(payload)
 
@@ -235,7 +237,7 @@ class Handler(BaseHTTPRequestHandler):
             )
         )
         self._record = rec
-        started = time.monotonic()
+        self._started = started = time.monotonic()
         try:
             if api.token is not None and headers.get("authorization") != f"Bearer {api.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
@@ -268,7 +270,8 @@ class Handler(BaseHTTPRequestHandler):
         except (TimeoutError, ConnectionError, BrokenPipeError):
             self.close_connection = True
         finally:
-            rec.duration = time.monotonic() - started
+            if rec.duration is None or r is not None and r.verb == "watch":
+                rec.duration = time.monotonic() - started
 
     # -- verbs ---------------------------------------------------------------------------------
 
