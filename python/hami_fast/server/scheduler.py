@@ -63,6 +63,7 @@ class Allocation:
     patch: bytes  # Filter's annotation merge patch (HAMi's keys)
     pod_group: bool  # a PodGroup member (HAMi's IsPodGroupMember, read by the engine)
     written: bool  # the patch is on the API server (or on its way there, behind the answer)
+    resource_version: str = ""  # the pod's, as Filter saw it: its Bind events name it, as HAMi's lister pod does
     at: float = field(default_factory=time.monotonic)
 
 
@@ -96,10 +97,17 @@ class PendingBind:
     job: BindJob | None = None
     looked_up: bool = False
     allocation: Allocation | None = None
+    resource_version: str = ""  # of the pod as last seen (Filter's, or the one read at Bind)
 
     @property
     def ref(self) -> dict[str, str]:
-        return {"namespace": self.namespace, "name": self.name, "uid": self.uid}
+        """The pod as its Bind events name it (HAMi records them on its lister's pod)."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "resourceVersion": self.resource_version,
+        }
 
 
 class Scheduler:
@@ -198,7 +206,8 @@ class Scheduler:
         else:
             if self.mode == "behind-answer":
                 self._queue_allocation(pod, patch, key)
-            self._hold_allocation(key, Allocation(node, patch, d.pod_group, written=self.mode != "bind"))
+            allocation = Allocation(node, patch, d.pod_group, self.mode != "bind", pod["resourceVersion"])
+            self._hold_allocation(key, allocation)
             self._scheduled.inc()
         for event_type, reason, message in d.events:
             self._event(pod, event_type, reason, message)
@@ -352,6 +361,7 @@ class Scheduler:
             )
         if allocation is not None:
             pod_group = allocation.pod_group
+            pending.resource_version = allocation.resource_version
         else:  # no Filter of this process (a restart since, or another scheduler's): read the pod itself
             pod = self.writer.get_pod(namespace, name)
             meta = pod.get("metadata") or {}
@@ -363,6 +373,7 @@ class Scheduler:
                     "not binding it without one; it will be scheduled again"
                 )
             pod_group = is_pod_group_member(pod)
+            pending.resource_version = meta.get("resourceVersion") or ""
         pending.allocation, pending.looked_up = allocation, True
         if pod_group and pending.job:
             # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.

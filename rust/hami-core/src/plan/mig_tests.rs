@@ -110,16 +110,8 @@ fn apply(s: &Snapshot, moves: &[Move]) -> Snapshot {
         planner.lift(pi);
         let t = planner.s.index[&mv.to.node];
         let p = &planner.s.pods[pi];
-        let mut hints = p.hints.clone();
-        hints.use_uuids = mv.to.gpus.clone();
-        let ctx = PodContext {
-            request: &p.request,
-            hints: &hints,
-            gpu_policy: &p.gpu_policy,
-            quota: None,
-            device_preference: None,
-        };
-        let fit = fit_pod(&planner.s.nodes[t], &ctx).unwrap_or_else(|e| panic!("{}: {e}", mv.pod));
+        let hints = p.hints.pinned_to(&mv.to.gpus);
+        let fit = fit_pod(&planner.s.nodes[t], &p.context(&hints)).unwrap_or_else(|e| panic!("{}: {e}", mv.pod));
         let seat = Seat::of(&fit, p.request.init_count);
         assert_eq!(planner.place_of(t, &seat), mv.to, "{} lands as planned", mv.pod);
         planner.land(pi, t, seat);
@@ -129,8 +121,7 @@ fn apply(s: &Snapshot, moves: &[Move]) -> Snapshot {
 
 /// The engine's Fit of the pending pod on `node` alone, pinned to `gpus` as its hold pins it.
 fn fit_after(s: &Snapshot, pending: &PendingPod, place: &Place) -> Result<NodeFit, FitFailure> {
-    let mut hints = pending.hints.clone();
-    hints.use_uuids = place.gpus.clone();
+    let hints = pending.hints.pinned_to(&place.gpus);
     fit_pod(&s.nodes[s.index[&place.node]], &pending.context(&hints))
 }
 

@@ -88,6 +88,11 @@ pub struct PlanPod {
 }
 
 impl PlanPod {
+    /// The engine's Fit context of this pod under `hints` (its own, or pinned to GPUs).
+    pub(crate) fn context<'a>(&'a self, hints: &'a PodHints) -> PodContext<'a> {
+        PodContext { request: &self.request, hints, gpu_policy: &self.gpu_policy, quota: None, device_preference: None }
+    }
+
     pub fn key(&self) -> String {
         ObjectKey::namespaced(&self.namespace, &self.name).to_string()
     }
@@ -670,13 +675,7 @@ impl<'s> Planner<'s> {
             order.sort_by_key(|&d| (i64::from(node.hot[d].devmem) - usage[d].usedmem, d));
             Some(order)
         };
-        let ctx = PodContext {
-            request: &p.request,
-            hints: &hints,
-            gpu_policy: &p.gpu_policy,
-            quota: None,
-            device_preference: Some(&prefer),
-        };
+        let ctx = PodContext { device_preference: Some(&prefer), ..p.context(&hints) };
         let fit = fit_pod(n, &ctx).ok()?;
         let fit = if fit.mig.is_empty() { fit } else { pinned_mig_fit(n, &ctx, &fit)? };
         Some(Seat::of(&fit, p.request.init_count))
@@ -964,16 +963,8 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
     }
     if planner.fit_on(pi, t, &allowed).is_none() {
         let p = &planner.s.pods[pi];
-        let mut hints = p.hints.clone();
-        hints.use_uuids = uuids.clone();
-        let ctx = PodContext {
-            request: &p.request,
-            hints: &hints,
-            gpu_policy: &p.gpu_policy,
-            quota: None,
-            device_preference: None,
-        };
-        let reason = fit_pod(&planner.s.nodes[t], &ctx).err().map(|f| f.to_string()).unwrap_or_default();
+        let hints = p.hints.pinned_to(&uuids);
+        let reason = fit_pod(&planner.s.nodes[t], &p.context(&hints)).err().map(|f| f.to_string()).unwrap_or_default();
         return Err(Rejection::GpusDoNotFit { pod: pod.into(), node: node.into(), gpus: uuids, reason });
     }
     Ok(uuids)

@@ -98,6 +98,12 @@ impl PodHints {
         })
     }
 
+    /// These hints pinned to `gpus` (`nvidia.com/use-gpuuuid`), as a placement's replacement pod
+    /// carries them: every other hint kept.
+    pub fn pinned_to(&self, gpus: &[String]) -> Self {
+        Self { use_uuids: gpus.to_vec(), ..self.clone() }
+    }
+
     /// Any type or mode filter set (otherwise every device passes check 3 without looking at strings).
     pub fn filters_devices(&self) -> bool {
         !self.use_types.is_empty() || !self.nouse_types.is_empty() || self.vgpu_mode.is_some()
@@ -150,6 +156,21 @@ mod tests {
         let err = PodHints::from_annotations(&ann(&[(WEIGHTS_KEY, "bad")])).unwrap_err();
         assert_eq!(err.field, format!("annotation {WEIGHTS_KEY}"));
         assert!(err.to_string().starts_with(&format!("annotation {WEIGHTS_KEY}: \"bad\": ")), "{err}");
+    }
+
+    #[test]
+    fn pinned_to_replaces_only_the_gpus_it_names() {
+        let own = PodHints::from_annotations(&ann(&[
+            (USE_UUID_KEY, "GPU-9"),
+            (NOUSE_UUID_KEY, "GPU-1"),
+            (USE_TYPE_KEY, "A100"),
+            (NUMA_BIND_KEY, "true"),
+        ]))
+        .unwrap();
+        let pinned = own.pinned_to(&["GPU-2".into(), "GPU-3".into()]);
+        assert_eq!(pinned.use_uuids, ["GPU-2", "GPU-3"]);
+        assert!(pinned.uuid_allowed("GPU-3") && !pinned.uuid_allowed("GPU-9") && !pinned.uuid_allowed("GPU-1"));
+        assert_eq!(PodHints { use_uuids: own.use_uuids.clone(), ..pinned }, own);
     }
 
     #[test]

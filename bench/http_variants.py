@@ -1,0 +1,95 @@
+"""Where `/filter`'s time over the trivial floor goes (issue 9): the trivial Granian server and serving
+processes that each add one layer of the product (`variant_server.py`), measured side by side in
+alternating blocks as `test_http_ratio.py` measures, several instances of each variant so that a
+difference between variants can be told from the noise between processes.
+
+    python bench/http_variants.py [--instances N] [VARIANT ...]     (default: every variant, 2 each)
+
+Prints per server: p50 and p99, their ratio to the floor's, and the CPU per request of each of its
+threads (`/proc/<pid>/task/*/schedstat`), the loop thread first. Not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+from clusters import build  # noqa: E402
+from serving import free_port  # noqa: E402
+from test_http_ratio import NODES, filter_body, measure, percentile, start  # noqa: E402
+from variant_server import FIXED, VARIANTS  # noqa: E402
+
+
+def cpu_by_thread(pid: int) -> dict[str, int]:
+    """Nanoseconds each thread of `pid` has run, by thread id."""
+    out = {}
+    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        try:
+            with open(path) as f:
+                out[path.split("/")[-2]] = int(f.read().split()[0])
+        except OSError:
+            pass  # the thread ended
+    return out
+
+
+def write_inputs(folder: str) -> tuple[str, str]:
+    nodes, pods = build(NODES)
+    snapshot, answer = os.path.join(folder, "cluster.json"), os.path.join(folder, "answer.json")
+    Path(snapshot).write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
+    Path(answer).write_bytes(FIXED)
+    return snapshot, answer
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "variants", nargs="*", metavar="VARIANT", help="; ".join(f"{k}: {v}" for k, v in VARIANTS.items())
+    )
+    parser.add_argument("--instances", type=int, default=2, help="serving processes per variant")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.variants) - set(VARIANTS))
+    if unknown or args.instances < 1:
+        parser.error(f"unknown variant {unknown[0]!r}" if unknown else "--instances must be at least 1")
+    variants = args.variants or list(VARIANTS)
+    with tempfile.TemporaryDirectory() as folder:
+        snapshot, answer = write_inputs(folder)
+        procs, ports = {}, {}
+        try:
+            port = free_port()
+            procs["trivial"] = start([sys.executable, str(HERE / "trivial_server.py"), str(port), answer], port)
+            ports["trivial"] = port
+            for variant in variants:
+                for i in range(args.instances):
+                    side, port = f"{variant}#{i + 1}", free_port()
+                    cmd = [sys.executable, str(HERE / "variant_server.py"), str(port), snapshot, variant]
+                    procs[side], ports[side] = start(cmd, port), port
+            before = {side: cpu_by_thread(p.pid) for side, p in procs.items()}
+            samples = measure(ports, filter_body())
+            after = {side: cpu_by_thread(p.pid) for side, p in procs.items()}
+        finally:
+            for proc in procs.values():
+                proc.terminate()
+    floor50, floor99 = percentile(samples["trivial"], 0.5), percentile(samples["trivial"], 0.99)
+    for side, xs in samples.items():
+        p50, p99 = percentile(xs, 0.5), percentile(xs, 0.99)
+        # warm-up requests included: per request of the whole run, for comparison between servers only
+        spent = [(after[side][t] - before[side].get(t, 0)) / len(xs) / 1000 for t in sorted(after[side], key=int)]
+        threads = " ".join(f"{us:.0f}" for us in spent if us >= 0.5)
+        print(
+            f"{side:<12} p50 {p50 * 1e6:5.0f} us ({p50 / floor50:.2f}x)  p99 {p99 * 1e6:5.0f} us ({p99 / floor99:.2f}x)"
+            f"  CPU per request by thread: {threads} us"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
