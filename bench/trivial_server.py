@@ -31,10 +31,11 @@ class Trivial:
         protocol.response_bytes(200, HEADERS, self.answer)
 
 
-async def main(port: int, answer: bytes) -> None:
+async def serve(app: Any, port: int) -> None:
+    """Serve `app` on 127.0.0.1:`port` with the product's Granian settings (also `variant_server.py`)."""
     defaults = Config()
     server = Server(
-        Trivial(answer),
+        app,
         address="127.0.0.1",
         port=port,
         interface=Interfaces.RSGI,
@@ -43,6 +44,10 @@ async def main(port: int, answer: bytes) -> None:
         log_enabled=False,
     )
     await server.serve()
+
+
+async def main(port: int, answer: bytes) -> None:
+    await serve(Trivial(answer), port)
 
 
 if __name__ == "__main__":

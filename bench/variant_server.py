@@ -14,12 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from granian.constants import HTTPModes, Interfaces
-from granian.server.embed import Server
 from hami_fast.config import Config
 from hami_fast.server.app import App
 from hami_fast.server.router import Route, Router
 from hami_fast.server.serve import build_runtime
+from trivial_server import serve
 
 FIXED = b'{"Nodes":null,"NodeNames":["n00000"],"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":""}'
 VARIANTS = {
@@ -43,20 +42,6 @@ def app_for(variant: str, runtime: Any, executor: ThreadPoolExecutor) -> Router:
     return Router([Route("POST", "/filter", handler, "inline"), health], executor)
 
 
-async def serve(port: int, app: Router) -> None:
-    defaults = Config()
-    server = Server(
-        app,
-        address="127.0.0.1",
-        port=port,
-        interface=Interfaces.RSGI,
-        http=HTTPModes(defaults.http_mode),
-        runtime_threads=defaults.runtime_threads,
-        log_enabled=False,
-    )
-    await server.serve()
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 3 or argv[2] not in VARIANTS:
         print(f"usage: variant_server.py PORT SNAPSHOT {{{','.join(VARIANTS)}}}", file=sys.stderr)
@@ -65,7 +50,7 @@ def main(argv: list[str]) -> int:
     runtime = build_runtime(Config(snapshot=snapshot))
     gc.collect()  # as `serve` does once the snapshot is loaded
     gc.freeze()
-    asyncio.run(serve(port, app_for(variant, runtime, ThreadPoolExecutor(4))))
+    asyncio.run(serve(app_for(variant, runtime, ThreadPoolExecutor(4)), port))
     return 0
 
 

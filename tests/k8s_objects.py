@@ -62,6 +62,16 @@ def gpu_node(name: str, gpus: int = 2, memory: int = 16384, count: int = 10, mod
     }
 
 
+def node_with_devices(name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """A node registering exactly `devices` (HAMi's register annotation), allocatable their counts."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}},
+        "status": {"allocatable": {"nvidia.com/gpu": str(sum(d["count"] for d in devices))}},
+    }
+
+
 def gpu_pod(name: str, namespace: str = "default", **limits: Any) -> dict[str, Any]:
     resource = {
         "gpu": "nvidia.com/gpu",

@@ -22,6 +22,7 @@ import pytest
 from hamigen import mig, model, oracle, seeding
 from hypothesis import given, note
 from hypothesis import strategies as st
+from k8s_objects import node_with_devices
 
 pytestmark = [
     pytest.mark.skipif(oracle.find_oracle() is None, reason=oracle.SKIP_REASON),
@@ -95,15 +96,6 @@ def a100(node: str, i: int, **extra: Any) -> dict[str, Any]:
     return d
 
 
-def node(name: str, devs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": json.dumps(devs)}},
-        "status": {"allocatable": {"nvidia.com/gpu": str(sum(d["count"] for d in devs))}},
-    }
-
-
 def pod(limits: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "new", "namespace": "default", "uid": "uid-new"}
     if annotations:
@@ -152,7 +144,9 @@ def both(items: list[dict[str, Any]], new: dict[str, Any], gpu_policy: str = "sp
 
 
 def test_smallest_profile_with_the_memory_and_its_placement():
-    hami, ours = both([node("node-a", [a100("node-a", 0)])], pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"}))
+    hami, ours = both(
+        [node_with_devices("node-a", [a100("node-a", 0)])], pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"})
+    )
     assert ours["annotations"]["hami.io/vgpu-devices-allocated"] == "GPU-node-a-0,NVIDIA,9856,29:;"
     assert json.loads(ours["annotations"][mig.MIG_KEY]) == [
         {
@@ -167,19 +161,23 @@ def test_smallest_profile_with_the_memory_and_its_placement():
 
 def test_one_container_takes_three_instances_of_one_gpu():
     """More instances than the node has GPUs: HAMi skips NodeInsufficientDevice for a MIG request."""
-    hami, ours = both([node("node-a", [a100("node-a", 0)])], pod({"nvidia.com/gpu": "3", "nvidia.com/gpumem": "4000"}))
+    hami, ours = both(
+        [node_with_devices("node-a", [a100("node-a", 0)])], pod({"nvidia.com/gpu": "3", "nvidia.com/gpumem": "4000"})
+    )
     starts = [a["placement"]["start"] for a in json.loads(ours["annotations"][mig.MIG_KEY])]
     assert starts == [6, 5, 4], "1g profiles pack from the highest slice"
 
 
 def test_whole_card_request_finds_no_profile():
     """No gpumem: the request is the card's whole memory, more than any profile has."""
-    hami, ours = both([node("node-a", [a100("node-a", 0), a100("node-a", 1)])], pod({"nvidia.com/gpu": "1"}))
+    hami, ours = both(
+        [node_with_devices("node-a", [a100("node-a", 0), a100("node-a", 1)])], pod({"nvidia.com/gpu": "1"})
+    )
     assert ours["failed"] == {"node-a": "2/2 CardMigTopologyInfeasible"}
 
 
 def test_resident_instances_occupy_their_placements():
-    items = [node("node-a", [a100("node-a", 0)]), resident("GPU-node-a-0", "3g.20gb", 19968, 43, 4, 4)]
+    items = [node_with_devices("node-a", [a100("node-a", 0)]), resident("GPU-node-a-0", "3g.20gb", 19968, 43, 4, 4)]
     hami, ours = both(items, pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "15000"}))
     assert json.loads(ours["annotations"][mig.MIG_KEY])[0]["placement"] == {"start": 0, "size": 4}
     items.append(resident("GPU-node-a-0", "3g.20gb", 19968, 43, 0, 4))
@@ -191,7 +189,7 @@ def test_resident_instances_occupy_their_placements():
 
 def test_a_mig_pod_without_its_reservation_makes_the_gpu_unhealthy():
     items = [
-        node("node-a", [a100("node-a", 0)]),
+        node_with_devices("node-a", [a100("node-a", 0)]),
         resident("GPU-node-a-0", "1g.5gb", 4864, 15, 6, 1, mig_annotation=False),
     ]
     hami, ours = both(items, pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}))
@@ -200,13 +198,13 @@ def test_a_mig_pod_without_its_reservation_makes_the_gpu_unhealthy():
 
 def test_hami_core_mode_annotation_rules_mig_out():
     new = pod({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"}, {"nvidia.com/vgpu-mode": "hami-core"})
-    hami, ours = both([node("node-a", [a100("node-a", 0)])], new)
+    hami, ours = both([node_with_devices("node-a", [a100("node-a", 0)])], new)
     assert ours["failed"] == {"node-a": "NodeInsufficientDevice"}
 
 
 def test_topology_aware_takes_every_instance_it_can():
     hami, ours = both(
-        [node("node-a", [a100("node-a", 0), a100("node-a", 1)])],
+        [node_with_devices("node-a", [a100("node-a", 0), a100("node-a", 1)])],
         pod({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "15000"}),
         gpu_policy="topology-aware",
     )
@@ -226,7 +224,7 @@ def gpu_container(name: str, gpus: str, mem: str) -> dict[str, Any]:
 def test_container_index_counts_the_entries_hami_writes():
     """A GPU-less sidecar has no entry in the list HAMi writes, so the next container is entry 1."""
     new = pod_of([gpu_container("a", "2", "8000"), {"name": "sidecar", "image": "x"}, gpu_container("b", "1", "15000")])
-    hami, ours = both([node("node-a", [a100("node-a", 0)])], new)
+    hami, ours = both([node_with_devices("node-a", [a100("node-a", 0)])], new)
     got = [(a["containerIndex"], a["deviceIndex"], a["profile"]) for a in json.loads(ours["annotations"][mig.MIG_KEY])]
     assert got == [(0, 0, "2g.10gb"), (0, 1, "2g.10gb"), (1, 0, "3g.20gb")]
 
@@ -234,7 +232,7 @@ def test_container_index_counts_the_entries_hami_writes():
 def test_instance_cores_add_up_past_the_card():
     """29 + 29 + 43 cores are taken: a fourth instance fails HAMi's core check before the MIG rule."""
     first = pod_of([gpu_container("a", "2", "8000"), gpu_container("b", "1", "15000")])
-    hami, ours = both([node("node-a", [a100("node-a", 0)])], first)
+    hami, ours = both([node_with_devices("node-a", [a100("node-a", 0)])], first)
     held = [{**a, "containerIndex": 0} for a in json.loads(ours["annotations"][mig.MIG_KEY])]
     for i, a in enumerate(held):
         a["deviceIndex"] = i
@@ -244,7 +242,8 @@ def test_instance_cores_add_up_past_the_card():
     ].replace(":;GPU", ":GPU")
     old["metadata"]["annotations"][mig.MIG_KEY] = json.dumps(held)
     hami, ours = both(
-        [node("node-a", [a100("node-a", 0)]), old], pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})
+        [node_with_devices("node-a", [a100("node-a", 0)]), old],
+        pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}),
     )
     assert ours["failed"] == {"node-a": "1/1 CardInsufficientCore"}
 
@@ -256,6 +255,6 @@ def test_an_assigned_pod_without_a_device_list_still_holds_its_instances(gpu):
     plain = {"id": "GPU-t", "index": 1, "count": 10, "devmem": 15360, "devcore": 100, "type": "NVIDIA-Tesla T4"}
     plain.update(mode="hami-core", health=True)
     new = pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}, {"nvidia.com/nouse-gpuuuid": "GPU-t"})
-    hami, ours = both([node("node-a", [a100("node-a", 0), plain]), old], new)
+    hami, ours = both([node_with_devices("node-a", [a100("node-a", 0), plain]), old], new)
     reason = "CardMigTopologyInfeasible" if gpu == "GPU-node-a-0" else "CardNotHealth"
     assert ours["failed"] == {"node-a": f"1/2 {reason}, 1/2 CardUuidMismatch"}

@@ -26,6 +26,7 @@ from hami_fast.cli import main
 from hamigen import mig, model, oracle, seeding
 from hypothesis import given, note
 from hypothesis import strategies as st
+from k8s_objects import node_with_devices
 
 ALLOCATED = model.ALLOCATED
 RESERVATION = "hami-fast.io/reservation"
@@ -65,15 +66,6 @@ def plain_gpu(node: str, i: int, model_name: str) -> dict[str, Any]:
         "type": model_name,
         "mode": "hami-core",
         "health": True,
-    }
-
-
-def node(name: str, devs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": json.dumps(devs)}},
-        "status": {"allocatable": {"nvidia.com/gpu": str(sum(d["count"] for d in devs))}},
     }
 
 
@@ -223,7 +215,7 @@ A80 = "NVIDIA-A100-SXM4-80GB"
 def whole_card() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A waiting pod needing a whole A100 (7g.40gb) while 1g instances of movable pods sit on both cards."""
     items = [
-        node("node-a", [mig_gpu("node-a", 0, A40), mig_gpu("node-a", 1, A40)]),
+        node_with_devices("node-a", [mig_gpu("node-a", 0, A40), mig_gpu("node-a", 1, A40)]),
         mig_resident("a", "GPU-node-a-0", A40, "1g.5gb", 6),
         mig_resident("b", "GPU-node-a-0", A40, "1g.5gb", 5),
         mig_resident("c", "GPU-node-a-1", A40, "1g.5gb", 6),
@@ -236,7 +228,7 @@ def fragmented() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Enough memory, no placement: a 2g at slices 0-1, 1g at 3 and 1g at 6 leave no 3g slot on card 0;
     card 1's pods are bare (not movable)."""
     items = [
-        node("node-a", [mig_gpu("node-a", 0, A40), mig_gpu("node-a", 1, A40)]),
+        node_with_devices("node-a", [mig_gpu("node-a", 0, A40), mig_gpu("node-a", 1, A40)]),
         mig_resident("big2g", "GPU-node-a-0", A40, "2g.10gb", 0),
         mig_resident("low1g", "GPU-node-a-0", A40, "1g.5gb", 3),
         mig_resident("top1g", "GPU-node-a-0", A40, "1g.5gb", 6),
@@ -249,13 +241,13 @@ def fragmented() -> tuple[list[dict[str, Any]], dict[str, Any]]:
 def mixed() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A whole plain A100 for the pod: its two 4 GB pods must go. Each card of the MIG node has
     memory, cores and slots for both, but one free placement (slice 4): one pod per card."""
-    items = [node("node-m", [mig_gpu("node-m", 0, A80), mig_gpu("node-m", 1, A80)])]
+    items = [node_with_devices("node-m", [mig_gpu("node-m", 0, A80), mig_gpu("node-m", 1, A80)])]
     for card in (0, 1):
         gpu = f"GPU-node-m-{card}"
         items.append(mig_resident(f"f3g-{card}", gpu, A80, "3g.40gb", 0, owned=False))
         items.append(mig_resident(f"f1a-{card}", gpu, A80, "1g.10gb", 6, owned=False))
         items.append(mig_resident(f"f1b-{card}", gpu, A80, "1g.10gb", 5, owned=False))
-    items.append(node("node-p", [plain_gpu("node-p", 0, A40)]))
+    items.append(node_with_devices("node-p", [plain_gpu("node-p", 0, A40)]))
     items.append(plain_resident("x", "GPU-node-p-0", 4000))
     items.append(plain_resident("y", "GPU-node-p-0", 4000))
     return items, spec_pod("whole", 40000)
@@ -376,7 +368,7 @@ def busy_clusters(draw) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     for n in range(draw(st.integers(1, 3))):
         name = f"node-{n}"
         drawn = [draw(busy_gpu(name, i)) for i in range(draw(st.integers(1, 3)))]
-        items.append(node(name, [dev for dev, _ in drawn]))
+        items.append(node_with_devices(name, [dev for dev, _ in drawn]))
         items.extend(pod for _, pods in drawn for pod in pods)
     waiting = spec_pod("waiting", draw(st.sampled_from([15000, 20000, 30000, 40000, 4000, 9000, 80000])))
     limits = waiting["spec"]["containers"][0]["resources"]["limits"]

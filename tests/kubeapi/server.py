@@ -270,7 +270,7 @@ class Handler(BaseHTTPRequestHandler):
         except (TimeoutError, ConnectionError, BrokenPipeError):
             self.close_connection = True
         finally:
-            if rec.duration is None or r is not None and r.verb == "watch":
+            if rec.duration is None or (r is not None and r.verb == "watch"):  # a watch lasts past its headers
                 rec.duration = time.monotonic() - started
 
     # -- verbs ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! The planner on GPUs in MIG mode: moves free and take MIG placements as the engine books them,
 //! and every promise is checked against the engine's own Fit on the state the moves leave.
 
+use super::tests::running;
 use super::*;
 use crate::fit::FitFailure;
 use serde_json::{json, Value};
@@ -59,7 +60,7 @@ fn mig_pod(name: &str, gpu: &str, profile: &str, mem: i32, cores: i32, start: u3
     let node = gpu.split("-g").next().unwrap();
     let alloc = json!([{"containerIndex": 0, "deviceIndex": 0, "gpuUUID": gpu, "profile": profile,
         "placement": {"start": start, "size": size}}]);
-    let mut p = running(name, node, &format!("{gpu},NVIDIA,{mem},{cores}:;"), 4000, owned);
+    let mut p = running(name, node, &format!("{gpu},NVIDIA,{mem},{cores}:;"), 1, 4000, owned);
     p["metadata"]["annotations"]["hami.io/vgpu-mig-allocations"] = alloc.to_string().into();
     p
 }
@@ -67,21 +68,7 @@ fn mig_pod(name: &str, gpu: &str, profile: &str, mem: i32, cores: i32, start: u3
 /// A running pod on a GPU that is not in MIG mode.
 fn plain_pod(name: &str, gpu: &str, mem: i64, owned: bool) -> Value {
     let node = gpu.split("-g").next().unwrap();
-    running(name, node, &format!("{gpu},NVIDIA,{mem},0:;"), mem, owned)
-}
-
-fn running(name: &str, node: &str, allocated: &str, request: i64, owned: bool) -> Value {
-    let owners = if owned {
-        json!([{"kind": "ReplicaSet", "name": format!("rs-{name}"), "controller": true}])
-    } else {
-        json!([])
-    };
-    json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "labels": {"app": name},
-        "ownerReferences": owners,
-        "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": allocated}},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {
-            "nvidia.com/gpu": "1", "nvidia.com/gpumem": request.to_string()}}}]},
-        "status": {"phase": "Running"}})
+    running(name, node, &format!("{gpu},NVIDIA,{mem},0:;"), 1, mem, owned)
 }
 
 fn waiting(name: &str, mem: i64) -> PendingPod {

@@ -12,6 +12,19 @@ fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Value {
 /// A pod of `mem` MiB per GPU on the given GPUs of `node`; `owned` adds a ReplicaSet owner.
 fn pod(name: &str, node: &str, gpus: &[u32], mem: i64, owned: bool) -> serde_json::Value {
     let alloc: String = gpus.iter().map(|g| format!("{node}-g{g},NVIDIA,{mem},0:")).collect::<String>() + ";";
+    running(name, node, &alloc, gpus.len(), mem, owned)
+}
+
+/// A running pod bound to `node` with HAMi's allocation annotation `allocated`, asking `gpus` GPUs
+/// of `mem` MiB each; `owned` adds a ReplicaSet owner (the planner moves only owned pods).
+pub(super) fn running(
+    name: &str,
+    node: &str,
+    allocated: &str,
+    gpus: usize,
+    mem: i64,
+    owned: bool,
+) -> serde_json::Value {
     let owners = if owned {
         json!([{"kind": "ReplicaSet", "name": format!("rs-{name}"), "controller": true}])
     } else {
@@ -19,8 +32,8 @@ fn pod(name: &str, node: &str, gpus: &[u32], mem: i64, owned: bool) -> serde_jso
     };
     json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}"), "labels": {"app": name},
         "ownerReferences": owners,
-        "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": alloc}},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.len().to_string(), "nvidia.com/gpumem": mem.to_string()}}}]},
+        "annotations": {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": allocated}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string(), "nvidia.com/gpumem": mem.to_string()}}}]},
         "status": {"phase": "Running"}})
 }
 
