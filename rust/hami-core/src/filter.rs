@@ -21,6 +21,9 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+mod ranked;
+use ranked::{key_score, RankedFits, Verdict};
+
 /// Every candidate's outcome; devices are resolved for the chosen node only.
 #[derive(Debug, Default)]
 pub struct Evaluation<'n> {
@@ -30,6 +33,18 @@ pub struct Evaluation<'n> {
     pub name_order: Vec<u32>,
     pub failed: Vec<(&'n str, FitFailure)>,
     pub chosen: Option<(&'n str, NodeFit)>,
+    /// What the decision reads of the fits and failures when they were kept ranked from the last
+    /// call ([`RankedFits`]): `fits` and `failed` are left empty then.
+    pub summary: Option<Summary<'n>>,
+}
+
+/// The fits and failures of an evaluation as far as a decision with a chosen node reads them.
+#[derive(Debug, Default)]
+pub struct Summary<'n> {
+    pub fit_count: usize,
+    /// The event's first fits, in its order ([`fit_list`]'s).
+    pub shown: Vec<(&'n str, f64)>,
+    pub failed_reasons: BTreeMap<&'static str, usize>,
 }
 
 impl Evaluation<'_> {
@@ -41,8 +56,15 @@ impl Evaluation<'_> {
         self.failed.iter().map(|(n, r)| ((*n).to_owned(), r.to_string())).collect()
     }
 
+    pub fn fit_count(&self) -> usize {
+        self.summary.as_ref().map_or(self.fits.len(), |s| s.fit_count)
+    }
+
     /// How many candidate nodes failed for each reason key (for metrics and events).
     pub fn failed_reasons(&self) -> BTreeMap<&'static str, usize> {
+        if let Some(summary) = &self.summary {
+            return summary.failed_reasons.clone();
+        }
         let mut counts = BTreeMap::new();
         for (_, failure) in &self.failed {
             for reason in failure.reasons() {
@@ -173,6 +195,7 @@ pub struct CandidateCache {
     /// Per entry: its rank among the names in byte order (equal names share one).
     ranks: Vec<u32>,
     verdicts: Verdicts,
+    ranked_fits: RankedFits,
 }
 
 impl CandidateCache {
@@ -188,6 +211,7 @@ impl CandidateCache {
                 })
                 .collect();
             self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
+            self.ranked_fits.clear();
             self.raw = text.to_owned();
             self.generation = nodes.generation();
         }
@@ -228,6 +252,15 @@ impl CandidateCache {
     pub fn reusable(&self) -> usize {
         self.verdicts.memo.iter().filter(|(kept, _)| *kept).count()
     }
+
+    /// How many fits the next call over this list may read off their kept order (0: none kept).
+    pub fn ranked_fits(&self) -> usize {
+        if self.ranked_fits.valid {
+            self.ranked_fits.fit_count()
+        } else {
+            0
+        }
+    }
 }
 
 fn name_ranks(entries: &[(String, Option<u32>)]) -> Vec<u32> {
@@ -261,7 +294,7 @@ struct VerdictKey {
 struct Verdicts {
     key: Option<VerdictKey>,
     /// By node id: (still valid, the verdict).
-    memo: Vec<(bool, std::result::Result<f64, Box<FitFailure>>)>,
+    memo: Vec<(bool, Verdict)>,
     /// The node change log's position the memo is valid at.
     seen: u64,
 }
@@ -269,8 +302,8 @@ struct Verdicts {
 impl Verdicts {
     /// Brings the memo to the nodes as they are now: forgets everything unless it was made for
     /// this placement's request shape and the change log still reaches back to it, else drops the
-    /// verdicts of the nodes changed since. True if any verdict may be reused.
-    fn prepare(&mut self, placement: &Placement, nodes: &NodeTable) -> bool {
+    /// verdicts of the nodes changed since. The ids changed since if any verdict may be reused.
+    fn prepare<'t>(&mut self, placement: &Placement, nodes: &'t NodeTable) -> Option<&'t [u32]> {
         let seen = std::mem::replace(&mut self.seen, nodes.log_position());
         let changed = nodes.changed_since(seen);
         let same = self.key.as_ref().is_some_and(|k| {
@@ -282,7 +315,7 @@ impl Verdicts {
                     entry.0 = false;
                 }
             }
-            return true;
+            return Some(changed);
         }
         self.key = Some(VerdictKey {
             request: placement.request.clone(),
@@ -290,10 +323,10 @@ impl Verdicts {
             gpu_policy: placement.gpu_policy.clone(),
         });
         self.memo.iter_mut().for_each(|entry| entry.0 = false);
-        false
+        None
     }
 
-    fn slot(&mut self, id: u32) -> &mut (bool, std::result::Result<f64, Box<FitFailure>>) {
+    fn slot(&mut self, id: u32) -> &mut (bool, Verdict) {
         let at = id as usize;
         if at >= self.memo.len() {
             self.memo.resize(at + 1, (false, Ok(0.0)));
@@ -367,10 +400,19 @@ pub fn evaluate_candidates<'n>(
         let candidates = cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i))));
         return evaluate_nodes(state, placement, now, candidates, |n| state.nodes.get(n));
     };
-    let CandidateCache { entries, ranks, verdicts, .. } = cache;
-    let warm = verdicts.prepare(placement, &state.nodes);
-    let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
+    let CandidateCache { entries, ranks, verdicts, ranked_fits, .. } = cache;
+    let changed = verdicts.prepare(placement, &state.nodes);
     let ranked = ranks.len() == entries.len();
+    // Kept in order where the choice reads only scores and names: no hold, no simulator policy.
+    let by_order = ranked && placement.held.is_none() && !matches!(placement.node_policy, NodePolicy::Scored(_));
+    if let Some(changed) = changed.filter(|_| by_order && ranked_fits.valid) {
+        let ranked = Ranked { entries, ranks, fits: ranked_fits };
+        if let Some(eval) = evaluate_ranked(state, placement, &ctx, order_free, now, ranked, verdicts, changed) {
+            return eval;
+        }
+    }
+    let warm = changed.is_some();
+    let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
     if ranked {
         eval.name_order.reserve(entries.len());
     }
@@ -401,6 +443,15 @@ pub fn evaluate_candidates<'n>(
             Err(reason) => eval.failed.push((name.as_str(), (**reason).clone())),
         }
     }
+    // Ranked from the second pod of a shape over the same list on: a first one may be the last.
+    if by_order && warm {
+        let memo = &verdicts.memo;
+        let verdict_at = |id: u32| memo.get(id as usize).map(|(kept, verdict)| (verdict, *kept));
+        ranked_fits
+            .rebuild(entries.iter().zip(ranks.iter()).map(|(&(_, id), &rank)| (id, id.and_then(verdict_at), rank)));
+    } else {
+        ranked_fits.clear();
+    }
     // The fitting nodes themselves only where the choice reads them (a hold, a simulator policy).
     // Every fit's node exists: a removed node is in the change log, and so re-checked as unregistered.
     let fit_nodes = match placement.held.is_some() || matches!(placement.node_policy, NodePolicy::Scored(_)) {
@@ -408,6 +459,61 @@ pub fn evaluate_candidates<'n>(
         false => Vec::new(),
     };
     settle(state, placement, &ctx, eval, fit_nodes, |n| state.nodes.get(n))
+}
+
+/// The cached list's names, their ranks and their fits in order, as [`evaluate_ranked`] reads them.
+struct Ranked<'n, 'c> {
+    entries: &'n [(String, Option<u32>)],
+    ranks: &'c [u32],
+    fits: &'c mut RankedFits,
+}
+
+/// [`evaluate_candidates`] off the kept order ([`RankedFits`]): the nodes changed since the last
+/// call and those registered by the clock are checked again, the winner is read at one end of the
+/// order and the event's first fits off it. `None` where the full pass must answer: no fit (the
+/// answer lists every failure), or a winner whose devices do not work out; the memo and the order
+/// are brought up to date either way.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_ranked<'n>(
+    state: &ClusterState,
+    placement: &Placement,
+    ctx: &PodContext,
+    order_free: &crate::request::ContainerRequest,
+    now: i64,
+    ranked: Ranked<'n, '_>,
+    verdicts: &mut Verdicts,
+    changed: &[u32],
+) -> Option<Evaluation<'n>> {
+    let Ranked { entries, ranks, fits } = ranked;
+    let volatile: Vec<u32> = fits.volatile.iter().filter_map(|&pos| entries[pos as usize].1).collect();
+    for &id in changed.iter().chain(&volatile) {
+        let positions: Vec<u32> = fits.positions_of(id).collect();
+        if positions.is_empty() {
+            continue;
+        }
+        let node = state.nodes.by_id(id);
+        let slot = verdicts.slot(id);
+        let old = std::mem::replace(&mut slot.1, verdict(node, ctx, Some(order_free), now).map_err(Box::new));
+        slot.0 = !node.is_some_and(GpuNode::registration_depends_on_time);
+        for pos in positions {
+            fits.update(pos, ranks[pos as usize], &old, &slot.1);
+            fits.volatile.retain(|&p| p != pos);
+            if !slot.0 {
+                fits.volatile.push(pos);
+            }
+        }
+    }
+    let policy = placement.node_policy;
+    let best = fits.choice(policy)?;
+    let (name, id) = &entries[best.2 as usize];
+    let fit = fit_pod(state.nodes.by_id((*id)?)?, ctx).ok()?;
+    let shown = fits.shown(policy, EVENT_NODE_LIST);
+    let summary = Summary {
+        fit_count: fits.fit_count(),
+        shown: shown.iter().map(|k| (entries[k.2 as usize].0.as_str(), key_score(k.0))).collect(),
+        failed_reasons: fits.reasons().clone(),
+    };
+    Some(Evaluation { chosen: Some((name.as_str(), fit)), summary: Some(summary), ..Evaluation::default() })
 }
 
 #[inline]
@@ -734,7 +840,12 @@ fn fit_list(fits: &[(&str, f64)], name_order: &[u32], policy: NodePolicy) -> Str
         kept.insert(at, fit);
         kept.truncate(EVENT_NODE_LIST);
     }
-    let shown: Vec<&(&str, f64)> = kept.iter().map(|&k| &fits[k]).collect();
+    let shown: Vec<(&str, f64)> = kept.iter().map(|&k| fits[k]).collect();
+    fit_list_text(&shown, fits.len())
+}
+
+/// `name:score` for each shown fit, and how many more fit (`total` in all).
+fn fit_list_text(shown: &[(&str, f64)], total: usize) -> String {
     let mut out = String::with_capacity(shown.len() * 16 + 16);
     let (mut bits, mut score) = (None, String::new());
     for (i, (name, s)) in shown.iter().enumerate() {
@@ -748,8 +859,8 @@ fn fit_list(fits: &[(&str, f64)], name_order: &[u32], policy: NodePolicy) -> Str
         out.push(':');
         out.push_str(&score);
     }
-    if fits.len() > EVENT_NODE_LIST {
-        out.push_str(&format!(",... {} more", fits.len() - EVENT_NODE_LIST));
+    if total > EVENT_NODE_LIST {
+        out.push_str(&format!(",... {} more", total - EVENT_NODE_LIST));
     }
     out
 }
@@ -760,9 +871,12 @@ fn succeed_event(eval: &Evaluation, chosen: &str, total: usize, policy: NodePoli
         reason: "FilteringSucceed",
         message: format!(
             "find fit node({chosen}), {} nodes not fit, {} nodes fit({})",
-            total.saturating_sub(eval.fits.len()),
-            eval.fits.len(),
-            fit_list(&eval.fits, &eval.name_order, policy)
+            total.saturating_sub(eval.fit_count()),
+            eval.fit_count(),
+            match &eval.summary {
+                Some(summary) => fit_list_text(&summary.shown, summary.fit_count),
+                None => fit_list(&eval.fits, &eval.name_order, policy),
+            }
         ),
     }
 }

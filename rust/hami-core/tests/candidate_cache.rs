@@ -129,6 +129,83 @@ fn memo_answers_as_a_fresh_evaluation_through_every_kind_of_change() {
     assert_eq!(checked, 600);
 }
 
+/// HAMi's handshake request at `at` (Unix seconds on 2026-01-01, as [`ASKED`]).
+fn requesting(at: i64) -> String {
+    let s = (at - ASKED).clamp(0, 86_399);
+    format!("Requesting_2026-01-01 {:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// A change to the cluster, as kube-scheduler's pods and the device plugins make them (a
+/// registration pass among them when `passes`).
+fn change(e: &mut Engine, rng: &mut Rng, names: &[String], now: &mut i64, residents: &mut u32, passes: bool) {
+    let target = &names[rng.below(names.len() as u64) as usize];
+    match rng.below(10) {
+        0 | 1 => {
+            *residents += 1;
+            apply(e, &resident(&format!("r{residents}"), target, rng.below(2) as u32, 4096, 10));
+        }
+        2 if *residents > 0 => {
+            let gone = resident(&format!("r{}", 1 + rng.below(u64::from(*residents))), target, 0, 0, 0);
+            let _ = e.state.delete(gone.to_string().as_bytes());
+        }
+        3 => {
+            // An unanswered handshake asked up to 40 s ago: registered or not by the clock for a while.
+            let handshake = (rng.below(2) == 0).then(|| requesting(*now - 20 * rng.below(3) as i64));
+            apply(e, &node(target, 2 + rng.below(3) as u32, 40960, rng.below(3) > 0, handshake.as_deref()));
+        }
+        4 => *now += 20 * rng.below(3) as i64,
+        5 if passes => {
+            let _ = e.state.registration_pass(*now);
+        }
+        _ => {}
+    }
+}
+
+/// kube-scheduler sends the same list for pod after pod in Go's field order, so the list is
+/// recognised and the fits are read off their kept order: every answer and event (the first 20
+/// fits of 25, the counts, spread and binpack, a name listed twice) is a fresh evaluation's.
+#[test]
+fn ranked_fits_answer_as_a_fresh_evaluation_over_a_repeated_list() {
+    let mut e = Engine::new(Config::default());
+    let names: Vec<String> = (0..25).map(|i| format!("n{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        apply(&mut e, &node(n, 2 + (i % 3) as u32, 40960 + 20480 * (i % 2) as u32, true, None));
+    }
+    let mut base: Vec<&str> = names.iter().map(String::as_str).collect();
+    base.extend(["not-a-node", "n05"]);
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let (mut now, mut residents, mut read_off_order) = (ASKED + 1, 0u32, 0);
+    let (mut shape, mut policy, mut list) = (0, "", base.clone());
+    for step in 0..600 {
+        // No registration pass at first: a node re-registered with an unanswered handshake is then
+        // judged by the clock, and re-checked on every call.
+        change(&mut e, &mut rng, &names, &mut now, &mut residents, step >= 300);
+        if rng.below(5) < 2 {
+            shape = rng.below(6);
+            policy = ["", "spread", "binpack"][rng.below(3) as usize];
+        }
+        if rng.below(10) < 3 {
+            list = base.clone();
+            match rng.below(2) {
+                0 => list.rotate_left(1 + rng.below(base.len() as u64 - 1) as usize),
+                _ => list.retain(|_| rng.below(4) > 0),
+            }
+        }
+        let mut pod = pending(&format!("p{step}"), shape);
+        if !policy.is_empty() {
+            pod["metadata"]["annotations"]["hami.io/node-scheduler-policy"] = json!(policy);
+        }
+        let body = format!(r#"{{"Pod":{pod},"Nodes":null,"NodeNames":{}}}"#, json!(list));
+        read_off_order += usize::from(e.candidates.ranked_fits() > 0);
+        let (memo, fresh) = both(&mut e, body.as_bytes(), now);
+        assert_eq!(memo, fresh, "step {step} at {now}");
+        if rng.below(2) == 0 {
+            e.filter(body.as_bytes(), now, true); // a reservation: one node changes
+        }
+    }
+    assert!(read_off_order > 150, "only {read_off_order} of 600 calls could read the kept order");
+}
+
 #[test]
 fn an_unanswered_handshake_answers_as_a_fresh_evaluation_across_its_timeout() {
     let mut e = Engine::new(Config::default());
