@@ -1,14 +1,12 @@
 """GPU descheduler against the test Kubernetes API server (real HTTP, official client config):
 target validation, safe eviction, pinning webhook, status phases, restart, REST API, leader election."""
 
+# ruff: noqa: F811  (the world's fixtures are imported, then named as parameters)
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
-import re
-import socket
 import threading
 import time
 import urllib.request
@@ -16,199 +14,31 @@ from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
+from descheduler_world import (  # noqa: F401  (the fixtures: client, cluster, _close_pinners)
+    EVICTIONS,
+    NS,
+    FakeReplicaSetAndScheduler,
+    _close_pinners,
+    admission,
+    bind,
+    client,
+    cluster,
+    create_placement,
+    fast,
+    free_port,
+    make_pinner,
+    node,
+    patched,
+    placement,
+    pod,
+    register,
+    replacement,
+    sees,
+    status_of,
+)
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.controller import Controller, Timeouts
-from hami_fast.descheduler.webhook import Pinner
 from hami_fast.kube.client import KubeClient, load_api_client
-from kubeapi import patch as patchlib
-
-NS = "serving"
-EVICTIONS = re.compile(r"/pods/[^/]+/eviction$")
-
-
-def register(node: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> str:
-    return orjson.dumps(
-        [
-            {
-                "id": f"GPU-{node}-{i}",
-                "index": i,
-                "count": 10,
-                "devmem": 16000,
-                "devcore": 100,
-                "type": "NVIDIA-A10",
-                "health": i not in unhealthy,
-            }
-            for i in range(gpus)
-        ]
-    ).decode()
-
-
-def node(name: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus, unhealthy)}},
-    }
-
-
-def pod(
-    name: str, node_name: str | None, gpu: int = 0, mem: int = 4000, owned: bool = True, app: str = "infer"
-) -> dict:
-    meta: dict = {"name": name, "namespace": NS, "uid": f"u-{name}", "labels": {"app": app}, "annotations": {}}
-    if owned:
-        meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-infer", "uid": "rs-1", "controller": True}
-        ]
-    spec: dict = {
-        "schedulerName": "hami-scheduler",
-        "containers": [
-            {
-                "name": "c",
-                "resources": {
-                    "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "20"}
-                },
-            }
-        ],
-    }
-    if node_name:
-        meta["annotations"] = {
-            "hami.io/vgpu-node": node_name,
-            "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},20:;",
-            "hami.io/bind-phase": "success",
-        }
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
-
-
-def placement(
-    name: str, node_name: str, gpus: list[str], evict: str | None = None, req_id: str | None = None, app: str = "infer"
-) -> dict:
-    spec: dict = {
-        "reqID": req_id or f"req-{name}",
-        "podSelector": {"matchLabels": {"app": app}},
-        "nodeName": node_name,
-        "gpuDevices": gpus,
-    }
-    if evict:
-        spec["evictPod"] = evict
-    return {
-        "apiVersion": f"{k.GROUP}/{k.VERSION}",
-        "kind": "HamiPodPlacement",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": spec,
-    }
-
-
-def create_placement(kubeapi, body: dict) -> dict:
-    return kubeapi.custom.create_namespaced_custom_object(k.GROUP, k.VERSION, NS, k.PLURAL, body)
-
-
-def status_of(kubeapi, name: str) -> dict:
-    return kubeapi.get("hamipodplacements.scheduling.hami.placement.com", name, NS).get("status") or {}
-
-
-@pytest.fixture
-def client(kubeapi) -> KubeClient:
-    return KubeClient(load_api_client(kubeapi.kubeconfig), qps=0, burst=100, timeout=10)
-
-
-@pytest.fixture
-def cluster(kubeapi):
-    kubeapi.create(node("n1"))
-    kubeapi.create(node("n2", unhealthy=(1,)))
-    kubeapi.create(pod("old", "n1", 0, 4000))
-    kubeapi.create(pod("busy", "n2", 0, 14000, app="other"))
-    return kubeapi
-
-
-_PINNERS: list[Pinner] = []
-
-
-def make_pinner(client: KubeClient, **kwargs) -> Pinner:
-    """A pinning webhook with its own placement informer (list, then watch), closed after the test."""
-    pinner = Pinner(client, **kwargs)
-    _PINNERS.append(pinner)
-    return pinner
-
-
-@pytest.fixture(autouse=True)
-def _close_pinners():
-    yield
-    for pinner in _PINNERS:
-        pinner.close()
-    _PINNERS.clear()
-
-
-def sees(pinner: Pinner, name: str, phase: str, timeout: float = 5.0) -> None:
-    """Wait until the pinner's cache has the placement in `phase` (the watch delivers writes)."""
-    informer = pinner.informer()
-    assert informer is not None and informer.wait_synced(timeout)
-    key = f"{NS}/{name}"
-    ok = informer.store.wait_until(lambda st: ((st.get(key) or {}).get("status") or {}).get("phase") == phase, timeout)
-    assert ok, informer.store.get(key)
-
-
-def fast() -> Timeouts:
-    return Timeouts(eviction=30, replacement=30, bind=30, backoff_min=0.05, backoff_max=0.1)
-
-
-def admission(pod_obj: dict, uid: str = "r1", dry_run: bool = False) -> bytes:
-    return orjson.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": uid,
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "operation": "CREATE",
-                "namespace": NS,
-                "object": pod_obj,
-                "dryRun": dry_run,
-            },
-        }
-    )
-
-
-def patched(pod_obj: dict, answer: bytes) -> dict | None:
-    response = orjson.loads(answer)["response"]
-    assert response["allowed"] is True
-    if "patch" not in response:
-        return None
-    return patchlib.json_patch(json.loads(json.dumps(pod_obj)), json.loads(base64.b64decode(response["patch"])))
-
-
-def replacement(generate: str = "infer-") -> dict:
-    p = pod("", None)
-    p["metadata"].pop("name")
-    p["metadata"].pop("uid")
-    p["metadata"]["generateName"] = generate
-    return p
-
-
-def bind(kubeapi, name: str, node_name: str, uuid: str, mem: int = 4000) -> None:
-    kubeapi.patch(
-        "pods",
-        name,
-        {
-            "spec": {"nodeName": node_name},
-            "status": {"phase": "Running"},
-            "metadata": {
-                "annotations": {
-                    "hami.io/vgpu-node": node_name,
-                    "hami.io/vgpu-devices-allocated": f"{uuid},NVIDIA,{mem},20:;",
-                    "hami.io/bind-phase": "success",
-                }
-            },
-        },
-        NS,
-    )
-
 
 # -- validation before any eviction ------------------------------------------------------------
 
@@ -458,12 +288,6 @@ def test_dry_run_validates_but_never_evicts(cluster, client):
 # -- REST API on a real HTTP listener; leader election --------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served(cluster):
     from hami_fast.descheduler.cli import Runtime, add_arguments
@@ -575,41 +399,6 @@ def test_each_stretch_of_leading_is_a_new_term(kubeapi, client):
 
 
 # -- plan --apply: one placement per move, waited on, through the controller ----------------------
-
-
-class FakeReplicaSetAndScheduler(threading.Thread):
-    """Stands in for the ReplicaSet controller (recreates an evicted pod through the pinning
-    webhook) and for hami-scheduler (binds a pinned pod on its whitelisted GPU)."""
-
-    def __init__(self, kubeapi, client, stop: threading.Event, mem_by_app: dict[str, int]) -> None:
-        super().__init__(daemon=True)
-        self.mem_by_app = mem_by_app
-        self.kubeapi, self.pinner, self.stop_event = kubeapi, Pinner(client, stop=stop), stop
-        self.made = 0
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            for p in self.kubeapi.list("hamipodplacements.scheduling.hami.placement.com", NS):
-                st = p.get("status") or {}
-                if st.get("phase") == "DeletingOldPod" and not st.get("claimedBy"):
-                    labels = p["spec"]["podSelector"]["matchLabels"]
-                    new = replacement()
-                    new["metadata"]["labels"] = dict(labels)
-                    new["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = str(
-                        self.mem_by_app[labels["app"]]
-                    )
-                    out = patched(new, self.pinner.admit(admission(new, uid=f"x{self.made}")))
-                    if out is not None:
-                        self.made += 1
-                        out["metadata"]["name"] = f"repl-{self.made}"
-                        self.kubeapi.create(out)
-            for pd in self.kubeapi.list("pods", NS):
-                ann = pd["metadata"].get("annotations") or {}
-                if ann.get("nvidia.com/use-gpuuuid") and not pd["spec"].get("nodeName"):
-                    target = ann[k.STAMP_TARGET].split("/")[0]
-                    mem = int(pd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"])
-                    bind(self.kubeapi, pd["metadata"]["name"], target, ann["nvidia.com/use-gpuuuid"].split(",")[0], mem)
-            self.stop_event.wait(0.05)
 
 
 def test_plan_apply_runs_moves_one_by_one(kubeapi, client):

@@ -12,12 +12,12 @@ import time
 
 import orjson
 import pytest
+from descheduler_world import NS, node, pod
 from hami_fast.descheduler.auto import AutoLoop, AutoMover, AutoOptions, Run
 from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts
 from hami_fast.descheduler.ledger import MoveLedger
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.kube.client import KubeClient, load_api_client
-from test_descheduler import NS, node, pod
 from test_reservations import counted, pending, recorded
 
 PLACEMENTS = re.compile("hamipodplacements$")

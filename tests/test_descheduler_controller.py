@@ -2,7 +2,7 @@
 then watch; re-list on 410; reconnect after a drop), event-driven reconciles, conditions[], every
 phase, the placement TTL, bad input evicting nothing, and the Prometheus metrics."""
 
-# ruff: noqa: F811  (pytest fixtures shared with test_descheduler.py are imported, then named as parameters)
+# ruff: noqa: F811  (the descheduler world's fixtures are imported, then named as parameters)
 from __future__ import annotations
 
 import re
@@ -14,14 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 import yaml
-from hami_fast.descheduler import kube as k
-from hami_fast.descheduler import status as s
-from hami_fast.descheduler.cache import ObjectStore
-from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts, WorkQueue
-from hami_fast.descheduler.metrics import DeschedulerMetrics
-from hami_fast.descheduler.webhook import Pinner
-from prometheus_client.parser import text_string_to_metric_families
-from test_descheduler import (  # noqa: F401  (the fixtures: client, cluster, _close_pinners)
+from descheduler_world import (  # noqa: F401  (the fixtures: client, cluster, _close_pinners)
     EVICTIONS,
     NS,
     _close_pinners,
@@ -39,6 +32,13 @@ from test_descheduler import (  # noqa: F401  (the fixtures: client, cluster, _c
     sees,
     status_of,
 )
+from hami_fast.descheduler import kube as k
+from hami_fast.descheduler import status as s
+from hami_fast.descheduler.cache import ObjectStore
+from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts, WorkQueue
+from hami_fast.descheduler.metrics import DeschedulerMetrics
+from hami_fast.descheduler.webhook import Pinner
+from prometheus_client.parser import text_string_to_metric_families
 
 PLACEMENT_LISTS = re.compile(r"/hamipodplacements$")
 CRD = Path(__file__).resolve().parents[1] / "deploy" / "crds" / "hamipodplacements.scheduling.hami.placement.com.yaml"
@@ -630,8 +630,8 @@ def test_placement_gauge_reads_the_cache():
 
 
 def test_hold_gauges_count_the_live_holds_of_the_cached_pods():
+    from descheduler_world import pod
     from hami_fast.descheduler.cache import trim_pod
-    from test_descheduler import pod
 
     def owner(name: str, hold: str, expires: str, **changes) -> dict:
         p = pod(name, None)

@@ -10,6 +10,7 @@ import time
 
 import orjson
 import pytest
+from descheduler_world import NS, FakeReplicaSetAndScheduler, fast, node, pod
 from hami_fast import _native
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import RESERVATION, RESERVATION_EXPIRES, apply_for, clear_reservation
@@ -17,7 +18,6 @@ from hami_fast.descheduler.auto import AutoMover, AutoOptions, waiting_for_vgpu
 from hami_fast.descheduler.controller import Controller, ControllerLoop
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.kube.client import KubeClient, load_api_client
-from test_descheduler import NS, FakeReplicaSetAndScheduler, fast, node, pod
 
 PENDING_PATCH = re.compile(rf"/namespaces/{NS}/pods/big$")
 NOW = int(time.time())
