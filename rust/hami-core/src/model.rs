@@ -179,7 +179,8 @@ pub struct GpuNode {
     /// Some device registered in MIG mode: Fit plans MIG instances on this node.
     pub has_mig: bool,
     pub mig: MigUsage,
-    pub register_error: Option<String>,
+    /// Why its register annotation gives no devices (missing or malformed): then it is not registered.
+    pub register_error: Option<crate::error::Error>,
     /// CPU / memory / pods capacity, when known (trace replay); `None` = not checked here.
     pub host: Option<HostResources>,
     /// The handshake and allocatable GPUs HAMi's registration rule reads.
@@ -192,14 +193,16 @@ impl GpuNode {
     pub fn from_annotations(name: &str, ann: &HamiAnnotations) -> Self {
         let mut out = Self { name: name.to_owned(), ..Self::default() };
         let decoded = match ann.register.as_deref() {
-            None => Err("annotation hami.io/node-nvidia-register not found".to_owned()),
+            None => {
+                Err(crate::error::Error::not_found("", format_args!("annotation {} not found", codec::REGISTER_KEY)))
+            }
             Some(v) => codec::decode_node_register(v)
-                .map_err(|e| e.in_field(format_args!("annotation {}", codec::REGISTER_KEY)).to_string()),
+                .map_err(|e| e.in_field(format_args!("annotation {}", codec::REGISTER_KEY))),
         };
         let pair_scores = match ann.pair_scores.as_deref() {
             None => Ok(BTreeMap::new()),
             Some(v) => codec::decode_pair_scores(v)
-                .map_err(|e| e.in_field(format_args!("annotation {}", codec::PAIR_SCORE_KEY)).to_string()),
+                .map_err(|e| e.in_field(format_args!("annotation {}", codec::PAIR_SCORE_KEY))),
         };
         match (decoded, pair_scores) {
             (Ok(devices), Ok(pairs)) => out.set_devices(devices, &pairs, ann.cordon.as_deref()),

@@ -84,7 +84,38 @@ pub struct PlanPod {
     /// CPU (milli) and memory (MiB) requested of the node (checked where the node's allocatable is known).
     pub host: (i64, i64),
     /// Why the planner may not move it (`None`: movable).
-    pub blocked: Option<String>,
+    pub blocked: Option<Immovable>,
+}
+
+/// Why the planner leaves a pod where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Immovable {
+    Terminating,
+    /// It carries [`SKIP_ANNOTATION`] (not `false`) or [`PREFER_NO_EVICTION`].
+    OptedOut,
+    /// No controller owner: nothing would recreate it.
+    BarePod,
+    /// Owned by a DaemonSet or a Node (the kind): its replacement comes back to the same node.
+    NodeBound(String),
+    NoVgpuRequest,
+    /// Neither Running nor Pending.
+    Phase(String),
+    /// An automatic run's `movable` list leaves it out.
+    NotOptedIn,
+}
+
+impl std::fmt::Display for Immovable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Terminating => f.write_str("terminating"),
+            Self::OptedOut => write!(f, "opted out ({SKIP_ANNOTATION} or {PREFER_NO_EVICTION})"),
+            Self::BarePod => f.write_str("bare pod (no controller owner): it would not be recreated"),
+            Self::NodeBound(kind) => write!(f, "{kind} pod"),
+            Self::NoVgpuRequest => f.write_str("its spec requests no vGPU resource"),
+            Self::Phase(phase) => write!(f, "phase {phase}"),
+            Self::NotOptedIn => f.write_str("not opted in to automatic moves"),
+        }
+    }
 }
 
 impl PlanPod {
@@ -186,24 +217,24 @@ fn unix_now() -> i64 {
 }
 
 /// Whether a pod may be evicted and recreated elsewhere, or why not.
-fn movable(pod: &Pod, phase: &str, owner: &Option<(String, String)>, request: &PodRequest) -> Option<String> {
+fn movable(pod: &Pod, phase: &str, owner: &Option<(String, String)>, request: &PodRequest) -> Option<Immovable> {
     let ann = &pod.metadata.annotations;
     if pod.metadata.deletion_timestamp.is_some() {
-        return Some("terminating".into());
+        return Some(Immovable::Terminating);
     }
     if ann.get(SKIP_ANNOTATION).is_some_and(|v| v != "false") || ann.contains_key(PREFER_NO_EVICTION) {
-        return Some(format!("opted out ({SKIP_ANNOTATION} or {PREFER_NO_EVICTION})"));
+        return Some(Immovable::OptedOut);
     }
     match owner {
-        None => return Some("bare pod (no controller owner): it would not be recreated".into()),
-        Some((kind, _)) if kind == "DaemonSet" || kind == "Node" => return Some(format!("{kind} pod")),
+        None => return Some(Immovable::BarePod),
+        Some((kind, _)) if kind == "DaemonSet" || kind == "Node" => return Some(Immovable::NodeBound(kind.clone())),
         _ => {}
     }
     if request.is_empty() {
-        return Some("its spec requests no vGPU resource".into());
+        return Some(Immovable::NoVgpuRequest);
     }
     if !matches!(phase, "Running" | "Pending" | "") {
-        return Some(format!("phase {phase}"));
+        return Some(Immovable::Phase(phase.to_owned()));
     }
     None
 }
@@ -1091,7 +1122,7 @@ pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<V
         let allowed: HashSet<&str> = allowed.iter().map(String::as_str).collect();
         for p in snapshot.pods.iter_mut().filter(|p| p.blocked.is_none()) {
             if !allowed.contains(p.key().as_str()) {
-                p.blocked = Some("not opted in to automatic moves".into());
+                p.blocked = Some(Immovable::NotOptedIn);
             }
         }
     }

@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use super::Place;
+use super::{Immovable, Place};
+use crate::error::Error;
 use crate::fit::FitFailure;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub enum Rejection {
     PodBlocked {
         step: usize,
         pod: String,
-        why: String,
+        why: Immovable,
     },
     /// The pod is not where the move starts (`now` vs the move's `from`).
     PodElsewhere {
@@ -45,7 +46,7 @@ pub enum Rejection {
     },
     NodeNotRegistered {
         node: String,
-        error: String,
+        error: Error,
     },
     GpuUnhealthy {
         gpu: String,
@@ -95,7 +96,7 @@ pub enum Rejection {
     GpuHoldsUnmovable {
         gpu: String,
         pod: String,
-        why: String,
+        why: Immovable,
     },
     /// GPU `gpu` holds pod `pod`, as large as the pending pod's share.
     GpuHoldsAsLarge {
@@ -107,7 +108,7 @@ pub enum Rejection {
     },
     /// The node is not registered with HAMi (the node is the reason's key).
     NotRegistered {
-        error: String,
+        error: Error,
     },
     /// Fewer usable GPUs than the pod needs; `detail`: the first reasons, sorted.
     TooFewGpus {

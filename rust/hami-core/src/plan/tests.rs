@@ -68,7 +68,9 @@ fn bare_pods_and_opted_out_pods_stay() {
     let mut opted = pod("p2", "b", &[0], 300, true);
     opted["metadata"]["annotations"][SKIP_ANNOTATION] = "true".into();
     let s = snap(vec![node("a", 1, &[]), node("b", 1, &[]), pod("p1", "a", &[0], 300, false), opted]);
-    assert!(s.pods.iter().all(|p| p.blocked.is_some()));
+    let why: Vec<Option<Immovable>> = s.pods.iter().map(|p| p.blocked.clone()).collect();
+    assert_eq!(why, [Some(Immovable::BarePod), Some(Immovable::OptedOut)]);
+    assert_eq!(why[1].as_ref().unwrap().to_string(), format!("opted out ({SKIP_ANNOTATION} or {PREFER_NO_EVICTION})"));
     assert!(plan(&s, 10, Strategy::Drain).moves.is_empty());
     assert!(plan(&s, 10, Strategy::Greedy).moves.is_empty());
 }

@@ -456,12 +456,11 @@ fn clear_mig_gpu(
             return Ok(evict);
         }
     }
-    match on[movable..].first() {
-        Some(&pi) if works(&on) => Err(Rejection::GpuHoldsUnmovable {
-            gpu: dev.id.clone(),
-            pod: pods[pi].key(),
-            why: pods[pi].blocked.clone().unwrap_or_default(),
-        }),
+    let first_unmovable = on[movable..].first().and_then(|&pi| Some((pi, pods[pi].blocked.clone()?)));
+    match first_unmovable {
+        Some((pi, why)) if works(&on) => {
+            Err(Rejection::GpuHoldsUnmovable { gpu: dev.id.clone(), pod: pods[pi].key(), why })
+        }
         _ => Err(Rejection::GpuStaysFull { gpu: dev.id.clone() }),
     }
 }

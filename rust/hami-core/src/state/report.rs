@@ -34,7 +34,7 @@ struct DeviceReport<'a> {
 struct NodeReport<'a> {
     name: &'a str,
     registered: bool,
-    error: Option<&'a str>,
+    error: Option<String>,
     devices: Vec<DeviceReport<'a>>,
 }
 
@@ -48,7 +48,7 @@ impl ClusterState {
             .map(|n| NodeReport {
                 name: &n.name,
                 registered: n.is_registered() && n.membership.member != Some(false),
-                error: n.register_error.as_deref(),
+                error: n.register_error.as_ref().map(ToString::to_string),
                 devices: n
                     .devices
                     .iter()
