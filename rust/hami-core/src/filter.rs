@@ -487,7 +487,7 @@ fn evaluate_ranked<'n>(
     let Ranked { entries, ranks, fits } = ranked;
     let volatile: Vec<u32> = fits.volatile.iter().filter_map(|&pos| entries[pos as usize].1).collect();
     for &id in changed.iter().chain(&volatile) {
-        let positions: Vec<u32> = fits.positions_of(id).collect();
+        let positions = fits.positions_of(id);
         if positions.is_empty() {
             continue;
         }
@@ -495,7 +495,8 @@ fn evaluate_ranked<'n>(
         let slot = verdicts.slot(id);
         let old = std::mem::replace(&mut slot.1, verdict(node, ctx, Some(order_free), now).map_err(Box::new));
         slot.0 = !node.is_some_and(GpuNode::registration_depends_on_time);
-        for pos in positions {
+        for at in positions {
+            let pos = fits.position(at);
             fits.update(pos, ranks[pos as usize], &old, &slot.1);
             fits.volatile.retain(|&p| p != pos);
             if !slot.0 {

@@ -85,28 +85,7 @@ fn memo_answers_as_a_fresh_evaluation_through_every_kind_of_change() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let (mut now, mut residents, mut checked) = (ASKED + 1, 0u32, 0);
     for step in 0..600 {
-        let target = &names[rng.below(names.len() as u64) as usize];
-        match rng.below(10) {
-            0 | 1 => {
-                residents += 1;
-                let pod = resident(&format!("r{residents}"), target, rng.below(2) as u32, 4096, 10);
-                apply(&mut e, &pod);
-            }
-            2 if residents > 0 => {
-                let gone = resident(&format!("r{}", 1 + rng.below(u64::from(residents))), target, 0, 0, 0);
-                let _ = e.state.delete(gone.to_string().as_bytes());
-            }
-            3 => {
-                // Re-registered: other memory, a sick card, or an unanswered handshake on the clock.
-                let handshake = (rng.below(2) == 0).then_some("Requesting_2026-01-01 00:00:00");
-                apply(&mut e, &node(target, 2 + rng.below(3) as u32, 40960, rng.below(3) > 0, handshake));
-            }
-            4 => now += 20 * rng.below(3) as i64,
-            5 => {
-                let _ = e.state.registration_pass(now);
-            }
-            _ => {}
-        }
+        change(&mut e, &mut rng, &names, &mut now, &mut residents, true);
         let pod = pending(&format!("p{step}"), rng.below(6));
         // kube-scheduler gathers feasible nodes in parallel: the list comes in other orders and subsets.
         let mut list = candidates.clone();

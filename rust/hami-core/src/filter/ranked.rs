@@ -79,10 +79,14 @@ impl RankedFits {
         self.volatile.clear();
     }
 
-    /// The list positions naming node `id`.
-    pub fn positions_of(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
+    /// Where the list positions naming node `id` sit among all positions (see [`Self::position`]).
+    pub fn positions_of(&self, id: u32) -> std::ops::Range<usize> {
         let from = self.positions.partition_point(|&(i, _)| i < id);
-        self.positions[from..].iter().take_while(move |&&(i, _)| i == id).map(|&(_, pos)| pos)
+        from..self.positions.partition_point(|&(i, _)| i <= id)
+    }
+
+    pub fn position(&self, at: usize) -> u32 {
+        self.positions[at].1
     }
 
     /// Position `pos` goes from verdict `old` to `new`.
@@ -186,7 +190,7 @@ mod tests {
         let mut rebuilt = RankedFits::default();
         rebuilt.rebuild(after.iter().zip(ranks).enumerate().map(|(i, (v, r))| (Some(i as u32), Some((v, true)), r)));
         assert_eq!((&fits.order, &fits.reasons, &fits.keys), (&rebuilt.order, &rebuilt.reasons, &rebuilt.keys));
-        assert_eq!(fits.positions_of(2).collect::<Vec<_>>(), vec![2]);
-        assert_eq!(fits.positions_of(9).count(), 0);
+        assert_eq!(fits.positions_of(2).map(|at| fits.position(at)).collect::<Vec<_>>(), vec![2]);
+        assert!(fits.positions_of(9).is_empty());
     }
 }
