@@ -5,8 +5,10 @@ difference between variants can be told from the noise between processes.
 
     python bench/http_variants.py [--instances N] [VARIANT ...]     (default: every variant, 2 each)
 
-Prints per server: p50 and p99, their ratio to the floor's, and the CPU per request of each of its
-threads (`/proc/<pid>/task/*/schedstat`), the loop thread first. Not a test: nothing is asserted.
+Prints per server: p50 and p99, their ratio to the floor's, the CPU per request of each of its
+threads (`/proc/<pid>/task/*/schedstat`), the loop thread first, and for the variants that time it
+the `/filter` handler's own median inside the request (warm-up included). Not a test: nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ def cpu_by_thread(pid: int) -> dict[str, int]:
     return out
 
 
+def handler_median(path: str) -> str:
+    """The handler's median inside the request as `variant_server.py` wrote it ("" if it did not)."""
+    try:
+        times = orjson.loads(Path(path).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return ""
+    return f"{times['p50_us']:.1f} us" if "p50_us" in times else ""
+
+
 def write_inputs(folder: str) -> tuple[str, str]:
     nodes, pods = build(NODES)
     snapshot, answer = os.path.join(folder, "cluster.json"), os.path.join(folder, "answer.json")
@@ -62,7 +73,7 @@ def main(argv: list[str]) -> int:
     variants = args.variants or list(VARIANTS)
     with tempfile.TemporaryDirectory() as folder:
         snapshot, answer = write_inputs(folder)
-        procs, ports = {}, {}
+        procs, ports, handler_times = {}, {}, {}
         try:
             port = free_port()
             procs["trivial"] = start([sys.executable, str(HERE / "trivial_server.py"), str(port), answer], port)
@@ -70,7 +81,9 @@ def main(argv: list[str]) -> int:
             for variant in variants:
                 for i in range(args.instances):
                     side, port = f"{variant}#{i + 1}", free_port()
-                    cmd = [sys.executable, str(HERE / "variant_server.py"), str(port), snapshot, variant]
+                    times = os.path.join(folder, f"{side}.times.json")
+                    cmd = [sys.executable, str(HERE / "variant_server.py"), str(port), snapshot, variant, times]
+                    handler_times[side] = times
                     procs[side], ports[side] = start(cmd, port), port
             before = {side: cpu_by_thread(p.pid) for side, p in procs.items()}
             samples = measure(ports, filter_body())
@@ -78,6 +91,9 @@ def main(argv: list[str]) -> int:
         finally:
             for proc in procs.values():
                 proc.terminate()
+            for proc in procs.values():
+                proc.wait(10)
+        handler = {side: handler_median(path) for side, path in handler_times.items()}
     floor50, floor99 = percentile(samples["trivial"], 0.5), percentile(samples["trivial"], 0.99)
     for side, xs in samples.items():
         p50, p99 = percentile(xs, 0.5), percentile(xs, 0.99)
@@ -87,6 +103,7 @@ def main(argv: list[str]) -> int:
         print(
             f"{side:<12} p50 {p50 * 1e6:5.0f} us ({p50 / floor50:.2f}x)  p99 {p99 * 1e6:5.0f} us ({p99 / floor99:.2f}x)"
             f"  CPU per request by thread: {threads} us"
+            + (f"  handler p50 {handler[side]}" if handler.get(side) else "")
         )
     return 0
 
