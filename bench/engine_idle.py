@@ -26,7 +26,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 from hami_fast.config import Config  # noqa: E402
 from hami_fast.server.serve import build_runtime  # noqa: E402
 from http_variants import write_inputs  # noqa: E402
-from test_http_ratio import filter_body  # noqa: E402
+from test_http_ratio import filter_body, percentile  # noqa: E402
 
 
 def idle(gap: float, spin: bool) -> None:
@@ -48,8 +48,7 @@ def timed(call: Callable[[], object], calls: int, gap: float, spin: bool) -> tup
         started = clock()
         call()
         times.append(clock() - started)
-    times.sort()
-    return times[len(times) // 2] * 1e6, times[int(len(times) * 0.9)] * 1e6
+    return percentile(times, 0.5) * 1e6, percentile(times, 0.9) * 1e6
 
 
 def main(argv: list[str]) -> int:

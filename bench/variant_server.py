@@ -4,7 +4,7 @@ layer of the product less or more, to tell where the time over the trivial floor
 
 `python bench/variant_server.py PORT SNAPSHOT VARIANT [TIMES_FILE]`, VARIANT one of VARIANTS. With
 TIMES_FILE, the `/filter` handler is timed inside each request (the product's App excepted) and on
-SIGTERM the median and p90 of those times are written there as JSON before the process exits.
+SIGTERM those times (seconds, a JSON array) are written there before the process exits.
 """
 
 from __future__ import annotations
@@ -49,15 +49,11 @@ def timed(handler: Callable[[bytes], Any], spent: list[float]) -> Callable[[byte
 
 
 def write_times_on_term(path: str, spent: list[float]) -> None:
-    """On SIGTERM: the handler's median and p90 (µs) to `path`, then exit at once."""
+    """On SIGTERM: the handler's times to `path`, then exit at once."""
 
     def on_term(signum: int, frame: Any) -> None:
-        times = sorted(spent)
-        summary = {"calls": len(times)}
-        if times:
-            summary |= {"p50_us": times[len(times) // 2] * 1e6, "p90_us": times[int(len(times) * 0.9)] * 1e6}
         with open(path, "wb") as f:
-            f.write(orjson.dumps(summary))
+            f.write(orjson.dumps(spent))
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
