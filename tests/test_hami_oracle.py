@@ -63,7 +63,7 @@ def apply_json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
 
 
 def admit(case: dict[str, Any]) -> dict[str, Any]:
-    cluster, _ = model.engine_cluster(case["items"])
+    cluster, _ = model.engine_cluster(case["items"], settings=case.get("settings"))
     pod = case["pod"]
     review = {
         "apiVersion": "admission.k8s.io/v1",
@@ -91,7 +91,7 @@ def compare_webhook(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, 
     patched = apply_json_patch(case["pod"], ops)
     # The patched pod goes through Filter as kube-scheduler sends it (no second webhook pass,
     # which is not idempotent in HAMi either): the same verdict as explain's on the original.
-    cluster, _ = model.engine_cluster(case["items"], case["node_policy"], case["gpu_policy"])
+    cluster, _ = model.engine_cluster(case["items"], case["node_policy"], case["gpu_policy"], case.get("settings"))
     names = sorted(o["metadata"]["name"] for o in case["items"] if o.get("kind") == "Node")
     result = orjson.loads(cluster.decide(orjson.dumps({"Pod": patched, "NodeNames": names}), now, False).response)
     if ours.get("error"):
@@ -104,19 +104,29 @@ def compare_webhook(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, 
 
 def check_batch(batch: list[dict[str, Any]]) -> None:
     calls = [
-        dict(items=model.hami_view(c["items"]), pod=c["pod"], node_policy=c["node_policy"], gpu_policy=c["gpu_policy"])
+        dict(
+            items=model.hami_view(c["items"], c.get("count_name", "nvidia.com/gpu")),
+            pod=c["pod"],
+            node_policy=c["node_policy"],
+            gpu_policy=c["gpu_policy"],
+            hami_args=c.get("hami_args", ""),
+        )
         for c in batch
     ]
     answers = oracle.run_many(calls)
     now = int(time.time())
     failures = []
     for case, hami in zip(batch, answers, strict=True):
-        ours = model.engine_explain(case["items"], case["pod"], case["node_policy"], case["gpu_policy"], now)
+        ours = model.engine_explain(
+            case["items"], case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings")
+        )
         diffs = model.compare(case, hami, ours, now) + compare_webhook(case, hami, ours, now)
         if diffs:
             failures.append({"case": case, "hami": hami, "hami_fast": ours, "diffs": diffs})
     for f in failures[:3]:
         note(json.dumps(f, sort_keys=True))
+    if failures and (dump := os.environ.get("HAMI_ORACLE_DUMP")):
+        Path(dump).write_text(json.dumps(failures, sort_keys=True))
     assert not failures, (
         f"{seeding.describe()}: {len(failures)} of {len(batch)} cases disagree with HAMi: "
         + "; ".join(d for f in failures[:5] for d in f["diffs"])

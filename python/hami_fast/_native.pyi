@@ -126,6 +126,13 @@ def node_policy_names() -> list[str]:
 def check_node_policy(value: str) -> str:
     """A node policy flag value -> its canonical name; EngineError listing the valid names otherwise."""
 
+def load_device_config(text: bytes, file: str) -> bytes:
+    """HAMi's device config file (YAML, as ``yaml.v2`` reads it) -> the checked config as JSON.
+
+    A file HAMi would refuse, or one with a duplicate common word or a value no backend can use,
+    raises EngineError (kind ``config``) with ``object`` the file and ``field`` the key path.
+    """
+
 def check_gpu_policy(value: str) -> str:
     """A GPU policy flag value (a name or a comma chain) -> the trimmed value; EngineError otherwise."""
 

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from hami_fast import device_config
 from hami_fast._native import EngineError
 from hami_fast.manifests import ManifestError
 
@@ -28,6 +29,7 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=5, metavar="N", help="text: how many fitting nodes to list (default 5)")
     p.add_argument("--node-scheduler-policy", type=node_policy_arg, default=None, help=node_policy_help())
     p.add_argument("--gpu-scheduler-policy", type=gpu_policy_arg, default=None, help=GPU_POLICY_HELP)
+    device_config.add_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
         from hami_fast.explain import run as explain_run

@@ -16,6 +16,8 @@ from typing import Any
 import orjson
 import yaml
 
+from hami_fast import device_config
+
 TRUE = frozenset({"1", "t", "true", "y", "yes", "on"})
 FALSE = frozenset({"0", "f", "false", "n", "no", "off", ""})
 
@@ -186,7 +188,15 @@ class Config:
     log_format: str = field(
         default="json", metadata={"help": "json (one object per line) or text", "choices": ("json", "text")}
     )
+    device_config_file: str = field(default="", metadata={"help": device_config.FILE_HELP})
+    enable_ascend: bool = field(default=False, metadata={"help": "schedule Ascend devices (HAMi's --enable-ascend)"})
+    enable_iluvatar: bool = field(
+        default=False, metadata={"help": "schedule Iluvatar devices (HAMi's --enable-iluvatar)"}
+    )
     config: str = field(default="", metadata={"help": "config file (YAML/JSON) with any of these options"})
+    devices: device_config.DeviceSettings = field(
+        default_factory=device_config.DeviceSettings, metadata={"internal": True}
+    )
 
     @property
     def tls(self) -> bool:
@@ -209,6 +219,7 @@ class Config:
                 "scheduler_name": self.scheduler_name,
                 "force_overwrite_default_scheduler": self.force_overwrite_default_scheduler,
                 "gpu_core_policy": self.gpu_core_policy,
+                **self.devices.engine_fields(),
             }
         )
 
@@ -247,8 +258,26 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
     return str(value)
 
 
+# The NVIDIA flags a device config file's `nvidia:` section replaces (HAMi's file wins over flags).
+NVIDIA_FLAGS = (
+    "resource_name",
+    "resource_mem",
+    "resource_mem_percentage",
+    "resource_cores",
+    "resource_priority",
+    "default_mem",
+    "default_cores",
+    "default_gpu_num",
+    "gpu_core_policy",
+)
+
+
+def option_fields() -> list[dataclasses.Field]:
+    return [f for f in fields(Config) if not f.metadata.get("internal")]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for f in fields(Config):
+    for f in option_fields():
         flag = _flag(f)
         aliases = [flag] + ([f"--{f.name}"] if flag != f"--{f.name}" and "_" in f.name else [])
         if f.type in ("bool", bool):
@@ -283,12 +312,12 @@ def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None 
         if not isinstance(loaded, dict):
             raise ValueError(f"config file {config_path}: expected a mapping of option: value")
         values.update({str(k).replace("-", "_"): v for k, v in loaded.items()})
-    for f in fields(Config):
+    for f in option_fields():
         env = environ.get("HAMI_FAST_" + f.name.upper())
         if env is not None:
             values[f.name] = env
     values.update(given)
-    known = {f.name: f for f in fields(Config)}
+    known = {f.name: f for f in option_fields()}
     unknown = sorted(set(values) - set(known) - {"func", "command"})
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)} in config file")
@@ -299,7 +328,25 @@ def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None 
                 kwargs[name] = _coerce(known[name], value)
             except ValueError as exc:
                 raise ValueError(f"option {_flag(known[name])}: {exc}") from exc
-    return Config(**kwargs)
+    config = Config(**kwargs)
+    return with_devices(config, sorted(set(values) & set(NVIDIA_FLAGS)))
+
+
+def with_devices(config: Config, nvidia_flags_given: list[str]) -> Config:
+    """The device config file read and checked; the NVIDIA flags it replaces named in a warning."""
+    devices = device_config.DeviceSettings(
+        config=device_config.read(config.device_config_file) if config.device_config_file else None,
+        enable_ascend=config.enable_ascend,
+        enable_iluvatar=config.enable_iluvatar,
+    )
+    if devices.config is not None and nvidia_flags_given:
+        import logging
+
+        flags = ", ".join(_flag(f) for f in fields(Config) if f.name in nvidia_flags_given)
+        logging.getLogger("hami_fast").warning(
+            "%s: the device config file's nvidia section replaces %s", config.device_config_file, flags
+        )
+    return dataclasses.replace(config, devices=devices)
 
 
 def split_address(address: str, default_host: str = "0.0.0.0") -> tuple[str, int]:

@@ -18,9 +18,14 @@ from hami_fast.manifests import as_list_bytes, load_objects, load_one, require_n
 
 
 def explain(
-    snapshot: str, pod_path: str, node_policy: str | None, gpu_policy: str | None, now: int | None = None
+    snapshot: str,
+    pod_path: str,
+    node_policy: str | None,
+    gpu_policy: str | None,
+    now: int | None = None,
+    config: bytes | None = None,
 ) -> dict[str, Any]:
-    cluster, pod, warnings = load(snapshot, pod_path)
+    cluster, pod, warnings = load(snapshot, pod_path, config)
     return {**decide(cluster, pod, node_policy, gpu_policy, now), "warnings": warnings}
 
 
@@ -31,13 +36,13 @@ def decide(
     return orjson.loads(cluster.explain(pod, int(time.time()) if now is None else now, node_policy, gpu_policy))
 
 
-def load(snapshot: str, pod_path: str) -> tuple[Cluster, bytes, list[str]]:
+def load(snapshot: str, pod_path: str, config: bytes | None = None) -> tuple[Cluster, bytes, list[str]]:
     """The snapshot in an engine Cluster, the pod as JSON bytes, and one warning per object skipped.
 
     Each object is applied on its own: one malformed resident pod is skipped with a warning, as
     HAMi and the watch path skip it, instead of failing the whole snapshot."""
     objects = require_nodes(load_objects(snapshot), snapshot)
-    cluster = Cluster()
+    cluster = Cluster(config)
     _, _, _, errors = cluster.apply_list_page(as_list_bytes(objects))
     warnings = [f"{snapshot}: skipped {error}" for error in errors]
     return cluster, orjson.dumps(load_one(pod_path, "Pod"), default=str), warnings
@@ -155,7 +160,9 @@ def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], t
 
 
 def run(args: Any) -> int:
-    cluster, pod, warnings = load(args.snapshot, args.pod)
+    from hami_fast import device_config
+
+    cluster, pod, warnings = load(args.snapshot, args.pod, device_config.from_args(args).engine_config())
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     result = decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)

@@ -41,14 +41,14 @@ def slots_of(value: str) -> list[str]:
     return parts
 
 
-def padded(pod: dict[str, Any]) -> str | None:
+def padded(pod: dict[str, Any], count_name: str = "nvidia.com/gpu") -> str | None:
     """The pod's device list padded to one slot per container, if HAMi wrote it without padding."""
     value = (pod.get("metadata", {}).get("annotations") or {}).get(ALLOCATED)
     if value is None:
         return None
     spec = pod.get("spec") or {}
     everyone = (spec.get("initContainers") or []) + (spec.get("containers") or [])
-    uses_gpu = [requests_gpu(c) for c in everyone]
+    uses_gpu = [requests_gpu(c, count_name) for c in everyone]
     slots = slots_of(value)
     if len(slots) >= len(everyone) or sum(uses_gpu) != len(slots):
         return None
@@ -56,30 +56,42 @@ def padded(pod: dict[str, Any]) -> str | None:
     return "".join((next(given) if gpu else "") + ";" for gpu in uses_gpu)
 
 
-def hami_view(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The snapshot as HAMi is shown it, the kept differences modelled (module docstring)."""
+def hami_view(items: list[dict[str, Any]], count_name: str = "nvidia.com/gpu") -> list[dict[str, Any]]:
+    """The snapshot as HAMi is shown it, the kept differences modelled (module docstring);
+    `count_name` is the device config's NVIDIA count resource."""
     out = []
     for obj in items:
         if obj.get("kind") == "Pod":
             obj = copy.deepcopy(obj)
             obj["metadata"].pop("deletionTimestamp", None)
-            if (fixed := padded(obj)) is not None:
+            if (fixed := padded(obj, count_name)) is not None:
                 obj["metadata"]["annotations"][ALLOCATED] = fixed
         out.append(obj)
     return out
 
 
-def engine_cluster(items: list[dict[str, Any]], node_policy: str = "", gpu_policy: str = "") -> tuple[Any, list[str]]:
-    """The engine on the snapshot, configured with the given default policies (as serve's flags)."""
+def engine_cluster(
+    items: list[dict[str, Any]], node_policy: str = "", gpu_policy: str = "", settings: dict[str, Any] | None = None
+) -> tuple[Any, list[str]]:
+    """The engine on the snapshot, configured with the given default policies (as serve's flags) and
+    engine settings (e.g. a device config)."""
     config = {k: v for k, v in (("node_scheduler_policy", node_policy), ("gpu_scheduler_policy", gpu_policy)) if v}
+    config.update(settings or {})
     cluster = native.Cluster(orjson.dumps(config) if config else None)
     page = orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     _, _, _, errors = cluster.apply_list_page(page)
     return cluster, errors
 
 
-def engine_explain(items: list[dict[str, Any]], pod: dict[str, Any], node_policy: str, gpu_policy: str, now: int):
-    cluster, _ = engine_cluster(items)
+def engine_explain(
+    items: list[dict[str, Any]],
+    pod: dict[str, Any],
+    node_policy: str,
+    gpu_policy: str,
+    now: int,
+    settings: dict[str, Any] | None = None,
+):
+    cluster, _ = engine_cluster(items, settings=settings)
     return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, gpu_policy))
 
 
@@ -88,7 +100,7 @@ def engine_devices_per_node(case: dict[str, Any], nodes: list[str], now: int) ->
     out = {}
     for name in nodes:
         items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
-        r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now)
+        r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings"))
         out[name] = r["annotations"].get(ALLOCATED) if r["node"] == name else None
     return out
 

@@ -51,8 +51,10 @@ def run(
     *,
     resync: bool = True,
     names: list[str] | None = None,
+    hami_args: str = "",
 ) -> dict[str, Any]:
-    """One oracle call: HAMi's webhook then Filter on the snapshot."""
+    """One oracle call: HAMi's webhook then Filter on the snapshot (`hami_args`: HAMi's own flags,
+    e.g. `--device-config-file=FILE`)."""
     oracle = find_oracle()
     assert oracle is not None, SKIP_REASON
     with tempfile.TemporaryDirectory(prefix="hami-oracle-") as tmp:
@@ -65,6 +67,8 @@ def run(
             argv.append("--resync")
         if names is not None:
             argv += ["--names", ",".join(names)]
+        if hami_args:
+            argv += ["--hami-args", hami_args]
         done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"hami-oracle exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")

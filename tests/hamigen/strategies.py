@@ -178,11 +178,11 @@ def containers(draw, prefix: str, count: st.SearchStrategy[int], gpu_share: int)
     return out
 
 
-def requests_gpu(container: dict[str, Any]) -> bool:
-    """The container asks for GPUs (a positive integer `nvidia.com/gpu`, limits before requests)."""
+def requests_gpu(container: dict[str, Any], count_name: str = "nvidia.com/gpu") -> bool:
+    """The container asks for GPUs (a positive integer `count_name`, limits before requests)."""
     res = container.get("resources") or {}
     for part in ("limits", "requests"):
-        value = (res.get(part) or {}).get("nvidia.com/gpu")
+        value = (res.get(part) or {}).get(count_name)
         if value is not None:
             try:
                 return int(str(value).replace("k", "000").replace("e3", "000")) > 0

@@ -15,6 +15,7 @@ from typing import Any
 from granian.constants import Interfaces
 from granian.server.embed import Server
 
+from hami_fast import device_config
 from hami_fast.config import parse_bool, parse_duration
 from hami_fast.server import logs
 from hami_fast.server.listen import ListenError, start_listening
@@ -178,6 +179,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--kube-qps", type=float, default=20.0, help="API client queries per second (default 20)")
     p.add_argument("--kube-burst", type=int, default=40, help="API client burst (default 40)")
+    device_config.add_arguments(p)
     logs.add_arguments(p)
 
 
@@ -194,14 +196,15 @@ class Runtime:
         self.threads: list[threading.Thread] = []
         self.leading = threading.Event()
         self.elector: Any = None
+        engine_config = device_config.from_args(args).engine_config()
         if args.snapshot:
-            source = Source(snapshot=snapshot_bytes(args.snapshot))
+            source = Source(snapshot=snapshot_bytes(args.snapshot), config=engine_config)
             pinner = None
         else:
             from hami_fast.kube.client import KubeClient, load_api_client
 
             client = KubeClient(load_api_client(args.kubeconfig), args.kube_qps, args.kube_burst)
-            source = Source(client=client)
+            source = Source(client=client, config=engine_config)
             if args.leader_elect:
                 self.elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
                 self.leading = self.elector.leading
@@ -216,7 +219,12 @@ class Runtime:
                 ttl=args.placement_ttl,
             )
             self.controller = Controller(
-                client, timeouts, dry_run=args.dry_run, scheduler_name=args.scheduler_name, stop=self.stop
+                client,
+                timeouts,
+                dry_run=args.dry_run,
+                config=engine_config,
+                scheduler_name=args.scheduler_name,
+                stop=self.stop,
             )
             # One placement informer feeds the controller and the webhook (every replica watches; only the leader acts).
             pinner = Pinner(

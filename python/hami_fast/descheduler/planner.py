@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from hami_fast import _native
+from hami_fast import _native, device_config
 from hami_fast.manifests import ManifestError, as_list_bytes, load_document, load_objects, load_one
 
 OBJECTIVES = ("free-gpus", "frag", "pending")
@@ -38,9 +38,11 @@ def plan(
     for_pod: dict[str, Any] | None = None,
     max_moves_per_pod: int | None = None,
     movable: list[str] | None = None,
+    config: bytes | None = None,
 ) -> dict[str, Any]:
     """The planner (Rust) on Kubernetes objects: the one entry point of `hami-fast plan`,
-    `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode."""
+    `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode. `config`: the engine
+    config (the device config file's settings)."""
     options = orjson.dumps(
         {
             "max_moves": max_moves,
@@ -54,7 +56,7 @@ def plan(
             "movable": movable,
         }
     )
-    return orjson.loads(_native.plan(inputs, options))
+    return orjson.loads(_native.plan(inputs, options, config))
 
 
 def load_workload(spec: str) -> str | list[dict[str, Any]]:
@@ -248,6 +250,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="--apply --for: seconds the freed GPUs stay held for the pod after the last completed move (default 600)",
     )
 
+    device_config.add_arguments(p)
+
     def run(args: argparse.Namespace) -> int:
         client = None
         if args.apply and not args.live:
@@ -283,6 +287,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                 workload=workload,
                 for_pod=for_pod,
                 max_moves_per_pod=args.max_moves_per_pod,
+                config=device_config.from_args(args).engine_config(),
             )
             if inputs is None:
                 result = plan_live(client, args.max_moves, args.planner, baseline=not args.no_baseline, **options)

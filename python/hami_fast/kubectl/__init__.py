@@ -7,6 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from hami_fast import device_config
+
 SORT_HELP = "memory (default), cores, slots, pods, fragmentation (nodes only) or name"
 
 
@@ -18,6 +20,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="HAMi vGPU scheduling on the live cluster, decided by hami-fast's engine (read-only).",
     )
     parser.add_argument("--kubeconfig", default="", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
+    device_config.add_arguments(parser)
+    parser.add_argument(
+        "--device-config-map",
+        default="",
+        metavar="NAMESPACE/NAME",
+        help="read the device config from this ConfigMap's device-config.yaml instead of a file "
+        "(e.g. kube-system/hami-scheduler-device)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     why = sub.add_parser("why", help="why a pod is (or would be) placed where it is, node by node")
@@ -53,10 +63,11 @@ def run(args: argparse.Namespace) -> int:
     from hami_fast.kubectl import live
 
     client = live.connect(args.kubeconfig)
+    config = engine_config(args, client)
     if args.command == "plan":
         from hami_fast.descheduler.planner import plan_live, render_table
 
-        result = plan_live(client, args.max_moves, args.planner)
+        result = plan_live(client, args.max_moves, args.planner, config=config)
         if args.output == "json":
             import orjson
 
@@ -68,12 +79,29 @@ def run(args: argparse.Namespace) -> int:
         from hami_fast.kubectl.why import why
 
         pod = live.get_pod(client, args.namespace, args.pod)
-        print(why(live.snapshot(client), pod, args.output, args.top, args.all))
+        print(why(live.snapshot(client, config), pod, args.output, args.top, args.all))
         return 0
     from hami_fast.kubectl.top import top
 
-    print(top(live.snapshot(client), args.what, args.sort, _colour(args.color)))
+    print(top(live.snapshot(client, config), args.what, args.sort, _colour(args.color)))
     return 0
+
+
+def engine_config(args: argparse.Namespace, client: object) -> bytes:
+    """The device settings of the flags; `--device-config-map` reads the file from the cluster."""
+    from hami_fast.kubectl import live
+
+    settings = device_config.from_args(args)
+    if args.device_config_map:
+        if args.device_config_file:
+            raise ValueError("give --device-config-file or --device-config-map, not both")
+        text = live.device_config_map(client, args.device_config_map)  # type: ignore[arg-type]
+        settings = device_config.DeviceSettings(
+            config=device_config.parse(text, f"configmap {args.device_config_map}"),
+            enable_ascend=settings.enable_ascend,
+            enable_iluvatar=settings.enable_iluvatar,
+        )
+    return settings.engine_config()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

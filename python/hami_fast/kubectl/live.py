@@ -48,8 +48,8 @@ def list_pages(client: KubeClient, path: str) -> list[bytes]:
             return pages
 
 
-def snapshot(client: KubeClient) -> Snapshot:
-    snap = Snapshot()
+def snapshot(client: KubeClient, config: bytes | None = None) -> Snapshot:
+    snap = Snapshot(cluster=Cluster(config))
     for resource, path in RESOURCES.items():
         try:
             snap.pages[resource] = list_pages(client, path)
@@ -61,6 +61,22 @@ def snapshot(client: KubeClient) -> Snapshot:
             _, _, _, errors = snap.cluster.apply_list_page(page)
             snap.warnings += [f"{resource}: skipped {error}" for error in errors]
     return snap
+
+
+def device_config_map(client: KubeClient, reference: str, key: str = "device-config.yaml") -> bytes:
+    """The device config file held in ConfigMap `namespace/name` (HAMi's `hami-scheduler-device`)."""
+    namespace, _, name = reference.rpartition("/")
+    if not namespace or not name:
+        raise ValueError(
+            f"--device-config-map {reference!r}: want NAMESPACE/NAME, e.g. kube-system/hami-scheduler-device"
+        )
+    try:
+        data = client.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}").json().get("data") or {}
+    except api.NotFound:
+        raise NotFound(f'configmap "{name}" not found in namespace "{namespace}"') from None
+    if key not in data:
+        raise ValueError(f"configmap {reference}: no key {key} (keys: {', '.join(sorted(data)) or 'none'})")
+    return str(data[key]).encode()
 
 
 def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 //! Engine configuration: resource names and defaults as in HAMi's device config and flags.
 
+use crate::device_config::{DeviceConfig, VendorSwitches};
 use crate::error::Error;
 use serde::Deserialize;
 
@@ -22,6 +23,11 @@ pub struct Config {
     pub gpu_core_policy: String,
     pub runtime_class_name: String,
     pub overwrite_env: bool,
+    /// HAMi's device config file, when one was given: its `nvidia:` section replaces the NVIDIA
+    /// fields above (as HAMi's file overrides its flags).
+    pub device_config: Option<DeviceConfig>,
+    /// HAMi's `--enable-ascend` and `--enable-iluvatar`.
+    pub vendors: VendorSwitches,
 }
 
 impl Default for Config {
@@ -43,6 +49,8 @@ impl Default for Config {
             gpu_core_policy: "default".into(),
             runtime_class_name: String::new(),
             overwrite_env: false,
+            device_config: None,
+            vendors: VendorSwitches::default(),
         }
     }
 }
@@ -52,10 +60,34 @@ impl Config {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self::default());
         }
-        let config: Self = serde_json::from_slice(bytes).map_err(|e| Error::config("engine config", e))?;
+        let mut config: Self = serde_json::from_slice(bytes).map_err(|e| Error::config("engine config", e))?;
+        config.apply_device_config();
         if config.memory_factor < 0 {
             return Err(Error::config("engine config", "must be >= 0").field("memory_factor"));
         }
         Ok(config)
+    }
+
+    /// The device config's `nvidia:` section over the NVIDIA fields, key for key as HAMi reads it.
+    fn apply_device_config(&mut self) {
+        let Some(devices) = &self.device_config else { return };
+        let nvidia = &devices.nvidia;
+        self.resource_count_name.clone_from(&nvidia.resource_count_name);
+        self.resource_memory_name.clone_from(&nvidia.resource_memory_name);
+        self.resource_memory_percentage_name.clone_from(&nvidia.resource_memory_percentage_name);
+        self.resource_core_name.clone_from(&nvidia.resource_core_name);
+        self.resource_priority_name.clone_from(&nvidia.resource_priority_name);
+        self.default_memory = i64::from(nvidia.default_memory);
+        self.default_cores = i64::from(nvidia.default_cores);
+        self.default_gpu_num = i64::from(nvidia.default_gpu_num);
+        self.memory_factor = i64::from(nvidia.memory_factor.max(1));
+        self.gpu_core_policy.clone_from(&nvidia.gpu_core_policy);
+        self.runtime_class_name.clone_from(&nvidia.runtime_class_name);
+        self.overwrite_env = nvidia.overwrite_env;
+    }
+
+    /// The device config in force: the file's, else HAMi's chart default.
+    pub fn devices(&self) -> DeviceConfig {
+        self.device_config.clone().unwrap_or_else(DeviceConfig::chart_default)
     }
 }

@@ -1,7 +1,8 @@
 //! hami-core: a HAMi-compatible vGPU fit-and-score engine. Pure Rust; the Python binding lives in `hami-py`.
 //!
 //! Layers, each importing only those above it:
-//! - [`error`], [`config`], [`annotations`] (every HAMi key), [`k8s`] (one object model),
+//! - [`error`], [`device_config`] (HAMi's device config file), [`config`], [`annotations`]
+//!   (every HAMi key), [`k8s`] (one object model),
 //!   [`codec`] (HAMi's annotation formats);
 //! - [`model`] (GPUs, usage, footprints), [`request`], [`policy`] (one policy vocabulary and
 //!   scoring dispatch), [`frag`], [`fit`] (with [`fit::reason`]);
@@ -12,6 +13,7 @@
 pub mod annotations;
 pub mod codec;
 pub mod config;
+pub mod device_config;
 pub mod engine;
 pub mod error;
 pub mod filter;

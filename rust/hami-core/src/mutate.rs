@@ -97,7 +97,8 @@ fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<P
         Some(q) => q.as_int() == Some(100),
         None => cfg.resource_memory_name.is_empty() || res.get(&cfg.resource_memory_name).is_none(),
     };
-    if count_present && cores_absent && whole_card {
+    let names_set = !cfg.resource_count_name.is_empty() && !cfg.resource_core_name.is_empty();
+    if names_set && count_present && cores_absent && whole_card {
         add_limit(c, base, &cfg.resource_core_name, 100, ops);
         has = true;
     }

@@ -209,6 +209,17 @@ fn yaml_to_json<'py>(py: Python<'py>, text: &[u8], name: &str) -> PyResult<Bound
     Ok(PyBytes::new(py, &out))
 }
 
+/// HAMi's device config file (YAML) -> the checked config as JSON, for the engine config's
+/// `device_config`. `file` (its path) is the object errors name.
+#[pyfunction]
+fn load_device_config<'py>(py: Python<'py>, text: &[u8], file: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let out = run(py, || {
+        let config = hami_core::device_config::DeviceConfig::from_yaml(text, file)?;
+        serde_json::to_vec(&config).map_err(hami_core::Error::internal)
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
 /// Every valid node scheduler policy name, from the engine's own list.
 #[pyfunction]
 fn node_policy_names() -> Vec<&'static str> {
@@ -517,6 +528,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ANNOTATIONS", keys)?;
     m.add_class::<Cluster>()?;
     m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(load_device_config, m)?)?;
     m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(check_node_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_gpu_policy, m)?)?;

@@ -1,0 +1,175 @@
+"""HAMi's device config file on every command: read as HAMi reads it, one clear line when it is wrong.
+
+The engine's own checks (YAML 1.1 decoding, unknown keys, duplicate common words, ...) have their
+Rust tests in rust/hami-core/src/device_config/tests.rs; these tests cover the commands around it.
+HAMi's decisions under varied configs are compared in test_hami_oracle_config.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from hami_fast import config as serve_config
+from hami_fast import device_config
+from hami_fast.cli import main as hami_fast_main
+from hami_fast.kubectl import main as kubectl_main
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAPSHOT = ROOT / "examples" / "snapshot.yaml"
+
+RENAMED = """
+nvidia:
+  resourceCountName: example.com/vgpu
+  resourceMemoryName: example.com/vgpu-memory
+  resourceCoreName: example.com/vgpu-cores
+  memoryFactor: 2
+  defaultGPUNum: 1
+  runtimeClassName: nvidia
+"""
+
+
+def pod_file(tmp_path: Path, limits: dict[str, str]) -> Path:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+    }
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(pod))
+    return path
+
+
+def explain_json(capsys, tmp_path: Path, limits: dict[str, str], *flags: str) -> tuple[int, dict, str]:
+    pod = pod_file(tmp_path, limits)
+    code = hami_fast_main(["explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod), "--output", "json", *flags])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else {}), err
+
+
+@pytest.fixture
+def renamed(tmp_path: Path) -> Path:
+    path = tmp_path / "device-config.yaml"
+    path.write_text(RENAMED)
+    return path
+
+
+def test_explain_schedules_the_resources_the_file_names(capsys, tmp_path, renamed):
+    limits = {"example.com/vgpu": "1", "example.com/vgpu-memory": "3000"}
+    code, out, err = explain_json(capsys, tmp_path, limits, "--device-config-file", str(renamed))
+    assert out["node"], err
+    allocated = out["annotations"]["hami.io/vgpu-devices-allocated"]
+    assert ",6000," in allocated, f"memoryFactor 2 doubles the 3000 asked: {allocated}"
+    code, out, err = explain_json(capsys, tmp_path, limits)
+    assert out["node"] is None and "hami.io/vgpu-devices-allocated" not in out.get("annotations", {}), out
+
+
+def test_the_old_resource_name_asks_for_nothing_under_a_renamed_config(capsys, tmp_path, renamed):
+    code, out, _ = explain_json(capsys, tmp_path, {"nvidia.com/gpu": "1"}, "--device-config-file", str(renamed))
+    assert "hami.io/vgpu-devices-allocated" not in out.get("annotations", {}), out
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("nvidia:\n  memoryFactor: abc\n", "nvidia.memoryFactor"),
+        ("nvidia: [unclosed\n", "line 2 column 1"),
+        ("iluvatars:\n- commonWord: X\n- commonWord: X\n", 'iluvatars[1].commonWord: "X" is already the common word'),
+        ("", "all configurations are empty"),
+        ("nvidia:\n  gpuCorePolicy: sometimes\n", "nvidia.gpuCorePolicy"),
+    ],
+)
+def test_a_bad_file_is_one_line_naming_file_and_field_exit_2(capsys, tmp_path, text, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    for argv in (
+        [
+            "explain",
+            "--snapshot",
+            str(SNAPSHOT),
+            "--pod",
+            str(pod_file(tmp_path, {})),
+            "--device-config-file",
+            str(path),
+        ],
+        ["serve", "--demo", "--device-config-file", str(path), "--metrics-bind-address", ""],
+        ["plan", "--snapshot", str(SNAPSHOT), "--device-config-file", str(path)],
+    ):
+        assert hami_fast_main(argv) == 2, argv
+        _, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0] and expected in lines[0], (argv, err)
+
+
+def test_a_missing_file_is_named(capsys, tmp_path):
+    missing = tmp_path / "nope.yaml"
+    argv = ["explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod_file(tmp_path, {}))]
+    assert hami_fast_main([*argv, "--device-config-file", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"device config file {missing}: No such file" in err, err
+
+
+def test_serve_config_takes_the_file_and_names_the_flags_it_replaces(renamed, caplog):
+    parser = argparse.ArgumentParser()
+    serve_config.add_arguments(parser)
+    args = parser.parse_args(["--device-config-file", str(renamed), "--resource-name", "x.io/gpu", "--enable-ascend"])
+    cfg = serve_config.load(args, environ={})
+    engine = orjson.loads(cfg.engine_config())
+    assert engine["device_config"]["nvidia"]["resourceCountName"] == "example.com/vgpu"
+    assert engine["vendors"] == {"enable_ascend": True, "enable_iluvatar": False}
+    assert "replaces --resource-name" in caplog.text
+    env = serve_config.load(parser.parse_args([]), environ={"HAMI_FAST_DEVICE_CONFIG_FILE": str(renamed)})
+    assert env.devices.config is not None and env.devices.config["nvidia"]["memoryFactor"] == 2
+
+
+def test_the_descheduler_and_planner_take_the_flags(tmp_path, renamed, capsys):
+    code = hami_fast_main(
+        ["plan", "--snapshot", str(SNAPSHOT), "--device-config-file", str(renamed), "--output", "json"]
+    )
+    assert code == 0
+    assert "moves" in json.loads(capsys.readouterr().out)
+    from hami_fast.descheduler.cli import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--device-config-file", str(renamed), "--enable-iluvatar=true"])
+    settings = device_config.from_args(args)
+    assert settings.enable_iluvatar and settings.config["nvidia"]["resourceCountName"] == "example.com/vgpu"
+
+
+def test_kubectl_hami_reads_the_config_map_from_the_cluster(kubeapi, capsys):
+    from hami_fast.manifests import load_objects
+
+    for obj in load_objects(SNAPSHOT):
+        kubeapi.create(obj)
+    kubeapi.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "hami-scheduler-device", "namespace": "kube-system"},
+            "data": {"device-config.yaml": RENAMED},
+        }
+    )
+    kubeapi.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "renamed", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"example.com/vgpu": "1"}}}]},
+        }
+    )
+    base = ["--kubeconfig", kubeapi.kubeconfig]
+    code = kubectl_main(
+        [*base, "--device-config-map", "kube-system/hami-scheduler-device", "why", "renamed", "-o", "json"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["node"], out
+    code = kubectl_main([*base, "why", "renamed", "-o", "json"])
+    assert json.loads(capsys.readouterr().out)["node"] is None, "the chart default does not know example.com/vgpu"
+    assert kubectl_main([*base, "--device-config-map", "kube-system/absent", "why", "renamed"]) == 2
+    assert 'configmap "absent" not found in namespace "kube-system"' in capsys.readouterr().err
