@@ -143,6 +143,15 @@ lists (a vendor with a switch only while it is on), its `customresources`, and e
 {{- toJson ($names | compact | uniq) }}
 {{- end }}
 
+{{- /* One source at a time; a content that is not a mapping fails here with its parse error. */}}
+{{- define "hami-fast.deviceConfig.validate" -}}
+{{- $content := index (index .Values "device-config" | default dict) "content" | default "" }}
+{{- if and .Values.devices.existingConfigMap (trim $content) }}
+{{- fail "devices.existingConfigMap and device-config.content are both set: keep one (the ConfigMap is mounted as it is)" }}
+{{- end }}
+{{- $_ := include "hami-fast.deviceConfig.parsed" . }}
+{{- end }}
+
 {{/* Pod parts: the flags, the volume and its mount ------------------------------------- */}}
 {{- define "hami-fast.deviceConfig.args" -}}
 - --device-config-file={{ include "hami-fast.deviceConfig.file" . }}
