@@ -2,6 +2,7 @@
 rendered object validated against the Kubernetes JSON schemas (kubernetes-validate, strict: no
 unknown fields), and the semantics that matter: the KubeSchedulerConfiguration, the webhook,
 least-privilege RBAC, the extender's flags (parsed by hami-fast's own option parser), the CRD.
+The device config (HAMi's format) has its own file: test_chart_device_config.py.
 
 helm is looked up as $HELM, then the cache scripts/install-helm.sh fills, then PATH; without it
 these tests skip and say how to get it.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,32 +19,29 @@ from typing import Any
 
 import pytest
 import yaml
+from helm_chart import (
+    CHART,
+    HELM,
+    NS,
+    ROOT,
+    container,
+    device_config_text,
+    find,
+    helm,
+    needs_helm,
+    one,
+    parseable_args,
+    render,
+    scheduler_config,
+    set_args,
+    with_local_device_config,
+)
 from k8s_objects import GPU_IDS_HAMI_REGISTERS, GPU_IDS_THAT_BREAK_ANNOTATIONS
 
-ROOT = Path(__file__).resolve().parent.parent
-CHART = ROOT / "deploy" / "helm" / "hami-fast"
 CRD_FILE = ROOT / "deploy" / "crds" / "hamipodplacements.scheduling.hami.placement.com.yaml"
 KSC_EXAMPLE = ROOT / "deploy" / "kube-scheduler" / "kube-scheduler-config.yaml"
-NS = "hami-system"
 KUBE_VERSIONS = ("1.28.0", "1.37.0")  # the chart's lowest supported minor and the newest schemas
-HELM_VERSION = "v3.22.0"  # keep in step with scripts/install-helm.sh
 
-
-def _find_helm() -> str | None:
-    if os.environ.get("HELM"):
-        return os.environ["HELM"]
-    cache = Path(os.environ.get("HAMI_FAST_CACHE", Path.home() / ".cache" / "hami-fast"))
-    cached = cache / "bin" / f"helm-{HELM_VERSION}" / "helm"
-    if cached.is_file() and os.access(cached, os.X_OK):
-        return str(cached)
-    return shutil.which("helm")
-
-
-HELM = _find_helm()
-needs_helm = pytest.mark.skipif(
-    HELM is None,
-    reason=f"helm not found: run scripts/install-helm.sh (builds helm {HELM_VERSION} with Go into ~/.cache/hami-fast) or set HELM",
-)
 
 try:
     import functools
@@ -57,65 +54,6 @@ try:
         _kv_utils.schema_contents = functools.lru_cache(maxsize=None)(_kv_utils.schema_contents)
 except ImportError:  # pragma: no cover - the test extra installs it
     kubernetes_validate = None
-
-
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    assert HELM is not None
-    proc = subprocess.run([HELM, *args], capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def set_args(values: dict[str, Any]) -> list[str]:
-    """--set-json flags for a nested dict of values (exact JSON types, no --set string guessing)."""
-    out: list[str] = []
-
-    def walk(prefix: str, v: Any) -> None:
-        if isinstance(v, dict) and v:
-            for k, sub in v.items():
-                walk(f"{prefix}.{k}" if prefix else k, sub)
-        else:
-            out.extend(["--set-json", f"{prefix}={json.dumps(v)}"])
-
-    walk("", values)
-    return out
-
-
-_render_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}
-
-
-def render(
-    values: dict[str, Any] | None = None, kube_version: str = "1.37.2", release: str = "hf"
-) -> list[dict[str, Any]]:
-    key = (json.dumps(values or {}, sort_keys=True), kube_version + release)
-    if key not in _render_cache:
-        proc = helm(
-            "template", release, str(CHART), "--namespace", NS, "--kube-version", kube_version, *set_args(values or {})
-        )
-        _render_cache[key] = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    return _render_cache[key]
-
-
-def find(objs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
-    return [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-
-
-def one(objs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
-    found = find(objs, kind, name)
-    assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
-    return found[0]
-
-
-def scheduler_config(objs: list[dict[str, Any]]) -> dict[str, Any]:
-    cm = one(objs, "ConfigMap", "hf-hami-fast-scheduler")
-    return yaml.safe_load(cm["data"]["config.yaml"])
-
-
-def container(objs: list[dict[str, Any]], deployment: str, name: str) -> dict[str, Any]:
-    dep = one(objs, "Deployment", deployment)
-    (c,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == name]
-    return c
 
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -168,6 +106,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "replicas": 3,
             "metricsBindAddress": "",
         },
+    },
+    "hami-switch-over": {
+        "devices": {
+            "existingConfigMap": "hami-scheduler-device",
+            "ascend": {"enabled": True},
+            "iluvatar": {"enabled": True},
+        },
+        "descheduler": {"enabled": True},
     },
     "custom-url-no-patch": {
         "scheduler": {
@@ -379,7 +325,11 @@ def test_a_hami_values_file_is_accepted():
     ks = container(objs, "hf-hami-fast-scheduler", "kube-scheduler")
     assert ext["image"] == "docker.io/me/hami-fast:v9"
     assert ks["image"] == "registry.example.com/google_containers/kube-scheduler:v1.37.2"
-    assert "--node-scheduler-policy=spread" in ext["args"] and "--resource-mem=nvidia.com/gpumem-mb" in ext["args"]
+    assert "--node-scheduler-policy=spread" in ext["args"]
+    device_config = yaml.safe_load(
+        one(objs, "ConfigMap", "hf-hami-fast-scheduler-device")["data"]["device-config.yaml"]
+    )
+    assert device_config["nvidia"]["resourceMemoryName"] == "nvidia.com/gpumem-mb"
     assert {"name": "nvidia.com/gpumem-mb", "ignoredByScheduler": True} in scheduler_config(objs)["extenders"][0][
         "managedResources"
     ]
@@ -406,13 +356,17 @@ def test_kube_scheduler_configuration_default():
     assert ext["httpTimeout"] == "30s"
     assert "ignorable" not in ext
     names = [r["name"] for r in ext["managedResources"]]
-    assert names == [
+    # HAMi's chart lists these (Ascend and Iluvatar only when enabled): test_chart_device_config.py
+    # compares them with HAMi's rendered chart.
+    assert names[:5] == [
         "nvidia.com/gpu",
         "nvidia.com/gpumem",
         "nvidia.com/gpucores",
         "nvidia.com/gpumem-percentage",
         "nvidia.com/priority",
     ]
+    assert {"cambricon.com/vmlu", "hygon.com/dcumem", "metax-tech.com/sgpu", "amd.com/gpucores"} <= set(names)
+    assert not [n for n in names if n.startswith(("huawei.com/", "iluvatar.ai/"))]
     assert all(r["ignoredByScheduler"] is True for r in ext["managedResources"])
 
 
@@ -466,7 +420,7 @@ def test_kube_scheduler_container():
 # The extender container: flags parsed by hami-fast's own parser
 
 
-def _parse_serve_args(args: list[str]):
+def _parse_serve_args(args: list[str], device_config: str, tmp_path: Path):
     try:
         import argparse
 
@@ -475,17 +429,17 @@ def _parse_serve_args(args: list[str]):
         pytest.skip("hami_fast is not importable (make install)")
     parser = argparse.ArgumentParser()
     hf_config.add_arguments(parser)
-    ns = parser.parse_args(args)
+    ns = parser.parse_args(parseable_args(parser, with_local_device_config(args, device_config, tmp_path)))
     return hf_config.load(ns, environ={})
 
 
 @needs_helm
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_extender_flags_are_accepted_by_hami_fast_serve(variant):
+def test_extender_flags_are_accepted_by_hami_fast_serve(variant, tmp_path):
     objs = render(VARIANTS[variant])
     c = container(objs, "hf-hami-fast-scheduler", "vgpu-scheduler-extender")
     assert c["command"] == ["hami-fast", "serve"]
-    cfg = _parse_serve_args(c["args"])
+    cfg = _parse_serve_args(c["args"], device_config_text(objs), tmp_path)
     v = VARIANTS[variant].get("scheduler", {})
     assert cfg.scheduler_name == "hami-scheduler"
     assert cfg.node_scheduler_policy == v.get("defaultSchedulerPolicy", {}).get("nodeSchedulerPolicy", "binpack")
@@ -524,7 +478,8 @@ def test_replicas_and_disruption_budget():
     dep = one(objs, "Deployment", "hf-hami-fast-scheduler")
     assert dep["spec"]["replicas"] == 1 and not find(objs, "PodDisruptionBudget")
     assert [c["name"] for c in dep["spec"]["template"]["spec"]["containers"]] == ["vgpu-scheduler-extender"]
-    assert not find(objs, "ConfigMap") and not find(objs, "Role", "hf-hami-fast-scheduler-leader")
+    assert [cm["metadata"]["name"] for cm in find(objs, "ConfigMap")] == ["hf-hami-fast-scheduler-device"]
+    assert not find(objs, "Role", "hf-hami-fast-scheduler-leader")
     assert "monitor" not in [p["name"] for p in one(objs, "Service")["spec"]["ports"]]
 
 
@@ -750,8 +705,8 @@ def test_descheduler_objects():
 
 
 @needs_helm
-@pytest.mark.parametrize("variant", ["descheduler", "everything"])
-def test_descheduler_flags_are_accepted_by_hami_fast_descheduler(variant):
+@pytest.mark.parametrize("variant", ["descheduler", "everything", "hami-switch-over"])
+def test_descheduler_flags_are_accepted_by_hami_fast_descheduler(variant, tmp_path):
     try:
         import argparse
 
@@ -762,15 +717,18 @@ def test_descheduler_flags_are_accepted_by_hami_fast_descheduler(variant):
     (c,) = one(objs, "Deployment", "hf-hami-fast-descheduler")["spec"]["template"]["spec"]["containers"]
     parser = argparse.ArgumentParser()
     dcli.add_arguments(parser)
-    args = parser.parse_args(c["args"])
+    args = parser.parse_args(
+        parseable_args(parser, with_local_device_config(c["args"], device_config_text(objs), tmp_path))
+    )
     v = vars(args)
     assert v["bind"] == "0.0.0.0:8083" and v["webhook_bind"] == "0.0.0.0:9443"
     assert v["cert_file"] == "/tls/tls.crt" and v["key_file"] == "/tls/tls.key"
     assert v["scheduler_name"] == "hami-scheduler" and v["leader_elect"] is True
     assert v["lease_name"] == "gpu-descheduler" and v["lease_namespace"] == NS
     assert v["eviction_mode"] == "Eviction"
-    if variant == "descheduler":
-        assert v["dry_run"] is True and v["eviction_timeout"] == 90.0
+    if variant in ("descheduler", "hami-switch-over"):
+        assert v["dry_run"] is (variant == "descheduler")
+        assert v["eviction_timeout"] == (90.0 if variant == "descheduler" else 300.0)
         assert v["auto"] is False, "the automatic mode is off by default"
     else:
         assert v["auto"] is True and v["max_moves_per_hour"] == 3 and v["max_moves_per_pending_pod"] == 4
@@ -904,7 +862,7 @@ def test_kube_scheduler_accepts_the_rendered_config(tmp_path):
     if not binary:
         pytest.skip("no kube-scheduler built (scripts/build-control-plane.sh)")
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(one(render(), "ConfigMap")["data"]["config.yaml"])
+    cfg.write_text(one(render(), "ConfigMap", "hf-hami-fast-scheduler")["data"]["config.yaml"])
     out = tmp_path / "written.yaml"
     # A master address is required to build clients; nothing connects before the config is written.
     proc = subprocess.run(

@@ -3,7 +3,7 @@
 
 Known values are type-checked (enums where the binary accepts a fixed set). Unknown keys are
 allowed on purpose, so an operator can pass a HAMi values file unchanged: HAMi-only keys
-(devicePlugin, scheduler.overwriteEnv, ...) are ignored, as the chart says.
+(the device plugin's image, ...) are ignored, as the chart says.
 """
 
 import json
@@ -25,6 +25,10 @@ RESOURCE = {
     "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
 }
 PULL = {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}
+# HAMi's values write some booleans as strings ("false").
+BOOLISH = {"enum": [True, False, "true", "false"]}
+RESOURCES = {"type": ["array", "null"], "items": RESOURCE}
+NAME = {"type": "string", "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$", "maxLength": 253}
 
 
 def obj(props, required=(), additional=True):
@@ -62,6 +66,16 @@ GPU_POLICY = {
     "pattern": r"^(spread|binpack|topology-aware|mutex|numa)(,(spread|binpack|topology-aware|mutex|numa))*$",
 }
 
+# HAMi's top-level resource-name values of the vendors other than NVIDIA.
+VENDOR_RESOURCE_VALUES = (
+    *("mluResourceName", "mluResourceMem", "mluResourceCores"),
+    *("dcuResourceName", "dcuResourceMem", "dcuResourceCores"),
+    *("metaxResourceName", "metaxResourceCore", "metaxResourceMem"),
+    *("enflameResourceNameDRSGCU", "enflameResourceNameGCUMemory", "enflameResourceNameGCUCore"),
+    *("kunlunResourceName", "kunlunResourceVCountName", "kunlunResourceVMemoryName"),
+    *("vastaiResourceName", "birenResourceName"),
+)
+
 schema = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     "title": "hami-fast chart values",
@@ -84,22 +98,49 @@ schema = {
             "resourceMemPercentage": RESOURCE,
             "resourceCores": RESOURCE,
             "resourcePriority": RESOURCE,
+            **{name: RESOURCE for name in VENDOR_RESOURCE_VALUES},
+            "metaxsGPUTopologyAware": BOOLISH,
             "schedulerName": {"type": "string", "minLength": 1, "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
             "devices": obj(
                 {
+                    "existingConfigMap": NAME,
+                    "existingConfigMapKey": {"type": "string", "pattern": r"^[-._a-zA-Z0-9]+$"},
                     "nvidia": obj(
                         {
                             "gpuCorePolicy": {"enum": ["default", "force", "disable"]},
                             "defaultMemory": I,
                             "defaultCores": {"type": "integer", "minimum": 0, "maximum": 100},
                             "defaultGPUNum": I,
+                            "memoryFactor": {"type": "integer", "minimum": 1},
+                            "libCudaLogLevel": I,
+                            "customresources": RESOURCES,
                         }
-                    )
+                    ),
+                    "ascend": obj(
+                        {"enabled": B, "runtimeClassName": S, "hamiVnpuCore": BOOLISH, "customresources": RESOURCES}
+                    ),
+                    **{
+                        vendor: obj({"enabled": B, "customresources": RESOURCES})
+                        for vendor in ("iluvatar", "mthreads", "enflame", "kunlun", "vastai", "biren")
+                    },
+                    **{vendor: obj({"customresources": RESOURCES}) for vendor in ("amd", "awsneuron")},
+                }
+            ),
+            "device-config": obj({"content": {"type": ["string", "null"]}}),
+            "devicePlugin": obj(
+                {
+                    "deviceSplitCount": {"type": "integer", "minimum": 1},
+                    "deviceMemoryScaling": {"type": "number", "exclusiveMinimum": 0},
+                    "deviceCoreScaling": {"type": "number", "exclusiveMinimum": 0},
+                    "enableNumaTopology": BOOLISH,
+                    "preConfiguredDeviceMemory": I,
+                    "runtimeClassName": {"type": ["string", "null"]},
                 }
             ),
             "scheduler": obj(
                 {
                     "nodeName": S,
+                    "overwriteEnv": BOOLISH,
                     "nodeLabelSelector": {
                         "type": ["object", "null"],
                         "additionalProperties": {"type": ["string", "number", "boolean"]},

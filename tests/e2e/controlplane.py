@@ -102,6 +102,15 @@ def render_chart(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(out) if d]
 
 
+def with_local_device_config(args: list[str], objs: list[dict[str, Any]], workdir: Path) -> list[str]:
+    """A chart pod's flags with --device-config-file at a copy of the chart's device ConfigMap (the
+    pod mounts it; here it is a file in the work directory)."""
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-scheduler-device")]
+    path = workdir / "device-config.yaml"
+    path.write_text(cm["data"]["device-config.yaml"])
+    return [f"--device-config-file={path}" if a.startswith("--device-config-file=") else a for a in args]
+
+
 @dataclass
 class Proc:
     name: str
@@ -521,7 +530,7 @@ class Cluster:
     def serve_args(self):
         dep = self.chart("Deployment", "-scheduler")
         (c,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "vgpu-scheduler-extender"]
-        return c["args"]
+        return with_local_device_config(c["args"], self.objs, self.cp.workdir)
 
     def start_hami_fast(self, ready: bool = True):
         proc = self.cp.start_hami_fast(self.serve_args(), self.port, self.metrics_port)
@@ -575,7 +584,8 @@ class Cluster:
         port, webhook_port = self._descheduler_ports
         (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-descheduler")]
         (container,) = dep["spec"]["template"]["spec"]["containers"]
-        proc = self.cp.start_descheduler(container["args"], port, webhook_port)
+        args = with_local_device_config(container["args"], objs, self.cp.workdir)
+        proc = self.cp.start_descheduler(args, port, webhook_port)
 
         def api_up():
             if not proc.alive():

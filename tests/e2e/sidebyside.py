@@ -51,6 +51,7 @@ from controlplane import (
     free_port,
     render_chart,
     wait_for,
+    with_local_device_config,
 )
 
 SHARED_DIR = Path(os.environ.get("HAMI_FAST_SHARED", ROOT.parent / "shared"))
@@ -806,7 +807,9 @@ class SideBySide:
         replaced = ("--leader-elect", "--kube-qps", "--kube-burst", "--log-level")
         if self.node_policy:
             replaced += ("--node-scheduler-policy",)
-        args = [a for a in c["args"] if not a.startswith(replaced)]
+        args = [
+            a for a in with_local_device_config(c["args"], self.objs, self.cp.workdir) if not a.startswith(replaced)
+        ]
         args += ["--leader-elect=false", f"--kube-qps={self.qps}", f"--kube-burst={self.burst}", "--log-level=warning"]
         if self.node_policy:
             args.append(f"--node-scheduler-policy={self.node_policy}")

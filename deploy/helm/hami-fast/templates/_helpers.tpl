@@ -131,9 +131,7 @@ imagePullSecrets:
 
 {{/* Managed resources kube-scheduler hands to the extender -------------------------- */}}
 {{- define "hami-fast.managedResources" -}}
-{{- $names := list .Values.resourceName .Values.resourceMem .Values.resourceCores .Values.resourceMemPercentage .Values.resourcePriority }}
-{{- range .Values.scheduler.extender.extraManagedResources }}{{ $names = append $names . }}{{ end }}
-{{- range $names | uniq }}
+{{- range include "hami-fast.managedResourceNames" . | fromJsonArray }}
 - name: {{ . | quote }}
   ignoredByScheduler: true
 {{- end }}
