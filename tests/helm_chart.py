@@ -96,7 +96,6 @@ def container(objs: list[dict[str, Any]], deployment: str, name: str) -> dict[st
 
 
 # ---- a pod's flags run here: the mounted device config replaced by a local copy -----------------
-DEVICE_FLAGS = ("--device-config-file", "--enable-ascend", "--enable-iluvatar")
 
 
 def device_config_text(objs: list[dict[str, Any]]) -> str:
@@ -111,17 +110,3 @@ def with_local_device_config(args: list[str], text: str, directory: Path) -> lis
     path = directory / "device-config.yaml"
     path.write_text(text)
     return [f"--device-config-file={path}" if a.startswith("--device-config-file=") else a for a in args]
-
-
-def knows_device_flags(parser: Any) -> bool:
-    """Whether this hami-fast parser takes HAMi's device-config flags (they came after the chart passed them)."""
-    probe = ["--device-config-file=/dev/null", "--enable-ascend=false", "--enable-iluvatar=false"]
-    _, unknown = parser.parse_known_args(probe)
-    return not unknown
-
-
-def parseable_args(parser: Any, args: list[str]) -> list[str]:
-    """The flags a parser without the device-config flags can check; all of them once it has them."""
-    if knows_device_flags(parser):
-        return args
-    return [a for a in args if not a.startswith(DEVICE_FLAGS)]

@@ -30,7 +30,6 @@ from helm_chart import (
     helm,
     needs_helm,
     one,
-    parseable_args,
     render,
     scheduler_config,
     set_args,
@@ -429,7 +428,7 @@ def _parse_serve_args(args: list[str], device_config: str, tmp_path: Path):
         pytest.skip("hami_fast is not importable (make install)")
     parser = argparse.ArgumentParser()
     hf_config.add_arguments(parser)
-    ns = parser.parse_args(parseable_args(parser, with_local_device_config(args, device_config, tmp_path)))
+    ns = parser.parse_args(with_local_device_config(args, device_config, tmp_path))
     return hf_config.load(ns, environ={})
 
 
@@ -717,9 +716,7 @@ def test_descheduler_flags_are_accepted_by_hami_fast_descheduler(variant, tmp_pa
     (c,) = one(objs, "Deployment", "hf-hami-fast-descheduler")["spec"]["template"]["spec"]["containers"]
     parser = argparse.ArgumentParser()
     dcli.add_arguments(parser)
-    args = parser.parse_args(
-        parseable_args(parser, with_local_device_config(c["args"], device_config_text(objs), tmp_path))
-    )
+    args = parser.parse_args(with_local_device_config(c["args"], device_config_text(objs), tmp_path))
     v = vars(args)
     assert v["bind"] == "0.0.0.0:8083" and v["webhook_bind"] == "0.0.0.0:9443"
     assert v["cert_file"] == "/tls/tls.crt" and v["key_file"] == "/tls/tls.key"

@@ -18,7 +18,6 @@ from helm_chart import (
     device_config_text,
     find,
     helm,
-    knows_device_flags,
     needs_helm,
     one,
     render,
@@ -317,8 +316,6 @@ def _parser(command: str) -> argparse.ArgumentParser:
     except ImportError:
         pytest.skip("hami_fast is not importable (make install)")
     module.add_arguments(parser)
-    if not knows_device_flags(parser):
-        pytest.skip(f"`hami-fast {command}` has no --device-config-file/--enable-ascend/--enable-iluvatar yet")
     return parser
 
 
