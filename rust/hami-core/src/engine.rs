@@ -13,7 +13,7 @@ use crate::k8s::Pod;
 use crate::model::GpuNode;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
-use crate::state::ClusterState;
+use crate::state::{ClusterState, OwnFootprint};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -103,19 +103,9 @@ impl Engine {
             return FilterOutcome::error(e);
         }
         state.expire_holds(now);
-        let saved = if record {
-            state.release(&key);
-            None
-        } else {
-            state.set_aside(&key)
-        };
-        let lifted = state.lift_hold(&key);
+        let own = if record { OwnFootprint::Release } else { OwnFootprint::Restore };
         let total = cache.entries.len();
-        let eval = evaluate_candidates(state, &placement, now, cache);
-        state.restore_hold(lifted);
-        if let Some(record) = saved {
-            state.reserve(key.clone(), record);
-        }
+        let eval = state.without_pod(&key, own, |state| evaluate_candidates(state, &placement, now, cache));
         filter::decide(state, &placement, &eval, total, now, record, &key)
     }
 
@@ -167,23 +157,16 @@ impl Engine {
             let key = pod.reservation_key();
             state.expire_holds(now);
             let reserved = reserved_report(state, &key);
-            let saved = state.set_aside(&key);
-            let lifted = state.lift_hold(&key);
-            let eval =
-                evaluate_nodes(state, &placement, now, names.iter().map(|n| (n.as_str(), state.nodes.get(n))), |n| {
-                    state.nodes.get(n)
+            let (chosen, scores, failed, ranked) = state.without_pod(&key, OwnFootprint::Restore, |state| {
+                let candidates = names.iter().map(|n| (n.as_str(), state.nodes.get(n)));
+                let eval = evaluate_nodes(state, &placement, now, candidates, |n| state.nodes.get(n));
+                let chosen = eval.chosen.as_ref().map(|(n, f)| {
+                    let positional = state.nodes.get(n).is_some_and(GpuNode::pads_device_lists);
+                    ((*n).to_owned(), allocation_annotations(n, positional, f, now))
                 });
-            let chosen = eval.chosen.as_ref().map(|(n, f)| {
-                let positional = state.nodes.get(n).is_some_and(GpuNode::pads_device_lists);
-                ((*n).to_owned(), allocation_annotations(n, positional, f, now))
+                let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
+                (chosen, eval.scores(), eval.failed_map(), ranked)
             });
-            let (scores, failed) = (eval.scores(), eval.failed_map());
-            let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
-            drop(eval);
-            state.restore_hold(lifted);
-            if let Some(record) = saved {
-                state.reserve(key, record);
-            }
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
             let node_policy = placement.node_policy.as_str().to_owned();
             Ok(Explain { node, annotations, scores, failed, ranked, node_policy, reserved, error: String::new() })

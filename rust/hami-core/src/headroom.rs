@@ -8,7 +8,7 @@ use crate::k8s::Pod;
 use crate::model::{GpuNode, CORDONED, HEALTHY};
 use crate::mutate::apply_defaults;
 use crate::request::{ContainerRequest, PodRequest, PERCENT_UNSET};
-use crate::state::ClusterState;
+use crate::state::{ClusterState, OwnFootprint};
 use serde::Serialize;
 
 /// The GPU with the most of one free resource.
@@ -132,29 +132,26 @@ impl ClusterState {
             }
             let request = PodRequest::from_pod(&pod, &self.config);
             let key = pod.reservation_key();
-            let saved = self.set_aside(&key);
-            let mut names: Vec<&String> = self.nodes.names().collect();
-            names.sort();
-            let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
-            let rows = containers
-                .zip(&request.slots)
-                .enumerate()
-                .filter_map(|(i, (c, slot))| {
-                    slot.as_ref().map(|r| container_headroom(self, &names, &c.name, request.is_init(i), r))
-                })
-                .collect();
-            let gpus = self.nodes.values().map(|n| usable_gpus(n).count()).sum();
-            let headroom = Headroom {
-                pod: pod.key().to_string(),
-                nodes: names.len(),
-                gpus,
-                containers: rows,
-                error: String::new(),
-            };
-            if let Some(record) = saved {
-                self.reserve(key, record);
-            }
-            Ok(headroom)
+            Ok(self.without_pod(&key, OwnFootprint::Restore, |cluster| {
+                let mut names: Vec<&String> = cluster.nodes.names().collect();
+                names.sort();
+                let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
+                let rows = containers
+                    .zip(&request.slots)
+                    .enumerate()
+                    .filter_map(|(i, (c, slot))| {
+                        slot.as_ref().map(|r| container_headroom(cluster, &names, &c.name, request.is_init(i), r))
+                    })
+                    .collect();
+                let gpus = cluster.nodes.values().map(|n| usable_gpus(n).count()).sum();
+                Headroom {
+                    pod: pod.key().to_string(),
+                    nodes: names.len(),
+                    gpus,
+                    containers: rows,
+                    error: String::new(),
+                }
+            }))
         })();
         let out = result.unwrap_or_else(|e| Headroom { error: e.to_string(), ..Headroom::default() });
         serde_json::to_vec(&out).unwrap_or_default()

@@ -1,14 +1,17 @@
 //! hami-core: a HAMi-compatible vGPU fit-and-score engine. Pure Rust; the Python binding lives in `hami-py`.
 //!
-//! Layers, each importing only those above it:
+//! Layers, each importing only those above it (and, within a layer, only the modules written
+//! before it; `tests/layering.rs` checks this order):
 //! - [`error`], [`device_config`] (HAMi's device config file), [`config`], [`annotations`]
 //!   (every HAMi key), [`k8s`] (one object model),
-//!   [`codec`] (HAMi's annotation formats);
-//! - [`model`] (GPUs, usage, footprints), [`request`], [`policy`] (one policy vocabulary and
-//!   scoring dispatch), [`frag`], [`fit`] (with [`fit::reason`]);
+//!   [`codec`] (HAMi's annotation formats), [`manifest`] (YAML manifests to JSON);
+//! - [`health`] (HAMi's node registration), [`model`] (GPUs, usage, footprints), [`request`],
+//!   [`frag`], [`policy`] (one policy vocabulary and scoring dispatch), [`fit`] (with
+//!   [`fit::reason`]);
 //! - [`state`] (the cluster state and its ingest);
 //! - [`filter`], [`mutate`] (decisions), [`webhook`] (the AdmissionReview envelope);
-//! - [`engine`] (the entry points), [`replay`] (trace replay), [`plan`] (defragmentation).
+//! - [`replay`] (trace replay), [`plan`] (defragmentation), [`headroom`] (what a pod lacks to
+//!   fit), [`engine`] (the entry points).
 
 pub mod annotations;
 pub mod codec;

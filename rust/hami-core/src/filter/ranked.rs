@@ -5,7 +5,7 @@
 //! nodes the change log names can have another verdict. [`RankedFits`] keeps every position's
 //! verdict ordered by (score, name rank, position), so such a call re-checks those nodes, reads
 //! its choice at one end of the order and its event's first fits off the order, and touches a
-//! few tree nodes instead of the whole list (see `filter::evaluate_ranked`).
+//! few tree nodes instead of the whole list (see `evaluate::evaluate_ranked`).
 
 use crate::fit::FitFailure;
 use crate::policy::NodePolicy;

@@ -3,7 +3,10 @@
 
 use super::tests::running;
 use super::*;
-use crate::fit::FitFailure;
+use crate::codec::MigPlacement;
+use crate::config::Config;
+use crate::fit::{fit_pod, FitFailure, NodeFit};
+use crate::policy::GpuPolicy;
 use serde_json::{json, Value};
 
 /// NVML's profiles as HAMi's device plugin registers them: (name, MiB, cores, slices, starts, size).

@@ -1,5 +1,8 @@
 use super::*;
+use crate::config::Config;
+use crate::k8s::quantity::{cpu_milli, memory_mib};
 use serde_json::json;
+use std::collections::{HashMap, HashSet};
 
 /// A node with `gpus` GPUs of 1000 MiB, split count 10; `unhealthy` lists indexes.
 fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Value {

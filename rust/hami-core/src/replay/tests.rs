@@ -1,4 +1,7 @@
+use super::csv::{NodeRow, PodRow};
+use super::metrics::round_to;
 use super::*;
+use crate::model::{GpuNode, HostResources};
 
 fn nodes(n: usize) -> Vec<NodeRow> {
     let models = ["G2", "T4", "P100"];

@@ -70,6 +70,15 @@ pub struct ListInfo {
     pub errors: Vec<Error>,
 }
 
+/// What [`ClusterState::without_pod`] does with the pod's own footprint afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnFootprint {
+    /// Puts it back: a dry run (`explain`, a `/filter` that records nothing, headroom).
+    Restore,
+    /// Leaves it out: the decision about to be recorded replaces it.
+    Release,
+}
+
 /// What an `apply` did, for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -122,8 +131,27 @@ impl ClusterState {
         }
     }
 
-    /// Takes a pod's reservation out for the duration of a dry run; the caller restores it.
-    pub fn set_aside(&mut self, key: &str) -> Option<PodRecord> {
+    /// Runs `look` on the cluster as it is without the pod `key`: its footprint taken out and the
+    /// GPUs held for it free. The hold comes back afterwards, and the footprint as `own` says.
+    pub fn without_pod<T>(&mut self, key: &str, own: OwnFootprint, look: impl FnOnce(&Self) -> T) -> T {
+        let saved = match own {
+            OwnFootprint::Restore => self.set_aside(key),
+            OwnFootprint::Release => {
+                self.release(key);
+                None
+            }
+        };
+        let lifted = self.lift_hold(key);
+        let out = look(self);
+        self.restore_hold(lifted);
+        if let Some(record) = saved {
+            self.reserve(key.to_owned(), record);
+        }
+        out
+    }
+
+    /// Takes a pod's reservation out; the caller restores it.
+    fn set_aside(&mut self, key: &str) -> Option<PodRecord> {
         let saved = self.pod(key).cloned();
         if saved.is_some() {
             self.release(key);

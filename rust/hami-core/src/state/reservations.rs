@@ -152,7 +152,7 @@ impl ClusterState {
 
     /// The owner's GPUs unmarked for the duration of its own Filter (it sees them free); the
     /// caller puts the mark back with [`ClusterState::restore_hold`].
-    pub fn lift_hold(&mut self, owner: &str) -> Option<Reservation> {
+    pub(super) fn lift_hold(&mut self, owner: &str) -> Option<Reservation> {
         let r = self.holds.by_owner.get(owner)?.clone();
         if let Some(node) = self.nodes.get_mut(&r.node) {
             mark(node, &r.gpus, false);
@@ -160,7 +160,7 @@ impl ClusterState {
         Some(r)
     }
 
-    pub fn restore_hold(&mut self, lifted: Option<Reservation>) {
+    pub(super) fn restore_hold(&mut self, lifted: Option<Reservation>) {
         if let Some(r) = lifted {
             if let Some(node) = self.nodes.get_mut(&r.node) {
                 mark(node, &r.gpus, true);

@@ -1,0 +1,163 @@
+//! What Filter keeps between calls: the candidate list resolved to node ids, and the verdicts of
+//! the last order-free request per node (their fits kept in order by `ranked`).
+
+use super::placement::Placement;
+use super::ranked::{RankedFits, Verdict};
+use crate::error::Result;
+use crate::k8s::extender::parse_node_names;
+use crate::policy::{GpuPolicy, PodHints};
+use crate::request::PodRequest;
+use crate::state::nodes::NodeTable;
+use serde_json::value::RawValue;
+
+/// Candidate names resolved to node ids, kept while kube-scheduler keeps sending the same list,
+/// with the verdicts of the last order-free request over it.
+#[derive(Debug, Default)]
+pub struct CandidateCache {
+    /// The list as sent (JSON text), compared whole to recognise it again.
+    raw: String,
+    /// The node table's generation the ids were resolved at.
+    generation: u64,
+    pub(crate) entries: Vec<(String, Option<u32>)>,
+    /// Per entry: its rank among the names in byte order (equal names share one).
+    pub(super) ranks: Vec<u32>,
+    pub(super) verdicts: Verdicts,
+    pub(super) ranked_fits: RankedFits,
+}
+
+impl CandidateCache {
+    pub fn refresh(&mut self, raw: Option<&RawValue>, nodes: &NodeTable) -> Result<()> {
+        let text = raw.map_or("", |r| r.get());
+        if text != self.raw || nodes.generation() != self.generation || self.entries.is_empty() {
+            let names = parse_node_names(raw)?;
+            self.entries = names
+                .into_iter()
+                .map(|n| {
+                    let id = nodes.id(&n);
+                    (n.into_owned(), id)
+                })
+                .collect();
+            self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
+            self.ranked_fits.clear();
+            self.raw = text.to_owned();
+            self.generation = nodes.generation();
+        }
+        Ok(())
+    }
+
+    /// `body` as a document without its `NodeNames`, when they are this cache's list unchanged
+    /// over the same nodes: kube-scheduler encodes `ExtenderArgs` with the list last (Go's field
+    /// order, no spaces) and sends the same list for pod after pod, so `{...,"NodeNames":[L]}`
+    /// becomes `{...}` and the names need neither parsing nor hashing. `None` for anything else;
+    /// the caller parses the whole body then (a head that is no document of its own included).
+    pub fn without_known_names(&self, body: &[u8], nodes: &NodeTable) -> Option<Vec<u8>> {
+        if self.entries.is_empty() || self.generation != nodes.generation() {
+            return None;
+        }
+        let rest = body.trim_ascii_end().strip_suffix(b"}")?.strip_suffix(self.raw.as_bytes())?;
+        let head = rest.strip_suffix(b",\"NodeNames\":")?;
+        let mut doc = Vec::with_capacity(head.len() + 1);
+        doc.extend_from_slice(head);
+        doc.push(b'}');
+        Some(doc)
+    }
+
+    /// Ranks the names for tie-breaking, once per list, when the list comes again: sorting costs
+    /// more than one call's name comparisons, and pays off only over repeated calls.
+    pub fn rank_names(&mut self) {
+        if self.ranks.len() != self.entries.len() {
+            self.ranks = name_ranks(&self.entries);
+        }
+    }
+
+    /// The cached candidate names, in the order sent.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// How many nodes' verdicts a next call with the same request may reuse (if unchanged).
+    pub fn reusable(&self) -> usize {
+        self.verdicts.memo.iter().filter(|(kept, _)| *kept).count()
+    }
+
+    /// How many fits the next call over this list may read off their kept order (0: none kept).
+    pub fn ranked_fits(&self) -> usize {
+        if self.ranked_fits.valid {
+            self.ranked_fits.fit_count()
+        } else {
+            0
+        }
+    }
+}
+
+pub(super) fn name_ranks(entries: &[(String, Option<u32>)]) -> Vec<u32> {
+    let mut by_name: Vec<usize> = (0..entries.len()).collect();
+    by_name.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
+    let mut ranks = vec![0u32; entries.len()];
+    let mut rank = 0u32;
+    for (k, pair) in by_name.windows(2).enumerate() {
+        if entries[pair[0]].0 != entries[pair[1]].0 {
+            rank += 1;
+        }
+        ranks[by_name[k + 1]] = rank;
+    }
+    ranks
+}
+
+/// What an order-free request's verdict on a node depends on besides the node itself.
+#[derive(Debug, Clone, PartialEq)]
+struct VerdictKey {
+    request: PodRequest,
+    hints: PodHints,
+    gpu_policy: GpuPolicy,
+}
+
+/// The last order-free request's verdict per node, kept until the node changes. kube-scheduler
+/// filters a workload's pods one after another, and between two of them only the nodes a decision
+/// or an update touched have changed ([`NodeTable::changed_since`]), so the next pod re-checks
+/// those nodes only, whatever order or subset of nodes its candidate list names (kube-scheduler
+/// gathers feasible nodes in parallel: the order differs from cycle to cycle).
+#[derive(Debug, Default)]
+pub(super) struct Verdicts {
+    key: Option<VerdictKey>,
+    /// By node id: (still valid, the verdict).
+    pub(super) memo: Vec<(bool, Verdict)>,
+    /// The node change log's position the memo is valid at.
+    seen: u64,
+}
+
+impl Verdicts {
+    /// Brings the memo to the nodes as they are now: forgets everything unless it was made for
+    /// this placement's request shape and the change log still reaches back to it, else drops the
+    /// verdicts of the nodes changed since. The ids changed since if any verdict may be reused.
+    pub(super) fn prepare<'t>(&mut self, placement: &Placement, nodes: &'t NodeTable) -> Option<&'t [u32]> {
+        let seen = std::mem::replace(&mut self.seen, nodes.log_position());
+        let changed = nodes.changed_since(seen);
+        let same = self.key.as_ref().is_some_and(|k| {
+            k.request == placement.request && k.hints == placement.hints && k.gpu_policy == placement.gpu_policy
+        });
+        if let (true, Some(changed)) = (same, changed) {
+            for &id in changed {
+                if let Some(entry) = self.memo.get_mut(id as usize) {
+                    entry.0 = false;
+                }
+            }
+            return Some(changed);
+        }
+        self.key = Some(VerdictKey {
+            request: placement.request.clone(),
+            hints: placement.hints.clone(),
+            gpu_policy: placement.gpu_policy.clone(),
+        });
+        self.memo.iter_mut().for_each(|entry| entry.0 = false);
+        None
+    }
+
+    pub(super) fn slot(&mut self, id: u32) -> &mut (bool, Verdict) {
+        let at = id as usize;
+        if at >= self.memo.len() {
+            self.memo.resize(at + 1, (false, Ok(0.0)));
+        }
+        &mut self.memo[at]
+    }
+}

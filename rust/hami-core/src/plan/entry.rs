@@ -1,0 +1,155 @@
+//! The binding's entry points: Kubernetes objects and options in, plan and measures JSON out.
+
+use super::{
+    baseline_queue, plan, round3, unblock, unblock_queue, validate_target, workload_from_spec, Immovable, Objective,
+    PendingPod, Snapshot, Strategy,
+};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::HashSet;
+
+/// The JSON of `hami-fast plan`: the chosen planner's moves and measures, the baseline beside.
+pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baseline: bool) -> serde_json::Value {
+    let main = plan(snapshot, budget, strategy);
+    let movable = snapshot.pods.iter().filter(|p| p.blocked.is_none()).count();
+    let objective = if strategy == Strategy::FreeGpus { Objective::FreeGpus } else { Objective::Frag };
+    let mut out = serde_json::json!({
+        "objective": objective.name(),
+        "planner": main.planner,
+        "max_moves": budget,
+        "moves": main.moves,
+        "before": main.before,
+        "after": main.after,
+        "elapsed_ms": round3(main.elapsed_ms),
+        "pods": snapshot.pods.len(),
+        "movable_pods": movable,
+        "nodes": snapshot.nodes.len(),
+    });
+    if baseline {
+        let other = if strategy == Strategy::Greedy { Strategy::Drain } else { Strategy::Greedy };
+        let b = plan(snapshot, budget, other);
+        out["baseline"] = serde_json::json!({
+            "planner": b.planner,
+            "moves": b.moves.len(),
+            "after": b.after,
+            "elapsed_ms": round3(b.elapsed_ms),
+        });
+    }
+    out
+}
+
+/// Options of [`plan_bytes`] (JSON): `{"max_moves": N | null, "max_moves_pct": 5.0,
+/// "objective": "free-gpus"|"frag", "workload": "typical"|"whole-gpu"|[task types],
+/// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null}`.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct PlanOptions {
+    pub max_moves: Option<usize>,
+    pub max_moves_pct: f64,
+    pub objective: String,
+    pub workload: serde_json::Value,
+    pub planner: String,
+    pub baseline: bool,
+    pub for_pod: Option<serde_json::Value>,
+    /// Objective `pending`: the most moves spent on one pending pod.
+    pub max_moves_per_pod: Option<usize>,
+    /// Only these pods (`namespace/name`) may be moved (the automatic mode's opt-in); all when absent.
+    pub movable: Option<Vec<String>>,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        Self {
+            max_moves: None,
+            max_moves_pct: 5.0,
+            objective: "free-gpus".into(),
+            workload: serde_json::Value::Null,
+            planner: "drain".into(),
+            baseline: true,
+            for_pod: None,
+            max_moves_per_pod: None,
+            movable: None,
+        }
+    }
+}
+
+/// Objective `pending`: moves one pending pod may take by default (cheap pods first is the
+/// point: a pod that needs a whole node cleared waits for a bigger budget).
+pub const PER_POD_DEFAULT_MOVES: usize = 8;
+
+/// `--for` budgets at least this many moves when none is given (5 % of a small cluster's pods is 0).
+pub const FOR_MIN_DEFAULT_MOVES: usize = 10;
+
+/// The binding's entry point (`hami-fast plan`, `kubectl hami plan`, `POST /api/v1/plan`):
+/// objects in, plan JSON out.
+pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>> {
+    let options: PlanOptions = if options.is_empty() {
+        PlanOptions::default()
+    } else {
+        serde_json::from_slice(options).map_err(|e| Error::config("plan options", e))?
+    };
+    let objective = Objective::parse(&options.objective)?;
+    let strategy = match (objective, Strategy::parse(&options.planner)?) {
+        (_, Strategy::Greedy) => Strategy::Greedy,
+        (Objective::FreeGpus | Objective::Pending, _) => Strategy::FreeGpus,
+        (Objective::Frag, s) => s,
+    };
+    let mut snapshot = Snapshot::from_objects(inputs, config)?;
+    if let Some(w) = workload_from_spec(&options.workload)? {
+        snapshot.workload = w;
+    }
+    if let Some(allowed) = &options.movable {
+        let allowed: HashSet<&str> = allowed.iter().map(String::as_str).collect();
+        for p in snapshot.pods.iter_mut().filter(|p| p.blocked.is_none()) {
+            if !allowed.contains(p.key().as_str()) {
+                p.blocked = Some(Immovable::NotOptedIn);
+            }
+        }
+    }
+    let pct_budget = ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize;
+    let out = match &options.for_pod {
+        Some(pod) => {
+            let pending = PendingPod::from_value(pod, config)?;
+            let budget = options.max_moves.unwrap_or(pct_budget.max(FOR_MIN_DEFAULT_MOVES));
+            unblock(&snapshot, &pending, budget).to_json(&snapshot)
+        }
+        None if objective == Objective::Pending => {
+            let budget = options.max_moves.unwrap_or(pct_budget);
+            let per_pod = options.max_moves_per_pod.unwrap_or(PER_POD_DEFAULT_MOVES);
+            let q = unblock_queue(&snapshot, &snapshot.pending, budget, per_pod);
+            let baseline =
+                options.baseline.then(|| baseline_queue(&snapshot, &snapshot.pending, budget, Strategy::Greedy));
+            q.to_json(&snapshot, budget, baseline)
+        }
+        None => plan_json(&snapshot, options.max_moves.unwrap_or(pct_budget), strategy, options.baseline),
+    };
+    serde_json::to_vec(&out).map_err(Error::internal)
+}
+
+/// Cluster and per-node fragmentation as JSON (`/api/v1/fragmentation`).
+pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>> {
+    let snapshot = Snapshot::from_objects(inputs, config)?;
+    let out = serde_json::json!({
+        "cluster": snapshot.measures(),
+        "workload_types": snapshot.workload.types.len(),
+        "nodes": snapshot.node_measures(),
+    });
+    serde_json::to_vec(&out).map_err(Error::internal)
+}
+
+/// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": ".."}`.
+pub fn validate_target_bytes(
+    inputs: &[&[u8]],
+    pod: &str,
+    node: &str,
+    gpus: &[String],
+    config: &Config,
+) -> Result<Vec<u8>> {
+    let snapshot = Snapshot::from_objects(inputs, config)?;
+    let out = match validate_target(&snapshot, pod, node, gpus) {
+        Ok(uuids) => serde_json::json!({"ok": true, "uuids": uuids, "message": ""}),
+        Err(why) => serde_json::json!({"ok": false, "uuids": [], "message": why.to_string()}),
+    };
+    serde_json::to_vec(&out).map_err(Error::internal)
+}

@@ -1,0 +1,191 @@
+//! A pod of the snapshot as the planner sees it: where it sits, what it holds, whether it may move.
+
+use super::{PREFER_NO_EVICTION, SKIP_ANNOTATION};
+use crate::codec::{decode_mig_allocations, MigPlacement};
+use crate::fit::{NodeFit, PodContext};
+use crate::k8s::quantity::{cpu_milli, memory_mib};
+use crate::k8s::{ObjectKey, Pod};
+use crate::model::{collapse, Collapsed, MigHold};
+use crate::policy::{GpuPolicy, PodHints};
+use crate::request::PodRequest;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// CPU and memory a pod requests of its node, as kube-scheduler counts them: the larger of the
+/// app containers' sum and any init container.
+pub(super) fn pod_host_request(pod: &Pod) -> (i64, i64) {
+    let req = |c: &crate::k8s::Container, key: &str, f: fn(&str) -> Option<i64>| {
+        c.resources().requests.as_ref().and_then(|r| r.get(key)).and_then(|q| f(&q.0)).unwrap_or(0)
+    };
+    let app_cpu: i64 = pod.spec.containers.iter().map(|c| req(c, "cpu", cpu_milli)).sum();
+    let app_mem: i64 = pod.spec.containers.iter().map(|c| req(c, "memory", memory_mib)).sum();
+    let init_cpu = pod.spec.init_containers.iter().map(|c| req(c, "cpu", cpu_milli)).max().unwrap_or(0);
+    let init_mem = pod.spec.init_containers.iter().map(|c| req(c, "memory", memory_mib)).max().unwrap_or(0);
+    (app_cpu.max(init_cpu), app_mem.max(init_mem))
+}
+
+/// A pod's controlling owner (kind, name).
+pub(super) type Owner = Option<(String, String)>;
+
+/// A pod that holds GPUs in the snapshot.
+#[derive(Debug, Clone)]
+pub struct PlanPod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    /// The controlling owner (kind, name), if any.
+    pub owner: Option<(String, String)>,
+    pub node: usize,
+    pub footprint: Vec<Collapsed>,
+    /// The MIG instances it holds on its node, as the engine's state books them.
+    pub mig: Vec<MigInstance>,
+    pub request: PodRequest,
+    pub hints: PodHints,
+    pub gpu_policy: GpuPolicy,
+    /// CPU (milli) and memory (MiB) requested of the node (checked where the node's allocatable is known).
+    pub host: (i64, i64),
+    /// Why the planner may not move it (`None`: movable).
+    pub blocked: Option<Immovable>,
+}
+
+/// Why the planner leaves a pod where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Immovable {
+    Terminating,
+    /// It carries [`SKIP_ANNOTATION`] (not `false`) or [`PREFER_NO_EVICTION`].
+    OptedOut,
+    /// No controller owner: nothing would recreate it.
+    BarePod,
+    /// Owned by a DaemonSet or a Node (the kind): its replacement comes back to the same node.
+    NodeBound(String),
+    NoVgpuRequest,
+    /// Neither Running nor Pending.
+    Phase(String),
+    /// An automatic run's `movable` list leaves it out.
+    NotOptedIn,
+}
+
+impl std::fmt::Display for Immovable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Terminating => f.write_str("terminating"),
+            Self::OptedOut => write!(f, "opted out ({SKIP_ANNOTATION} or {PREFER_NO_EVICTION})"),
+            Self::BarePod => f.write_str("bare pod (no controller owner): it would not be recreated"),
+            Self::NodeBound(kind) => write!(f, "{kind} pod"),
+            Self::NoVgpuRequest => f.write_str("its spec requests no vGPU resource"),
+            Self::Phase(phase) => write!(f, "phase {phase}"),
+            Self::NotOptedIn => f.write_str("not opted in to automatic moves"),
+        }
+    }
+}
+
+impl PlanPod {
+    /// The engine's Fit context of this pod under `hints` (its own, or pinned to GPUs).
+    pub(crate) fn context<'a>(&'a self, hints: &'a PodHints) -> PodContext<'a> {
+        PodContext { request: &self.request, hints, gpu_policy: &self.gpu_policy, quota: None, device_preference: None }
+    }
+
+    pub fn key(&self) -> String {
+        ObjectKey::namespaced(&self.namespace, &self.name).to_string()
+    }
+
+    pub(super) fn seat(&self) -> Seat {
+        Seat { footprint: self.footprint.clone(), mig: self.mig.clone() }
+    }
+}
+
+/// One MIG instance a pod holds or is granted: its GPU, profile and placement.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MigInstance {
+    pub gpu: String,
+    pub profile: String,
+    pub placement: MigPlacement,
+}
+
+impl MigInstance {
+    pub(super) fn hold(&self) -> MigHold {
+        MigHold { gpu: self.gpu.as_str().into(), placement: self.placement }
+    }
+}
+
+/// What a pod occupies on its node: the devices' footprint and the MIG instances among them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seat {
+    pub footprint: Vec<Collapsed>,
+    pub mig: Vec<MigInstance>,
+}
+
+impl Seat {
+    /// The seat a Fit grants on `node`.
+    pub(super) fn of(fit: &NodeFit, init_count: usize) -> Self {
+        let mig = fit
+            .mig
+            .iter()
+            .map(|a| MigInstance { gpu: a.gpu_uuid.clone(), profile: a.profile.clone(), placement: a.placement })
+            .collect();
+        Self { footprint: collapse(&fit.slots, init_count, false), mig }
+    }
+
+    pub(super) fn holds(&self) -> Vec<MigHold> {
+        self.mig.iter().map(MigInstance::hold).collect()
+    }
+}
+
+/// The instances a resident pod holds: the engine state's holds (what it booked), with the
+/// profile names of the pod's annotation (the same list, in order, when the state could read it).
+pub(super) fn resident_instances<'a>(
+    holds: &[MigHold],
+    annotation: impl FnOnce() -> Option<&'a String>,
+) -> Vec<MigInstance> {
+    if holds.is_empty() {
+        return Vec::new();
+    }
+    let decoded = annotation().and_then(|v| decode_mig_allocations(v).ok()).unwrap_or_default();
+    let profile = |i: usize| decoded.get(i).filter(|_| decoded.len() == holds.len()).map(|a| a.profile.clone());
+    holds
+        .iter()
+        .enumerate()
+        .map(|(i, h)| MigInstance {
+            gpu: h.gpu.to_string(),
+            profile: profile(i).unwrap_or_default(),
+            placement: h.placement,
+        })
+        .collect()
+}
+
+/// The largest per-GPU demand of any container of `request` on a card of `devmem` MiB:
+/// (GPUs, memory as the Fit checks it, cores).
+pub(super) fn per_gpu_request(request: &PodRequest, devmem: i64) -> (usize, i64, i64) {
+    request.slots.iter().flatten().fold((0, 0, 0), |(k, m, c), r| {
+        (k.max(r.nums.max(0) as usize), m.max(r.resolved_memory(devmem)), c.max(r.clamped_cores()))
+    })
+}
+
+/// Whether a pod may be evicted and recreated elsewhere, or why not.
+pub(super) fn movable(
+    pod: &Pod,
+    phase: &str,
+    owner: &Option<(String, String)>,
+    request: &PodRequest,
+) -> Option<Immovable> {
+    let ann = &pod.metadata.annotations;
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Some(Immovable::Terminating);
+    }
+    if ann.get(SKIP_ANNOTATION).is_some_and(|v| v != "false") || ann.contains_key(PREFER_NO_EVICTION) {
+        return Some(Immovable::OptedOut);
+    }
+    match owner {
+        None => return Some(Immovable::BarePod),
+        Some((kind, _)) if kind == "DaemonSet" || kind == "Node" => return Some(Immovable::NodeBound(kind.clone())),
+        _ => {}
+    }
+    if request.is_empty() {
+        return Some(Immovable::NoVgpuRequest);
+    }
+    if !matches!(phase, "Running" | "Pending" | "") {
+        return Some(Immovable::Phase(phase.to_owned()));
+    }
+    None
+}
