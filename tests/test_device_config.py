@@ -173,3 +173,32 @@ def test_kubectl_hami_reads_the_config_map_from_the_cluster(kubeapi, capsys):
     assert json.loads(capsys.readouterr().out)["node"] is None, "the chart default does not know example.com/vgpu"
     assert kubectl_main([*base, "--device-config-map", "kube-system/absent", "why", "renamed"]) == 2
     assert 'configmap "absent" not found in namespace "kube-system"' in capsys.readouterr().err
+
+
+def test_another_vendor_s_pod_is_routed_here_and_refused_with_its_reason(capsys, tmp_path):
+    """A DCU pod: the webhook sets the scheduler name as HAMi's does; Filter and explain say that
+    hami-fast does not place DCU devices, instead of letting the default scheduler bind it without them."""
+    import base64
+
+    from hami_fast import _native
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "dcu", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"hygon.com/dcunum": "1"}}}]},
+    }
+    cluster = _native.Cluster()
+    review = {"request": {"uid": "r", "namespace": "default", "object": pod}}
+    response = orjson.loads(cluster.admit(orjson.dumps(review)))["response"]
+    ops = json.loads(base64.b64decode(response["patch"]))
+    assert any(op["path"] == "/spec/schedulerName" and op["value"] == "hami-scheduler" for op in ops), ops
+    decision = cluster.decide(orjson.dumps({"Pod": pod, "NodeNames": ["node-1"]}), 0)
+    error = orjson.loads(decision.response)["Error"]
+    assert "asks for hygon.com/dcunum (HAMi's DCU backend), which hami-fast does not schedule yet" in error
+    code, out, _ = explain_json(capsys, tmp_path, {"hygon.com/dcunum": "1"})
+    assert "HAMi's DCU backend" in out.get("error", ""), out
+    path = tmp_path / "no-hygon.yaml"
+    path.write_text("nvidia:\n  resourceCountName: nvidia.com/gpu\n")
+    code, out, _ = explain_json(capsys, tmp_path, {"hygon.com/dcunum": "1"}, "--device-config-file", str(path))
+    assert "DCU" not in out.get("error", ""), "a config without a hygon section sets up no DCU backend"

@@ -87,7 +87,7 @@ impl Config {
     }
 
     /// The device config in force: the file's, else HAMi's chart default.
-    pub fn devices(&self) -> DeviceConfig {
-        self.device_config.clone().unwrap_or_else(DeviceConfig::chart_default)
+    pub fn devices(&self) -> &DeviceConfig {
+        self.device_config.as_ref().unwrap_or_else(|| DeviceConfig::chart_default())
     }
 }

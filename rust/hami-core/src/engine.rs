@@ -13,6 +13,7 @@ use crate::k8s::Pod;
 use crate::model::GpuNode;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
+use crate::request::unsupported_vendor;
 use crate::state::{ClusterState, OwnFootprint};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -80,6 +81,9 @@ impl Engine {
             Err(e) => return FilterOutcome::error(e),
         };
         if placement.request.is_empty() {
+            if let Some(backend) = unsupported_vendor(pod, &self.state.config) {
+                return FilterOutcome::error(Error::invalid(format!("Pod {}", pod.key()), backend.refusal()));
+            }
             let names = match known_names {
                 true => Ok(self.candidates.names().map(std::borrow::Cow::Borrowed).collect()),
                 false => parse_node_names(args.node_names),
@@ -145,6 +149,9 @@ impl Engine {
             let state = &mut self.state;
             let placement = Placement::new(state, &pod, &policies)?;
             if placement.request.is_empty() {
+                if let Some(backend) = unsupported_vendor(&pod, &state.config) {
+                    return Err(Error::invalid(format!("Pod {}", pod.key()), backend.refusal()));
+                }
                 return Err(Error::invalid(
                     format!("Pod {}", pod.key()),
                     "requests no vGPU resource; kube-scheduler places it without hami-fast",

@@ -146,6 +146,9 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
         Ok(m) => m,
         Err(e) => return Verdict::Fail(500, e.message),
     };
+    // HAMi's webhook routes another vendor's pods to its scheduler too: there Filter says why
+    // hami-fast does not place them, instead of the default scheduler binding them without devices.
+    m.has_resource |= crate::request::unsupported_vendor(pod, cfg).is_some();
     if m.has_resource {
         if let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.privileged()) {
             return Verdict::Deny(format!("container {} is privileged", c.name));

@@ -1,6 +1,7 @@
 //! Per-container vGPU requests derived from a Pod (HAMi `GenerateResourceRequests`).
 
 use crate::config::Config;
+use crate::device_config::VendorBackend;
 use crate::k8s::{Container, Pod};
 
 /// Sentinel for "no memory percentage given".
@@ -98,6 +99,27 @@ pub fn container_request(container: &Container, config: &Config) -> Option<Conta
     Some(ContainerRequest { nums, memreq, mem_percentage, coresreq })
 }
 
+/// A device request hami-fast cannot place yet: the first container resource that asks for one
+/// of the other vendors' backends the device config sets up.
+pub fn unsupported_vendor(pod: &Pod, config: &Config) -> Option<VendorBackend> {
+    let backends = config.devices().vendor_backends(config.vendors);
+    pod.spec.init_containers.iter().chain(&pod.spec.containers).find_map(|c| {
+        let res = c.resources();
+        backends.iter().find(|b| res.get(&b.count_resource).is_some()).cloned()
+    })
+}
+
+impl VendorBackend {
+    /// Why such a pod is not placed, in one line.
+    pub fn refusal(&self) -> String {
+        format!(
+            "asks for {} (HAMi's {} backend), which hami-fast does not schedule yet; \
+             schedule this vendor's pods with HAMi's scheduler",
+            self.count_resource, self.common_word
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +172,17 @@ mod tests {
         assert_eq!(r.init_count, 1);
         assert!(r.slots[0].is_none());
         assert_eq!(r.slots[1].unwrap().memreq, 100);
+    }
+
+    #[test]
+    fn another_vendor_s_request_is_named() {
+        let pod = pod_with_limits(r#"{"hygon.com/dcunum":"1"}"#);
+        let config = Config::default();
+        assert!(PodRequest::from_pod(&pod, &config).is_empty());
+        let backend = unsupported_vendor(&pod, &config).expect("a DCU request");
+        assert_eq!(backend.common_word, "DCU");
+        assert!(backend.refusal().starts_with("asks for hygon.com/dcunum (HAMi's DCU backend)"));
+        assert!(unsupported_vendor(&pod_with_limits(r#"{"nvidia.com/gpu":"1"}"#), &config).is_none());
+        assert!(unsupported_vendor(&pod_with_limits(r#"{"huawei.com/Ascend910B3":"1"}"#), &config).is_none());
     }
 }

@@ -6,9 +6,12 @@
 //! Beyond HAMi, a common word claimed by two backends and a value no backend can use are refused
 //! here too, each with one line naming the file and the field.
 
+mod backends;
 mod lenient;
 mod sections;
 mod validate;
+
+pub use backends::VendorBackend;
 
 pub use sections::*;
 
@@ -73,8 +76,12 @@ impl DeviceConfig {
 
     /// HAMi's chart default (its `device-config.yaml`), the configuration hami-fast assumes when no
     /// file is given.
-    pub fn chart_default() -> Self {
-        Self::from_yaml(CHART_DEFAULT.as_bytes(), "built-in device config").expect("the built-in device config parses")
+    pub fn chart_default() -> &'static Self {
+        static DEFAULT: std::sync::OnceLock<DeviceConfig> = std::sync::OnceLock::new();
+        DEFAULT.get_or_init(|| {
+            Self::from_yaml(CHART_DEFAULT.as_bytes(), "built-in device config")
+                .expect("the built-in device config parses")
+        })
     }
 }
 

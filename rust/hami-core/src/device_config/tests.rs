@@ -111,5 +111,25 @@ fn round_trips_through_json() {
     let c = DeviceConfig::chart_default();
     let json = serde_json::to_vec(&c).unwrap();
     let back: DeviceConfig = serde_json::from_slice(&json).unwrap();
-    assert_eq!(back, c);
+    assert_eq!(back, *c);
+}
+
+#[test]
+fn vendor_backends_follow_the_config_and_the_switches() {
+    let c = DeviceConfig::chart_default();
+    let off = c.vendor_backends(VendorSwitches::default());
+    let find =
+        |list: &[VendorBackend], r: &str| list.iter().find(|b| b.count_resource == r).map(|b| b.common_word.clone());
+    assert_eq!(find(&off, "hygon.com/dcunum").as_deref(), Some("DCU"));
+    assert_eq!(find(&off, "metax-tech.com/sgpu").as_deref(), Some("Metax-SGPU"));
+    assert_eq!(find(&off, "enflame.com/drs-gcu").as_deref(), Some("Enflame"));
+    assert_eq!(find(&off, "huawei.com/Ascend910B3"), None, "Ascend needs --enable-ascend");
+    assert_eq!(find(&off, "iluvatar.ai/MR-V100-vgpu"), None, "Iluvatar needs --enable-iluvatar");
+    assert!(off.iter().all(|b| !b.count_resource.is_empty() && b.common_word != "NVIDIA"));
+    let on = c.vendor_backends(VendorSwitches { enable_ascend: true, enable_iluvatar: true });
+    assert_eq!(find(&on, "huawei.com/Ascend910B3").as_deref(), Some("Ascend910B3"));
+    assert_eq!(find(&on, "iluvatar.ai/BI-V150-vgpu").as_deref(), Some("BI-V150"));
+    let renamed = parse("hygon:\n  resourceCountName: example.com/dcu\n").unwrap();
+    let list = renamed.vendor_backends(VendorSwitches::default());
+    assert_eq!(list.iter().map(|b| b.count_resource.as_str()).collect::<Vec<_>>(), ["example.com/dcu"]);
 }
