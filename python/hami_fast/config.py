@@ -334,11 +334,7 @@ def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None 
 
 def with_devices(config: Config, nvidia_flags_given: list[str]) -> Config:
     """The device config file read and checked; the NVIDIA flags it replaces named in a warning."""
-    devices = device_config.DeviceSettings(
-        config=device_config.read(config.device_config_file) if config.device_config_file else None,
-        enable_ascend=config.enable_ascend,
-        enable_iluvatar=config.enable_iluvatar,
-    )
+    devices = device_config.settings(config.device_config_file, config.enable_ascend, config.enable_iluvatar)
     if devices.config is not None and nvidia_flags_given:
         import logging
 

@@ -75,13 +75,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def settings(path: str, enable_ascend: bool, enable_iluvatar: bool) -> DeviceSettings:
+    """The file at `path` (none: HAMi's chart default) read and checked, with the switches."""
+    return DeviceSettings(
+        config=read(path) if path else None, enable_ascend=enable_ascend, enable_iluvatar=enable_iluvatar
+    )
+
+
 def from_args(args: argparse.Namespace) -> DeviceSettings:
     """The settings the flags of :func:`add_arguments` name."""
     from hami_fast.config import parse_bool
 
-    path = getattr(args, "device_config_file", "") or ""
-    return DeviceSettings(
-        config=read(path) if path else None,
-        enable_ascend=parse_bool(str(getattr(args, "enable_ascend", "false")), "--enable-ascend"),
-        enable_iluvatar=parse_bool(str(getattr(args, "enable_iluvatar", "false")), "--enable-iluvatar"),
+    return settings(
+        getattr(args, "device_config_file", "") or "",
+        parse_bool(str(getattr(args, "enable_ascend", "false")), "--enable-ascend"),
+        parse_bool(str(getattr(args, "enable_iluvatar", "false")), "--enable-iluvatar"),
     )
