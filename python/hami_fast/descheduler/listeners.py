@@ -47,7 +47,12 @@ def check(args: argparse.Namespace) -> None:
         require_loopback(args.local_bind, "--local-bind")
     if args.api_tls and not (args.cert_file and args.key_file):
         raise ValueError("--api-tls needs --cert-file and --key-file")
+    seen: dict[str, str] = {}
     for address, flag in addresses(args):
+        port = address.rpartition(":")[2]
+        if port != "0" and port in seen:
+            raise ValueError(f"{flag} {address}: port {port} is {seen[port]}'s already; each listener needs its own")
+        seen[port] = flag
         probe(address, flag)
 
 
