@@ -73,6 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " none = anyone who reaches it; auto (default) = none on a loopback --bind, else kubernetes",
     )
     p.add_argument(
+        "--api-auth-cache-ttl",
+        type=duration,
+        default=10.0,
+        help="how long a TokenReview's and a SubjectAccessReview's answer is reused (default 10s, as kube-apiserver's)",
+    )
+    p.add_argument(
         "--api-tls",
         type=flag,
         nargs="?",
@@ -268,7 +274,8 @@ class Runtime:
         if auth_mode(self.args.api_auth, self.args.bind, client is None) == "none":
             return None
         # Its own rate limit: a flood of bad tokens must not slow the controller's calls.
-        return KubeAccess(KubeClient(client.api_client, self.args.kube_qps, self.args.kube_burst))
+        limited = KubeClient(client.api_client, self.args.kube_qps, self.args.kube_burst)
+        return KubeAccess(limited, ttl=self.args.api_auth_cache_ttl)
 
     def auto_loop(self, client: Any) -> threading.Thread:
         from hami_fast.descheduler.auto import AutoLoop, AutoMover, AutoOptions

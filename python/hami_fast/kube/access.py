@@ -88,6 +88,8 @@ class TtlCache(Generic[K, V]):
             return True, hit[1]
 
     def put(self, key: K, value: V) -> None:
+        if self.ttl <= 0:
+            return
         with self.lock:
             self.entries.pop(key, None)
             self.entries[key] = (time.monotonic() + self.ttl, value)
