@@ -183,7 +183,8 @@ def test_an_api_server_that_cannot_review_is_503_not_a_yes(served, cluster):
 def test_the_loopback_listener_needs_no_token(served, cluster):
     local = free_port()
     api = served(f"--local-bind=127.0.0.1:{local}")
-    assert call(f"http://127.0.0.1:{api}/api/v1/cluster-info")[0] == 401
+    status, _, body = call(f"http://127.0.0.1:{api}/api/v1/cluster-info")
+    assert status == 401 and body["error"].endswith(f"without one (a browser): the loopback listener 127.0.0.1:{local}")
     status, _, info = call(f"http://127.0.0.1:{local}/api/v1/cluster-info")
     assert status == 200 and info["summary"]["gpus"] == 4
 

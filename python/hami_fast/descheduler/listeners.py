@@ -63,7 +63,8 @@ def addresses(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def listeners(args: argparse.Namespace, api: Any, webhook: Any, access: Any) -> list[Listener]:
     """`access`: a KubeAccess when the API is guarded (see `guarded`)."""
-    guarded = guard(api, access, args.lease_namespace) if access is not None else api
+    hint = f"; without one (a browser): the loopback listener {args.local_bind}" if args.local_bind else ""
+    guarded = guard(api, access, args.lease_namespace, hint) if access is not None else api
     found = [Listener(args.bind, "--bind", guarded, api_tls(args))]
     if args.webhook_bind:
         found.append(Listener(args.webhook_bind, "--webhook-bind", webhook, bool(args.cert_file and args.key_file)))
@@ -72,8 +73,8 @@ def listeners(args: argparse.Namespace, api: Any, webhook: Any, access: Any) -> 
     return found
 
 
-def guard(api: Any, access: Any, namespace: str) -> Guarded:
-    return Guarded(api, access, attributes_in(namespace), OPEN_PATHS, realm="hami-fast-descheduler")
+def guard(api: Any, access: Any, namespace: str, hint: str = "") -> Guarded:
+    return Guarded(api, access, attributes_in(namespace), OPEN_PATHS, realm="hami-fast-descheduler", hint=hint)
 
 
 def describe(args: argparse.Namespace, guarded: bool) -> str:

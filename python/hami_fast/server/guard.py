@@ -34,14 +34,11 @@ class Guarded:
         attributes: Callable[[str, str], Attributes],
         open_paths: frozenset[str],
         realm: str,
+        hint: str = "",
     ) -> None:
-        self.app, self.access, self.attributes, self.open_paths, self.realm = (
-            app,
-            access,
-            attributes,
-            open_paths,
-            realm,
-        )
+        """`hint`: added to the 401 without a token (where else to go, e.g. for a browser)."""
+        self.app, self.access, self.attributes, self.open_paths = app, access, attributes, open_paths
+        self.realm, self.hint = realm, hint
         # Reviews may wait on the API server: their own small pool, so a flood of bad tokens
         # cannot take the app's handler threads.
         self.reviews = ThreadPoolExecutor(max_workers=4, thread_name_prefix="access-review")
@@ -67,7 +64,7 @@ class Guarded:
 
     def verdict(self, token: str, method: str, path: str) -> Verdict:
         if not token:
-            return 401, "Unauthorized: send a bearer token (Authorization: Bearer <token>)"
+            return 401, f"Unauthorized: send a bearer token (Authorization: Bearer <token>){self.hint}"
         try:
             user = self.access.authenticate(token)
             if user is None:
