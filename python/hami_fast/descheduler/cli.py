@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hami_fast.config import parse_bool, parse_duration
-from hami_fast.descheduler import listeners as listen
+from hami_fast.descheduler import listeners
 from hami_fast.descheduler.access import AUTH_MODES, auth_mode
 from hami_fast.server import logs
 from hami_fast.server.guard import Guarded
@@ -302,7 +302,7 @@ class Runtime:
             t.start()
 
     async def serve(self, ready: threading.Event | None = None) -> None:
-        found = listen.listeners(self.args, self.app, self.webhook_app, self.access)
+        found = listeners.build(self.args, self.app, self.webhook_app, self.access)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -310,21 +310,21 @@ class Runtime:
             except (RuntimeError, ValueError):
                 pass
         try:
-            running = await listen.serve_all(found, self.args, self.stop)
+            running = await listeners.serve_all(found, self.args, self.stop)
         except ListenError:
             self.close(found)
             raise
-        listen.warn_if_open(self.args, self.access is not None)
-        log.info(listen.describe(self.args, self.access is not None))
+        listeners.warn_if_open(self.args, self.access is not None)
+        log.info(listeners.describe(self.args, self.access is not None))
         if ready:
             ready.set()
         while not any(task.done() for _, task in running) and not self.stop.is_set():
             await asyncio.sleep(0.2)
-        await listen.stop_all(running)
+        await listeners.stop_all(running)
         self.stop.set()
         self.close(found)
 
-    def close(self, found: list[listen.Listener]) -> None:
+    def close(self, found: list[listeners.Listener]) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
         for listener in found:
             if isinstance(listener.app, Guarded):
@@ -337,7 +337,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         logs.setup(args.log_level, args.log_format)
-        listen.check(args)  # a busy port or flags that cannot work fail before the cluster is touched
+        listeners.check(args)  # a busy port or flags that cannot work fail before the cluster is touched
         runtime = Runtime(args)
         runtime.start()
         asyncio.run(runtime.serve())

@@ -61,8 +61,8 @@ def addresses(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(address, flag) for address, flag in named if address]
 
 
-def listeners(args: argparse.Namespace, api: Any, webhook: Any, access: Any) -> list[Listener]:
-    """`access`: a KubeAccess when the API is guarded (see `guarded`)."""
+def build(args: argparse.Namespace, api: Any, webhook: Any, access: Any) -> list[Listener]:
+    """The listeners to start; `access`: the KubeAccess guarding the API on --bind (None: open)."""
     hint = f"; without one (a browser): the loopback listener {args.local_bind}" if args.local_bind else ""
     guarded = guard(api, access, args.lease_namespace, hint) if access is not None else api
     found = [Listener(args.bind, "--bind", guarded, api_tls(args))]
