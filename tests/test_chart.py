@@ -10,6 +10,7 @@ these tests skip and say how to get it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -55,6 +56,8 @@ except ImportError:  # pragma: no cover - the test extra installs it
     kubernetes_validate = None
 
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
+MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "no-webhook": {"scheduler": {"admissionWebhook": {"enabled": False}}},
@@ -96,7 +99,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "descheduler": {
             "enabled": True,
             "auto": {"enabled": True, "maxMovesPerHour": 3, "selector": "team in (ml, vision),movable!=no"},
+            "api": {"auth": {"subjects": [{"kind": "Group", "name": "gpu-admins", "apiGroup": RBAC_GROUP}]}},
+            "networkPolicy": {"enabled": True, "apiFrom": [{"namespaceSelector": {"matchLabels": MONITORING}}]},
         },
+    },
+    # The descheduler's API over TLS is the only user of the serving certificate: no webhook at all.
+    "descheduler-api-tls-only": {
+        "scheduler": {"admissionWebhook": {"enabled": False}},
+        "descheduler": {"enabled": True, "webhook": {"enabled": False}, "networkPolicy": {"enabled": True}},
     },
     "no-kube-scheduler-no-leader": {
         "scheduler": {
@@ -750,6 +760,114 @@ def test_the_auto_modes_record_of_moves_is_the_one_configmap_it_may_write():
     binding = one(objs, "RoleBinding", "hf-hami-fast-descheduler-auto")
     assert binding["roleRef"]["name"] == "hf-hami-fast-descheduler-auto"
     assert binding["subjects"][0]["namespace"] == NS
+
+
+# ---------------------------------------------------------------------------------------------
+# Descheduler API access: authentication, authorisation, TLS, the loopback listener, NetworkPolicy
+
+
+def _descheduler_args(objs: list[dict[str, Any]]) -> argparse.Namespace:
+    from hami_fast.descheduler import cli as dcli
+
+    (c,) = one(objs, "Deployment", "hf-hami-fast-descheduler")["spec"]["template"]["spec"]["containers"]
+    parser = argparse.ArgumentParser()
+    dcli.add_arguments(parser)
+    return parser.parse_args(c["args"])
+
+
+@needs_helm
+def test_descheduler_api_is_authenticated_and_https_by_default():
+    from hami_fast.descheduler.access import auth_mode
+    from hami_fast.descheduler.listeners import api_tls
+
+    objs = render(VARIANTS["descheduler"])
+    args = _descheduler_args(objs)
+    assert auth_mode(args.api_auth, args.bind, snapshot=False) == "kubernetes" and args.api_auth == "kubernetes"
+    assert api_tls(args) and args.cert_file == "/tls/tls.crt" and args.webhook_bind == "0.0.0.0:9443"
+    assert args.local_bind == "127.0.0.1:8084", "the port-forward listener, on the pod's loopback only"
+    (c,) = one(objs, "Deployment", "hf-hami-fast-descheduler")["spec"]["template"]["spec"]["containers"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api", "scheme": "HTTPS"}
+    assert {"name": "tls", "mountPath": "/tls", "readOnly": True} in c["volumeMounts"]
+    (create,) = one(objs, "Job", "hf-hami-fast-certgen-create")["spec"]["template"]["spec"]["containers"]
+    assert "hf-hami-fast-descheduler.hami-system.svc" in create["args"][1].split(","), "the certificate covers the API"
+    assert not find(objs, "NetworkPolicy"), "the NetworkPolicy is optional"
+
+
+@needs_helm
+def test_descheduler_rbac_for_reviews_and_the_role_users_are_bound_to():
+    from hami_fast.descheduler.access import attributes_in
+
+    objs = render(VARIANTS["everything"])
+    grants = _grants(_rules(objs, "ClusterRole", "hf-hami-fast-descheduler"))
+    assert ("authentication.k8s.io", "tokenreviews", "create") in grants
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create") in grants
+    role = _grants(_rules(objs, "ClusterRole", "hf-hami-fast-descheduler-api"))
+    asked = set()
+    for method in ("GET", "POST"):
+        a = attributes_in(NS)(method, "/api/v1/plan")
+        assert a.namespace == NS
+        asked.add((a.group, f"{a.resource}/{a.subresource}", a.verb))
+    assert role == asked == {("hami-fast.io", "descheduler/api", "get"), ("hami-fast.io", "descheduler/plan", "create")}
+    binding = one(objs, "ClusterRoleBinding", "hf-hami-fast-descheduler-api")
+    assert binding["roleRef"]["name"] == "hf-hami-fast-descheduler-api"
+    assert binding["subjects"] == [{"kind": "Group", "name": "gpu-admins", "apiGroup": RBAC_GROUP}]
+    assert not find(render(VARIANTS["descheduler"]), "ClusterRoleBinding", "hf-hami-fast-descheduler-api"), (
+        "no binding without subjects"
+    )
+
+
+@needs_helm
+def test_descheduler_auth_off_and_no_local_listener():
+    objs = render({"descheduler": {"enabled": True, "api": {"auth": {"enabled": False}, "localPort": 0}}})
+    args = _descheduler_args(objs)
+    assert args.api_auth == "none" and args.local_bind == ""
+    grants = _grants(_rules(objs, "ClusterRole", "hf-hami-fast-descheduler"))
+    assert not {g for g in grants if g[0] in ("authentication.k8s.io", "authorization.k8s.io")}
+    assert not find(objs, "ClusterRole", "hf-hami-fast-descheduler-api")
+
+
+@needs_helm
+def test_descheduler_plain_http_api_when_tls_is_off():
+    from hami_fast.descheduler.listeners import api_tls
+
+    objs = render({"descheduler": {"enabled": True, "api": {"tls": {"enabled": False}}}})
+    args = _descheduler_args(objs)
+    assert not api_tls(args) and args.webhook_bind, "the webhook keeps its TLS listener"
+    (c,) = one(objs, "Deployment", "hf-hami-fast-descheduler")["spec"]["template"]["spec"]["containers"]
+    assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
+
+
+@needs_helm
+def test_descheduler_api_tls_alone_gets_a_certificate_and_no_webhook_patching():
+    from hami_fast.descheduler.listeners import api_tls
+
+    objs = render(VARIANTS["descheduler-api-tls-only"])
+    args = _descheduler_args(objs)
+    assert api_tls(args) and not args.webhook_bind and args.cert_file == "/tls/tls.crt"
+    assert not find(objs, "MutatingWebhookConfiguration")
+    assert one(objs, "Job", "hf-hami-fast-certgen-create")
+    assert not find(objs, "Job", "hf-hami-fast-certgen-patch"), "no webhook to patch"
+    assert not find(objs, "ClusterRole", "hf-hami-fast-certgen"), "empty resourceNames would grant every webhook"
+    certmanager = render({**VARIANTS["descheduler-api-tls-only"], "scheduler": {
+        "admissionWebhook": {"enabled": False}, "certManager": {"enabled": True}}})  # fmt: skip
+    assert one(certmanager, "Certificate")["spec"]["secretName"] == "hf-hami-fast-scheduler-tls"
+    policy = one(objs, "NetworkPolicy", "hf-hami-fast-descheduler")
+    assert policy["spec"]["ingress"] == [], "no webhook and no apiFrom: nothing reaches the pods over the network"
+
+
+@needs_helm
+def test_descheduler_network_policy_opens_the_webhook_to_all_and_the_api_to_apifrom():
+    objs = render(VARIANTS["everything"])
+    policy = one(objs, "NetworkPolicy", "hf-hami-fast-descheduler")
+    dep = one(objs, "Deployment", "hf-hami-fast-descheduler")
+    assert policy["spec"]["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    webhook, api = policy["spec"]["ingress"]
+    assert webhook == {"ports": [{"port": 9443, "protocol": "TCP"}]}, "from anywhere: the API server calls it"
+    assert api == {
+        "from": [{"namespaceSelector": {"matchLabels": MONITORING}}],
+        "ports": [{"port": 8083, "protocol": "TCP"}],
+    }
 
 
 def test_crd_copies_are_identical():

@@ -150,7 +150,7 @@ def test_serve_on_a_busy_port_is_one_line_and_never_says_serving(tmp_path, busy_
     )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert lines[-1] == f"hami-fast serve: cannot listen on 127.0.0.1:{busy_port}: address already in use"
+    assert lines[-1] == f"hami-fast serve: cannot listen on 127.0.0.1:{busy_port} (--http_bind): address already in use"
     assert not any(" serving " in line or line.endswith(" serving") for line in lines), lines
 
 
@@ -170,7 +170,7 @@ def test_descheduler_on_a_busy_port_is_one_line(busy_port):
     proc = hami_fast("descheduler", "--snapshot", str(SNAPSHOT), "--bind", f"127.0.0.1:{busy_port}")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"hami-fast descheduler: cannot listen on 127.0.0.1:{busy_port}: address already in use"
+        f"hami-fast descheduler: cannot listen on 127.0.0.1:{busy_port} (--bind): address already in use"
     )
 
 

@@ -261,8 +261,16 @@ schema = {
                     "replicas": {"type": "integer", "minimum": 1},
                     "image": image(),
                     "leaderElection": obj({"enabled": B, "leaseName": {"type": "string", "minLength": 1}}),
-                    "api": obj({"port": PORT}),
+                    "api": obj(
+                        {
+                            "port": PORT,
+                            "auth": obj({"enabled": B, "subjects": LIST}),
+                            "tls": obj({"enabled": B}),
+                            "localPort": {"type": "integer", "minimum": 0, "maximum": 65535},
+                        }
+                    ),
                     "service": obj({"type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]}, "port": PORT}),
+                    "networkPolicy": obj({"enabled": B, "apiFrom": LIST}),
                     "webhook": obj(
                         {
                             "enabled": B,

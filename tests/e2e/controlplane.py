@@ -42,6 +42,15 @@ SA = f"{RELEASE}-hami-fast-scheduler"
 SA_USER = f"system:serviceaccount:{NAMESPACE}:{SA}"
 DESCHEDULER_SA = f"{RELEASE}-hami-fast-descheduler"
 DESCHEDULER_USER = f"system:serviceaccount:{NAMESPACE}:{DESCHEDULER_SA}"
+# Users of the descheduler's API: one bound to the chart's `-descheduler-api` ClusterRole (through
+# `descheduler.api.auth.subjects`), one with no grant at all.
+API_VIEWER = "e2e-gpu-viewer"
+API_NOBODY = "e2e-nobody"
+API_USERS = {API_VIEWER: "system:authenticated", API_NOBODY: "system:authenticated"}
+DESCHEDULER_VALUES = {
+    "descheduler.enabled": True,
+    "descheduler.api.auth.subjects": [{"kind": "User", "name": API_VIEWER, "apiGroup": "rbac.authorization.k8s.io"}],
+}
 
 
 def cache_dir() -> Path:
@@ -413,9 +422,11 @@ class ControlPlane:
         self.procs["kube-controller-manager"] = proc
         return proc
 
-    def start_descheduler(self, args: list[str], port: int, webhook_port: int) -> Proc:
+    def start_descheduler(self, args: list[str], port: int, webhook_port: int, local_port: int) -> Proc:
         """`hami-fast descheduler` with the chart's flags; addresses, TLS files and kubeconfig changed."""
-        keep = [a for a in args if not a.startswith(("--http_bind", "--webhook-bind", "--cert_file", "--key_file"))]
+        changed = ("--http_bind", "--webhook-bind", "--cert_file", "--key_file", "--local-bind")
+        keep = [a for a in args if not a.startswith(changed)]
+        local = [f"--local-bind=127.0.0.1:{local_port}"] if any(a.startswith("--local-bind=") for a in args) else []
         exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
         env = {**os.environ, "POD_NAME": "descheduler-e2e", "POD_NAMESPACE": NAMESPACE}
         proc = Proc(
@@ -428,6 +439,7 @@ class ControlPlane:
                 f"--cert_file={self.pki / 'hami-fast.crt'}",
                 f"--key_file={self.pki / 'hami-fast.key'}",
                 f"--kubeconfig={self.kubeconfig('descheduler', self.descheduler_token)}",
+                *local,
                 *keep,
             ],
             self.workdir / "logs" / "descheduler.log",
@@ -543,15 +555,17 @@ class Cluster:
         return self.start_hami_fast()
 
     # ---- the descheduler (issue 11) ------------------------------------------------------------
-    descheduler_port: int = 0
+    descheduler_port: int = 0  # the loopback listener (api.localPort): what kubectl port-forward reaches, no token
+    descheduler_api_port: int = 0  # the API as the chart serves it: HTTPS, bearer tokens, TokenReview + SAR
 
     def ensure_descheduler(self) -> int:
         """The chart's descheduler (CRD, RBAC, pinning webhook registration, `hami-fast descheduler`)
-        and kube-controller-manager for Deployments, started once per control plane; its API port."""
+        and kube-controller-manager for Deployments, started once per control plane; the port of its
+        loopback listener (plain HTTP, no token: the tests read the map and /metrics there)."""
         if self.descheduler_port:
             return self.descheduler_port
         api, cp = self.api, self.cp
-        objs = render_chart({"descheduler.enabled": True})
+        objs = render_chart(DESCHEDULER_VALUES)
         cp.install_chart_objects(
             [o for o in objs if "descheduler" in o["metadata"]["name"] or o["kind"] == "CustomResourceDefinition"]
         )
@@ -564,7 +578,7 @@ class Cluster:
             ),
             timeout=30,
         )
-        port, webhook_port = free_port(), free_port()
+        port, webhook_port, local_port = free_port(), free_port(), free_port()
         (mwc,) = [
             o for o in objs if o["kind"] == "MutatingWebhookConfiguration" and "descheduler" in o["metadata"]["name"]
         ]
@@ -574,33 +588,51 @@ class Cluster:
                 "caBundle": base64.b64encode(cp.ca_file.read_bytes()).decode(),
             }
         api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
-        self._descheduler_ports = (port, webhook_port)
+        self._descheduler_ports = (port, webhook_port, local_port)
         self._start_descheduler_from(objs)
         cp.start_controller_manager()
-        self.descheduler_port = port
-        return port
+        self.descheduler_port, self.descheduler_api_port = local_port, port
+        return local_port
 
     def _start_descheduler_from(self, objs: list[dict[str, Any]]) -> None:
-        port, webhook_port = self._descheduler_ports
+        port, webhook_port, local_port = self._descheduler_ports
         (dep,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-descheduler")]
         (container,) = dep["spec"]["template"]["spec"]["containers"]
         args = with_local_device_config(container["args"], objs, self.cp.workdir)
-        proc = self.cp.start_descheduler(args, port, webhook_port)
+        proc = self.cp.start_descheduler(args, port, webhook_port, local_port)
 
         def api_up():
             if not proc.alive():
                 raise ProcessDied(f"descheduler died:\n{proc.tail(60)}")
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/cluster-info", timeout=5) as resp:
+            # As the chart serves it: HTTPS, and the admin's token reviewed by the real API server.
+            status, body = self.descheduler_api("GET", "/api/v1/cluster-info", self.cp.admin_token, port=port)
+            assert status == 200, (status, body)
+            with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/api/v1/cluster-info", timeout=5) as resp:
                 return json.loads(resp.read())
 
         wait_for("descheduler API", api_up, timeout=60)
+
+    def descheduler_api(
+        self, method: str, path: str, token: str | None, body: bytes | None = None, port: int = 0
+    ) -> tuple[int, dict[str, Any]]:
+        """A call to the descheduler's authenticated HTTPS API: (status, JSON body)."""
+        ctx = ssl.create_default_context(cafile=str(self.cp.ca_file))
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        url = f"https://127.0.0.1:{port or self.descheduler_api_port}{path}"
+        req = urllib.request.Request(url, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, json.loads(exc.read() or b"{}")
 
     def restart_descheduler(self, values: dict[str, Any] | None = None) -> int:
         """The chart's descheduler again, rendered with these values (`{"descheduler.auto": {...}}`),
         on the same ports."""
         self.ensure_descheduler()
         self.cp.procs["hami-fast-descheduler"].stop()
-        objs = render_chart({"descheduler.enabled": True, **(values or {})})
+        objs = render_chart({**DESCHEDULER_VALUES, **(values or {})})
         rbac = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
         # RBAC these values add (`descheduler.auto`'s record of moves); what exists already stays.
         self.cp.install_chart_objects([o for o in objs if o["kind"] in rbac and "descheduler" in o["metadata"]["name"]])
@@ -636,7 +668,7 @@ def running_cluster(workdir: Path):
     """The whole setup: control plane, chart RBAC and webhook, hami-fast, kube-scheduler."""
     t0 = time.monotonic()
     objs = render_chart()
-    cp = ControlPlane(workdir)
+    cp = ControlPlane(workdir, extra_users=dict(API_USERS))
     try:
         cp.start()
         c = Cluster(cp, objs)

@@ -251,6 +251,30 @@ def test_plan_for_a_pending_pod_moves_a_deployment_pod_and_the_pending_pod_lands
 RESERVATION = "hami-fast.io/reservation"
 
 
+def test_the_descheduler_api_refuses_the_unauthenticated_and_the_unauthorised(cluster, descheduler):
+    """The chart's settings on the real API server: HTTPS, TokenReview and SubjectAccessReview made
+    by the descheduler's ServiceAccount (the chart's RBAC lets it), the `-descheduler-api`
+    ClusterRole bound to a user through `descheduler.api.auth.subjects`."""
+    from controlplane import API_NOBODY, API_VIEWER
+
+    tokens = cluster.cp.tokens
+    call = cluster.descheduler_api
+    status, body = call("GET", "/api/v1/cluster-info", None)
+    assert status == 401 and "bearer token" in body["error"]
+    assert call("GET", "/api/v1/cluster-info", "no-such-token")[0] == 401
+    status, body = call("GET", "/api/v1/cluster-info", tokens[API_NOBODY])
+    assert status == 403 and f'user "{API_NOBODY}" cannot get on "descheduler/api"' in body["error"], body
+    assert call("POST", "/api/v1/plan", tokens[API_NOBODY], b'{"max_moves": 1}')[0] == 403
+    status, info = call("GET", "/api/v1/cluster-info", tokens[API_VIEWER])
+    assert status == 200 and any(n["name"] == NODE for n in info["nodes"]), info
+    status, plan = call("POST", "/api/v1/plan", tokens[API_VIEWER], b'{"max_moves": 1}')
+    assert status == 200 and "moves" in plan, plan
+    assert call("GET", "/healthz", None)[0] == 200, "health checks stay open for the kubelet"
+    # What kubectl port-forward reaches: the pod's loopback listener, no token.
+    with urllib.request.urlopen(f"http://127.0.0.1:{descheduler}/api/v1/cluster-info", timeout=10) as resp:
+        assert resp.status == 200
+
+
 def test_the_api_server_takes_every_gpu_id_hami_registers_and_refuses_what_breaks_annotations(cluster, descheduler):
     """The CRD's gpuDevices pattern as kube-apiserver applies it (Go's regexp), server-side dry run."""
     api = cluster.api

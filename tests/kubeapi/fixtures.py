@@ -56,6 +56,7 @@ class KubeAPI:
         self.kubeconfig = kubeconfig
         self.ca_pem, self.ca_file = ca_pem, ca_file
         self.store, self.faults, self.registry = server.store, server.faults, server.registry
+        self.access = server.access  # users by token, rules for SubjectAccessReview (access.py)
         self.api_client = config.new_client_from_config(config_file=kubeconfig, persist_config=False)
         self.configuration = self.api_client.configuration
 

@@ -75,6 +75,9 @@ BUILTIN: tuple[ResourceType, ...] = (
         tracks_generation=True,
         short_names=("pdb",),
     ),
+    # Reviews are answered, never stored (see access.py).
+    ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False, verbs=("create",)),
     ResourceType(
         PLACEMENT_GROUP,
         "v1",

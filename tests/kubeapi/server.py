@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from . import selectors
+from .access import Access
 from .faults import Faults, RequestRecord
 from .resources import Registry, ResourceType
 from .store import ApiError, Store, dumps
@@ -328,6 +329,10 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(
                     405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
                 )
+            if rt.plural == "tokenreviews":
+                return 201, dumps(self.server.api.access.review_token(obj))
+            if rt.plural == "subjectaccessreviews":
+                return 201, dumps(self.server.api.access.review_access(obj))
             return 201, dumps(store.create(rt, r.namespace, obj, dry_run=dry_run))
         if r.verb == "update":
             if r.name is None:
@@ -598,6 +603,7 @@ class KubeAPIServer:
         self.registry = registry or Registry()
         self.store = Store(self.registry, history_size=history_size)
         self.faults = Faults(wake=self.wake)
+        self.access = Access()  # TokenReview / SubjectAccessReview answers
         self.bookmark_interval = bookmark_interval
         self.bookmark_epoch = 0
         self.default_watch_timeout = default_watch_timeout

@@ -132,8 +132,15 @@ OK = b'{"status": "ok"}'
 
 
 class ApiApp(Router):
+    """The REST API and the GPU map; `webhook`: also the pinning webhook (when it has no listener of its own)."""
+
     def __init__(
-        self, source: Source, pinner: Pinner | None, leading: Callable[[], bool], executor: ThreadPoolExecutor
+        self,
+        source: Source,
+        pinner: Pinner | None,
+        leading: Callable[[], bool],
+        executor: ThreadPoolExecutor,
+        webhook: bool = True,
     ) -> None:
         self.source, self.pinner, self.leading = source, pinner, leading
         super().__init__(
@@ -143,9 +150,8 @@ class ApiApp(Router):
                 Route("GET", "/api/v1/fragmentation", self.fragmentation),
                 Route("POST", "/api/v1/plan", self.plan),
                 Route("POST", "/api/v1/placements/validate", self.validate),
-                Route("POST", "/webhook", self.webhook),
-                Route("GET", "/healthz", lambda _: OK, "inline"),
-                Route("GET", "/readyz", lambda _: OK, "inline"),
+                *([Route("POST", "/webhook", self.webhook)] if webhook else []),
+                *health_routes(),
                 *GpuMap(source, leading).routes(),
             ],
             executor,
@@ -172,3 +178,13 @@ class ApiApp(Router):
 
     def webhook(self, body: bytes) -> bytes:
         return (self.pinner or Pinner(None)).admit(body)
+
+
+def health_routes() -> list[Route]:
+    return [Route("GET", "/healthz", lambda _: OK, "inline"), Route("GET", "/readyz", lambda _: OK, "inline")]
+
+
+def webhook_app(pinner: Pinner | None, executor: ThreadPoolExecutor) -> Router:
+    """The webhook's own listener: `/webhook` and the health checks, nothing of the API."""
+    admit = (pinner or Pinner(None)).admit
+    return Router([Route("POST", "/webhook", admit), *health_routes()], executor, name="descheduler-webhook")

@@ -9,16 +9,15 @@ import os
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
-
-from granian.constants import Interfaces
-from granian.server.embed import Server
 
 from hami_fast import device_config
 from hami_fast.config import parse_bool, parse_duration
+from hami_fast.descheduler import listeners
+from hami_fast.descheduler.access import AUTH_MODES, auth_mode
 from hami_fast.server import logs
-from hami_fast.server.listen import ListenError, start_listening
+from hami_fast.server.guard import Guarded
+from hami_fast.server.listen import ListenError
 from hami_fast.server.router import Route
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"  # the format generate_latest writes
@@ -58,11 +57,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--http_bind",
         "--http-bind",
         dest="bind",
-        default="0.0.0.0:8083",
-        help="REST API address (default 0.0.0.0:8083); serves /webhook too unless --webhook-bind is set",
+        default="127.0.0.1:8083",
+        help="REST API and GPU map address (default 127.0.0.1:8083; in a cluster 0.0.0.0:8083);"
+        " serves /webhook too unless --webhook-bind is set",
     )
     p.add_argument(
-        "--webhook-bind", default="", help="separate listener for the pinning webhook (TLS with --cert-file/--key-file)"
+        "--webhook-bind",
+        default="",
+        help="separate listener for the pinning webhook alone (TLS with --cert-file/--key-file)",
+    )
+    p.add_argument(
+        "--api-auth",
+        choices=AUTH_MODES,
+        default="auto",
+        help="who may use the API: kubernetes = a bearer token checked with TokenReview and SubjectAccessReview;"
+        " none = anyone who reaches it; auto (default) = none on a loopback --bind, else kubernetes",
+    )
+    p.add_argument(
+        "--api-auth-cache-ttl",
+        type=duration,
+        default=10.0,
+        help="how long a TokenReview's and a SubjectAccessReview's answer is reused (default 10s, as kube-apiserver's)",
+    )
+    p.add_argument(
+        "--api-tls",
+        type=flag,
+        nargs="?",
+        const=True,
+        default=False,
+        help="serve the API over TLS with --cert-file/--key-file (always so without --webhook-bind)",
+    )
+    p.add_argument(
+        "--local-bind",
+        default="",
+        help="a second API listener without authentication, loopback only (in a pod: reached through"
+        " kubectl port-forward, which the API server authorises); off by default",
     )
     p.add_argument("--kubeconfig", default="", help="kubeconfig path (default: KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--snapshot", default="", help="serve the read-only API on a snapshot file instead of a cluster")
@@ -185,7 +214,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 class Runtime:
     def __init__(self, args: argparse.Namespace, stop: threading.Event | None = None) -> None:
-        from hami_fast.descheduler.api import ApiApp, Source
+        from hami_fast.descheduler.api import ApiApp, Source, webhook_app
         from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts
         from hami_fast.descheduler.planner import snapshot_bytes
         from hami_fast.descheduler.webhook import Pinner
@@ -239,9 +268,22 @@ class Runtime:
             if args.auto:
                 self.threads.append(self.auto_loop(client))
         self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="desched-api")
-        self.app = ApiApp(source, pinner, self.leading.is_set, self.executor)
+        self.app = ApiApp(source, pinner, self.leading.is_set, self.executor, webhook=not args.webhook_bind)
+        self.webhook_app = webhook_app(pinner, self.executor)
         if not args.snapshot:
             self.app.add(Route("GET", "/metrics", lambda _: (200, self.controller.metrics.render(), PROMETHEUS_TEXT)))
+        self.access = self.kube_access(source.client)
+
+    def kube_access(self, client: Any) -> Any:
+        """The KubeAccess guarding the API, or None when --api-auth resolves to none."""
+        from hami_fast.kube.access import KubeAccess
+        from hami_fast.kube.client import KubeClient
+
+        if auth_mode(self.args.api_auth, self.args.bind, client is None) == "none":
+            return None
+        # Its own rate limit: a flood of bad tokens must not slow the controller's calls.
+        limited = KubeClient(client.api_client, self.args.kube_qps, self.args.kube_burst)
+        return KubeAccess(limited, ttl=self.args.api_auth_cache_ttl)
 
     def auto_loop(self, client: Any) -> threading.Thread:
         from hami_fast.descheduler.auto import AutoLoop, AutoMover, AutoOptions
@@ -268,52 +310,33 @@ class Runtime:
             t.start()
 
     async def serve(self, ready: threading.Event | None = None) -> None:
-        def listener(bind: str, tls: bool) -> Server:
-            host, _, port = bind.rpartition(":")
-            ssl: dict[str, Any] = (
-                {"ssl_cert": Path(self.args.cert_file), "ssl_key": Path(self.args.key_file)} if tls else {}
-            )
-            return Server(
-                self.app, address=host or "0.0.0.0", port=int(port), interface=Interfaces.RSGI, log_enabled=False, **ssl
-            )
-
-        has_tls = bool(self.args.cert_file and self.args.key_file)
-        servers = [listener(self.args.bind, has_tls and not self.args.webhook_bind)]
-        if self.args.webhook_bind:
-            servers.append(listener(self.args.webhook_bind, has_tls))
+        found = listeners.build(self.args, self.app, self.webhook_app, self.access)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, self.stop.set)
             except (RuntimeError, ValueError):
                 pass
-        binds = [self.args.bind] + ([self.args.webhook_bind] if self.args.webhook_bind else [])
-        tasks: list[asyncio.Task[None]] = []
         try:
-            for server, bind in zip(servers, binds, strict=True):
-                tasks.append(await start_listening(server, bind))
+            running = await listeners.serve_all(found, self.args, self.stop)
         except ListenError:
-            for server, task in zip(servers, tasks, strict=False):
-                server.stop()
-                await task
-            self.stop.set()
-            self.executor.shutdown(wait=False, cancel_futures=True)
+            self.close(found)
             raise
-        log.info(
-            "descheduler API on %s%s",
-            self.args.bind,
-            f", webhook on {self.args.webhook_bind}" if self.args.webhook_bind else "",
-        )
+        listeners.warn_if_open(self.args, self.access is not None)
+        log.info(listeners.describe(self.args, self.access is not None))
         if ready:
             ready.set()
-        while not any(t.done() for t in tasks) and not self.stop.is_set():
+        while not any(task.done() for _, task in running) and not self.stop.is_set():
             await asyncio.sleep(0.2)
-        for server in servers:
-            server.stop()
-        for task in tasks:
-            await task
+        await listeners.stop_all(running)
         self.stop.set()
+        self.close(found)
+
+    def close(self, found: list[listeners.Listener]) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        for listener in found:
+            if isinstance(listener.app, Guarded):
+                listener.app.close()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -322,6 +345,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def run(args: argparse.Namespace) -> int:
         logs.setup(args.log_level, args.log_format)
+        listeners.check(args)  # a busy port or flags that cannot work fail before the cluster is touched
         runtime = Runtime(args)
         runtime.start()
         asyncio.run(runtime.serve())

@@ -27,7 +27,7 @@ from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
 from hami_fast.manifests import load_objects, require_nodes
 from hami_fast.server.app import App
-from hami_fast.server.listen import ListenError, start_listening
+from hami_fast.server.listen import ListenError, probe, start_listening
 from hami_fast.server.metrics import Metrics, serve_metrics
 from hami_fast.server.scheduler import Scheduler
 
@@ -220,7 +220,7 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
             **tls,
         )
         try:
-            task = await start_listening(server, f"{host}:{port}")
+            task = await start_listening(server, f"{host}:{port}", flag="--http_bind")
         except ListenError:
             runtime.stop.set()
             executor.shutdown(wait=False, cancel_futures=True)
@@ -260,6 +260,8 @@ def _safe_stamp(config: Config) -> tuple[float, float]:
 
 
 def serve(config: Config) -> int:
+    host, port = split_address(config.http_bind, "127.0.0.1")
+    probe(f"{host}:{port}", "--http_bind")  # a busy port fails before anything touches the cluster
     runtime = build_runtime(config)
     # Objects loaded at start-up live for the whole process: keep them out of the cyclic GC's full
     # passes, which otherwise stall requests for hundreds of milliseconds on large snapshots.

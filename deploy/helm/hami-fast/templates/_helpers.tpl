@@ -142,8 +142,18 @@ imagePullSecrets:
 {{- if or .Values.scheduler.admissionWebhook.enabled (and .Values.descheduler.enabled .Values.descheduler.webhook.enabled) }}true{{ end }}
 {{- end }}
 
+{{/* Whether the descheduler's API serves HTTPS (descheduler.api.tls.enabled) */}}
+{{- define "hami-fast.descheduler.apiTLS" -}}
+{{- if and .Values.descheduler.enabled .Values.descheduler.api.tls.enabled }}true{{ end }}
+{{- end }}
+
+{{/* Whether the chart issues the serving certificate: for a webhook or the descheduler's API */}}
+{{- define "hami-fast.certs" -}}
+{{- if or (include "hami-fast.tls" .) (include "hami-fast.descheduler.apiTLS" .) }}true{{ end }}
+{{- end }}
+
 {{- define "hami-fast.certgenEnabled" -}}
-{{- if and (include "hami-fast.tls" .) .Values.scheduler.patch.enabled (not .Values.scheduler.certManager.enabled) }}true{{ end }}
+{{- if and (include "hami-fast.certs" .) .Values.scheduler.patch.enabled (not .Values.scheduler.certManager.enabled) }}true{{ end }}
 {{- end }}
 
 {{/* DNS names the serving certificate covers ----------------------------------------- */}}
