@@ -387,7 +387,7 @@ class Controller:
         pod = k.get_pod(self.client, namespace, name)
         if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
             gone = "already gone" if pod is None else "already terminating"
-            return self._write(
+            self._write(
                 placement,
                 (s.EVICTION, True, "AlreadyGone", f"pod {name} {gone} before the eviction"),
                 phase=s.DELETING,
@@ -395,6 +395,7 @@ class Controller:
                 evictedAt=k.now_rfc3339(),
                 evictedUID=(pod or {}).get("metadata", {}).get("uid", ""),
             )
+            return
         problem = self.evictee_problem(placement, pod)
         if problem:
             return self.fail(placement, (s.VALIDATED, False, "InvalidEvictee", problem))

@@ -57,8 +57,9 @@ async def start_listening(server: Server, address: str, timeout: float = 15.0) -
         if await _accepts(host, port):
             return task
         await asyncio.sleep(0.01)
-    if task.done() and task.exception() is not None:
-        raise ListenError(f"cannot listen on {address}: {_first_line(task.exception())}") from None
+    error = task.exception() if task.done() else None
+    if error is not None:
+        raise ListenError(f"cannot listen on {address}: {_first_line(error)}") from None
     server.stop()
     await asyncio.gather(task, return_exceptions=True)
     raise ListenError(f"cannot listen on {address}: the listener did not start within {timeout:.0f} s")
