@@ -201,7 +201,7 @@ def test_openb_replayed_snapshot_plans(tmp_path, capsys):
 
 
 def one_small_pod_per_gpu(owned: bool = True) -> list[dict]:
-    """Issue 11's case: every GPU carries one small controller-owned pod, no GPU is free."""
+    """The "found when tried" case: every GPU carries one small controller-owned pod, no GPU is free."""
     items: list[dict] = []
     for n in range(4):
         items.append(node(f"m{n}", 4))

@@ -533,7 +533,7 @@ class Cluster:
         self.cp.procs["hami-fast"].stop()
         return self.start_hami_fast()
 
-    # ---- the descheduler (issue 11) ------------------------------------------------------------
+    # The descheduler.
     descheduler_port: int = 0
 
     def ensure_descheduler(self) -> int:

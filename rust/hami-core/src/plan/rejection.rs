@@ -1,4 +1,4 @@
-//! Why the planner rejects a move, a placement target or a node (issue 9: typed errors). Its
+//! Why the planner rejects a move, a placement target or a node, as typed errors. Its
 //! `Display` is the one line the JSON `message`/`reasons` and the descheduler's conditions show.
 
 use std::fmt;
