@@ -210,7 +210,8 @@ def fragmentation(inputs: list[bytes], config: bytes | None = None) -> bytes:
     """``{"cluster": {free_whole_gpus, fragmentation, ...}, "nodes": [{node, fragmentation, ...}]}``."""
 
 def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], config: bytes | None = None) -> bytes:
-    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str}``.
+    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str, "field": str}``
+    (``field``: ``spec.nodeName`` or ``spec.gpuDevices``, the placement field a rejection is about).
 
     ``gpus`` are ``gpu-N`` (``/suffix`` ignored) or UUIDs; ``pod`` is ``namespace/name``.
     """

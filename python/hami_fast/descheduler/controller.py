@@ -30,7 +30,7 @@ from hami_fast.descheduler.cache import Informer, pinned_by, placement_informer,
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.status import expired
 from hami_fast.descheduler.status import stamp_age as _age
-from hami_fast.descheduler.webhook import labels_match, target_field
+from hami_fast.descheduler.webhook import labels_match
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.errors import ApiError, Conflict, NotFound
 
@@ -315,7 +315,7 @@ class Controller:
                 return self.fail(placement, (s.VALIDATED, False, "InvalidEvictee", problem))
         result = self._target_check(placement, pod_key)
         if not result["ok"]:
-            message = f"{target_field(result['message'])}: invalid target: {result['message']}"
+            message = f"{result['field']}: invalid target: {result['message']}"
             return self.fail(placement, (s.VALIDATED, False, "InvalidTarget", message))
         checked = f"node {spec.get('nodeName')} GPUs {result['uuids']} checked" + (f" for {pod_key}" if pod_key else "")
         self._write(
@@ -402,9 +402,7 @@ class Controller:
         # Re-check the target right before evicting: the cluster may have moved since validation.
         result = self._target_check(placement, f"{namespace}/{name}")
         if not result["ok"]:
-            message = (
-                f"{target_field(result['message'])}: target no longer valid: {result['message']}; nothing was evicted"
-            )
+            message = f"{result['field']}: target no longer valid: {result['message']}; nothing was evicted"
             return self.fail(placement, (s.VALIDATED, False, "TargetGone", message))
         self.evict(placement, pod)
 

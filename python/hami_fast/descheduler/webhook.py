@@ -80,15 +80,6 @@ class CatchUp:
         return True
 
 
-def target_field(problem: str) -> str:
-    """The spec field a target problem is about (the engine's messages start with what was wrong)."""
-    if problem.startswith("node "):
-        return "spec.nodeName"
-    if problem.startswith(("GPU ", "gpuDevices")) or " GPU(s) but the placement names " in problem:
-        return "spec.gpuDevices"
-    return "spec.nodeName/spec.gpuDevices"
-
-
 def labels_match(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     want = ((selector or {}).get("matchLabels")) or {}
     return bool(want) and all(labels.get(key) == value for key, value in want.items())

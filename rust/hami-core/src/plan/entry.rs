@@ -6,7 +6,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 /// The JSON of `hami-fast plan`: the chosen planner's moves and measures, the baseline beside.
@@ -138,7 +138,19 @@ pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>>
     serde_json::to_vec(&out).map_err(Error::internal)
 }
 
-/// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": ".."}`.
+/// The answer of [`validate_target_bytes`].
+#[derive(Serialize)]
+struct TargetCheck {
+    ok: bool,
+    uuids: Vec<String>,
+    /// Why not, in one line (empty when `ok`).
+    message: String,
+    /// The placement field that is wrong ([`super::Rejection::field`]; empty when `ok`).
+    field: &'static str,
+}
+
+/// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": "..",
+/// "field": ".."}`.
 pub fn validate_target_bytes(
     inputs: &[&[u8]],
     pod: &str,
@@ -148,8 +160,11 @@ pub fn validate_target_bytes(
 ) -> Result<Vec<u8>> {
     let snapshot = Snapshot::from_objects(inputs, config)?;
     let out = match validate_target(&snapshot, pod, node, gpus) {
-        Ok(uuids) => serde_json::json!({"ok": true, "uuids": uuids, "message": ""}),
-        Err(why) => serde_json::json!({"ok": false, "uuids": [], "message": why.to_string()}),
+        Ok(uuids) => TargetCheck { ok: true, uuids, message: String::new(), field: "" },
+        Err(why) => {
+            let field = why.field().unwrap_or_default();
+            TargetCheck { ok: false, uuids: Vec::new(), message: why.to_string(), field }
+        }
     };
     serde_json::to_vec(&out).map_err(Error::internal)
 }
