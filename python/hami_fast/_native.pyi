@@ -8,6 +8,10 @@ __version__: str
 #: (``rust/hami-core/src/annotations.rs``); ``hami_fast.annotations`` names them for Python.
 ANNOTATIONS: dict[str, str]
 
+#: The Filter reasons that moving other pods off a node can lift (``Reason::moves_can_clear`` in
+#: ``rust/hami-core/src/fit/reason.rs``): a card or node short of what its pods take.
+REASONS_MOVES_CAN_CLEAR: tuple[str, ...]
+
 class EngineError(ValueError):
     """Bad input: the message names the object and the field.
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from hami_fast import _native
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import MANAGED_BY, RESERVATION, RESERVATION_EXPIRES, apply_for
 from hami_fast.descheduler.ledger import Full, MoveLedger
@@ -44,18 +45,9 @@ from hami_fast.kube.events import event_body
 
 log = logging.getLogger("hami_fast.descheduler.auto")
 
-# Why a pod cannot be placed that moving other pods can change (the extender's Filter reasons,
-# as kube-scheduler copies them into the PodScheduled condition, and kube-scheduler's own count check).
-VGPU_REASONS = (
-    "CardInsufficientMemory",
-    "CardInsufficientCore",
-    "CardTimeSlicingExhausted",
-    "ExclusiveDeviceAllocateConflict",
-    "CardComputeUnitsExhausted",
-    "AllocatedCardsInsufficientRequest",
-    "NodeInsufficientDevice",
-    "Insufficient nvidia.com/",
-)
+# Why a pod cannot be placed that moving other pods can change: the engine's Filter reasons, as
+# kube-scheduler copies them into the PodScheduled condition, and kube-scheduler's own count check.
+VGPU_REASONS = (*_native.REASONS_MOVES_CAN_CLEAR, "Insufficient nvidia.com/")
 DEFAULT_SELECTOR = "hami-fast.io/movable=true"
 COMPONENT = "hami-fast-descheduler"
 BY_AUTO = "hami-fast-descheduler-auto"  # the managed-by label of the placements this mode creates

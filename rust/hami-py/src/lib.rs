@@ -515,6 +515,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         keys.set_item(name, key)?;
     }
     m.add("ANNOTATIONS", keys)?;
+    let clearable: Vec<&str> =
+        hami_core::fit::Reason::ALL.iter().filter(|r| r.moves_can_clear()).map(|r| r.as_str()).collect();
+    m.add("REASONS_MOVES_CAN_CLEAR", pyo3::types::PyTuple::new(m.py(), clearable)?)?;
     m.add_class::<Cluster>()?;
     m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
