@@ -97,16 +97,6 @@ def pod_key(pod: dict[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 
-def without_nodes(inputs: list[bytes], nodes: set[str]) -> list[bytes]:
-    """The snapshot (node list, pod list) without `nodes` and the pods bound to them."""
-    if not nodes:
-        return inputs
-    node_list, pod_list = orjson.loads(inputs[0]), orjson.loads(inputs[1])
-    node_list["items"] = [n for n in node_list.get("items") or [] if (n.get("metadata") or {}).get("name") not in nodes]
-    pod_list["items"] = [p for p in pod_list.get("items") or [] if (p.get("spec") or {}).get("nodeName") not in nodes]
-    return [orjson.dumps(node_list), orjson.dumps(pod_list)]
-
-
 @dataclass
 class Run:
     """The moves planned for one pending pod, applied in the background."""
@@ -246,7 +236,8 @@ class AutoMover:
         budget = self.budget(now)
         if budget <= 0:
             return "budget_spent", None
-        inputs = without_nodes(k.snapshot_inputs(self.client), self.busy_nodes())
+        inputs = k.snapshot_inputs(self.client)
+        busy_nodes = sorted(self.busy_nodes())  # left out of the plans: moves in flight change them
         pods = orjson.loads(inputs[1]).get("items") or []
         busy = self.busy_pods()
         waiting = [p for p in pods if waiting_for_vgpu(p) and not holds_reservation(p, now) and pod_key(p) not in busy]
@@ -261,6 +252,7 @@ class AutoMover:
                 baseline=False,
                 for_pod=pod,
                 movable=movable,
+                exclude_nodes=busy_nodes,
             )
             if not result["unblocked"] or not result["moves"]:
                 continue

@@ -38,9 +38,11 @@ def plan(
     for_pod: dict[str, Any] | None = None,
     max_moves_per_pod: int | None = None,
     movable: list[str] | None = None,
+    exclude_nodes: list[str] | None = None,
 ) -> dict[str, Any]:
     """The planner (Rust) on Kubernetes objects: the one entry point of `hami-fast plan`,
-    `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode."""
+    `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode. `exclude_nodes`: nodes the
+    plan leaves out with the pods bound to them."""
     options = orjson.dumps(
         {
             "max_moves": max_moves,
@@ -52,6 +54,7 @@ def plan(
             "for_pod": for_pod,
             "max_moves_per_pod": max_moves_per_pod,
             "movable": movable,
+            "exclude_nodes": exclude_nodes,
         }
     )
     return orjson.loads(_native.plan(inputs, options))

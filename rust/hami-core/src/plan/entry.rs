@@ -41,7 +41,8 @@ pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baselin
 
 /// Options of [`plan_bytes`] (JSON): `{"max_moves": N | null, "max_moves_pct": 5.0,
 /// "objective": "free-gpus"|"frag", "workload": "typical"|"whole-gpu"|[task types],
-/// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null}`.
+/// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null, "max_moves_per_pod": N | null,
+/// "movable": [pods] | null, "exclude_nodes": [nodes] | null}`.
 #[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct PlanOptions {
@@ -56,6 +57,9 @@ pub struct PlanOptions {
     pub max_moves_per_pod: Option<usize>,
     /// Only these pods (`namespace/name`) may be moved (the automatic mode's opt-in); all when absent.
     pub movable: Option<Vec<String>>,
+    /// Nodes the plan leaves out with the pods bound to them (the automatic mode's nodes that moves
+    /// in flight are changing: no move takes GPUs there nor frees them).
+    pub exclude_nodes: Option<Vec<String>>,
 }
 
 impl Default for PlanOptions {
@@ -70,6 +74,7 @@ impl Default for PlanOptions {
             for_pod: None,
             max_moves_per_pod: None,
             movable: None,
+            exclude_nodes: None,
         }
     }
 }
@@ -95,7 +100,8 @@ pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<V
         (Objective::FreeGpus | Objective::Pending, _) => Strategy::FreeGpus,
         (Objective::Frag, s) => s,
     };
-    let mut snapshot = Snapshot::from_objects(inputs, config)?;
+    let left_out: HashSet<&str> = options.exclude_nodes.iter().flatten().map(String::as_str).collect();
+    let mut snapshot = Snapshot::from_objects_except(inputs, config, &left_out)?;
     if let Some(w) = workload_from_spec(&options.workload)? {
         snapshot.workload = w;
     }
