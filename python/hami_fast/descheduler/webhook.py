@@ -330,7 +330,7 @@ class Pinner:
             status["consumedAt"] = stamp
             claimed = f"pod {pod_meta.get('name') or pod_meta.get('generateName', '') + '*'} admitted with the pin"
             generation = int(placement["metadata"].get("generation") or 1)
-            s.set_condition(status, generation, (s.CLAIMED, True, "PodAdmitted", claimed))
+            s.set_condition(status, generation, (s.CLAIMED, True, s.POD_ADMITTED, claimed))
             try:
                 written = k.put_status(self._api(), placement)
                 self._remember(written)
@@ -376,7 +376,7 @@ class Pinner:
         message = f"target no longer valid at admission: {problem}; nothing was pinned"
         status.update(phase=s.FAILED, message=message)
         generation = int(placement["metadata"].get("generation") or 1)
-        s.set_condition(status, generation, (s.VALIDATED, False, "TargetGone", message))
+        s.set_condition(status, generation, (s.VALIDATED, False, s.TARGET_GONE, message))
         try:
             self._remember(k.put_status(self._api(), placement))
         except ApiError as exc:
