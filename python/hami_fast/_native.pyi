@@ -154,6 +154,10 @@ def parse_node_lock(value: str) -> tuple[str, str, str]:
     """``hami.io/mutex.lock`` -> (timestamp, namespace, name); legacy bare timestamp gives empty owner."""
 
 def format_node_lock(timestamp: str, namespace: str, name: str) -> str: ...
+def is_pod_group_member(pod: bytes) -> bool:
+    """Pod JSON -> whether HAMi's ``IsPodGroupMember`` holds: the coscheduling label or
+    ``spec.schedulingGroup.podGroupName``, non-empty."""
+
 def parse_binding_args(body: bytes) -> tuple[str, str, str, str]:
     """ExtenderBindingArgs -> ``(PodName, PodNamespace, PodUID, Node)``; keys case-insensitive."""
 

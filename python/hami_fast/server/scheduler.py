@@ -15,6 +15,7 @@ import orjson
 
 from hami_fast import annotations as keys
 from hami_fast._native import Cluster, EngineError, FilterDecision, parse_binding_args
+from hami_fast._native import is_pod_group_member as native_pod_group_member
 from hami_fast.config import Config
 from hami_fast.kube.errors import NotFound
 from hami_fast.kube.nodelock import LockContention, NodeLocker
@@ -73,11 +74,9 @@ def pod_ref(d: FilterDecision) -> dict[str, Any]:
 
 
 def is_pod_group_member(pod: dict[str, Any]) -> bool:
-    """HAMi's `IsPodGroupMember` on a pod object: the coscheduling label or
-    `spec.schedulingGroup.podGroupName`, non-empty (the engine reads Filter's pod the same way)."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-    return bool(labels.get(keys.POD_GROUP_LABEL) or group)
+    """HAMi's `IsPodGroupMember` on a pod object read at Bind, by the engine's own check (the one
+    it applies to Filter's pod)."""
+    return native_pod_group_member(orjson.dumps(pod))
 
 
 def with_bind_phase(patch: bytes | None, now: int) -> bytes:
