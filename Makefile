@@ -31,15 +31,14 @@ test-python: install ## pytest suite (contract, differential, CLI)
 .PHONY: test
 test: install test-rust test-python ## set up from scratch and run every test
 
-# ---- lint gate (issue 9) -----------------------------------------------------------------------
 .PHONY: lint
-lint: install ## format, lint and stub checks: cargo fmt, clippy -D warnings, ruff check/format, _native.pyi vs the module
+lint: install ## format, lint, type and stub checks: cargo fmt, clippy -D warnings, ruff check/format, mypy, _native.pyi vs the module
 	cargo fmt --all --check
 	cargo clippy --all-targets --quiet -- -D warnings
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest tests/test_stubs.py -q -p no:randomly
-# ---- end lint gate ------------------------------------------------------------------------------
 
 .PHONY: bench
 bench: install ## benchmarks, side by side (pytest-benchmark)
@@ -50,7 +49,7 @@ wheel: $(PY) ## build a release wheel into dist/
 	$(PY) -m pip install -q 'maturin>=1.16,<2'
 	$(VENV)/bin/maturin build --release -o dist
 
-# ---- ship it (issue 13): console scripts on PATH, the container image ------------------------------
+# Console scripts on PATH, the container image
 BINDIR ?= $(HOME)/.local/bin
 
 .PHONY: install-user
@@ -65,7 +64,7 @@ image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isola
 	scripts/install-image-tools.sh
 	scripts/build-image.sh
 
-# ---- side by side with HAMi's binary (issue 12) ------------------------------------------------
+# Side by side with HAMi's binary
 # The issue's sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
 # and 40 pods onto 2 nodes with a 1 s Allocate. Needs the control plane, helm, KWOK (built and cached
 # on first use) and HAMi's binary in ../shared/tools/hami-scheduler. ~20-30 min on 2 cores.
@@ -87,13 +86,11 @@ bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK node
 	HAMI_FAST_E2E_SCALE_RUNS=$(BENCH_E2E_RUNS) HAMI_FAST_E2E_SCALE_DEFAULT_RUNS=$(BENCH_E2E_DEFAULT_RUNS) \
 	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
 	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock" -v -s -rs
-# ---- end side by side ----------------------------------------------------------------------------
 
-# ---- GPU map (issue 11): the page in headless Chromium (Debian's package); screenshots in $(ARTIFACTS)/gpumap/
+# GPU map: the page in headless Chromium (Debian's package); screenshots in $(ARTIFACTS)/gpumap/
 ARTIFACTS ?= $(CURDIR)/artifacts
 .PHONY: test-browser
 test-browser: install ## GPU map page in headless Chromium; keeps the screenshots in artifacts/gpumap/
 	scripts/install-browser.sh
 	HAMI_FAST_REQUIRE_BROWSER=1 HAMI_FAST_ARTIFACTS=$(ARTIFACTS) $(PY) -m pytest tests/test_gpumap.py -q -rs -s -k page_
 	@ls -1 $(ARTIFACTS)/gpumap/*.png
-# ---- end GPU map ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""/filter over HTTP against the floor, side by side in one run (issue 9's HTTP target).
+"""/filter over HTTP against the floor, side by side in one run.
 
 `hami-fast serve --snapshot` (5,000 nodes x 8 GPUs, product defaults, its own process) and a trivial
 Granian server (`trivial_server.py`: same Granian settings, reads the body, answers the same bytes

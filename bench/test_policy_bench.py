@@ -2,7 +2,7 @@
 binpack for scale) on /filter with 5,000 nodes x 8 GPUs, 10 resident pods per node, 500 candidate
 names. The policy comes from the pod's ``hami.io/node-scheduler-policy`` annotation, as in
 production; the target workloads are learned from the resident pods the cache was given.
-Target (issue 14): fgd-balance within 2x FGD's time per decision.
+Target: fgd-balance within 2x FGD's time per decision.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Unblocking pending pods (issue 11): openb `default` replayed with `spread` to 100 % arrived;
+"""Unblocking pending pods: openb `default` replayed with `spread` to 100 % arrived;
 the GPU pods that failed are the pending queue (Pending pods in the snapshot). Budget: 5 % of the
 GPU pods. The queue planner (`plan --objective pending`, what `descheduler --auto` applies: each
 pod in order with the fewest moves, at most 8 each) against the greedy baseline (its

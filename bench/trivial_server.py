@@ -32,7 +32,7 @@ class Trivial:
 
 
 async def serve(app: Any, port: int) -> None:
-    """Serve `app` on 127.0.0.1:`port` with the product's Granian settings (also `variant_server.py`)."""
+    """Serve `app` on 127.0.0.1:`port` with the product's Granian settings (also `tools/variant_server.py`)."""
     defaults = Config()
     server = Server(
         app,

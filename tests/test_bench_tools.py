@@ -1,4 +1,4 @@
-"""The measuring tools of `bench/` that are scripts, not benchmarks, still run (issue 9's `engine_idle.py`)."""
+"""The measuring tools in `bench/tools/` (scripts, not benchmarks) still run."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+TOOLS = Path(__file__).resolve().parent.parent / "bench" / "tools"
 
 
 def run_idle(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, str(BENCH / "engine_idle.py"), *args]
+    cmd = [sys.executable, str(TOOLS / "engine_idle.py"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -37,7 +37,7 @@ def test_engine_idle_rejects_a_bad_gap_list_in_one_line() -> None:
 
 
 def test_http_variants_reports_each_server_and_the_handler_time_inside_the_request() -> None:
-    cmd = [sys.executable, str(BENCH / "http_variants.py"), "--instances", "1", "fixed", "decide"]
+    cmd = [sys.executable, str(TOOLS / "http_variants.py"), "--instances", "1", "fixed", "decide"]
     env = {**os.environ, "HTTP_RATIO_BLOCKS": "2", "HTTP_RATIO_PER_BLOCK": "20"}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr

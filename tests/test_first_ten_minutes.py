@@ -1,4 +1,4 @@
-"""What a new user hits in the first ten minutes (issue 13, section 3): every item, through the CLI.
+"""What a new user hits in the first ten minutes: every item, through the CLI.
 
 Commands run as separate processes where exit codes, stderr and interpreter exit are the point.
 """

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,18 @@ def test_names_cannot_break_out_of_the_inline_data():
     assert "</script><script>alert(1)" not in page
     assert "\\u003c/script\\u003e" in page
     assert page.count("</script>") == 2  # the data element and the page's own script
+
+
+def test_the_page_is_one_document_with_its_style_and_script_inlined():
+    assets = resources.files("hami_fast.descheduler") / "assets"
+    page = gpumap.render_page({"nodes": [], "summary": {"gpus": 0}}).decode()
+    for slot in ("{{style}}", "{{script}}", "{{title}}", "{{data}}"):
+        assert slot not in page
+    assert "<link" not in page and " src=" not in page  # nothing fetched from elsewhere
+    for name in ("gpumap.css", "gpumap.js"):
+        asset = (assets / name).read_text(encoding="utf-8").strip()
+        assert len(asset) > 1000 and asset in page, name
+    assert "<title>GPU map: 0 nodes, 0 GPUs</title>" in page
 
 
 def test_a_source_error_still_serves_the_page():

@@ -95,6 +95,17 @@ def test_entrypoint_user_and_no_build_tools(container):
     assert run_in(container, "kubectl-hami", "--help").returncode == 0
 
 
+@needs_image
+def test_the_gpu_maps_page_assets_are_inside_the_image(container):
+    check = (
+        "from hami_fast.descheduler.gpumap import page_template; page = page_template(); "
+        "print('{{style}}' not in page and '{{script}}' not in page and 'getElementById' in page)"
+    )
+    proc = run_in(container, "python3", "-c", check)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True", proc.stdout
+
+
 def _post(url: str, body: dict) -> dict:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:

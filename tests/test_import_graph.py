@@ -1,4 +1,4 @@
-"""No import cycle among hami_fast's modules (issue 9: `demo.py` and `server/serve.py` imported each
+"""No import cycle among hami_fast's modules (`demo.py` and `server/serve.py` once imported each
 other), counting the imports inside functions too: a lazy import only hides a cycle until the
 function runs. Read from the sources with `ast`, so nothing is imported to check it."""
 

@@ -1,6 +1,6 @@
 """Hand-checked tests of the Python oracle against the spec's literal worked examples.
 
-Section numbers refer to ``spec/hami-scheduler.md``.
+Section numbers refer to ``../shared/spec/hami-scheduler.md`` (outside this repository).
 """
 
 import json

@@ -173,6 +173,25 @@ def test_moves_are_valid_when_they_run():
     assert final["cluster"]["free_whole_gpus"] == result["after"]["free_whole_gpus"]
 
 
+def test_excluded_nodes_are_planned_as_if_the_snapshot_lacked_them_and_their_pods():
+    items = fragmented()
+    inputs = [orjson.dumps({"kind": "List", "items": items})]
+    full = orjson.loads(_native.plan(inputs, b'{"max_moves": 4}'))
+    assert {m["from"]["node"] for m in full["moves"]} == {"n1", "n2"}
+    options = orjson.dumps({"max_moves": 4, "exclude_nodes": ["n1"]})
+    without = orjson.loads(_native.plan(inputs, options))
+    assert without["moves"] and all("n1" not in (m["from"]["node"], m["to"]["node"]) for m in without["moves"])
+    kept = [
+        i
+        for i in items
+        if not (i["kind"] == "Node" and i["metadata"]["name"] == "n1") and i.get("spec", {}).get("nodeName") != "n1"
+    ]
+    edited = orjson.loads(_native.plan([orjson.dumps({"kind": "List", "items": kept})], b'{"max_moves": 4}'))
+    same = ("moves", "before", "after", "pods", "movable_pods", "nodes")
+    assert {k: without[k] for k in same} == {k: edited[k] for k in same}
+    assert without["nodes"] == full["nodes"] - 1 and without["pods"] == full["pods"] - 2
+
+
 def test_bad_snapshot_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
@@ -201,7 +220,7 @@ def test_openb_replayed_snapshot_plans(tmp_path, capsys):
 
 
 def one_small_pod_per_gpu(owned: bool = True) -> list[dict]:
-    """Issue 11's case: every GPU carries one small controller-owned pod, no GPU is free."""
+    """The "found when tried" case: every GPU carries one small controller-owned pod, no GPU is free."""
     items: list[dict] = []
     for n in range(4):
         items.append(node(f"m{n}", 4))

@@ -144,6 +144,22 @@ def test_waiting_for_vgpu_reads_the_pod_scheduled_condition():
     assert not waiting_for_vgpu(bound)
 
 
+@pytest.mark.parametrize(
+    ("words", "waiting"),
+    [
+        ("2 1/2 CardInsufficientCore", True),
+        ("2 NodeInsufficientDevice", True),
+        ("2 Insufficient nvidia.com/gpu", True),
+        ("2 2/2 CardTypeMismatch", False),
+        ("2 1/1 CardNotHealth", False),
+    ],
+)
+def test_only_reasons_that_moves_can_clear_count_as_waiting_for_vgpu(words, waiting):
+    p = pending()
+    p["status"]["conditions"][0]["message"] = f"0/2 nodes are available: {words}."
+    assert waiting_for_vgpu(p) is waiting
+
+
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_auto_moves_only_opted_in_pods_for_the_oldest_pending_pod(kubeapi, client, dry_run):
     # Only c (8 GB on n2) may move: emptying n2's first GPU is the one way allowed.

@@ -8,6 +8,10 @@ __version__: str
 #: (``rust/hami-core/src/annotations.rs``); ``hami_fast.annotations`` names them for Python.
 ANNOTATIONS: dict[str, str]
 
+#: The Filter reasons that moving other pods off a node can lift (``Reason::moves_can_clear`` in
+#: ``rust/hami-core/src/fit/reason.rs``): a card or node short of what its pods take.
+REASONS_MOVES_CAN_CLEAR: tuple[str, ...]
+
 class EngineError(ValueError):
     """Bad input: the message names the object and the field.
 
@@ -157,6 +161,10 @@ def parse_node_lock(value: str) -> tuple[str, str, str]:
     """``hami.io/mutex.lock`` -> (timestamp, namespace, name); legacy bare timestamp gives empty owner."""
 
 def format_node_lock(timestamp: str, namespace: str, name: str) -> str: ...
+def is_pod_group_member(pod: bytes) -> bool:
+    """Pod JSON -> whether HAMi's ``IsPodGroupMember`` holds: the coscheduling label or
+    ``spec.schedulingGroup.podGroupName``, non-empty."""
+
 def parse_binding_args(body: bytes) -> tuple[str, str, str, str]:
     """ExtenderBindingArgs -> ``(PodName, PodNamespace, PodUID, Node)``; keys case-insensitive."""
 
@@ -217,7 +225,8 @@ def fragmentation(inputs: list[bytes], config: bytes | None = None) -> bytes:
     """``{"cluster": {free_whole_gpus, fragmentation, ...}, "nodes": [{node, fragmentation, ...}]}``."""
 
 def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], config: bytes | None = None) -> bytes:
-    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str}``.
+    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str, "field": str}``
+    (``field``: ``spec.nodeName`` or ``spec.gpuDevices``, the placement field a rejection is about).
 
     ``gpus`` are ``gpu-N`` (``/suffix`` ignored) or UUIDs; ``pod`` is ``namespace/name``.
     """

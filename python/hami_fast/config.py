@@ -288,14 +288,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(*aliases, dest=f.name, default=None, help=_help(f))
 
 
-def _help(f: dataclasses.Field) -> str:
+def _help(f: dataclasses.Field[Any]) -> str:
     text = f.metadata.get("help", "")
     if f.metadata.get("policy") == "node":
         from hami_fast.policies import node_policy_names
 
         text = f"{text}: {', '.join(node_policy_names())}"
-    default = format_duration(f.default) if f.metadata.get("duration") else repr(f.default)
-    return f"{text} (default {default})".replace("%", "%%")
+    default = f.default
+    shown = format_duration(default) if f.metadata.get("duration") and isinstance(default, float) else repr(default)
+    return f"{text} (default {shown})".replace("%", "%%")
 
 
 def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None) -> Config:

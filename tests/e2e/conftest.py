@@ -65,7 +65,7 @@ def cluster(tmp_path_factory):
         yield c
 
 
-# ---- side by side with HAMi's binary, KWOK scale (issue 12) -----------------------------------
+# Side by side with HAMi's binary, KWOK scale.
 def _workdir(tmp_path_factory, name: str) -> Path:
     logs_env = os.environ.get("HAMI_FAST_E2E_LOGS")
     if not logs_env:

@@ -554,7 +554,7 @@ class Cluster:
         self.cp.procs["hami-fast"].stop()
         return self.start_hami_fast()
 
-    # ---- the descheduler (issue 11) ------------------------------------------------------------
+    # The descheduler.
     descheduler_port: int = 0  # the loopback listener (api.localPort): what kubectl port-forward reaches, no token
     descheduler_api_port: int = 0  # the API as the chart serves it: HTTPS, bearer tokens, TokenReview + SAR
 

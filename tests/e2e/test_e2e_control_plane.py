@@ -435,7 +435,7 @@ def test_hami_pod_placement_pins_a_replacement_to_a_named_gpu(cluster, nodes):
     if ann.get("nvidia.com/use-gpuuuid") != target_uuid and not status.get("claimedBy"):
         api.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/infer")
         pytest.xfail(
-            "known descheduler race (issue 5): the replacement's pinning webhook claim conflicted (409) with the "
+            "known descheduler race: the replacement's pinning webhook claim conflicted (409) with the "
             "controller's status write right after the eviction, and the webhook skipped the placement instead of "
             f"re-reading it, so {new['metadata']['name']} was admitted unpinned; placement status {status}"
         )

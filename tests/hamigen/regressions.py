@@ -90,7 +90,7 @@ QUARTER = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "25"}  # no gp
 # but during the app phase its list holds app containers only, from index 0: the first app
 # containers count as init containers (their peak, not their sum), and init containers not at all.
 FOUND: dict[str, dict[str, Any]] = {
-    # CI's failure (issue 10): two app containers on one card count once against the quota.
+    # A failure CI found: two app containers on one card count once against the quota.
     "quota-first-app-container-counts-as-init": case(
         [node("node-a", [gpu("node-a", 0, A100)]), memory_quota(30000)], pod([{}], [QUARTER, QUARTER])
     ),

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from hami_fast import _native
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import MANAGED_BY, RESERVATION, RESERVATION_EXPIRES, apply_for
 from hami_fast.descheduler.ledger import Full, MoveLedger
@@ -44,18 +45,9 @@ from hami_fast.kube.events import event_body
 
 log = logging.getLogger("hami_fast.descheduler.auto")
 
-# Why a pod cannot be placed that moving other pods can change (the extender's Filter reasons,
-# as kube-scheduler copies them into the PodScheduled condition, and kube-scheduler's own count check).
-VGPU_REASONS = (
-    "CardInsufficientMemory",
-    "CardInsufficientCore",
-    "CardTimeSlicingExhausted",
-    "ExclusiveDeviceAllocateConflict",
-    "CardComputeUnitsExhausted",
-    "AllocatedCardsInsufficientRequest",
-    "NodeInsufficientDevice",
-    "Insufficient nvidia.com/",
-)
+# Why a pod cannot be placed that moving other pods can change: the engine's Filter reasons, as
+# kube-scheduler copies them into the PodScheduled condition, and kube-scheduler's own count check.
+VGPU_REASONS = (*_native.REASONS_MOVES_CAN_CLEAR, "Insufficient nvidia.com/")
 DEFAULT_SELECTOR = "hami-fast.io/movable=true"
 COMPONENT = "hami-fast-descheduler"
 BY_AUTO = "hami-fast-descheduler-auto"  # the managed-by label of the placements this mode creates
@@ -103,16 +95,6 @@ def holds_reservation(pod: dict[str, Any], now: float) -> bool:
 def pod_key(pod: dict[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
-def without_nodes(inputs: list[bytes], nodes: set[str]) -> list[bytes]:
-    """The snapshot (node list, pod list) without `nodes` and the pods bound to them."""
-    if not nodes:
-        return inputs
-    node_list, pod_list = orjson.loads(inputs[0]), orjson.loads(inputs[1])
-    node_list["items"] = [n for n in node_list.get("items") or [] if (n.get("metadata") or {}).get("name") not in nodes]
-    pod_list["items"] = [p for p in pod_list.get("items") or [] if (p.get("spec") or {}).get("nodeName") not in nodes]
-    return [orjson.dumps(node_list), orjson.dumps(pod_list)]
 
 
 @dataclass
@@ -254,7 +236,8 @@ class AutoMover:
         budget = self.budget(now)
         if budget <= 0:
             return "budget_spent", None
-        inputs = without_nodes(k.snapshot_inputs(self.client), self.busy_nodes())
+        inputs = k.snapshot_inputs(self.client)
+        busy_nodes = sorted(self.busy_nodes())  # left out of the plans: moves in flight change them
         pods = orjson.loads(inputs[1]).get("items") or []
         busy = self.busy_pods()
         waiting = [p for p in pods if waiting_for_vgpu(p) and not holds_reservation(p, now) and pod_key(p) not in busy]
@@ -269,6 +252,7 @@ class AutoMover:
                 baseline=False,
                 for_pod=pod,
                 movable=movable,
+                exclude_nodes=busy_nodes,
             )
             if not result["unblocked"] or not result["moves"]:
                 continue

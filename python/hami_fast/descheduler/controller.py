@@ -30,7 +30,7 @@ from hami_fast.descheduler.cache import Informer, pinned_by, placement_informer,
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.status import expired
 from hami_fast.descheduler.status import stamp_age as _age
-from hami_fast.descheduler.webhook import labels_match, target_field
+from hami_fast.descheduler.webhook import labels_match
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.errors import ApiError, Conflict, NotFound
 
@@ -298,7 +298,7 @@ class Controller:
         meta = placement["metadata"]
         if not ((spec.get("podSelector") or {}).get("matchLabels")):
             message = "spec.podSelector.matchLabels is empty: it would match every pod in the namespace"
-            return self.fail(placement, (s.VALIDATED, False, "InvalidSpec", message))
+            return self.fail(placement, (s.VALIDATED, False, s.INVALID_SPEC, message))
         req_id = spec.get("reqID")
         for other in self.placements.store.items():
             o_meta, o_status = other["metadata"], other.get("status") or {}
@@ -306,21 +306,21 @@ class Controller:
                 continue
             if o_status.get("phase") in (s.PENDING, s.DELETING, s.PARTIAL, s.COMPLETED):
                 message = f"spec.reqID {req_id!r} was already executed by {o_meta['namespace']}/{o_meta['name']}"
-                return self.fail(placement, (s.VALIDATED, False, "DuplicateReqID", message))
+                return self.fail(placement, (s.VALIDATED, False, s.DUPLICATE_REQ_ID, message))
         evictee = spec.get("evictPod") or ""
         pod_key = f"{meta['namespace']}/{evictee}" if evictee else ""
         if evictee:
             problem = self.evictee_problem(placement, k.get_pod(self.client, meta["namespace"], evictee))
             if problem:
-                return self.fail(placement, (s.VALIDATED, False, "InvalidEvictee", problem))
+                return self.fail(placement, (s.VALIDATED, False, s.INVALID_EVICTEE, problem))
         result = self._target_check(placement, pod_key)
         if not result["ok"]:
-            message = f"{target_field(result['message'])}: invalid target: {result['message']}"
-            return self.fail(placement, (s.VALIDATED, False, "InvalidTarget", message))
+            message = f"{result['field']}: invalid target: {result['message']}"
+            return self.fail(placement, (s.VALIDATED, False, s.INVALID_TARGET, message))
         checked = f"node {spec.get('nodeName')} GPUs {result['uuids']} checked" + (f" for {pod_key}" if pod_key else "")
         self._write(
             placement,
-            (s.VALIDATED, True, "TargetValid", checked),
+            (s.VALIDATED, True, s.TARGET_VALID, checked),
             phase=s.PENDING,
             message="target validated",
             resolvedUUIDs=result["uuids"],
@@ -338,7 +338,7 @@ class Controller:
             f"expired: not consumed within the placement TTL ({ttl:.0f}s, --placement-ttl) after creation; "
             f"{waited}; the pin no longer applies"
         )
-        self.fail(placement, (s.CLAIMED, False, "Expired", message))
+        self.fail(placement, (s.CLAIMED, False, s.EXPIRED, message))
 
     def _requeue_for_ttl(self, placement: dict[str, Any], margin: float = 0.0) -> None:
         if self.timeouts.ttl > 0:
@@ -387,24 +387,23 @@ class Controller:
         pod = k.get_pod(self.client, namespace, name)
         if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
             gone = "already gone" if pod is None else "already terminating"
-            return self._write(
+            self._write(
                 placement,
-                (s.EVICTION, True, "AlreadyGone", f"pod {name} {gone} before the eviction"),
+                (s.EVICTION, True, s.ALREADY_GONE, f"pod {name} {gone} before the eviction"),
                 phase=s.DELETING,
                 message=f"pod {name} {gone}; waiting for the replacement",
                 evictedAt=k.now_rfc3339(),
                 evictedUID=(pod or {}).get("metadata", {}).get("uid", ""),
             )
+            return
         problem = self.evictee_problem(placement, pod)
         if problem:
-            return self.fail(placement, (s.VALIDATED, False, "InvalidEvictee", problem))
+            return self.fail(placement, (s.VALIDATED, False, s.INVALID_EVICTEE, problem))
         # Re-check the target right before evicting: the cluster may have moved since validation.
         result = self._target_check(placement, f"{namespace}/{name}")
         if not result["ok"]:
-            message = (
-                f"{target_field(result['message'])}: target no longer valid: {result['message']}; nothing was evicted"
-            )
-            return self.fail(placement, (s.VALIDATED, False, "TargetGone", message))
+            message = f"{result['field']}: target no longer valid: {result['message']}; nothing was evicted"
+            return self.fail(placement, (s.VALIDATED, False, s.TARGET_GONE, message))
         self.evict(placement, pod)
 
     def evict(self, placement: dict[str, Any], pod: dict[str, Any]) -> None:
@@ -422,7 +421,7 @@ class Controller:
                     f"{self.timeouts.eviction:.0f}s; nothing was evicted"
                 )
                 self.first_attempt.pop(uid, None)
-                return self.fail(placement, (s.EVICTION, False, "EvictionTimeout", message))
+                return self.fail(placement, (s.EVICTION, False, s.EVICTION_TIMEOUT, message))
             delay = min(self.timeouts.backoff_max, self.timeouts.backoff_min * 2 ** min(attempts - 1, 10))
             self.next_attempt[uid] = time.monotonic() + delay
             self.queue.add_after(self._key(placement), delay)
@@ -438,7 +437,7 @@ class Controller:
             )
             self._write(
                 placement,
-                (s.EVICTION, False, "DisruptionBudget", refused),
+                (s.EVICTION, False, s.DISRUPTION_BUDGET, refused),
                 message=refused,
                 evictionAttempts=attempts,
                 firstEvictionAttempt=first,
@@ -450,7 +449,7 @@ class Controller:
         self.queue.add_after(self._key(placement), self.timeouts.replacement + 1.0)
         self._write(
             placement,
-            (s.EVICTION, True, "Evicted", f"eviction of {namespace}/{name} accepted after {attempts} attempt(s)"),
+            (s.EVICTION, True, s.EVICTED, f"eviction of {namespace}/{name} accepted after {attempts} attempt(s)"),
             phase=s.DELETING,
             message=f"evicted {namespace}/{name}; waiting for the replacement",
             evictionAttempts=attempts,
@@ -484,7 +483,7 @@ class Controller:
             waited = _age(status.get("evictedAt"))
             if waited > self.timeouts.replacement:
                 message = f"no replacement pod was pinned within {self.timeouts.replacement:.0f}s after the eviction"
-                return self.fail(placement, (s.REPLACEMENT, False, "ReplacementTimeout", message))
+                return self.fail(placement, (s.REPLACEMENT, False, s.REPLACEMENT_TIMEOUT, message))
             self.queue.add_after(self._key(placement), self.timeouts.replacement - waited + 1.0)
         self.watch_replacement(placement)
 
@@ -496,19 +495,19 @@ class Controller:
                 waited = _age(status.get("consumedAt"))
                 if waited > self.timeouts.replacement:
                     message = "the placement was claimed but no pinned pod appeared (creation failed or was rejected)"
-                    return self.fail(placement, (s.REPLACEMENT, False, "ReplacementTimeout", message))
+                    return self.fail(placement, (s.REPLACEMENT, False, s.REPLACEMENT_TIMEOUT, message))
                 self.queue.add_after(self._key(placement), self.timeouts.replacement - waited + 1.0)
             return
         pod = pinned[0]
         pod_name = pod["metadata"]["name"]
         uuids = status.get("resolvedUUIDs") or []
-        created = (s.REPLACEMENT, True, "PodCreated", f"pod {pod_name} carries the pin")
+        created = (s.REPLACEMENT, True, s.POD_CREATED, f"pod {pod_name} carries the pin")
         s.set_condition(placement.setdefault("status", {}), int(meta.get("generation") or 1), created)
         annotations = pod["metadata"].get("annotations") or {}
         node = (pod.get("spec") or {}).get("nodeName")
         if annotations.get(keys.BIND_PHASE) == "failed":
             message = f"pod {pod_name} failed to bind on {spec.get('nodeName')} ({keys.BIND_PHASE}=failed)"
-            return self.fail(placement, (s.SCHEDULED, False, "BindFailed", message))
+            return self.fail(placement, (s.SCHEDULED, False, s.BIND_FAILED, message))
         allocated = annotations.get(k.ALLOCATED)
         if node and allocated:
             return self.bound(placement, pod_name, node, allocated)
@@ -517,7 +516,7 @@ class Controller:
             self._write(placement, assignmentDetails=details, message=f"pod {pod_name} pinned; waiting for it to bind")
         elif _age(status.get("consumedAt")) > self.timeouts.bind:
             message = f"pod {pod_name} did not bind on the target within {self.timeouts.bind:.0f}s"
-            return self.fail(placement, (s.SCHEDULED, False, "BindTimeout", message))
+            return self.fail(placement, (s.SCHEDULED, False, s.BIND_TIMEOUT, message))
         self.queue.add_after(self._key(placement), self.timeouts.bind - _age(status.get("consumedAt")) + 1.0)
 
     def bound(self, placement: dict[str, Any], pod_name: str, node: str, allocated: str) -> None:
@@ -529,14 +528,14 @@ class Controller:
             message = (
                 f"pod {pod_name} landed on {node} GPUs {sorted(used)}, not on the target {spec.get('nodeName')} {uuids}"
             )
-            return self.fail(placement, (s.SCHEDULED, False, "WrongTarget", message))
+            return self.fail(placement, (s.SCHEDULED, False, s.WRONG_TARGET, message))
         details = [{"podName": pod_name, "gpuDevice": u} for u in uuids if u in used]
         unused = [u for u in uuids if u not in used]
         if unused:
-            phase, reason = s.PARTIAL, "PartialAssignment"
+            phase, reason = s.PARTIAL, s.PARTIAL_ASSIGNMENT
             message = f"pod {pod_name} runs on {node} {sorted(used)}; {unused} of spec.gpuDevices stay unassigned"
         else:
-            phase, reason = s.COMPLETED, "BoundOnTarget"
+            phase, reason = s.COMPLETED, s.BOUND_ON_TARGET
             message = f"pod {pod_name} runs on {node} {sorted(used)}"
         evicted_at = status.get("evictedAt")
         written = self._write(

@@ -44,7 +44,8 @@ def _stamp(at: float) -> str:
 
 
 def _age(entry: Entry, now: float) -> float | None:
-    return times.age_seconds(entry.get("at"), datetime.fromtimestamp(now, UTC))
+    at = entry.get("at")
+    return None if at is None else times.age_seconds(at, datetime.fromtimestamp(now, UTC))
 
 
 def within_the_hour(entries: list[Entry], now: float) -> list[Entry]:

@@ -143,16 +143,16 @@ class DeschedulerMetrics:
             self.auto_runs.labels(result)
         self._auto: AutoCollector | None = None
         if placements is not None:
-            self.registry.register(PhaseCollector(placements))  # type: ignore[arg-type]
+            self.registry.register(PhaseCollector(placements))
         if pods is not None:
-            self.registry.register(HoldCollector(pods))  # type: ignore[arg-type]
+            self.registry.register(HoldCollector(pods))
 
     def watch_auto(self, in_flight: Callable[[], tuple[int, int]]) -> None:
         """The automatic mode's in-flight gauges (one mover per process; a second replaces the first)."""
         if self._auto is not None:
-            self.registry.unregister(self._auto)  # type: ignore[arg-type]
+            self.registry.unregister(self._auto)
         self._auto = AutoCollector(in_flight)
-        self.registry.register(self._auto)  # type: ignore[arg-type]
+        self.registry.register(self._auto)
 
     def moved(self, result: str) -> None:
         self.moves.labels(result).inc()

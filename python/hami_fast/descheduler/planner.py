@@ -38,11 +38,13 @@ def plan(
     for_pod: dict[str, Any] | None = None,
     max_moves_per_pod: int | None = None,
     movable: list[str] | None = None,
+    exclude_nodes: list[str] | None = None,
     config: bytes | None = None,
 ) -> dict[str, Any]:
     """The planner (Rust) on Kubernetes objects: the one entry point of `hami-fast plan`,
-    `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode. `config`: the engine
-    config (the device config file's settings)."""
+    `kubectl hami plan`, `POST /api/v1/plan` and the automatic mode. `exclude_nodes`: nodes the
+    plan leaves out with the pods bound to them; `config`: the engine config (the device config
+    file's settings)."""
     options = orjson.dumps(
         {
             "max_moves": max_moves,
@@ -54,6 +56,7 @@ def plan(
             "for_pod": for_pod,
             "max_moves_per_pod": max_moves_per_pod,
             "movable": movable,
+            "exclude_nodes": exclude_nodes,
         }
     )
     return orjson.loads(_native.plan(inputs, options, config))

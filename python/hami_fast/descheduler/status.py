@@ -37,6 +37,34 @@ VALIDATED, EVICTION, CLAIMED, REPLACEMENT, SCHEDULED = (
     "Scheduled",
 )
 
+# Condition reasons, by condition type (the success reasons first).
+# Validated
+TARGET_VALID = "TargetValid"
+INVALID_SPEC = "InvalidSpec"
+DUPLICATE_REQ_ID = "DuplicateReqID"
+INVALID_EVICTEE = "InvalidEvictee"
+INVALID_TARGET = "InvalidTarget"
+TARGET_GONE = "TargetGone"
+# EvictionRequested
+EVICTED = "Evicted"
+ALREADY_GONE = "AlreadyGone"
+DISRUPTION_BUDGET = "DisruptionBudget"
+EVICTION_TIMEOUT = "EvictionTimeout"
+# Claimed
+POD_ADMITTED = "PodAdmitted"
+EXPIRED = "Expired"
+# ReplacementCreated
+POD_CREATED = "PodCreated"
+REPLACEMENT_TIMEOUT = "ReplacementTimeout"
+# Scheduled
+BOUND_ON_TARGET = "BoundOnTarget"
+PARTIAL_ASSIGNMENT = "PartialAssignment"
+BIND_FAILED = "BindFailed"
+WRONG_TARGET = "WrongTarget"
+BIND_TIMEOUT = "BindTimeout"
+# The Validated=False reasons: the placement was refused, not failed while carried out.
+REJECTED_REASONS = (INVALID_SPEC, DUPLICATE_REQ_ID, INVALID_EVICTEE, INVALID_TARGET, TARGET_GONE)
+
 Condition = tuple[str, bool, str, str]  # type, status, reason, message
 
 
@@ -66,9 +94,6 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
 
 
-REJECTED_REASONS = ("InvalidSpec", "DuplicateReqID", "InvalidEvictee", "InvalidTarget", "TargetGone")
-
-
 def result_of(status: dict[str, Any]) -> str:
     """How a finished placement ended, as `hami_fast_descheduler_moves_total{result}` counts it."""
     phase = status.get("phase")
@@ -78,7 +103,7 @@ def result_of(status: dict[str, Any]) -> str:
         return "partially_completed"
     failed = [c for c in status.get("conditions") or [] if c.get("status") == "False"]
     reasons = {c.get("reason") for c in failed}
-    if "Expired" in reasons:
+    if EXPIRED in reasons:
         return "expired"
     if reasons & set(REJECTED_REASONS):
         return "rejected"

@@ -80,15 +80,6 @@ class CatchUp:
         return True
 
 
-def target_field(problem: str) -> str:
-    """The spec field a target problem is about (the engine's messages start with what was wrong)."""
-    if problem.startswith("node "):
-        return "spec.nodeName"
-    if problem.startswith(("GPU ", "gpuDevices")) or " GPU(s) but the placement names " in problem:
-        return "spec.gpuDevices"
-    return "spec.nodeName/spec.gpuDevices"
-
-
 def labels_match(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     want = ((selector or {}).get("matchLabels")) or {}
     return bool(want) and all(labels.get(key) == value for key, value in want.items())
@@ -201,6 +192,12 @@ class Pinner:
     def close(self) -> None:
         self.stop.set()
 
+    def _api(self) -> KubeClient:
+        """The API client: `pin` admits pods unpinned before any read or write when there is none."""
+        if self.client is None:
+            raise RuntimeError("the placement pinner has no API client")
+        return self.client
+
     def open_placements(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
         """Validated (for their current spec), unclaimed, unexpired placements in `namespace` whose
         selector matches, oldest first."""
@@ -217,7 +214,7 @@ class Pinner:
         if lagging:
             # The leader may have validated a placement and evicted its pod before this replica's
             # watch delivered it: confirm the miss with a consistent read (no resourceVersion).
-            fresh, version = k.list_placements_at(self.client, namespace)
+            fresh, version = k.list_placements_at(self._api(), namespace)
             for placement in fresh:
                 informer.store.put(placement)
             if catch_up is not None:  # taken while leading: the term's first read sets the target
@@ -267,7 +264,7 @@ class Pinner:
         node_name = (placement.get("spec") or {}).get("nodeName", "")
         uuids = (placement.get("status") or {}).get("resolvedUUIDs") or []
         try:
-            node = self.client.request("GET", path_of("api", "v1", "nodes", node_name)).json()
+            node = self._api().request("GET", path_of("api", "v1", "nodes", node_name)).json()
         except NotFound:
             return f"spec.nodeName: node {node_name} not found"
         annotations = (node.get("metadata") or {}).get("annotations") or {}
@@ -333,15 +330,15 @@ class Pinner:
             status["consumedAt"] = stamp
             claimed = f"pod {pod_meta.get('name') or pod_meta.get('generateName', '') + '*'} admitted with the pin"
             generation = int(placement["metadata"].get("generation") or 1)
-            s.set_condition(status, generation, (s.CLAIMED, True, "PodAdmitted", claimed))
+            s.set_condition(status, generation, (s.CLAIMED, True, s.POD_ADMITTED, claimed))
             try:
-                written = k.put_status(self.client, placement)
+                written = k.put_status(self._api(), placement)
                 self._remember(written)
                 return written
             except Conflict:
                 pass
             meta = placement["metadata"]
-            fresh = k.get_placement(self.client, meta["namespace"], meta["name"])
+            fresh = k.get_placement(self._api(), meta["namespace"], meta["name"])
             fresh_status = (fresh or {}).get("status") or {}
             if fresh is None or fresh_status.get("phase") not in OPEN_PHASES or fresh_status.get("claimedBy"):
                 return None
@@ -379,8 +376,8 @@ class Pinner:
         message = f"target no longer valid at admission: {problem}; nothing was pinned"
         status.update(phase=s.FAILED, message=message)
         generation = int(placement["metadata"].get("generation") or 1)
-        s.set_condition(status, generation, (s.VALIDATED, False, "TargetGone", message))
+        s.set_condition(status, generation, (s.VALIDATED, False, s.TARGET_GONE, message))
         try:
-            self._remember(k.put_status(self.client, placement))
+            self._remember(k.put_status(self._api(), placement))
         except ApiError as exc:
             log.info("placement not marked failed: %s", exc)

@@ -124,8 +124,9 @@ async def _start(server: Server, address: str, timeout: float, flag: str) -> asy
         if await _accepts(host, port):
             return task
         await asyncio.sleep(0.01)
-    if task.done() and task.exception() is not None:
-        raise ListenError(f"cannot listen on {_where(address, flag)}: {_first_line(task.exception())}") from None
+    error = task.exception() if task.done() else None
+    if error is not None:
+        raise ListenError(f"cannot listen on {_where(address, flag)}: {_first_line(error)}") from None
     server.stop()
     with contextlib.suppress(Exception):
         await asyncio.gather(task, return_exceptions=True)

@@ -161,7 +161,7 @@ class Labelled:
         return child
 
 
-# ---- request latency off the request path (issue 9's HTTP ratio) ---------------------------------
+# Request latency, recorded off the request path.
 class BatchedHistogram:
     """A histogram with one label whose `observe` is one deque append (atomic, no lock): the
     prometheus_client Histogram takes two locks per observation, ~3 µs of every /filter in the
@@ -181,7 +181,7 @@ class BatchedHistogram:
         self.sums: dict[str, float] = {}
         self.created: dict[str, float] = {}
         self._fold_lock = threading.Lock()
-        registry.register(self)  # type: ignore[arg-type]
+        registry.register(self)
 
     def observe(self, value: str, seconds: float) -> None:
         self.pending.append((value, seconds))
@@ -244,7 +244,7 @@ class _Route:
 class Metrics:
     def __init__(self, cluster: Cluster) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(UsageCollector(cluster))  # type: ignore[arg-type]
+        self.registry.register(UsageCollector(cluster))
         self.latency = BatchedHistogram(
             "hami_fast_request_duration_seconds",
             "Latency of extender and webhook calls",
@@ -277,7 +277,7 @@ class Metrics:
         )
 
     def watch_events(self, sink: Any) -> None:
-        self.registry.register(EventSinkCollector(sink))  # type: ignore[arg-type]
+        self.registry.register(EventSinkCollector(sink))
 
     def time(self, route: str) -> Any:
         return self.latency.labels(route).time()

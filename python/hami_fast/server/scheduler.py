@@ -15,6 +15,7 @@ import orjson
 
 from hami_fast import annotations as keys
 from hami_fast._native import Cluster, EngineError, FilterDecision, parse_binding_args
+from hami_fast._native import is_pod_group_member as native_pod_group_member
 from hami_fast.config import Config
 from hami_fast.kube.errors import NotFound
 from hami_fast.kube.nodelock import LockContention, NodeLocker
@@ -73,11 +74,9 @@ def pod_ref(d: FilterDecision) -> dict[str, Any]:
 
 
 def is_pod_group_member(pod: dict[str, Any]) -> bool:
-    """HAMi's `IsPodGroupMember` on a pod object: the coscheduling label or
-    `spec.schedulingGroup.podGroupName`, non-empty (the engine reads Filter's pod the same way)."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-    return bool(labels.get(keys.POD_GROUP_LABEL) or group)
+    """HAMi's `IsPodGroupMember` on a pod object read at Bind, by the engine's own check (the one
+    it applies to Filter's pod)."""
+    return native_pod_group_member(orjson.dumps(pod))
 
 
 def with_bind_phase(patch: bytes | None, now: int) -> bytes:
@@ -163,7 +162,9 @@ class Scheduler:
 
     def filter(self, body: bytes, wait: float = 25.0) -> bytes:
         """Filter's answer, its bookkeeping done (see `filter_answer` for the router's split)."""
-        return settle(self.filter_answer(body, wait))
+        reply = settle(self.filter_answer(body, wait))
+        assert isinstance(reply, bytes), "Filter answers with a body only, never a status"
+        return reply
 
     def filter_answer(self, body: bytes, wait: float = 25.0) -> Answer:
         """Filter's answer, and (as `Then`) the bookkeeping that can follow it: metrics, events, the
@@ -200,7 +201,7 @@ class Scheduler:
         # Each FilterDecision attribute read builds a new Python object: read each once.
         node, patch, key = d.node, d.patch, d.pod_key
         scheduled = node is not None and patch is not None
-        if not scheduled:
+        if node is None or patch is None:
             self._forget_allocation(key)
             self.metrics.filter_results.labels("unschedulable").inc()
         else:
@@ -320,13 +321,13 @@ class Scheduler:
                 raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
             self.locker.acquire(node, namespace, name)
             locked = True
-            unwritten = allocation is not None and not allocation.written
-            patch = with_bind_phase(allocation.patch if unwritten else None, int(time.time()))
+            unwritten = allocation if allocation is not None and not allocation.written else None
+            patch = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
             if self.before_patch:
                 self.before_patch(namespace, name, uid)
             self.writer.patch_pod(namespace, name, patch)
-            if unwritten:
-                allocation.written = True
+            if unwritten is not None:
+                unwritten.written = True
             self.writer.bind(namespace, name, uid, node)
         except LockContention:
             raise

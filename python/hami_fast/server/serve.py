@@ -87,14 +87,14 @@ def _memory_runtime(
 
 def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: threading.Event) -> Runtime:
     from hami_fast.kube.client import KubeClient, load_api_client
-    from hami_fast.kube.reflector import NODES, PODS, QUOTAS, Reflector, Resource
+    from hami_fast.kube.reflector import NODES, PODS, QUOTAS, Reflector, Resource, Store
     from hami_fast.kube.writer import KubeWriter, NodeLockFeed, NodeLocks, PodKeys
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
     node_locks = NodeLocks()
     pods = PodKeys(cluster)
-    stores = (NodeLockFeed(cluster, node_locks), pods, cluster)
+    stores: tuple[Store, ...] = (NodeLockFeed(cluster, node_locks), pods, cluster)
     reflectors = [
         Reflector(client, store, r, stop, watch_seconds=int(config.watch_timeout))
         for store, r in zip(stores, (nodes, PODS, QUOTAS), strict=True)

@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 MILLI = 1000
 
@@ -90,13 +90,22 @@ def _dffs(sizes: list[float]) -> list[Any]:
     return out
 
 
-def max_gpu_milli(pods: list[list[Any]], nodes: list[list[Any]], time_limit: float = 30.0) -> dict[str, float]:
+class PackingBound(TypedDict):
+    """What :func:`max_gpu_milli` found."""
+
+    bound: float
+    incumbent: float
+    solve_s: float
+    variables: int
+    status: str
+
+
+def max_gpu_milli(pods: list[list[Any]], nodes: list[list[Any]], time_limit: float = 30.0) -> PackingBound:
     """An upper bound on the GPU milli any packing of a subset of ``pods`` onto ``nodes`` places.
 
     ``pods``: ``[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]``; ``nodes``:
-    ``[name, cpu_milli, memory_mib, gpus, model]``. Returns ``{"bound", "incumbent", "lp_time_s"}``
-    (``incumbent``: the best integer solution of the relaxation, ≥ OPT's relaxed value only
-    as a measure of how tight the solve is).
+    ``[name, cpu_milli, memory_mib, gpus, model]``. ``incumbent`` is the best integer solution of
+    the relaxation, ≥ OPT's relaxed value only as a measure of how tight the solve is.
     """
     import highspy
     import numpy as np

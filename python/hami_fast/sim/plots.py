@@ -167,7 +167,7 @@ def plot_idle_breakdown(snapshots: dict[str, dict[str, Any]], path: str | Path, 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     policies = list(snapshots)
     bottoms = [0.0] * len(policies)
-    parts = {k: [] for k in kinds}
+    parts: dict[str, list[float]] = {k: [] for k in kinds}
     for snap in snapshots.values():
         b = idle_breakdown(snap)
         for k in kinds:

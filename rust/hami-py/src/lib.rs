@@ -358,6 +358,14 @@ fn parse_binding_args(body: &[u8]) -> PyResult<(String, String, String, String)>
     Ok((a.pod_name, a.pod_namespace, a.pod_uid, a.node))
 }
 
+/// Pod JSON bytes -> whether HAMi counts it a PodGroup member (its Bind retries the node lock).
+#[pyfunction]
+fn is_pod_group_member(pod: &[u8]) -> PyResult<bool> {
+    let pod: hami_core::k8s::Pod =
+        serde_json::from_slice(pod).map_err(|e| engine_error(hami_core::Error::decode("Pod", e)))?;
+    Ok(pod.is_pod_group_member())
+}
+
 #[pyfunction]
 fn format_node_lock(timestamp: &str, namespace: &str, name: &str) -> String {
     codec::format_node_lock(timestamp, namespace, name)
@@ -526,6 +534,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         keys.set_item(name, key)?;
     }
     m.add("ANNOTATIONS", keys)?;
+    let clearable: Vec<&str> =
+        hami_core::fit::Reason::ALL.iter().filter(|r| r.moves_can_clear()).map(|r| r.as_str()).collect();
+    m.add("REASONS_MOVES_CAN_CLEAR", pyo3::types::PyTuple::new(m.py(), clearable)?)?;
     m.add_class::<Cluster>()?;
     m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(load_device_config, m)?)?;
@@ -540,6 +551,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(format_node_lock, m)?)?;
     m.add_function(wrap_pyfunction!(parse_binding_args, m)?)?;
+    m.add_function(wrap_pyfunction!(is_pod_group_member, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay_arrivals, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;

@@ -77,6 +77,24 @@ impl Reason {
     }
 }
 
+impl Reason {
+    /// Whether moving other pods off the node can lift this reason: the card or node is short of
+    /// what its pods take (memory, cores, slots, exclusivity, devices), not of what it is (type,
+    /// health, NUMA, UUID) nor of CPU and memory, which kube-scheduler weighs itself.
+    pub fn moves_can_clear(self) -> bool {
+        matches!(
+            self,
+            Self::CardInsufficientMemory
+                | Self::CardInsufficientCore
+                | Self::CardTimeSlicingExhausted
+                | Self::ExclusiveDeviceAllocateConflict
+                | Self::CardComputeUnitsExhausted
+                | Self::AllocatedCardsInsufficientRequest
+                | Self::NodeInsufficientDevice
+        )
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(self.as_str())
@@ -162,6 +180,17 @@ mod tests {
         let f = FitFailure::Cards { counts, cards: 4 };
         assert_eq!(f.to_string(), "1/4 CardInsufficientMemory, 3/4 CardTimeSlicingExhausted");
         assert_eq!(f.reasons(), vec![Reason::CardTimeSlicingExhausted, Reason::CardInsufficientMemory]);
+    }
+
+    #[test]
+    fn moves_clear_what_pods_take_not_what_a_card_is() {
+        let clearable: Vec<Reason> = Reason::ALL.into_iter().filter(|r| r.moves_can_clear()).collect();
+        assert!(
+            clearable.contains(&Reason::CardInsufficientMemory) && clearable.contains(&Reason::NodeInsufficientDevice)
+        );
+        for fixed in [Reason::CardTypeMismatch, Reason::CardNotHealth, Reason::NumaNotFit, Reason::InsufficientCpu] {
+            assert!(!fixed.moves_can_clear(), "{fixed}");
+        }
     }
 
     #[test]

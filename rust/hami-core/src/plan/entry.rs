@@ -6,7 +6,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 /// The JSON of `hami-fast plan`: the chosen planner's moves and measures, the baseline beside.
@@ -41,7 +41,8 @@ pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baselin
 
 /// Options of [`plan_bytes`] (JSON): `{"max_moves": N | null, "max_moves_pct": 5.0,
 /// "objective": "free-gpus"|"frag", "workload": "typical"|"whole-gpu"|[task types],
-/// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null}`.
+/// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null, "max_moves_per_pod": N | null,
+/// "movable": [pods] | null, "exclude_nodes": [nodes] | null}`.
 #[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct PlanOptions {
@@ -56,6 +57,9 @@ pub struct PlanOptions {
     pub max_moves_per_pod: Option<usize>,
     /// Only these pods (`namespace/name`) may be moved (the automatic mode's opt-in); all when absent.
     pub movable: Option<Vec<String>>,
+    /// Nodes the plan leaves out with the pods bound to them (the automatic mode's nodes that moves
+    /// in flight are changing: no move takes GPUs there nor frees them).
+    pub exclude_nodes: Option<Vec<String>>,
 }
 
 impl Default for PlanOptions {
@@ -70,6 +74,7 @@ impl Default for PlanOptions {
             for_pod: None,
             max_moves_per_pod: None,
             movable: None,
+            exclude_nodes: None,
         }
     }
 }
@@ -95,7 +100,8 @@ pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<V
         (Objective::FreeGpus | Objective::Pending, _) => Strategy::FreeGpus,
         (Objective::Frag, s) => s,
     };
-    let mut snapshot = Snapshot::from_objects(inputs, config)?;
+    let left_out: HashSet<&str> = options.exclude_nodes.iter().flatten().map(String::as_str).collect();
+    let mut snapshot = Snapshot::from_objects_except(inputs, config, &left_out)?;
     if let Some(w) = workload_from_spec(&options.workload)? {
         snapshot.workload = w;
     }
@@ -138,7 +144,19 @@ pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>>
     serde_json::to_vec(&out).map_err(Error::internal)
 }
 
-/// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": ".."}`.
+/// The answer of [`validate_target_bytes`].
+#[derive(Serialize)]
+struct TargetCheck {
+    ok: bool,
+    uuids: Vec<String>,
+    /// Why not, in one line (empty when `ok`).
+    message: String,
+    /// The placement field that is wrong ([`super::Rejection::field`]; empty when `ok`).
+    field: &'static str,
+}
+
+/// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": "..",
+/// "field": ".."}`.
 pub fn validate_target_bytes(
     inputs: &[&[u8]],
     pod: &str,
@@ -148,8 +166,11 @@ pub fn validate_target_bytes(
 ) -> Result<Vec<u8>> {
     let snapshot = Snapshot::from_objects(inputs, config)?;
     let out = match validate_target(&snapshot, pod, node, gpus) {
-        Ok(uuids) => serde_json::json!({"ok": true, "uuids": uuids, "message": ""}),
-        Err(why) => serde_json::json!({"ok": false, "uuids": [], "message": why.to_string()}),
+        Ok(uuids) => TargetCheck { ok: true, uuids, message: String::new(), field: "" },
+        Err(why) => {
+            let field = why.field().unwrap_or_default();
+            TargetCheck { ok: false, uuids: Vec::new(), message: why.to_string(), field }
+        }
     };
     serde_json::to_vec(&out).map_err(Error::internal)
 }

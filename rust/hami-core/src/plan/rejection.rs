@@ -1,4 +1,4 @@
-//! Why the planner rejects a move, a placement target or a node (issue 9: typed errors). Its
+//! Why the planner rejects a move, a placement target or a node, as typed errors. Its
 //! `Display` is the one line the JSON `message`/`reasons` and the descheduler's conditions show.
 
 use std::fmt;
@@ -187,6 +187,40 @@ impl fmt::Display for Rejection {
 
 impl std::error::Error for Rejection {}
 
+impl Rejection {
+    /// The HamiPodPlacement field a rejected placement target is wrong in (`spec.nodeName` or
+    /// `spec.gpuDevices`); `None` for the rejections of a move sequence or of the pending-pod planner.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Self::NodeNotFound { .. } | Self::NodeNotRegistered { .. } | Self::HostDoesNotFit { .. } => {
+                Some("spec.nodeName")
+            }
+            Self::GpuUnhealthy { .. }
+            | Self::GpuCordoned { .. }
+            | Self::GpuHeld { .. }
+            | Self::GpuCountMismatch { .. }
+            | Self::GpusDoNotFit { .. }
+            | Self::NoGpus
+            | Self::GpuNamedTwice { .. }
+            | Self::GpuNotOnNode { .. } => Some("spec.gpuDevices"),
+            Self::PodNotInSnapshot { .. }
+            | Self::PodBlocked { .. }
+            | Self::PodElsewhere { .. }
+            | Self::TargetNodeMissing { .. }
+            | Self::MoveDoesNotFit { .. }
+            | Self::GpuHoldsUnmovable { .. }
+            | Self::GpuHoldsAsLarge { .. }
+            | Self::GpuStaysFull { .. }
+            | Self::NotRegistered { .. }
+            | Self::TooFewGpus { .. }
+            | Self::HostShort { .. }
+            | Self::NowhereToGo { .. }
+            | Self::Host(_)
+            | Self::StillDoesNotFit(_) => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +265,26 @@ mod tests {
         ];
         for (r, text) in cases {
             assert_eq!(r.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_target_rejection_names_the_placement_field_it_is_about() {
+        let (node, gpu) = (|| "n1".to_owned(), || "g0".to_owned());
+        let cases = [
+            (Rejection::NodeNotFound { node: node() }, Some("spec.nodeName")),
+            (
+                Rejection::NodeNotRegistered { node: node(), error: Error::invalid("n1", "no devices") },
+                Some("spec.nodeName"),
+            ),
+            (Rejection::GpuNotOnNode { gpu: gpu(), node: node() }, Some("spec.gpuDevices")),
+            (Rejection::GpuCountMismatch { pod: "ns/p".into(), uses: 2, named: 1 }, Some("spec.gpuDevices")),
+            (Rejection::NoGpus, Some("spec.gpuDevices")),
+            (Rejection::PodNotInSnapshot { step: 0, pod: "ns/p".into() }, None),
+            (Rejection::GpuStaysFull { gpu: gpu() }, None),
+        ];
+        for (rejection, field) in cases {
+            assert_eq!(rejection.field(), field, "{rejection}");
         }
     }
 }

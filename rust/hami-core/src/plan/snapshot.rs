@@ -14,7 +14,7 @@ use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use crate::state::reservations::Reservation;
 use crate::state::ClusterState;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Nodes (with usage) and GPU-holding pods: the planner's working state.
 #[derive(Debug, Clone)]
@@ -30,6 +30,25 @@ pub struct Snapshot {
     pub holds: Vec<(String, Reservation)>,
 }
 
+/// An item's kind: its own, else its list's (`NodeList` -> `Node`).
+fn kind_of<'a>(object: &'a Object, list_kind: &'a str) -> &'a str {
+    if object.kind.is_empty() {
+        list_kind.strip_suffix("List").unwrap_or("")
+    } else {
+        &object.kind
+    }
+}
+
+/// Whether `object` is one of the `left_out` nodes or a pod bound to one.
+fn is_left_out(object: &Object, list_kind: &str, left_out: &HashSet<&str>) -> bool {
+    !left_out.is_empty()
+        && match kind_of(object, list_kind) {
+            "Node" => left_out.contains(object.metadata.name.as_str()),
+            "Pod" => left_out.contains(object.spec.node_name.as_str()),
+            _ => false,
+        }
+}
+
 /// The wall clock in Unix seconds: a snapshot drops the holds that have lapsed.
 fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
@@ -39,6 +58,12 @@ impl Snapshot {
     /// Builds the state from Kubernetes objects: each input is a `List` (e.g. `kubectl get
     /// nodes,pods -o json`) or a single Node / Pod, JSON bytes.
     pub fn from_objects(inputs: &[&[u8]], config: &Config) -> Result<Self> {
+        Self::from_objects_except(inputs, config, &HashSet::new())
+    }
+
+    /// [`Self::from_objects`] as if the inputs held neither the nodes named in `left_out` nor the
+    /// pods bound to them.
+    pub fn from_objects_except(inputs: &[&[u8]], config: &Config, left_out: &HashSet<&str>) -> Result<Self> {
         let mut cluster = ClusterState::new(config.clone());
         let mut pods: Vec<(Pod, String, Owner)> = Vec::new();
         let mut allocatable: HashMap<String, (i64, i64)> = HashMap::new();
@@ -52,13 +77,15 @@ impl Snapshot {
             };
             let list_kind = if env.items.is_some() { env.kind.as_str() } else { "" };
             for item in items {
+                let object = serde_json::from_slice::<Object>(item).ok();
+                if object.as_ref().is_some_and(|o| is_left_out(o, list_kind, left_out)) {
+                    continue;
+                }
                 // The engine's state takes every item (one without `kind` takes the list's); an
                 // item it cannot use (e.g. a malformed annotation) is left out of the plan.
                 let _ = cluster.apply_item(item, list_kind);
-                let Ok(object) = serde_json::from_slice::<Object>(item) else { continue };
-                let kind =
-                    if object.kind.is_empty() { list_kind.strip_suffix("List").unwrap_or("") } else { &object.kind };
-                match kind {
+                let Some(object) = object else { continue };
+                match kind_of(&object, list_kind) {
                     "Node" => {
                         let a = &object.status.allocatable;
                         let cpu = a.get("cpu").and_then(|q| cpu_milli(&q.0));

@@ -334,7 +334,7 @@ fn openb_spread_plan_replays_move_by_move() {
     }
 }
 
-/// Issue 11's "found when tried" case: every GPU carries one small controller-owned pod and no
+/// The "found when tried" case: every GPU carries one small controller-owned pod and no
 /// GPU is free. Against the cluster's own small-pod workload FGD's fragment is 0, yet six moves
 /// free six whole GPUs: the default objective (free-gpus) must find them.
 #[test]

@@ -1,7 +1,7 @@
 //! Trace replay: a cluster from a node list, a pod stream from a task list, a node policy;
 //! per-event allocation and fragmentation metrics. The protocol is the one of the FGD paper's
-//! simulator (see `spec/trace-replay.md`): seeded shuffle, tuning to `tune` × cluster GPU
-//! capacity, one scheduling attempt per pod in order, no departures, no retries.
+//! simulator: seeded shuffle, tuning to `tune` × cluster GPU capacity, one scheduling attempt per
+//! pod in order, no departures, no retries.
 //!
 //! Every GPU is registered with HAMi's model (1000 units of device memory = 1000 milli-GPU,
 //! cores unused, a split count that never binds, the GPU model as device type); a task requests

@@ -1,8 +1,8 @@
-"""Why Filter's engine call costs 3-10x more inside the server than in a loop (issue 9): the same call
+"""Why Filter's engine call costs 3-10x more inside the server than in a loop: the same call
 timed in one process back to back, and after the thread has slept or spun as long as the event loop
 waits between kube-scheduler's requests at concurrency 1.
 
-    python bench/engine_idle.py [--calls N] [--gaps-us 300,3000]
+    python bench/tools/engine_idle.py [--calls N] [--gaps-us 300,3000]
 
 Prints, for `Cluster.decide` and `Scheduler.filter_answer` (the answer path of /filter: engine call and
 Python glue, the bookkeeping after the answer left out) on the 5,000-node snapshot with 500 names, the
@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+BENCH = HERE.parent
+sys.path[:0] = [str(HERE), str(BENCH), str(BENCH.parent / "tests")]
 
 from hami_fast.config import Config  # noqa: E402
 from hami_fast.server.serve import build_runtime  # noqa: E402

@@ -2,7 +2,7 @@
 --snapshot` loads it, Granian embedded with the product's settings, and `/filter` answered by one
 layer of the product less or more, to tell where the time over the trivial floor goes.
 
-`python bench/variant_server.py PORT SNAPSHOT VARIANT [TIMES_FILE]`, VARIANT one of VARIANTS. With
+`python bench/tools/variant_server.py PORT SNAPSHOT VARIANT [TIMES_FILE]`, VARIANT one of VARIANTS. With
 TIMES_FILE, the `/filter` handler is timed inside each request (the product's App excepted) and on
 SIGTERM those times (seconds, a JSON array) are written there before the process exits.
 """

@@ -1,9 +1,9 @@
-"""Where `/filter`'s time over the trivial floor goes (issue 9): the trivial Granian server and serving
+"""Where `/filter`'s time over the trivial floor goes: the trivial Granian server and serving
 processes that each add one layer of the product (`variant_server.py`), measured side by side in
 alternating blocks as `test_http_ratio.py` measures, several instances of each variant so that a
 difference between variants can be told from the noise between processes.
 
-    python bench/http_variants.py [--instances N] [VARIANT ...]     (default: every variant, 2 each)
+    python bench/tools/http_variants.py [--instances N] [VARIANT ...]     (default: every variant, 2 each)
 
 Prints per server: p50 and p99, their ratio to the floor's, the CPU per request of each of its
 threads (`/proc/<pid>/task/*/schedstat`), the loop thread first, and for the variants that time it
@@ -23,7 +23,8 @@ from pathlib import Path
 import orjson
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+BENCH = HERE.parent
+sys.path[:0] = [str(HERE), str(BENCH), str(BENCH.parent / "tests")]
 
 from clusters import build  # noqa: E402
 from serving import free_port  # noqa: E402
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
         procs, ports, handler_times = {}, {}, {}
         try:
             port = free_port()
-            procs["trivial"] = start([sys.executable, str(HERE / "trivial_server.py"), str(port), answer], port)
+            procs["trivial"] = start([sys.executable, str(BENCH / "trivial_server.py"), str(port), answer], port)
             ports["trivial"] = port
             for variant in variants:
                 for i in range(args.instances):
