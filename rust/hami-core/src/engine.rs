@@ -10,7 +10,6 @@ use crate::filter::{
 };
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
-use crate::model::GpuNode;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::request::unsupported_vendor;
@@ -81,7 +80,7 @@ impl Engine {
             Err(e) => return FilterOutcome::error(e),
         };
         if placement.request.is_empty() {
-            if let Some(backend) = unsupported_vendor(pod, &self.state.config) {
+            if let Some(backend) = unsupported_vendor(pod, &self.state.config, &self.state.backends) {
                 return FilterOutcome::error(Error::invalid(format!("Pod {}", pod.key()), backend.refusal()));
             }
             let names = match known_names {
@@ -149,7 +148,7 @@ impl Engine {
             let state = &mut self.state;
             let placement = Placement::new(state, &pod, &policies)?;
             if placement.request.is_empty() {
-                if let Some(backend) = unsupported_vendor(&pod, &state.config) {
+                if let Some(backend) = unsupported_vendor(&pod, &state.config, &state.backends) {
                     return Err(Error::invalid(format!("Pod {}", pod.key()), backend.refusal()));
                 }
                 return Err(Error::invalid(
@@ -167,9 +166,10 @@ impl Engine {
             let (chosen, scores, failed, ranked) = state.without_pod(&key, OwnFootprint::Restore, |state| {
                 let candidates = names.iter().map(|n| (n.as_str(), state.nodes.get(n)));
                 let eval = evaluate_nodes(state, &placement, now, candidates, |n| state.nodes.get(n));
-                let chosen = eval.chosen.as_ref().map(|(n, f)| {
-                    let positional = state.nodes.get(n).is_some_and(GpuNode::pads_device_lists);
-                    ((*n).to_owned(), allocation_annotations(n, positional, f, now))
+                let asked_nvidia = !placement.request.asks_no_nvidia();
+                let chosen = eval.chosen.as_ref().and_then(|(n, f)| {
+                    let node = state.nodes.get(n)?;
+                    Some(((*n).to_owned(), allocation_annotations(node, &state.backends, f, asked_nvidia, now)))
                 });
                 let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
                 (chosen, eval.scores(), eval.failed_map(), ranked)

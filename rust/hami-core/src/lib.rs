@@ -5,9 +5,9 @@
 //! - [`error`], [`device_config`] (HAMi's device config file), [`config`], [`annotations`]
 //!   (every HAMi key), [`k8s`] (one object model),
 //!   [`codec`] (HAMi's annotation formats), [`manifest`] (YAML manifests to JSON);
-//! - [`health`] (HAMi's node registration), [`model`] (GPUs, usage, footprints), [`request`],
-//!   [`frag`], [`policy`] (one policy vocabulary and scoring dispatch), [`fit`] (with
-//!   [`fit::reason`]);
+//! - [`health`] (HAMi's node registration), [`model`] (GPUs, usage, footprints), [`vendor`] (the
+//!   backends beside NVIDIA), [`request`], [`frag`], [`policy`] (one policy vocabulary and
+//!   scoring dispatch), [`fit`] (with [`fit::reason`] and [`fit::standard`], the vendors' Fit);
 //! - [`state`] (the cluster state and its ingest);
 //! - [`filter`], [`mutate`] (decisions), [`webhook`] (the AdmissionReview envelope);
 //! - [`replay`] (trace replay), [`plan`] (defragmentation), [`headroom`] (what a pod lacks to
@@ -33,6 +33,7 @@ pub mod policy;
 pub mod replay;
 pub mod request;
 pub mod state;
+pub mod vendor;
 pub mod webhook;
 
 pub use config::Config;

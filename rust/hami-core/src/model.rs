@@ -133,7 +133,7 @@ impl DeviceHot {
             numa: d.numa,
             flags: flag(d.health, HEALTHY)
                 | flag(cordoned, CORDONED)
-                | flag(d.device_type.to_uppercase().contains(codec::VENDOR_NVIDIA), NVIDIA)
+                | flag(d.vendor == 0 && d.device_type.to_uppercase().contains(codec::VENDOR_NVIDIA), NVIDIA)
                 | flag(d.mode == "mig", MIG),
         }
     }
@@ -190,7 +190,10 @@ pub struct GpuNode {
 }
 
 impl GpuNode {
-    pub fn from_annotations(name: &str, ann: &HamiAnnotations) -> Self {
+    /// The node from its annotations: NVIDIA's registration, and `vendor_devices` the other
+    /// backends registered (after NVIDIA's, as one device list like HAMi's usage snapshot). A node
+    /// with another vendor's devices is registered even without NVIDIA's annotation.
+    pub fn from_annotations(name: &str, ann: &HamiAnnotations, vendor_devices: Vec<Device>) -> Self {
         let mut out = Self { name: name.to_owned(), ..Self::default() };
         let decoded = match ann.register.as_deref() {
             None => {
@@ -205,7 +208,13 @@ impl GpuNode {
                 .map_err(|e| e.in_field(format_args!("annotation {}", codec::PAIR_SCORE_KEY))),
         };
         match (decoded, pair_scores) {
-            (Ok(devices), Ok(pairs)) => out.set_devices(devices, &pairs, ann.cordon.as_deref()),
+            (Ok(mut devices), Ok(pairs)) => {
+                devices.extend(vendor_devices);
+                out.set_devices(devices, &pairs, ann.cordon.as_deref());
+            }
+            (Err(_), _) | (_, Err(_)) if !vendor_devices.is_empty() => {
+                out.set_devices(vendor_devices, &BTreeMap::new(), ann.cordon.as_deref());
+            }
             (Err(e), _) | (_, Err(e)) => out.register_error = Some(e),
         }
         out

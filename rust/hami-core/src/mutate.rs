@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::k8s::{Container, Pod, Quantity, Resources};
 use crate::request::PodRequest;
 use crate::state::ClusterState;
+use crate::vendor::{Admission, Backends};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -108,16 +109,42 @@ fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<P
     Ok(has)
 }
 
-/// Applies the per-container defaults to every container (init first); used by the webhook and `explain`.
-pub fn apply_defaults(pod: &mut Pod, cfg: &Config) -> Result<Mutation> {
+/// Applies the per-container defaults to every container (init first), NVIDIA's and the other
+/// backends'; used by the webhook and `explain`.
+pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Result<Mutation> {
     let mut m = Mutation::default();
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
-        m.has_resource |= mutate_container(c, &format!("/spec/initContainers/{i}"), cfg, &mut m.ops)?;
+        let base = format!("/spec/initContainers/{i}");
+        m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
+        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops);
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
-        m.has_resource |= mutate_container(c, &format!("/spec/containers/{i}"), cfg, &mut m.ops)?;
+        let base = format!("/spec/containers/{i}");
+        m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
+        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops);
     }
     Ok(m)
+}
+
+/// The other backends' `MutateAdmission`: whether the container asks for one (its count resource
+/// in the limits), and the defaults a backend sets ([`Admission`]).
+fn mutate_for_vendors(c: &mut Container, base: &str, backends: &Backends, ops: &mut Vec<PatchOp>) -> bool {
+    let mut has = false;
+    for b in backends.iter() {
+        let Some(count) = c.resources().limit(&b.count_name).cloned() else { continue };
+        has = true;
+        if b.admission == Admission::CoresPerCardAndContainerName {
+            if let Some(n) = count.as_int().filter(|n| *n > 1) {
+                add_limit(c, base, &b.core_name, n * 100, ops);
+            }
+            let named = c.env.as_ref().is_some_and(|env| env.iter().any(|e| e["name"] == "SOL_CONTINER_NAME"));
+            if !named && !c.name.is_empty() {
+                let name = c.name.clone();
+                add_env(c, base, "SOL_CONTINER_NAME", &name, ops);
+            }
+        }
+    }
+    has
 }
 
 /// What the webhook answers.
@@ -142,13 +169,13 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
     {
         return Verdict::Allow(Some("pod already has different scheduler assigned".into()));
     }
-    let mut m = match apply_defaults(pod, cfg) {
+    let mut m = match apply_defaults(pod, cfg, &state.backends) {
         Ok(m) => m,
         Err(e) => return Verdict::Fail(500, e.message),
     };
     // HAMi's webhook routes another vendor's pods to its scheduler too: there Filter says why
     // hami-fast does not place them, instead of the default scheduler binding them without devices.
-    m.has_resource |= crate::request::unsupported_vendor(pod, cfg).is_some();
+    m.has_resource |= crate::request::unsupported_vendor(pod, cfg, &state.backends).is_some();
     if m.has_resource {
         if let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.privileged()) {
             return Verdict::Deny(format!("container {} is privileged", c.name));

@@ -3,6 +3,7 @@
 use crate::config::Config;
 use crate::device_config::VendorBackend;
 use crate::k8s::{Container, Pod};
+pub use crate::vendor::request::VendorRequest;
 
 /// Sentinel for "no memory percentage given".
 pub const PERCENT_UNSET: i64 = 101;
@@ -37,6 +38,9 @@ impl ContainerRequest {
 pub struct PodRequest {
     pub slots: Vec<Option<ContainerRequest>>,
     pub init_count: usize,
+    /// The other vendors' requests, per container (init first; empty when the pod asks none):
+    /// filled in by [`crate::vendor::request::vendor_requests`].
+    pub vendor: Vec<Vec<VendorRequest>>,
 }
 
 impl PodRequest {
@@ -48,11 +52,25 @@ impl PodRequest {
             .chain(pod.spec.containers.iter())
             .map(|c| container_request(c, config))
             .collect();
-        Self { slots, init_count: pod.spec.init_containers.len() }
+        Self { slots, init_count: pod.spec.init_containers.len(), vendor: Vec::new() }
     }
 
+    /// No request at all, NVIDIA's or another vendor's.
     pub fn is_empty(&self) -> bool {
+        self.asks_no_nvidia() && self.vendor.iter().all(Vec::is_empty)
+    }
+
+    pub fn asks_no_nvidia(&self) -> bool {
         self.slots.iter().all(Option::is_none)
+    }
+
+    pub fn asks_vendors(&self) -> bool {
+        self.vendor.iter().any(|c| !c.is_empty())
+    }
+
+    /// The other vendors' requests of container `slot`.
+    pub fn vendor_requests(&self, slot: usize) -> &[VendorRequest] {
+        self.vendor.get(slot).map_or(&[], Vec::as_slice)
     }
 
     pub fn is_init(&self, slot: usize) -> bool {
@@ -100,9 +118,10 @@ pub fn container_request(container: &Container, config: &Config) -> Option<Conta
 }
 
 /// A device request hami-fast cannot place yet: the first container resource that asks for one
-/// of the other vendors' backends the device config sets up.
-pub fn unsupported_vendor(pod: &Pod, config: &Config) -> Option<VendorBackend> {
-    let backends = config.devices().vendor_backends(config.vendors);
+/// of the other vendors' backends the device config sets up, other than the `placed` ones.
+pub fn unsupported_vendor(pod: &Pod, config: &Config, placed: &crate::vendor::Backends) -> Option<VendorBackend> {
+    let mut backends = config.devices().vendor_backends(config.vendors);
+    backends.retain(|b| !placed.iter().any(|p| p.common_word == b.common_word));
     pod.spec.init_containers.iter().chain(&pod.spec.containers).find_map(|c| {
         let res = c.resources();
         backends.iter().find(|b| res.get(&b.count_resource).is_some()).cloned()
@@ -179,10 +198,16 @@ mod tests {
         let pod = pod_with_limits(r#"{"hygon.com/dcunum":"1"}"#);
         let config = Config::default();
         assert!(PodRequest::from_pod(&pod, &config).is_empty());
-        let backend = unsupported_vendor(&pod, &config).expect("a DCU request");
+        let none = crate::vendor::Backends::default();
+        let backend = unsupported_vendor(&pod, &config, &none).expect("a DCU request");
         assert_eq!(backend.common_word, "DCU");
         assert!(backend.refusal().starts_with("asks for hygon.com/dcunum (HAMi's DCU backend)"));
-        assert!(unsupported_vendor(&pod_with_limits(r#"{"nvidia.com/gpu":"1"}"#), &config).is_none());
-        assert!(unsupported_vendor(&pod_with_limits(r#"{"huawei.com/Ascend910B3":"1"}"#), &config).is_none());
+        let placed = crate::vendor::Backends::from_config(&config);
+        assert!(unsupported_vendor(&pod, &config, &placed).is_none(), "DCU is placed");
+        let mlu = pod_with_limits(r#"{"cambricon.com/vmlu":"1"}"#);
+        assert_eq!(unsupported_vendor(&mlu, &config, &placed).unwrap().common_word, "MLU");
+        assert!(unsupported_vendor(&pod_with_limits(r#"{"nvidia.com/gpu":"1"}"#), &config, &none).is_none());
+        let ascend = pod_with_limits(r#"{"huawei.com/Ascend910B3":"1"}"#);
+        assert!(unsupported_vendor(&ascend, &config, &none).is_none());
     }
 }

@@ -75,6 +75,9 @@ pub struct Device {
     pub mig_profiles: Vec<MigProfile>,
     #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_false")]
     pub health: bool,
+    /// Which backend registered it: 0 NVIDIA, else the id of a [`crate::vendor::Backends`] entry.
+    #[serde(skip)]
+    pub vendor: u8,
 }
 
 /// Decodes the register annotation: JSON first, then the legacy `UUID,count,mem,core,type,numa,health[,index,mode]:` form.
@@ -132,6 +135,7 @@ fn decode_legacy_device(segment: &str) -> Result<Device> {
         mode,
         mig_profiles: Vec::new(),
         health,
+        vendor: 0,
     })
 }
 

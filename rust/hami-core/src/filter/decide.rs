@@ -8,27 +8,51 @@ use crate::error::Error;
 use crate::fit::NodeFit;
 use crate::k8s::extender::{ExtenderFilterResult, NodeItems};
 use crate::k8s::view::ObjectView;
-use crate::model::{collapse, GpuNode, MigHold};
+use crate::model::{GpuNode, MigHold};
 use crate::state::ClusterState;
+use crate::vendor::Backends;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-/// The annotations Filter writes for a decision, with HAMi's bytes for GPU-less containers
-/// (see [`encode_pod_devices_as_hami`]), and the MIG instances it reserved, if any.
-/// `positional`: the node pads GPU-less containers ([`GpuNode::pads_device_lists`]).
-pub fn allocation_annotations(node: &str, positional: bool, fit: &NodeFit, now: i64) -> BTreeMap<String, String> {
-    let devices = encode_pod_devices_as_hami(&fit.slots, positional);
+/// The annotations Filter writes for a decision on `node`, with HAMi's bytes for GPU-less
+/// containers (see [`encode_pod_devices_as_hami`]), and the MIG instances it reserved, if any.
+///
+/// Each backend's list is written when the pod asked for that backend, or when one of the node's
+/// devices has exactly the backend's word as its type: HAMi then pads every container under that
+/// word (an all-empty list on a pod that asked nothing of it), and pads positionally.
+pub fn allocation_annotations(
+    node: &GpuNode,
+    backends: &Backends,
+    fit: &NodeFit,
+    asked_nvidia: bool,
+    now: i64,
+) -> BTreeMap<String, String> {
     let mut out = BTreeMap::from([
-        (codec::VGPU_NODE_KEY.to_owned(), node.to_owned()),
+        (codec::VGPU_NODE_KEY.to_owned(), node.name.clone()),
         (codec::VGPU_TIME_KEY.to_owned(), now.to_string()),
-        (codec::TO_ALLOCATE_KEY.to_owned(), devices.clone()),
-        (codec::ALLOCATED_KEY.to_owned(), devices),
     ]);
+    let positional = node.pads_device_lists();
+    if asked_nvidia || positional {
+        let devices = encode_pod_devices_as_hami(&fit.slots, positional);
+        out.insert(codec::TO_ALLOCATE_KEY.to_owned(), devices.clone());
+        out.insert(codec::ALLOCATED_KEY.to_owned(), devices);
+    }
     if !fit.mig.is_empty() {
         let written = as_written(&fit.mig, &fit.slots, positional);
         out.insert(codec::MIG_ALLOCATIONS_KEY.to_owned(), codec::encode_mig_allocations(&written));
+    }
+    let empty: PodDevices = vec![Vec::new(); fit.slots.len()];
+    for backend in backends.iter() {
+        let placed = fit.vendor.iter().find(|(b, _)| b == backend).map(|(_, d)| d);
+        let padded = node.devices.iter().any(|d| d.device_type == backend.common_word);
+        if placed.is_none() && !padded {
+            continue;
+        }
+        let devices = encode_pod_devices_as_hami(placed.unwrap_or(&empty), padded);
+        out.insert(backend.to_allocate_key.clone(), devices.clone());
+        out.insert(backend.allocated_key.clone(), devices);
     }
     out
 }
@@ -173,10 +197,12 @@ pub fn decide(
             decision: Some(decision),
         };
     };
-    let positional = state.nodes.get(node).is_some_and(GpuNode::pads_device_lists);
-    let annotations = allocation_annotations(node, positional, fit, now);
+    let annotations = match state.nodes.get(node) {
+        Some(n) => allocation_annotations(n, &state.backends, fit, !placement.request.asks_no_nvidia(), now),
+        None => BTreeMap::new(),
+    };
     if record {
-        let footprint = collapse(&fit.slots, placement.request.init_count, false);
+        let footprint = fit.footprint(placement.request.init_count);
         let mut record = state.record(&meta.namespace, &meta.name, node, footprint);
         record.mig =
             fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
@@ -208,7 +234,7 @@ pub fn filter_simulated(state: &ClusterState, placement: &Placement, nodes: &Raw
     let mut temp: Vec<(GpuNode, &RawValue)> = Vec::new();
     for raw in &items.items {
         match serde_json::from_str::<ObjectView>(raw.get()) {
-            Ok(v) => temp.push((GpuNode::from_annotations(&v.metadata.name, &v.metadata.annotations), raw)),
+            Ok(v) => temp.push((GpuNode::from_annotations(&v.metadata.name, &v.metadata.annotations, Vec::new()), raw)),
             Err(e) => return FilterOutcome::error(Error::decode("ExtenderArgs.Nodes item", e)),
         }
     }

@@ -21,7 +21,8 @@ pub struct Placement<'a> {
 impl<'a> Placement<'a> {
     /// Policies: pod annotation, else the given override, else the configured default.
     pub fn new(state: &ClusterState, pod: &'a Pod, policies: &Policies) -> Result<Self> {
-        let request = PodRequest::from_pod(pod, &state.config);
+        let mut request = PodRequest::from_pod(pod, &state.config);
+        request.vendor = crate::vendor::request::vendor_requests(pod, &state.backends);
         // HAMi passes a pod without vGPU requests through before it reads any hint annotation.
         let hints = if request.is_empty() {
             PodHints::default()

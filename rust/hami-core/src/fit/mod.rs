@@ -2,6 +2,7 @@
 
 pub mod mig;
 pub mod reason;
+pub mod standard;
 
 use crate::codec::{ContainerDevice, MigAllocation, MigPlacement, PodDevices, VENDOR_NVIDIA};
 use crate::model::{
@@ -65,9 +66,24 @@ pub fn host_shortfall(node: &GpuNode, cpu_milli: i64, memory_mib: i64) -> [bool;
 pub struct NodeFit {
     pub score: f64,
     pub slots: PodDevices,
+    /// The other vendors' devices, per backend (its common word): one entry per container slot,
+    /// as HAMi's `PodDevices` holds them under the request type.
+    pub vendor: Vec<(std::sync::Arc<crate::vendor::Backend>, PodDevices)>,
     /// The MIG instances chosen, `container_index` being the slot in `slots` (init containers
     /// first); [`crate::filter::allocation_annotations`] renumbers them as HAMi writes them.
     pub mig: Vec<MigAllocation>,
+}
+
+impl NodeFit {
+    /// What the pod holds on the node's devices once placed, every backend's (HAMi's collapse of
+    /// init and app containers, per backend).
+    pub fn footprint(&self, init_count: usize) -> Vec<crate::model::Collapsed> {
+        let mut out = collapse(&self.slots, init_count, false);
+        for (_, devices) in &self.vendor {
+            out.extend(collapse(devices, init_count, false));
+        }
+        out
+    }
 }
 
 /// Placements held per device while a pod is placed (empty on a node without MIG devices).
@@ -97,12 +113,16 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
     let registration_order = || (0..node.devices.len()).collect::<Vec<usize>>();
     let occupancy = || if node.has_mig { node.mig.occupied.clone() } else { Vec::new() };
     let mut slots: PodDevices = vec![Vec::new(); request.slots.len()];
+    let mut vendor = VendorSlots::new(request);
     let mut mig = Vec::new();
     for slot in 0..request.init_count {
-        if let Some(r) = &request.slots[slot] {
+        if request.slots[slot].is_some() || !request.vendor_requests(slot).is_empty() {
             let mut scratch = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
             let mut order = registration_order();
-            slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot)?;
+            if let Some(r) = &request.slots[slot] {
+                slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot)?;
+            }
+            vendor.fit(node, &mut scratch.usage, &mut order, ctx, slot)?;
         }
     }
     let mut app = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
@@ -111,8 +131,45 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
         if let Some(r) = &request.slots[slot] {
             slots[slot] = fit_container(node, &mut app, &mut order, r, ctx, &slots, slot)?;
         }
+        vendor.fit(node, &mut app.usage, &mut order, ctx, slot)?;
     }
-    Ok(NodeFit { score, slots, mig })
+    Ok(NodeFit { score, slots, vendor: vendor.placed, mig })
+}
+
+/// The other vendors' placements of a pod on one node, container by container.
+struct VendorSlots<'r> {
+    request: &'r PodRequest,
+    placed: Vec<(std::sync::Arc<crate::vendor::Backend>, PodDevices)>,
+}
+
+impl<'r> VendorSlots<'r> {
+    fn new(request: &'r PodRequest) -> Self {
+        Self { request, placed: Vec::new() }
+    }
+
+    /// Places container `slot`'s vendor requests after its NVIDIA one (HAMi takes a container's
+    /// requests in Go map order; the backends' devices are disjoint, so only ties could differ).
+    fn fit(
+        &mut self,
+        node: &GpuNode,
+        usage: &mut [DeviceUsage],
+        order: &mut [usize],
+        ctx: &PodContext,
+        slot: usize,
+    ) -> Result<(), FitFailure> {
+        for r in self.request.vendor_requests(slot) {
+            let devices = standard::fit_request(node, usage, order, r, ctx)?;
+            let at = match self.placed.iter().position(|(b, _)| b == &r.backend) {
+                Some(at) => at,
+                None => {
+                    self.placed.push((r.backend.clone(), vec![Vec::new(); self.request.slots.len()]));
+                    self.placed.len() - 1
+                }
+            };
+            self.placed[at].1[slot] = devices;
+        }
+        Ok(())
+    }
 }
 
 /// The node as one phase of the pod's placement leaves it: device usage, MIG placements held,
@@ -366,7 +423,9 @@ pub fn order_free_request<'a>(ctx: &PodContext<'a>) -> Option<&'a ContainerReque
     let mut with_devices = request.slots.iter().enumerate().filter(|(_, r)| r.is_some());
     let (slot, r) = with_devices.next()?;
     let single = with_devices.next().is_none();
-    (single && !request.is_init(slot) && !ctx.hints.numa_bind && ctx.quota.is_none()).then_some(r.as_ref()?)
+    let nvidia_only = !request.asks_vendors();
+    (single && nvidia_only && !request.is_init(slot) && !ctx.hints.numa_bind && ctx.quota.is_none())
+        .then_some(r.as_ref()?)
 }
 
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the
@@ -562,7 +621,10 @@ mod tests {
     }
 
     fn one_container(nums: i64, memreq: i64, mem_percentage: i64) -> PodRequest {
-        PodRequest { slots: vec![Some(ContainerRequest { nums, memreq, mem_percentage, coresreq: 0 })], init_count: 0 }
+        PodRequest {
+            slots: vec![Some(ContainerRequest { nums, memreq, mem_percentage, coresreq: 0 })],
+            ..PodRequest::default()
+        }
     }
 
     fn uuids(fit: &NodeFit) -> Vec<&str> {

@@ -52,6 +52,22 @@ pub struct HamiAnnotations<'a> {
     /// hami-fast's reservation of GPUs for a pending pod (see [`crate::state::reservations`]).
     pub reservation: Option<Cow<'a, str>>,
     pub reservation_expires: Option<Cow<'a, str>>,
+    /// The other vendors' register (`hami.io/node-*-register`) and allocation
+    /// (`hami.io/*-devices-allocated`) annotations, as (key, value).
+    pub vendor: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+}
+
+impl HamiAnnotations<'_> {
+    /// Another vendor's register or allocation annotation.
+    pub fn vendor_value(&self, key: &str) -> Option<&str> {
+        self.vendor.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_ref())
+    }
+}
+
+/// A key of another vendor's registration or allocation (NVIDIA's own have fields of their own).
+fn is_vendor_key(key: &str) -> bool {
+    key.starts_with("hami.io/")
+        && (key.ends_with("-devices-allocated") || (key.starts_with("hami.io/node-") && key.ends_with("-register")))
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
@@ -89,6 +105,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         codec::MIG_ALLOCATIONS_KEY => &mut out.mig_allocations,
                         codec::RESERVATION_KEY => &mut out.reservation,
                         codec::RESERVATION_EXPIRES_KEY => &mut out.reservation_expires,
+                        k if is_vendor_key(k) => {
+                            if let Some(Text(value)) = map.next_value::<Option<Text<'de>>>()? {
+                                out.vendor.push((key, value));
+                            }
+                            continue;
+                        }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                             continue;

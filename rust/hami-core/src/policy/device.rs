@@ -3,7 +3,7 @@
 use super::{GpuPolicy, ScoringWeights, SortKey};
 use crate::codec::{Device, VENDOR_NVIDIA};
 use crate::model::{DeviceUsage, GpuNode, Totals};
-use crate::request::{ContainerRequest, PERCENT_UNSET};
+use crate::request::{ContainerRequest, VendorRequest, PERCENT_UNSET};
 use std::cmp::Ordering;
 
 mod go_sort;
@@ -24,6 +24,35 @@ pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &Scori
         return 0.0;
     }
     let (slots, cores, memory) = if d.device_type == VENDOR_NVIDIA {
+        let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET {
+            mem * r.mem_percentage / 100
+        } else {
+            r.memreq
+        };
+        (1, r.coresreq, m)
+    } else {
+        (0, 0, 0)
+    };
+    let slot_part = w.slot as f32 * ratio(slots + u.used, count);
+    let core_part = w.core as f32 * ratio(cores + u.usedcores, core);
+    let mem_part = w.memory as f32 * ratio(memory + u.usedmem, mem);
+    WEIGHT * (slot_part + core_part + mem_part)
+}
+
+/// HAMi's `ComputeScore` of a device for another vendor's request: it counts only on devices
+/// whose type is exactly the request's type.
+pub fn vendor_device_score(
+    d: &Device,
+    u: &DeviceUsage,
+    r: &VendorRequest,
+    request_type: &str,
+    w: &ScoringWeights,
+) -> f32 {
+    let (count, core, mem) = (i64::from(d.count), i64::from(d.devcore), i64::from(d.devmem));
+    if count == 0 || core == 0 || mem == 0 {
+        return 0.0;
+    }
+    let (slots, cores, memory) = if d.device_type == request_type {
         let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET {
             mem * r.mem_percentage / 100
         } else {

@@ -69,6 +69,14 @@ pub struct PodHints {
     pub node_policy: Option<NodePolicy>,
     pub gpu_policy: Option<GpuPolicy>,
     pub weights: ScoringWeights,
+    /// The other vendors' type and UUID filters (`hygon.com/use-dcutype`, `hami.io/use-<chip>-uuid`,
+    /// ...), as (key, value): each backend reads its own keys.
+    pub vendor_filters: Vec<(String, String)>,
+}
+
+/// A use/nouse type or UUID annotation of a vendor other than NVIDIA.
+fn is_vendor_filter(key: &str) -> bool {
+    !key.starts_with("nvidia.com/") && (key.ends_with("type") || key.ends_with("uuid")) && key.contains("use-")
 }
 
 fn parse_go_bool(value: &str) -> bool {
@@ -95,7 +103,17 @@ impl PodHints {
             node_policy: get(NODE_POLICY_KEY).map(NodePolicy::parse),
             gpu_policy: get(GPU_POLICY_KEY).map(GpuPolicy::parse),
             weights,
+            vendor_filters: annotations
+                .iter()
+                .filter(|(k, _)| is_vendor_filter(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
+    }
+
+    /// Another vendor's filter annotation, when set.
+    pub fn vendor_filter(&self, key: &str) -> Option<&str> {
+        self.vendor_filters.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// These hints pinned to `gpus` (`nvidia.com/use-gpuuuid`), as a placement's replacement pod

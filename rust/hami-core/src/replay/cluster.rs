@@ -42,6 +42,7 @@ impl Task {
                 coresreq: 0,
             })],
             init_count: 0,
+            vendor: Vec::new(),
         });
         let hints = PodHints {
             use_types: spec.split('|').filter(|t| !t.is_empty()).map(str::to_uppercase).collect(),

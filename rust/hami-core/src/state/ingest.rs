@@ -169,7 +169,8 @@ impl ClusterState {
         if view.metadata.name.is_empty() {
             return Err(Error::invalid("Node", "metadata.name is empty"));
         }
-        let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations);
+        let (vendor_devices, skipped) = self.vendor_devices(&view.metadata.name, &view.metadata.annotations);
+        let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations, vendor_devices);
         let status: NodeStatusView =
             parse_raw(view.status).map_err(|e| Error::invalid(format!("Node {}", fresh.name), e).field("status"))?;
         let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
@@ -185,7 +186,33 @@ impl ClusterState {
         }
         self.mark_holds_on(&mut fresh);
         self.nodes.insert(fresh);
-        Ok(())
+        skipped.map_or(Ok(()), Err)
+    }
+
+    /// The devices the other backends registered on a node (HAMi's `GetNodeDevices` of each). An
+    /// annotation that does not decode leaves that backend's devices out, as HAMi skips them; the
+    /// node's other backends still schedule.
+    fn vendor_devices(
+        &self,
+        node: &str,
+        ann: &crate::k8s::view::HamiAnnotations,
+    ) -> (Vec<codec::Device>, Option<Error>) {
+        let mut out = Vec::new();
+        let mut skipped = None;
+        for (id, backend) in self.backends.with_ids() {
+            let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
+            match codec::decode_node_register(value) {
+                Ok(devices) => out.extend(devices.into_iter().map(|d| codec::Device { vendor: id, ..d })),
+                Err(e) => {
+                    let field = format!(
+                        "annotation {} (its {} devices are skipped)",
+                        backend.register_key, backend.common_word
+                    );
+                    skipped.get_or_insert(Error::invalid(format!("Node {node}"), e).field(field));
+                }
+            }
+        }
+        (out, skipped)
     }
 
     /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).
@@ -221,21 +248,32 @@ impl ClusterState {
             self.reserve(key, record);
             return Ok(Applied::Pod);
         }
-        let (Some(node), Some(allocated)) = (ann.vgpu_node.as_deref(), ann.allocated.as_deref()) else {
+        let vendor_allocated = self.backends.iter().any(|b| ann.vendor_value(&b.allocated_key).is_some());
+        let Some(node) = ann.vgpu_node.as_deref().filter(|_| ann.allocated.is_some() || vendor_allocated) else {
             return self.apply_hold(view, &key).map(|()| Applied::PodIgnored);
         };
         // The owner of a reservation has its allocation now: its GPUs are its own, not held.
         self.unhold(&key);
         let spec: PodSpecView = parse_raw(view.spec).map_err(|e| Error::invalid(pod_name(), e).field("spec"))?;
-        let mut slots = decode_pod_devices(allocated)
-            .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", codec::ALLOCATED_KEY)))?;
         let init_count = spec.init_containers.len();
-        if slots.len() < init_count + spec.containers.len() {
-            if let Some(aligned) = self.align_unpadded(view.spec, &slots) {
-                slots = aligned;
+        let init_done = status.init_succeeded(init_count);
+        let mut footprint = Vec::new();
+        if let Some(allocated) = ann.allocated.as_deref() {
+            let mut slots = decode_pod_devices(allocated)
+                .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", codec::ALLOCATED_KEY)))?;
+            if slots.len() < init_count + spec.containers.len() {
+                if let Some(aligned) = self.align_unpadded(view.spec, &slots) {
+                    slots = aligned;
+                }
             }
+            footprint = collapse(&slots, init_count, init_done);
         }
-        let footprint = collapse(&slots, init_count, status.init_succeeded(init_count));
+        for backend in self.backends.iter() {
+            let Some(value) = ann.vendor_value(&backend.allocated_key) else { continue };
+            let slots = decode_pod_devices(value)
+                .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", backend.allocated_key)))?;
+            footprint.extend(collapse(&slots, init_count, init_done));
+        }
         let mut record = self.record(&meta.namespace, &meta.name, node, footprint);
         record.mig = mig_holds(ann.mig_allocations.as_deref());
         self.reserve(key, record);

@@ -35,6 +35,8 @@ struct QuotaLimits {
 #[derive(Debug, Default)]
 pub struct ClusterState {
     pub config: Config,
+    /// The backends beside NVIDIA the device config sets up.
+    pub backends: crate::vendor::Backends,
     pub(crate) nodes: NodeTable,
     pods: FxHashMap<String, PodRecord>,
     /// Namespace and node names shared by every record that mentions them.
@@ -92,7 +94,8 @@ pub enum Applied {
 
 impl ClusterState {
     pub fn new(config: Config) -> Self {
-        Self { config, ..Self::default() }
+        let backends = crate::vendor::Backends::from_config(&config);
+        Self { config, backends, ..Self::default() }
     }
 
     pub fn node(&self, name: &str) -> Option<&GpuNode> {

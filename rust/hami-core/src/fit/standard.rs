@@ -1,0 +1,150 @@
+//! HAMi's standard Fit of the vendors beside NVIDIA (Hygon's, Iluvatar's, ...): one container's
+//! request for one backend, on the node's device list as HAMi's `fitInDevices` walks it.
+
+use super::{FitFailure, PodContext, Reason, ReasonCounts};
+use crate::codec::ContainerDevice;
+use crate::model::{DeviceUsage, GpuNode, HEALTHY, RESERVED};
+use crate::policy::device::{sort_devices, vendor_device_score};
+use crate::request::VendorRequest;
+use crate::vendor::Backend;
+
+/// Places one vendor request of a container: HAMi sorts the node's whole device list by the GPU
+/// policy, keeps the devices whose type contains the request's type, and walks them from the end.
+/// The usage of the devices taken is added to `usage` (HAMi's `AddResourceUsage`).
+pub fn fit_request(
+    node: &GpuNode,
+    usage: &mut [DeviceUsage],
+    order: &mut [usize],
+    r: &VendorRequest,
+    ctx: &PodContext,
+) -> Result<Vec<ContainerDevice>, FitFailure> {
+    let backend = &*r.backend;
+    let request_type = backend.request_type();
+    let scores: Vec<f32> = node
+        .devices
+        .iter()
+        .zip(usage.iter())
+        .map(|(d, u)| vendor_device_score(d, u, r, request_type, &ctx.hints.weights))
+        .collect();
+    sort_devices(order, node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
+    let wanted = request_type.to_lowercase();
+    let typed: Vec<usize> =
+        order.iter().copied().filter(|&i| node.devices[i].device_type.to_lowercase().contains(&wanted)).collect();
+    if r.nums > typed.len() as i64 {
+        return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
+    }
+    let picked = walk(node, usage, &typed, r, backend, ctx)?;
+    for d in &picked {
+        if let Some(i) = node.device_index(&d.uuid) {
+            let u = &mut usage[i];
+            u.used += 1;
+            u.usedmem += i64::from(d.usedmem);
+            u.usedcores += i64::from(d.usedcores);
+        }
+    }
+    Ok(picked)
+}
+
+/// The per-card checks, first failing one the reason, from the end of the typed list.
+fn walk(
+    node: &GpuNode,
+    usage: &[DeviceUsage],
+    typed: &[usize],
+    r: &VendorRequest,
+    backend: &Backend,
+    ctx: &PodContext,
+) -> Result<Vec<ContainerDevice>, FitFailure> {
+    let cores = r.coresreq.min(100);
+    let mut need = r.nums;
+    let mut picked = Vec::new();
+    let mut reasons = ReasonCounts::default();
+    for &i in typed.iter().rev() {
+        let (d, u) = (&node.devices[i], &usage[i]);
+        let memreq = if r.memreq > 0 {
+            r.memreq
+        } else if r.mem_percentage != 101 {
+            i64::from(d.devmem) * r.mem_percentage / 100
+        } else {
+            0
+        };
+        if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores) {
+            reasons.bump(reason, 1);
+            continue;
+        }
+        if need > 0 {
+            need -= 1;
+            picked.push(ContainerDevice {
+                uuid: d.id.clone(),
+                device_type: backend.request_type().to_owned(),
+                usedmem: memreq as i32,
+                usedcores: cores as i32,
+            });
+        }
+        if need == 0 {
+            return Ok(picked);
+        }
+    }
+    if !picked.is_empty() {
+        reasons.bump(Reason::AllocatedCardsInsufficientRequest, picked.len());
+    }
+    Err(FitFailure::Cards { counts: reasons, cards: typed.len() })
+}
+
+fn card_check(
+    node: &GpuNode,
+    i: usize,
+    u: &DeviceUsage,
+    backend: &Backend,
+    ctx: &PodContext,
+    memreq: i64,
+    cores: i64,
+) -> Option<Reason> {
+    let (d, hot) = (&node.devices[i], &node.hot[i]);
+    let hints = ctx.hints;
+    let (total_mem, total_core) = (i64::from(d.devmem), i64::from(d.devcore));
+    if !hot.has(HEALTHY) {
+        Some(Reason::CardNotHealth)
+    } else if hot.has(RESERVED) {
+        Some(Reason::CardReserved)
+    } else if !type_allowed(backend, hints, &d.device_type) {
+        Some(Reason::CardTypeMismatch)
+    } else if !uuid_allowed(backend, hints, &d.id) {
+        Some(Reason::CardUuidMismatch)
+    } else if i64::from(d.count) <= u.used {
+        Some(Reason::CardTimeSlicingExhausted)
+    } else if ctx.gpu_policy.mutex && u.used > 0 {
+        Some(Reason::ExclusiveDeviceAllocateConflict)
+    } else if total_mem - u.usedmem < memreq {
+        Some(Reason::CardInsufficientMemory)
+    } else if total_core - u.usedcores < cores {
+        Some(Reason::CardInsufficientCore)
+    } else if total_core == 100 && cores == 100 && u.used > 0 {
+        Some(Reason::ExclusiveDeviceAllocateConflict)
+    } else if total_core != 0 && u.usedcores == total_core && cores == 0 {
+        Some(Reason::CardComputeUnitsExhausted)
+    } else {
+        None
+    }
+}
+
+/// HAMi's `CheckType`: the use list must name a part of the device type, the nouse list none.
+fn type_allowed(backend: &Backend, hints: &crate::policy::PodHints, device_type: &str) -> bool {
+    let Some((use_key, nouse_key)) = &backend.type_keys else { return true };
+    let upper = device_type.to_uppercase();
+    let names = |key: &str| {
+        hints
+            .vendor_filter(key)
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| v.split(',').map(str::trim).any(|t| !t.is_empty() && upper.contains(&t.to_uppercase())))
+    };
+    names(use_key) != Some(false) && names(nouse_key) != Some(true)
+}
+
+/// HAMi's `CheckUUID`: the use list must hold the UUID, the nouse list must not.
+fn uuid_allowed(backend: &Backend, hints: &crate::policy::PodHints, id: &str) -> bool {
+    let (use_key, nouse_key) = &backend.uuid_keys;
+    let holds = |key: &str| {
+        hints.vendor_filter(key).filter(|v| !v.trim().is_empty()).map(|v| v.split(',').any(|u| u.trim() == id))
+    };
+    holds(use_key) != Some(false) && holds(nouse_key) != Some(true)
+}

@@ -1,0 +1,96 @@
+//! HAMi's device backends beside NVIDIA, one module each; what they share is written once here
+//! (the backend's description) and in [`crate::fit::standard`] (HAMi's standard Fit).
+//!
+//! A backend is described by data: the annotations it registers and writes, the resources that
+//! request it, how a request is read, and which of the standard Fit's checks it applies. The
+//! backends a device config sets up are [`Backends::from_config`].
+
+mod hygon;
+mod iluvatar;
+pub mod request;
+
+use crate::config::Config;
+use crate::device_config::DeviceConfig;
+
+/// How a backend reads its memory request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryUnit {
+    /// MiB, scaled by the section's `memoryFactor` when above 1 (Hygon).
+    Factor(i64),
+    /// A fixed multiple of the resource's value (Iluvatar: 256 MiB).
+    Fixed(i64),
+}
+
+/// What a backend's webhook does to a container asking for it, beyond routing the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Nothing more (Hygon).
+    Route,
+    /// A count over 1 sets the core limit to 100 per card; the container's name goes into
+    /// `SOL_CONTINER_NAME` unless set (Iluvatar).
+    CoresPerCardAndContainerName,
+}
+
+/// One non-NVIDIA backend HAMi's scheduler runs, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backend {
+    /// HAMi's `CommonWord`: the request type, and the key of its devices in HAMi's maps.
+    pub common_word: String,
+    pub register_key: String,
+    pub handshake_key: String,
+    pub to_allocate_key: String,
+    pub allocated_key: String,
+    pub count_name: String,
+    pub memory_name: String,
+    pub core_name: String,
+    pub memory_unit: MemoryUnit,
+    /// Cores granted when the container names none.
+    pub default_cores: i64,
+    /// Counts outside 1..=i32::MAX make no request (Hygon checks; Iluvatar takes any integer).
+    pub count_checked: bool,
+    /// `use`/`nouse` device type annotations the Fit honours (none: every type is accepted).
+    pub type_keys: Option<(String, String)>,
+    /// `use`/`nouse` device UUID annotations.
+    pub uuid_keys: (String, String),
+    pub admission: Admission,
+}
+
+impl Backend {
+    /// The device type a request for this backend carries (and matches devices by).
+    pub fn request_type(&self) -> &str {
+        &self.common_word
+    }
+}
+
+/// The backends a device config sets up, in a fixed order (HAMi's own order is a Go map's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Backends(pub Vec<std::sync::Arc<Backend>>);
+
+impl Backends {
+    pub fn from_config(config: &Config) -> Self {
+        let devices: &DeviceConfig = config.devices();
+        let mut list = Vec::new();
+        list.extend(hygon::backend(devices));
+        if config.vendors.enable_iluvatar {
+            list.extend(iluvatar::backends(devices));
+        }
+        Self(list.into_iter().map(std::sync::Arc::new).collect())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &std::sync::Arc<Backend>> {
+        self.0.iter()
+    }
+
+    pub fn get(&self, id: u8) -> Option<&Backend> {
+        self.0.get(usize::from(id).checked_sub(1)?).map(|b| &**b)
+    }
+
+    /// Backend ids start at 1 (0 is NVIDIA on a [`crate::codec::Device`]).
+    pub fn with_ids(&self) -> impl Iterator<Item = (u8, &Backend)> {
+        self.0.iter().enumerate().map(|(i, b)| ((i + 1) as u8, &**b))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
