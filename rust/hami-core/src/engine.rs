@@ -4,6 +4,8 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::fit::verdict::Verdict;
+use crate::request_notes::{request_notes, RequestNote};
 use crate::filter::{
     self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Placement,
     Policies,
@@ -139,6 +141,10 @@ impl Engine {
             /// GPUs held by reservations, per node: `{uuid: "held for ns/pod until T"}` (hami-fast only).
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             reserved: BTreeMap<String, BTreeMap<String, String>>,
+            /// Each failing node once: the reason that decides it and its other reasons.
+            verdicts: BTreeMap<String, Verdict>,
+            /// Where HAMi reads the pod's request otherwise than written (a capped `gpucores`).
+            notes: Vec<String>,
             error: String,
         }
         let result = (|| -> Result<Explain> {
@@ -154,11 +160,9 @@ impl Engine {
             };
             let state = &mut self.state;
             let placement = Placement::new(state, &pod, &policies)?;
+            let notes = request_notes(&pod, &state.config);
             if placement.request.is_empty() {
-                return Err(Error::invalid(
-                    format!("Pod {}", pod.key()),
-                    "requests no vGPU resource; kube-scheduler places it without hami-fast",
-                ));
+                return Err(no_request_error(&pod, &notes));
             }
             // A snapshot is what a HAMi just started sees: one registration pass decides its nodes.
             state.registration_pass(now);
@@ -178,6 +182,8 @@ impl Engine {
                 ((*n).to_owned(), allocation_annotations(n, positional, f, now))
             });
             let (scores, failed) = (eval.scores(), eval.failed_map());
+            let verdicts =
+                eval.failed.iter().map(|(n, f)| ((*n).to_owned(), f.verdict(state.nodes.get(n), now))).collect();
             let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
             drop(eval);
             state.restore_hold(lifted);
@@ -186,10 +192,33 @@ impl Engine {
             }
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
             let node_policy = placement.node_policy.as_str().to_owned();
-            Ok(Explain { node, annotations, scores, failed, ranked, node_policy, reserved, error: String::new() })
+            let notes = notes.iter().map(ToString::to_string).collect();
+            Ok(Explain {
+                node,
+                annotations,
+                scores,
+                failed,
+                ranked,
+                node_policy,
+                reserved,
+                verdicts,
+                notes,
+                error: String::new(),
+            })
         })();
         let out = result.unwrap_or_else(|error| Explain { error: error.to_string(), ..Default::default() });
         serde_json::to_vec(&out).unwrap_or_default()
+    }
+}
+
+/// A pod `explain` cannot place because HAMi reads no vGPU request in it: the field that dropped
+/// the request when one did, else that kube-scheduler places it alone.
+fn no_request_error(pod: &Pod, notes: &[RequestNote]) -> Error {
+    let object = format!("Pod {}", pod.key());
+    match notes.iter().find(|n| n.drops_request) {
+        Some(note) => Error::invalid(object, &note.message)
+            .field(format!("container {}: {}", note.container, note.field)),
+        None => Error::invalid(object, "requests no vGPU resource; kube-scheduler places it without hami-fast"),
     }
 }
 

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod policy;
 pub mod replay;
 pub mod request;
+pub mod request_notes;
 pub mod state;
 pub mod webhook;
 

@@ -192,6 +192,10 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
         out.target = Some(planner.place_of(t, &seat));
         return (out, Some((t, seat)));
     }
+    if let Some(why) = crate::headroom::never_fits(&planner.s.nodes, &pending.request) {
+        out.message = format!("pod {} can never fit, whatever moves: {why}", pending.key);
+        return (out, None);
+    }
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); planner.s.nodes.len()];
     for (pi, p) in planner.s.pods.iter().enumerate() {
         by_node[p.node].push(pi);
