@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from hami_fast import _native
+from hami_fast.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from hami_fast.manifests import ManifestError, as_list_bytes, load_document, load_objects, load_one
 
 OBJECTIVES = ("free-gpus", "frag", "pending")
@@ -182,7 +183,16 @@ def render_table(result: dict[str, Any]) -> str:
     lines.append(
         f"{result['pods']} GPU pods ({result['movable_pods']} movable) on {result['nodes']} nodes; budget {result['max_moves']} moves; planned in {result['elapsed_ms']:.1f} ms"
     )
+    lines += why_nothing_moves(result)
     return "\n".join(lines)
+
+
+def why_nothing_moves(result: dict[str, Any]) -> list[str]:
+    """Why a plan can move little: the pods that may not move, by reason, and a budget of 0."""
+    lines = [f"  {count} not movable: {why}" for why, count in sorted((result.get("immovable") or {}).items())]
+    if result["max_moves"] == 0 and result["pods"]:
+        lines.append("  budget 0 moves: the default is 5 % of the GPU pods, rounded down; --max-moves sets it")
+    return lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -199,11 +209,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--policy", default="spread", help="node policy of --replay (default spread)")
     p.add_argument(
-        "--arrived", type=float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)"
+        "--arrived", type=positive_float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)"
     )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-snapshot", help="write the replayed snapshot (JSON) here")
-    p.add_argument("--max-moves", type=int, default=None, help="move budget (default: 5%% of GPU pods)")
+    p.add_argument("--max-moves", type=non_negative_int, default=None, help="move budget (default: 5%% of GPU pods)")
     p.add_argument("--planner", choices=["drain", "greedy"], default="drain")
     p.add_argument(
         "--objective",
@@ -220,7 +230,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "or a JSON/YAML file of task types",
     )
     p.add_argument(
-        "--max-moves-per-pod", type=int, default=None, help="--objective pending: most moves for one pod (default 8)"
+        "--max-moves-per-pod", type=positive_int, default=None, help="--objective pending: most moves for one pod (default 8)"
     )
     p.add_argument(
         "--for",
@@ -239,11 +249,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--kubeconfig", default="", help="for --live / --apply (default: KUBECONFIG, ~/.kube/config, in-cluster)"
     )
-    p.add_argument("--interval", type=float, default=5.0, help="--apply: seconds between moves (rate limit)")
-    p.add_argument("--move-timeout", type=float, default=900.0, help="--apply: seconds to wait for each placement")
+    p.add_argument("--interval", type=non_negative_float, default=5.0, help="--apply: seconds between moves (rate limit)")
+    p.add_argument("--move-timeout", type=positive_float, default=900.0, help="--apply: seconds to wait for each placement")
     p.add_argument(
         "--reservation-ttl",
-        type=float,
+        type=non_negative_float,
         default=600.0,
         help="--apply --for: seconds the freed GPUs stay held for the pod after the last completed move (default 600)",
     )

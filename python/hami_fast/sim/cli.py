@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hami_fast.argtypes import OneLineParser, non_negative_float, positive_int
+
 HELP = "replay GPU-cluster traces (openb CSV) under a node policy; sweeps policies × seeds × traces in parallel"
 
 EPILOG = """\
@@ -42,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seeds", default=None, help="sweep seeds: N, N-M or a comma list (e.g. 42-51)")
     p.add_argument(
-        "--tune", type=float, default=1.3, help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)"
+        "--tune", type=non_negative_float, default=1.3, help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)"
     )
     p.add_argument("--output", choices=["json", "text"], default="text")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="allocation/fragmentation vs arrived figure")
@@ -59,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.json",
         help="sweep: add the offline lower bound (python -m hami_fast.sim.bound --out) to the table and bar charts",
     )
-    p.add_argument("--jobs", type=int, default=None, help="sweep: parallel processes (default: all cores)")
+    p.add_argument("--jobs", type=positive_int, default=None, help="sweep: parallel processes (default: all cores)")
     p.add_argument(
         "--from-results",
         default=None,
@@ -137,7 +139,11 @@ def _sweep(
     if args.output == "json":
         print(json.dumps({"rows": table, "bounds": bounds}))
     else:
+        print(report.wide_caption(table, bounds))
+        print()
         print(report.wide_markdown(table, bounds=bounds))
+        print()
+        print(report.LONG_CAPTION)
         print()
         print(report.markdown(table))
     if args.figures or args.plot:
@@ -165,7 +171,9 @@ def _write_table(path: Path, table: list[dict[str, Any]], bounds: dict[str, floa
             w.writeheader()
             w.writerows(table)
     else:
-        path.write_text(report.wide_markdown(table, bounds=bounds) + "\n\n" + report.markdown(table) + "\n")
+        parts = [report.wide_caption(table, bounds), report.wide_markdown(table, bounds=bounds)]
+        parts += [report.LONG_CAPTION, report.markdown(table)]
+        path.write_text("\n\n".join(parts) + "\n")
 
 
 FAMILIES = {
@@ -218,7 +226,7 @@ def draw_figures(
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry (``python -m hami_fast.sim.cli``), same as ``hami-fast simulate``."""
-    parser = argparse.ArgumentParser(prog="hami-fast")
+    parser = OneLineParser(prog="hami-fast")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(["simulate", *(sys.argv[1:] if argv is None else argv)])

@@ -1,0 +1,46 @@
+"""Command-line plumbing shared by `hami-fast` and `kubectl hami`: numeric option types that refuse
+nonsense (a negative pod count, zero jobs) and a parser whose mistakes are one line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import NoReturn
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one line on stderr and exit 2, not the usage block (`--help` has it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: Callable[[str], float], lowest: float, what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"want {what}, got {text!r}") from None
+        if not math.isfinite(value) or value < lowest:
+            raise argparse.ArgumentTypeError(f"want {what}, got {text!r}")
+        return value
+
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
+#: Whole numbers from 1 (counts that must be at least one: pods, jobs, top N).
+positive_int = _number(int, 1, "a whole number of at least 1")
+#: Whole numbers from 0 (budgets, seeds).
+non_negative_int = _number(int, 0, "a whole number of at least 0")
+#: Finite numbers from 0 (seconds, ratios).
+non_negative_float = _number(float, 0.0, "a number of at least 0")
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (a timeout, a percentage of capacity)."""
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"want a number above 0, got {text!r}")
+    return value
