@@ -13,7 +13,7 @@ log="$VENV/install.log"
 start=$SECONDS
 # Every 10th crate cargo compiles, and each hami crate, as one line; pip's last word.
 progress() {
-  awk '/^ *Compiling /{n++; if (n % 10 == 1 || $2 ~ /^hami/) {printf "    cargo: compiling %s (%d crates so far)\n", $2, n; fflush()}}
+  awk '/^ *Compiling /{n++; if (n % 10 == 1 || $2 ~ /^hami/) {printf "    cargo: compiling %s (crate %d)\n", $2, n; fflush()}}
        /^ *Finished .*profile/{sub(/^ */, ""); print "    cargo: " $0; fflush()}
        /^Successfully installed/{print "    pip: " $0; fflush()}'
 }

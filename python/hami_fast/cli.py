@@ -105,9 +105,7 @@ def _add_descheduler(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine"
-    )
+    parser = OneLineParser(prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine")
     parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     _add_explain(sub)
@@ -149,6 +147,10 @@ def run_command(prog: str, func: Callable[[], int]) -> int:
         # Python flushes stdout again at exit: point it at /dev/null so that flush cannot fail too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file named on the command line that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{prog}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -209,7 +209,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--policy", default="spread", help="node policy of --replay (default spread)")
     p.add_argument(
-        "--arrived", type=positive_float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)"
+        "--arrived",
+        type=positive_float,
+        default=90.0,
+        help="--replay stops at this %% of GPU capacity arrived (default 90)",
     )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--save-snapshot", help="write the replayed snapshot (JSON) here")
@@ -230,7 +233,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "or a JSON/YAML file of task types",
     )
     p.add_argument(
-        "--max-moves-per-pod", type=positive_int, default=None, help="--objective pending: most moves for one pod (default 8)"
+        "--max-moves-per-pod",
+        type=positive_int,
+        default=None,
+        help="--objective pending: most moves for one pod (default 8)",
     )
     p.add_argument(
         "--for",
@@ -249,8 +255,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--kubeconfig", default="", help="for --live / --apply (default: KUBECONFIG, ~/.kube/config, in-cluster)"
     )
-    p.add_argument("--interval", type=non_negative_float, default=5.0, help="--apply: seconds between moves (rate limit)")
-    p.add_argument("--move-timeout", type=positive_float, default=900.0, help="--apply: seconds to wait for each placement")
+    p.add_argument(
+        "--interval", type=non_negative_float, default=5.0, help="--apply: seconds between moves (rate limit)"
+    )
+    p.add_argument(
+        "--move-timeout", type=positive_float, default=900.0, help="--apply: seconds to wait for each placement"
+    )
     p.add_argument(
         "--reservation-ttl",
         type=non_negative_float,
@@ -273,6 +283,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             nodes, _, pods = args.replay.partition(",")
             if not pods:
                 raise ValueError("--replay wants NODES_CSV,PODS_CSV")
+            for path in (nodes, pods):
+                if not Path(path).is_file():
+                    raise ValueError(f"--replay {path}: {'a directory' if Path(path).is_dir() else 'no such file'}")
             snap = _native.replay_snapshot(
                 Path(nodes).read_bytes(),
                 Path(pods).read_bytes(),

@@ -44,7 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seeds", default=None, help="sweep seeds: N, N-M or a comma list (e.g. 42-51)")
     p.add_argument(
-        "--tune", type=non_negative_float, default=1.3, help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)"
+        "--tune",
+        type=non_negative_float,
+        default=1.3,
+        help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)",
     )
     p.add_argument("--output", choices=["json", "text"], default="text")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="allocation/fragmentation vs arrived figure")
@@ -80,17 +83,12 @@ def run(args: argparse.Namespace) -> int:
     from hami_fast.sim.runner import Run, parse_policies, parse_seeds, replay, summary
 
     for path in [args.nodes, *args.pods] if not args.from_results else [args.from_results]:
-        if not Path(path).is_file():
-            raise ValueError(f"{path}: no such file")
+        require_file(path)
+    prepare_outputs(args)
     policies = parse_policies(args.policy)
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if args.from_results:
-        return _sweep(
-            args,
-            policies,
-            seeds,
-            saved=[json.loads(line) for line in Path(args.from_results).read_text().splitlines() if line.strip()],
-        )
+        return _sweep(args, policies, seeds, saved=read_results(args.from_results))
     if len(policies) == 1 and len(seeds) == 1 and len(args.pods) == 1:
         result = replay(Run(args.nodes, args.pods[0], policies[0], seeds[0], args.tune))
         if args.output == "json":
@@ -104,6 +102,44 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {args.plot}", file=sys.stderr)
         return 0
     return _sweep(args, policies, seeds)
+
+
+#: What --plot can write (matplotlib's common formats), checked before any replay runs.
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".eps", ".ps", ".tif", ".tiff")
+
+
+def require_file(path: str) -> None:
+    if Path(path).is_dir():
+        raise ValueError(f"{path}: a directory, not a file")
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file")
+
+
+def prepare_outputs(args: argparse.Namespace) -> None:
+    """Refuse a --plot format matplotlib cannot write and create the output folders, before a sweep
+    of minutes runs, not after it."""
+    if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
+        raise ValueError(f"--plot {args.plot}: want an image file ending in {', '.join(PLOT_SUFFIXES)}")
+    for file in (args.plot, args.table, args.results):
+        if file:
+            Path(file).parent.mkdir(parents=True, exist_ok=True)
+    if args.figures:
+        Path(args.figures).mkdir(parents=True, exist_ok=True)
+
+
+def read_results(path: str) -> list[dict[str, Any]]:
+    """A sweep's --results file: one JSON object per line."""
+    results = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        try:
+            results.append(json.loads(line)) if line.strip() else None
+        except ValueError:
+            raise ValueError(
+                f"--from-results {path}:{number}: not a JSON line (want a sweep's --results file)"
+            ) from None
+    if not results or not all(isinstance(r, dict) and "unallocated_pct_at_100" in r for r in results):
+        raise ValueError(f"--from-results {path}: want a sweep's --results file (one run's JSON per line)")
+    return results
 
 
 def _sweep(

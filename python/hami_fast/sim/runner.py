@@ -155,7 +155,9 @@ def sweep(
     """Run every replay, ``jobs`` processes at a time (default: all cores); results in input order."""
     jobs = max(1, jobs or os.cpu_count() or 1)
     if progress is not False:
-        print(f"simulate: {len(runs)} replays on {min(jobs, len(runs))} processes", file=sys.stderr, flush=True)
+        procs = min(jobs, len(runs))
+        replays = f"{len(runs)} replay{'s' if len(runs) != 1 else ''}"
+        print(f"simulate: {replays} on {procs} process{'es' if procs != 1 else ''}", file=sys.stderr, flush=True)
     bar = Progress(len(runs), progress)
     results: list[dict[str, Any] | None] = [None] * len(runs)
     if jobs == 1 or len(runs) == 1:

@@ -4,17 +4,17 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fit::verdict::Verdict;
-use crate::request_notes::{request_notes, RequestNote};
 use crate::filter::{
     self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Placement,
     Policies,
 };
+use crate::fit::verdict::Verdict;
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
 use crate::model::GpuNode;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
+use crate::request_notes::{request_notes, RequestNote};
 use crate::state::ClusterState;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -216,8 +216,9 @@ impl Engine {
 fn no_request_error(pod: &Pod, notes: &[RequestNote]) -> Error {
     let object = format!("Pod {}", pod.key());
     match notes.iter().find(|n| n.drops_request) {
-        Some(note) => Error::invalid(object, &note.message)
-            .field(format!("container {}: {}", note.container, note.field)),
+        Some(note) => {
+            Error::invalid(object, &note.message).field(format!("container {}: {}", note.container, note.field))
+        }
         None => Error::invalid(object, "requests no vGPU resource; kube-scheduler places it without hami-fast"),
     }
 }

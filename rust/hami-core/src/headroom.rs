@@ -319,10 +319,9 @@ mod tests {
 
     #[test]
     fn a_pod_larger_than_any_gpu_or_node_says_so() {
-        let out: Value = serde_json::from_slice(
-            &cluster().headroom(&pod(json!({"nvidia.com/gpu": 3, "nvidia.com/gpumem": 20000}))),
-        )
-        .unwrap();
+        let out: Value =
+            serde_json::from_slice(&cluster().headroom(&pod(json!({"nvidia.com/gpu": 3, "nvidia.com/gpumem": 20000}))))
+                .unwrap();
         let c = &out["containers"][0];
         assert_eq!(c["largest_gpu"], json!({"node": "node-1", "gpu": "node-1-gpu0", "free": 16000}));
         assert_eq!(c["most_gpus_on_a_node"], json!({"node": "node-1", "count": 2}));

@@ -91,7 +91,9 @@ mod tests {
     fn an_unreadable_memory_drops_the_request_and_says_so() {
         assert_eq!(
             notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"abc"}"#),
-            [r#"container c: nvidia.com/gpumem: "abc" is not a whole number of MiB; HAMi ignores the container's vGPU request"#]
+            [
+                r#"container c: nvidia.com/gpumem: "abc" is not a whole number of MiB; HAMi ignores the container's vGPU request"#
+            ]
         );
         assert!(notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"-5"}"#)[0].contains("\"-5\" is negative"));
         assert!(notes(r#"{"nvidia.com/gpu":"x"}"#)[0].starts_with(r#"container c: nvidia.com/gpu: "x" is not"#));

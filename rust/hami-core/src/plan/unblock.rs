@@ -192,10 +192,6 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
         out.target = Some(planner.place_of(t, &seat));
         return (out, Some((t, seat)));
     }
-    if let Some(why) = crate::headroom::never_fits(&planner.s.nodes, &pending.request) {
-        out.message = format!("pod {} can never fit, whatever moves: {why}", pending.key);
-        return (out, None);
-    }
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); planner.s.nodes.len()];
     for (pi, p) in planner.s.pods.iter().enumerate() {
         by_node[p.node].push(pi);
@@ -240,7 +236,10 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
     for c in cands.iter().skip(MAX_TRIES) {
         out.reasons.insert(planner.s.nodes[c.node].name.clone(), "not tried (cheaper nodes were tried first)".into());
     }
-    out.message = format!("pod {} cannot be unblocked within {budget} moves", pending.key);
+    out.message = match crate::headroom::never_fits(&planner.s.nodes, &pending.request) {
+        Some(why) => format!("pod {} can never fit, whatever moves: {why}", pending.key),
+        None => format!("pod {} cannot be unblocked within {budget} moves", pending.key),
+    };
     (out, None)
 }
 

@@ -75,7 +75,8 @@ fn table<'a>(file: &'a str, text: &'a str, what: &str, required: &[&str]) -> Res
 fn not_a_trace(file: &str, head: &str, what: &str, required: &[&str]) -> Error {
     let first: String = head.chars().take(40).collect();
     let manifest = ["{", "[", "#", "---", "apiVersion:", "kind:"].iter().any(|p| head.trim_start().starts_with(p));
-    let hint = if manifest { "; a cluster snapshot (YAML or JSON) is for explain, serve and plan --snapshot" } else { "" };
+    let hint =
+        if manifest { "; a cluster snapshot (YAML or JSON) is for explain, serve and plan --snapshot" } else { "" };
     Error::decode(
         format!("{file}:1"),
         format!(
