@@ -657,6 +657,25 @@ def test_a_pod_larger_than_any_gpu_is_told_so_by_explain_and_plan(tmp_path):
     )
 
 
+def test_a_pending_pod_that_can_never_fit_is_told_so_by_the_pending_plan_and_the_gpu_map(tmp_path):
+    from hami_fast.descheduler import gpumap
+    from test_plan import pending_pod
+
+    items = [*manifests.load_objects(SNAPSHOT), pending_pod("huge", 1, 200000), pending_pod("small", 1, 1000)]
+    snap = tmp_path / "pending.json"
+    snap.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    never = (
+        "it asks 200000 MiB on one GPU and no GPU in the cluster is that large: the largest has 81920 MiB "
+        "(node-3/GPU-node-3-0)"
+    )
+    proc = hami_fast("plan", "--snapshot", str(snap), "--objective", "pending", "--max-moves", "4")
+    assert f"  team/huge can never fit, whatever moves: {never}" in proc.stdout.splitlines()
+    assert "team/small can never fit" not in proc.stdout
+    data = gpumap.map_data([snap.read_bytes()], None, [])
+    assert {q["pod"]: q["never"] for q in data["pending"]} == {"team/huge": never, "team/small": None}
+    assert '"can never fit: " + q.never' in gpumap.SCRIPT
+
+
 def test_explain_exit_status_is_0_fits_1_fits_nowhere_2_bad_input(tmp_path):
     too_big = ROOT / "examples" / "pod-too-big.yaml"
     statuses = {

@@ -126,6 +126,9 @@ def render_pending(result: dict[str, Any]) -> str:
         lines.append(f"{i:>3}  {m['pod']}  {place_text(m['from'])} -> {place_text(m['to'])}")
     for p in result["placements"]:
         lines.append(f"  {p['pod']} -> {place_text(p)} ({p['moves']} moves)")
+    for q in result.get("queue", []):
+        if q.get("never"):
+            lines.append(f"  {q['pod']} can never fit, whatever moves: {q['never']}")
     if "baseline" in result:
         b = result["baseline"]
         lines.append(f"baseline ({b['planner']}): {b['unblocked']} unblocked by {b['moves']} moves")
