@@ -11,11 +11,13 @@ stage() { printf '==> %s\n' "$*"; }
 stage "installing hami-fast into $VENV: Python dependencies and the Rust engine (about 75 s cold, seconds once built)"
 log="$VENV/install.log"
 start=$SECONDS
-# Every 10th crate cargo compiles, and each hami crate, as one line; pip's last word.
+# Every 10th package pip collects, every 10th crate cargo compiles and each hami crate, as one
+# line; how many packages pip installed.
 progress() {
-  awk '/^ *Compiling /{n++; if (n % 10 == 1 || $2 ~ /^hami/) {printf "    cargo: compiling %s (crate %d)\n", $2, n; fflush()}}
+  awk '/^ *Collecting /{p++; if (p % 10 == 1) {printf "    pip: collecting %s (package %d)\n", $2, p; fflush()}}
+       /^ *Compiling /{n++; if (n % 10 == 1 || $2 ~ /^hami/) {printf "    cargo: compiling %s (crate %d)\n", $2, n; fflush()}}
        /^ *Finished .*profile/{sub(/^ */, ""); print "    cargo: " $0; fflush()}
-       /^Successfully installed/{print "    pip: " $0; fflush()}'
+       /^Successfully installed/{n = NF - 2; printf "    pip: installed %d package%s\n", n, (n == 1 ? "" : "s"); fflush()}'
 }
 if ! "$PY" -m pip install -v -e '.[test]' 2>&1 | tee "$log" | progress; then
   echo "make install failed; the last lines of $log:" >&2

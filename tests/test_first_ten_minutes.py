@@ -506,8 +506,9 @@ def fake_venv(tmp_path: Path, pip_output: str, pip_status: int = 0) -> Path:
 
 def test_make_install_says_each_stage_and_the_builds_progress(tmp_path):
     crates = "".join(f"   Compiling crate{i} v1.0.{i}\n" for i in range(23))
+    packages = "".join(f"Collecting package{i}>=1 (from hami-fast==0.1.0)\n  Downloading x.whl\n" for i in range(12))
     pip_output = (
-        "Using pip 26\n  Running command Building editable for hami-fast (pyproject.toml)\n"
+        f"Using pip 26\n{packages}  Running command Building editable for hami-fast (pyproject.toml)\n"
         f"{crates}   Compiling hami-core v0.1.0\n   Compiling hami-py v0.1.0\n"
         "    Finished `release` profile [optimized] target(s) in 71.20s\nSuccessfully installed hami-fast-0.1.0\n"
     )
@@ -522,6 +523,10 @@ def test_make_install_says_each_stage_and_the_builds_progress(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"==> installing hami-fast into {venv}: Python dependencies and the Rust engine")
+    assert [line for line in lines if line.startswith("    pip: collecting")] == [
+        "    pip: collecting package0>=1 (package 1)",
+        "    pip: collecting package10>=1 (package 11)",
+    ]
     cargo = [line for line in lines if line.startswith("    cargo: compiling")]
     assert cargo == [
         "    cargo: compiling crate0 (crate 1)",
@@ -531,7 +536,7 @@ def test_make_install_says_each_stage_and_the_builds_progress(tmp_path):
         "    cargo: compiling hami-py (crate 25)",
     ]
     assert "    cargo: Finished `release` profile [optimized] target(s) in 71.20s" in lines
-    assert "    pip: Successfully installed hami-fast-0.1.0" in lines
+    assert "    pip: installed 1 package" in lines
     assert re.fullmatch(
         rf"==> installed in \d+ s: {re.escape(str(venv))}/bin/hami-fast \(hami-fast 9\.9 \(fake\)\)", lines[-1]
     )
@@ -705,6 +710,21 @@ def test_an_unreadable_gpumem_names_the_field_and_the_quantity(tmp_path):
         'hami-fast explain: Pod ml/huge: container main: nvidia.com/gpumem: "abc" is not a whole number of MiB; '
         "HAMi ignores the container's vGPU request"
     )
+
+
+def test_a_gpumem_written_in_bytes_says_the_field_counts_mib(tmp_path):
+    message = one_line(hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod_file(tmp_path, "16Gi"))))
+    assert message.endswith(
+        'nvidia.com/gpumem: "16Gi" is 17179869184 MiB, more than 2147483647 (the field counts MiB: for 16Gi of '
+        "memory write 16384); HAMi ignores the container's vGPU request"
+    )
+    proc = hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod_file(tmp_path, "1Gi")))
+    assert proc.returncode == 1, "1Gi is 1073741824 MiB: no GPU is that large"
+    assert proc.stderr == (
+        'note: container main: nvidia.com/gpumem: "1Gi" is read as 1073741824 MiB '
+        "(the field counts MiB: for 1Gi of memory write 1024)\n"
+    )
+    assert "no GPU in the cluster is that large" in proc.stdout
 
 
 def test_a_snapshot_given_to_simulate_is_not_a_trace_csv():

@@ -52,8 +52,13 @@ fn container_notes(container: &Container, config: &Config) -> Vec<RequestNote> {
         let problem = match q.as_int() {
             None => Some(format!("{:?} is not a whole number of MiB", q.0)),
             Some(m) if m < 0 => Some(format!("{:?} is negative", q.0)),
-            Some(m) if m > limit => Some(format!("{:?} is more than {limit} MiB", q.0)),
-            Some(_) => None,
+            Some(m) if m > limit => Some(format!("{:?} is {m} MiB, more than {limit}{}", q.0, mib_hint(&q.0, m))),
+            Some(m) => {
+                if has_suffix(&q.0) {
+                    notes.push(note(memory_name, format!("{:?} is read as {m} MiB{}", q.0, mib_hint(&q.0, m)), false));
+                }
+                None
+            }
         };
         if let Some(problem) = problem {
             notes.push(note(memory_name, format!("{problem}; HAMi ignores the container's vGPU request"), true));
@@ -77,6 +82,21 @@ fn container_notes(container: &Container, config: &Config) -> Vec<RequestNote> {
     notes
 }
 
+/// A quantity written with a unit (`16Gi`, `3k`), which the MiB-counting memory field multiplies out.
+fn has_suffix(quantity: &str) -> bool {
+    quantity.trim().chars().last().is_some_and(|c| c.is_ascii_alphabetic())
+}
+
+/// For a byte-like quantity (`16Gi`): the field counts MiB, so what to write for that much memory.
+fn mib_hint(quantity: &str, mib: i64) -> String {
+    const MIB: i64 = 1 << 20;
+    match has_suffix(quantity) && mib % MIB == 0 {
+        true => format!(" (the field counts MiB: for {quantity} of memory write {})", mib / MIB),
+        false if has_suffix(quantity) => " (the field counts MiB)".to_owned(),
+        false => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +117,12 @@ mod tests {
         );
         assert!(notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"-5"}"#)[0].contains("\"-5\" is negative"));
         assert!(notes(r#"{"nvidia.com/gpu":"x"}"#)[0].starts_with(r#"container c: nvidia.com/gpu: "x" is not"#));
+        assert_eq!(
+            notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"16Gi"}"#),
+            [
+                r#"container c: nvidia.com/gpumem: "16Gi" is 17179869184 MiB, more than 2147483647 (the field counts MiB: for 16Gi of memory write 16384); HAMi ignores the container's vGPU request"#
+            ]
+        );
     }
 
     #[test]
@@ -109,8 +135,22 @@ mod tests {
     }
 
     #[test]
+    fn a_memory_with_a_unit_is_noted_as_the_mib_it_is_read_as() {
+        assert_eq!(
+            notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"1Gi"}"#),
+            [
+                r#"container c: nvidia.com/gpumem: "1Gi" is read as 1073741824 MiB (the field counts MiB: for 1Gi of memory write 1024)"#
+            ]
+        );
+        assert_eq!(
+            notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"3k"}"#),
+            [r#"container c: nvidia.com/gpumem: "3k" is read as 3000 MiB (the field counts MiB)"#]
+        );
+    }
+
+    #[test]
     fn a_request_read_as_written_has_no_note() {
-        assert!(notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"3k","nvidia.com/gpucores":100}"#).is_empty());
+        assert!(notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"3000","nvidia.com/gpucores":100}"#).is_empty());
         assert!(notes(r#"{"nvidia.com/gpu":0,"nvidia.com/gpumem":"abc"}"#).is_empty());
         assert!(notes(r#"{"nvidia.com/gpumem":"abc"}"#).is_empty());
     }
