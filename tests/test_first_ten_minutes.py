@@ -783,7 +783,8 @@ def test_a_capped_gpucores_is_noted_not_silent(tmp_path):
         (["simulate", "--nodes", "n", "--pods", "p", "--tune", "nan"], "argument --tune: want a number of at least 0"),
         (["plan", "--snapshot", "s", "--max-moves", "-3"], "argument --max-moves: want a whole number of at least 0"),
         (["plan", "--replay", "n,p", "--arrived", "0"], "argument --arrived: want a number above 0"),
-        (["demo", "--podz", "3"], "unrecognized arguments: --podz 3"),
+        (["demo", "--podz", "3"], "hami-fast demo: unrecognized arguments: --podz 3"),
+        (["descheduler", "--interval", "5"], "hami-fast descheduler: unrecognized arguments: --interval 5"),
         (["explian"], "invalid choice: 'explian'"),
     ],
 )
@@ -834,6 +835,13 @@ def test_files_of_the_wrong_kind_are_one_line(tmp_path):
             "/proc/nope/s.json",
         ): "/proc/nope/s.json: No such file",
     }
+    broken_config = tmp_path / "config.yaml"
+    broken_config.write_text("kube-qps: [1\n")
+    cases[("serve", "--config", str(broken_config))] = (
+        f"config file decode {broken_config}:1:11: document 0: did not find expected ',' or ']' in the flow "
+        "sequence that starts here"
+    )
+    cases[("serve", "--config", str(tmp_path / "nope.yaml"))] = f"{tmp_path / 'nope.yaml'}: No such file or directory"
     for argv, needle in cases.items():
         message = one_line(hami_fast(*argv))
         assert needle in message, (argv, message)

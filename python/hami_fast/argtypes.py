@@ -15,6 +15,19 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unrecognized option is reported by the subcommand it was given to."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._subcommand(getattr(parsed, "command", None)).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _subcommand(self, name: str | None) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return self
+
 
 def _number(kind: Callable[[str], float], lowest: float, what: str) -> Callable[[str], float]:
     def parse(text: str) -> float:

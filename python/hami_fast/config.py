@@ -269,6 +269,17 @@ def _help(f: dataclasses.Field) -> str:
     return f"{text} (default {default})".replace("%", "%%")
 
 
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    """The native reader's one-line message (`decode FILE:L:C: ...`), PyYAML's when that one accepts it."""
+    from hami_fast import _native
+
+    try:
+        _native.yaml_to_json(path.read_bytes(), str(path))
+    except _native.EngineError as native:
+        return str(native)
+    return f"{path}: {' '.join(str(exc).split())}"
+
+
 def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None) -> Config:
     """Defaults < config file < environment < flags. Errors name the option."""
     environ = dict(os.environ if environ is None else environ)
@@ -278,8 +289,10 @@ def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None 
     if config_path:
         try:
             loaded = yaml.safe_load(Path(config_path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"config file {config_path}: {exc}") from exc
+        except OSError as exc:
+            raise ValueError(f"config file {config_path}: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ValueError(f"config file {_yaml_error(Path(config_path), exc)}") from exc
         if not isinstance(loaded, dict):
             raise ValueError(f"config file {config_path}: expected a mapping of option: value")
         values.update({str(k).replace("-", "_"): v for k, v in loaded.items()})
