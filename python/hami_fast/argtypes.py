@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -57,3 +58,12 @@ def positive_float(text: str) -> float:
     if value == 0:
         raise argparse.ArgumentTypeError(f"want a number above 0, got {text!r}")
     return value
+
+
+def require_file(path: str, option: str = "") -> None:
+    """ValueError (one line, naming the option) unless `path` is an existing file."""
+    where = f"{option} {path}" if option else path
+    if Path(path).is_dir():
+        raise ValueError(f"{where}: a directory, not a file")
+    if not Path(path).is_file():
+        raise ValueError(f"{where}: no such file")

@@ -70,7 +70,7 @@ def failures_by_verdict(result: dict[str, Any]) -> list[VerdictGroup]:
 
 
 def also(group: VerdictGroup) -> str:
-    """`" (2 of them also CardInsufficientCore on other GPUs)"`, or nothing when no node has several reasons."""
+    """`" (2 of them also have CardInsufficientCore on other GPUs)"`, or nothing when no node has several reasons."""
     if not group.several:
         return ""
     others = " and ".join(group.others)

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from hami_fast import _native
-from hami_fast.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
+from hami_fast.argtypes import non_negative_float, non_negative_int, positive_float, positive_int, require_file
 from hami_fast.manifests import ManifestError, as_list_bytes, load_document, load_objects, load_one
 
 OBJECTIVES = ("free-gpus", "frag", "pending")
@@ -287,8 +287,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             if not pods:
                 raise ValueError("--replay wants NODES_CSV,PODS_CSV")
             for path in (nodes, pods):
-                if not Path(path).is_file():
-                    raise ValueError(f"--replay {path}: {'a directory' if Path(path).is_dir() else 'no such file'}")
+                require_file(path, "--replay")
             snap = _native.replay_snapshot(
                 Path(nodes).read_bytes(),
                 Path(pods).read_bytes(),

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hami_fast.argtypes import OneLineParser, non_negative_float, positive_int
+from hami_fast.argtypes import OneLineParser, non_negative_float, positive_int, require_file
 
 HELP = "replay GPU-cluster traces (openb CSV) under a node policy; sweeps policies × seeds × traces in parallel"
 
@@ -108,13 +108,6 @@ def run(args: argparse.Namespace) -> int:
 PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".eps", ".ps", ".tif", ".tiff")
 
 
-def require_file(path: str) -> None:
-    if Path(path).is_dir():
-        raise ValueError(f"{path}: a directory, not a file")
-    if not Path(path).is_file():
-        raise ValueError(f"{path}: no such file")
-
-
 def prepare_outputs(args: argparse.Namespace) -> None:
     """Refuse a --plot format matplotlib cannot write and create the output folders, before a sweep
     of minutes runs, not after it."""
@@ -131,8 +124,10 @@ def read_results(path: str) -> list[dict[str, Any]]:
     """A sweep's --results file: one JSON object per line."""
     results = []
     for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
         try:
-            results.append(json.loads(line)) if line.strip() else None
+            results.append(json.loads(line))
         except ValueError:
             raise ValueError(
                 f"--from-results {path}:{number}: not a JSON line (want a sweep's --results file)"

@@ -166,7 +166,9 @@ fn container_headroom(
     let enough_gpus = most.as_ref().is_some_and(|m| m.count >= r.nums);
     let largest = largest_gpu(names.iter().filter_map(|n| cluster.nodes.get(n)));
     let too_large = r.memreq > 0 && largest.as_ref().is_none_or(|g| g.free < r.memreq);
-    let too_many = biggest_node.as_ref().is_none_or(|m| m.count < r.nums);
+    // A MIG GPU can give one container several instances: no node is too small then.
+    let mig = names.iter().any(|n| cluster.nodes.get(n).is_some_and(|n| n.has_mig));
+    let too_many = !mig && biggest_node.as_ref().is_none_or(|m| m.count < r.nums);
     let blocking = [
         (if too_large { "capacity" } else { "memory" }, any_memory),
         ("cores", any_cores),
