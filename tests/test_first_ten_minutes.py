@@ -620,6 +620,7 @@ def test_the_demos_pending_pod_counts_each_node_once(capsys):
     assert sum(n for n, _ in groups) == examined, section
     assert not re.search(r"\b1 nodes\b", out)
     assert any("also has" in text or "also have" in text for _, text in groups), "a node with several reasons says so"
+    assert "hami-fast descheduler --snapshot examples/snapshot.yaml (then open http://127.0.0.1:8083/: the GPU map)" in out
     pending = [line for line in out.splitlines() if re.match(r"demo-\S+ +-> - ", line)]
     assert pending and all("{" not in line for line in pending), pending
     for line in pending:

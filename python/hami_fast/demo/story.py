@@ -142,11 +142,14 @@ def next_steps(argv0: str) -> str:
     lines = ["Next:"]
     if not on_path or os.path.dirname(os.path.abspath(on_path)) != here:
         lines.append(f"  hami-fast is in {here}, not on your PATH: `source {here}/activate`, or `make install-user`")
-    lines += [
-        "  hami-fast explain --snapshot examples/snapshot.yaml --pod examples/pod.yaml",
-        "  hami-fast serve --snapshot examples/snapshot.yaml      (then POST /filter to 127.0.0.1:8080)",
-        "  hami-fast demo --verbose                               (one line per pod)",
+    steps = [
+        ("hami-fast explain --snapshot examples/snapshot.yaml --pod examples/pod.yaml", ""),
+        ("hami-fast serve --snapshot examples/snapshot.yaml", "then POST /filter to 127.0.0.1:8080"),
+        ("hami-fast descheduler --snapshot examples/snapshot.yaml", "then open http://127.0.0.1:8083/: the GPU map"),
+        ("hami-fast demo --verbose", "one line per pod"),
     ]
+    width = max(len(command) for command, note in steps if note)
+    lines += [f"  {command:<{width}} ({note})" if note else f"  {command}" for command, note in steps]
     return "\n".join(lines)
 
 
