@@ -620,7 +620,9 @@ def test_the_demos_pending_pod_counts_each_node_once(capsys):
     assert sum(n for n, _ in groups) == examined, section
     assert not re.search(r"\b1 nodes\b", out)
     assert any("also has" in text or "also have" in text for _, text in groups), "a node with several reasons says so"
-    assert "hami-fast descheduler --snapshot examples/snapshot.yaml (then open http://127.0.0.1:8083/: the GPU map)" in out
+    assert (
+        "hami-fast descheduler --snapshot examples/snapshot.yaml (then open http://127.0.0.1:8083/: the GPU map)" in out
+    )
     pending = [line for line in out.splitlines() if re.match(r"demo-\S+ +-> - ", line)]
     assert pending and all("{" not in line for line in pending), pending
     for line in pending:
@@ -803,6 +805,14 @@ def test_a_bad_seed_list_is_one_line(tmp_path):
     for seeds in ("-5", "9-3", "x"):
         proc = hami_fast("simulate", "--nodes", str(nodes), "--pods", str(pods), "--seeds", seeds)
         assert proc.returncode == 2 and f"--seeds '{seeds}': want N, N-M or a comma list" in one_line(proc)
+
+
+def test_plan_options_that_do_nothing_here_are_refused():
+    for flag, value in (("--policy", "fgd"), ("--seed", "3"), ("--arrived", "80"), ("--save-snapshot", "s.json")):
+        message = one_line(hami_fast("plan", "--snapshot", str(SNAPSHOT), flag, value))
+        assert message == f"hami-fast plan: {flag} applies to --replay only (the trace replayed into a snapshot)"
+    message = one_line(hami_fast("plan", "--snapshot", str(SNAPSHOT), "--workload", "whole"))
+    assert message == "hami-fast plan: --workload whole: want typical, whole-gpu or a JSON/YAML file of task types"
 
 
 def test_kubectl_hami_nonsense_is_one_line():

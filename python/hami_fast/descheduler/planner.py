@@ -63,6 +63,8 @@ def load_workload(spec: str) -> str | list[dict[str, Any]]:
     (`[{"gpu_milli": 500, "num_gpu": 1, "weight": 3}, ...]`)."""
     if spec in ("typical", "whole-gpu"):
         return spec
+    if not Path(spec).is_file():
+        raise ManifestError(f"--workload {spec}: want typical, whole-gpu or a JSON/YAML file of task types")
     try:
         doc = load_document(spec)
     except ManifestError as exc:
@@ -210,14 +212,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NODES_CSV,PODS_CSV",
         help="build the snapshot by replaying a trace (openb CSVs) to --arrived %%",
     )
-    p.add_argument("--policy", default="spread", help="node policy of --replay (default spread)")
+    p.add_argument("--policy", default=None, help="node policy of --replay (default spread)")
     p.add_argument(
         "--arrived",
         type=positive_float,
-        default=90.0,
+        default=None,
         help="--replay stops at this %% of GPU capacity arrived (default 90)",
     )
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=None, help="seed of --replay (default 42)")
     p.add_argument("--save-snapshot", help="write the replayed snapshot (JSON) here")
     p.add_argument("--max-moves", type=non_negative_int, default=None, help="move budget (default: 5%% of GPU pods)")
     p.add_argument("--planner", choices=["drain", "greedy"], default="drain")
@@ -275,6 +277,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         client = None
         if args.apply and not args.live:
             raise ValueError("--apply needs --live: moves are only applied to the cluster they were planned on")
+        replay_only = {"--policy": args.policy, "--arrived": args.arrived, "--seed": args.seed}
+        replay_only["--save-snapshot"] = args.save_snapshot
+        given = [flag for flag, value in replay_only.items() if value is not None]
+        if given and not args.replay:
+            raise ValueError(f"{given[0]} applies to --replay only (the trace replayed into a snapshot)")
         if args.live:
             from hami_fast.kube.client import KubeClient, load_api_client
 
@@ -291,9 +298,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             snap = _native.replay_snapshot(
                 Path(nodes).read_bytes(),
                 Path(pods).read_bytes(),
-                args.policy,
-                args.arrived,
-                args.seed,
+                args.policy or "spread",
+                90.0 if args.arrived is None else args.arrived,
+                42 if args.seed is None else args.seed,
                 nodes_name=nodes,
                 pods_name=pods,
             )
