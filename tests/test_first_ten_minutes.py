@@ -585,6 +585,22 @@ def test_a_sweep_off_a_terminal_reports_progress_on_stderr_and_captions_its_tabl
     assert hami_fast(*argv, "--jobs", "1", "--no-progress").stderr == ""
 
 
+def test_sweep_outputs_asked_of_one_run_are_written_not_ignored(tmp_path):
+    from test_sim import write_cluster
+
+    nodes, pods = write_cluster(tmp_path, nodes=6, pods=12)
+    figures, table = tmp_path / "figs", tmp_path / "t.md"
+    proc = hami_fast(
+        "simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "fgd", "--figures", str(figures),
+        "--table", str(table), "--no-progress",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in figures.iterdir()) == ["alloc_pods.png", "frag_pods.png"]
+    assert "| pods | fgd | 1 |" in table.read_text()
+    both = hami_fast("simulate", "--nodes", str(nodes), "--pods", str(pods), "--seed", "1", "--seeds", "1-2")
+    assert "argument --seeds: not allowed with argument --seed" in one_line(both)
+
+
 def test_progress_lines_come_at_each_tenth():
     import io
 

@@ -39,10 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fgd, fgd-balance, bestfit, dotprod, packing, clustering, random, binpack, spread; "
         "a comma list or 'all' sweeps",
     )
-    p.add_argument(
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument(
         "--seed", type=int, default=42, help="seed of the shuffle, tuning and node order (Go math/rand stream)"
     )
-    p.add_argument("--seeds", default=None, help="sweep seeds: N, N-M or a comma list (e.g. 42-51)")
+    seeds.add_argument("--seeds", default=None, help="sweep seeds: N, N-M or a comma list (e.g. 42-51)")
     p.add_argument(
         "--tune",
         type=non_negative_float,
@@ -89,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if args.from_results:
         return _sweep(args, policies, seeds, saved=read_results(args.from_results))
-    if len(policies) == 1 and len(seeds) == 1 and len(args.pods) == 1:
+    sweep_outputs = args.table or args.figures or args.results or args.bound
+    if len(policies) == 1 and len(seeds) == 1 and len(args.pods) == 1 and not sweep_outputs:
         result = replay(Run(args.nodes, args.pods[0], policies[0], seeds[0], args.tune))
         if args.output == "json":
             print(json.dumps(summary(result)))
