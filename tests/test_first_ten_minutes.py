@@ -700,6 +700,19 @@ def test_a_pending_pod_that_can_never_fit_is_told_so_by_the_pending_plan_and_the
     assert '"can never fit: " + q.never' in gpumap.SCRIPT
 
 
+def test_a_cluster_without_a_usable_gpu_says_so_once(tmp_path):
+    cpu_only = [o for o in manifests.load_objects(SNAPSHOT) if o["metadata"]["name"] == "cpu-1"]
+    snap = tmp_path / "cpu.json"
+    snap.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": cpu_only}))
+    proc = hami_fast("explain", "--snapshot", str(snap), "--pod", str(POD))
+    assert proc.returncode == 1
+    assert proc.stdout.strip().splitlines()[-2:] == [
+        "  container main: needs 1 GPU with 12000 MiB and 30% cores each",
+        "    no GPU in the cluster is usable: no node has a GPU registered with HAMi "
+        "(annotation hami.io/node-nvidia-register)",
+    ]
+
+
 def test_explain_exit_status_is_0_fits_1_fits_nowhere_2_bad_input(tmp_path):
     too_big = ROOT / "examples" / "pod-too-big.yaml"
     statuses = {

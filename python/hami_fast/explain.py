@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast._native import Cluster
 from hami_fast.manifests import as_list_bytes, load_objects, load_one, require_nodes
 
@@ -147,46 +148,62 @@ def _gpu(free: dict[str, Any] | None, unit: str) -> str:
     return f"{free['free']}{unit} on {free['node']}/{free['gpu']}" if free else "none (no usable GPU)"
 
 
-def _largest(c: dict[str, Any]) -> str:
+def _why_no_usable_gpu(c: dict[str, Any]) -> str:
+    if not c["largest_gpu"]:
+        return f"no node has a GPU registered with HAMi (annotation {keys.NODE_REGISTER})"
+    return "every registered GPU is unhealthy or cordoned"
+
+
+def _larger_than_any_gpu(c: dict[str, Any]) -> str:
     largest = c["largest_gpu"]
     if not largest:
-        return "no node has a registered GPU"
-    return f"the largest has {largest['free']} MiB ({largest['node']}/{largest['gpu']})"
+        return f"no node has a GPU registered with HAMi (annotation {keys.NODE_REGISTER})"
+    return (
+        f"no GPU in the cluster is that large: the largest has {largest['free']} MiB "
+        f"({largest['node']}/{largest['gpu']})"
+    )
 
 
 def render_headroom(headroom: dict[str, Any]) -> list[str]:
     """What would have to change, per container, from the engine's headroom facts."""
     if headroom.get("error"):
         return [f"error: {headroom['error']}"]
-    lines = []
-    for c in headroom["containers"]:
-        memory = f"{c['memory_mib']} MiB" if c["memory_mib"] else f"{c['memory_percentage']}% of a GPU's memory"
-        need = f"{c['nums']} GPU{'s' if c['nums'] != 1 else ''} with {memory} and {c['cores']}% cores each"
-        label = f"{'init ' if c['init'] else ''}container {c['container']}"
-        blocking = c["blocking"]
-        if not blocking:
-            most = c["most_gpus_with_room"]
-            lines.append(f"{label}: needs {need}; {most['node']} has {most['count']} such GPUs free")
-            continue
-        lines.append(f"{label}: needs {need}")
-        if "capacity" in blocking:
-            lines.append(f"  needs {memory} on one GPU; no GPU in the cluster is that large: {_largest(c)}")
-        if "memory" in blocking:
-            lines.append(f"  needs {memory} on one GPU; the largest free is {_gpu(c['largest_free_memory'], ' MiB')}")
-        if "cores" in blocking:
-            lines.append(
-                f"  needs {c['cores']}% cores on one GPU; the most free is {_gpu(c['largest_free_cores'], '%')}"
-            )
-        if "slots" in blocking:
-            lines.append("  every usable GPU has all its sharing slots taken (device plugin --device-split-count)")
-        if "node_size" in blocking:
-            most = c["most_gpus_on_a_node"]
-            where = f"the most is {most['count']} on {most['node']}" if most else "no node has a usable GPU"
-            lines.append(f"  needs {c['nums']} GPUs on one node; no node has that many usable GPUs: {where}")
-        if "gpus" in blocking and not {"memory", "capacity", "cores", "slots"} & set(blocking):
-            most = c["most_gpus_with_room"]
-            where = f"the most on one node is {most['count']} on {most['node']}" if most else "no node has any"
-            lines.append(f"  needs {c['nums']} such GPUs on one node; {where}")
+    return [line for c in headroom["containers"] for line in _container_headroom(c, headroom["gpus"])]
+
+
+def _container_headroom(c: dict[str, Any], usable_gpus: int) -> list[str]:
+    memory = f"{c['memory_mib']} MiB" if c["memory_mib"] else f"{c['memory_percentage']}% of a GPU's memory"
+    need = f"{_plural(c['nums'], 'GPU')} with {memory} and {c['cores']}% cores each"
+    label = f"{'init ' if c['init'] else ''}container {c['container']}"
+    if not c["blocking"]:
+        most = c["most_gpus_with_room"]
+        return [f"{label}: needs {need}; {most['node']} has {most['count']} such GPUs free"]
+    if not usable_gpus:
+        return [f"{label}: needs {need}", f"  no GPU in the cluster is usable: {_why_no_usable_gpu(c)}"]
+    return [f"{label}: needs {need}", *("  " + line for line in _blocking(c, memory))]
+
+
+def _blocking(c: dict[str, Any], memory: str) -> list[str]:
+    """One line per resource no GPU (or node) offers."""
+    blocking, lines = set(c["blocking"]), []
+    if "capacity" in blocking:
+        lines.append(f"needs {memory} on one GPU; {_larger_than_any_gpu(c)}")
+    if "memory" in blocking:
+        lines.append(f"needs {memory} on one GPU; the largest free is {_gpu(c['largest_free_memory'], ' MiB')}")
+    if "cores" in blocking:
+        lines.append(f"needs {c['cores']}% cores on one GPU; the most free is {_gpu(c['largest_free_cores'], '%')}")
+    if "slots" in blocking:
+        lines.append("every usable GPU has all its sharing slots taken (device plugin --device-split-count)")
+    if "node_size" in blocking:
+        most = c["most_gpus_on_a_node"]
+        lines.append(
+            f"needs {_plural(c['nums'], 'GPU')} on one node; no node has that many usable GPUs: "
+            f"the most is {most['count']} on {most['node']}"
+        )
+    if "gpus" in blocking and not {"memory", "capacity", "cores", "slots"} & blocking:
+        most = c["most_gpus_with_room"]
+        where = f"the most on one node is {most['count']} on {most['node']}" if most else "no node has any"
+        lines.append(f"needs {c['nums']} such GPUs on one node; {where}")
     return lines
 
 
