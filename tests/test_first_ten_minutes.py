@@ -802,6 +802,20 @@ def test_a_capped_gpucores_is_noted_not_silent(tmp_path):
     assert result["notes"] == ["container main: nvidia.com/gpucores: 300 is more than 100 %; HAMi takes 100"]
 
 
+def test_the_served_webhook_warns_of_a_capped_gpucores(tmp_path):
+    from serving import Service
+
+    pod = yaml.safe_load(pod_file(tmp_path, "12000", "300").read_text())
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+    review["request"] = {"uid": "u1", "namespace": "ml", "object": pod}
+    with Service(snapshot=str(SNAPSHOT)) as svc:
+        response = svc.post("/webhook", review)["response"]
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "hami-fast: container main: nvidia.com/gpucores: 300 is more than 100 %; HAMi takes 100"
+    ]
+
+
 # ---- 5. nonsense numbers and other newcomer mistakes: exit 2, one line ----------------------------------
 @pytest.mark.parametrize(
     ("argv", "needle"),
