@@ -9,16 +9,18 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(PY):
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	@echo "==> creating $(VENV) (python3 -m venv) and upgrading pip"
+	@python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
 
 .PHONY: install
-install: $(PY) ## build the Rust engine and install hami-fast (editable) with test extras into .venv
-	$(PY) -m pip install -q -e '.[test]'
+install: $(PY) ## build the Rust engine and install hami-fast (editable) with test extras into .venv, a line per stage
+	@VENV=$(VENV) scripts/install.sh
 
 .PHONY: demo
 demo: install ## run hami-fast on the built-in demo cluster and schedule a few hundred pods
-	$(VENV)/bin/hami-fast demo --pods 300
+	@echo "==> hami-fast demo --pods 300: serving the built-in demo cluster and scheduling 300 pods over HTTP"
+	@$(VENV)/bin/hami-fast demo --pods 300
 
 .PHONY: test-rust
 test-rust: ## Rust unit tests of hami-core

@@ -87,8 +87,9 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     return snapshot, pod
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert main(["explain", *argv, "--output", "json"]) == 0
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str, status: int = 0) -> dict:
+    """explain's JSON object; `status` the exit status (0 fits, 1 fits nowhere, 2 bad input)."""
+    assert main(["explain", *argv, "--output", "json"]) == status
     return json.loads(capsys.readouterr().out)
 
 
@@ -176,7 +177,7 @@ def test_explain_reports_unfit_pod(
             }
         )
     )
-    result = run_json(capsys, "--snapshot", str(snapshot), "--pod", str(big))
+    result = run_json(capsys, "--snapshot", str(snapshot), "--pod", str(big), status=1)
     assert result["node"] is None
     assert result["failed"] == {
         "node-a": "NodeInsufficientDevice",
@@ -219,5 +220,9 @@ def test_pod_without_vgpu_is_explained_as_such(
             {"kind": "Pod", "metadata": {"name": "p", "namespace": "x"}, "spec": {"containers": [{"name": "c"}]}}
         )
     )
-    assert main(["explain", "--snapshot", str(snapshot), "--pod", str(plain), "--output", "json"]) == 1
+    assert main(["explain", "--snapshot", str(snapshot), "--pod", str(plain), "--output", "json"]) == 2
     assert "requests no vGPU" in json.loads(capsys.readouterr().out)["error"]
+    assert main(["explain", "--snapshot", str(snapshot), "--pod", str(plain)]) == 2
+    assert capsys.readouterr().err == (
+        "hami-fast explain: Pod x/p: requests no vGPU resource; kube-scheduler places it without hami-fast\n"
+    )

@@ -175,9 +175,9 @@ def test_kubectl_hami_reads_the_config_map_from_the_cluster(kubeapi, capsys):
     assert 'configmap "absent" not found in namespace "kube-system"' in capsys.readouterr().err
 
 
-def test_another_vendor_s_pod_is_routed_here_and_refused_with_its_reason(capsys, tmp_path):
-    """A DCU pod: the webhook sets the scheduler name as HAMi's does; Filter and explain say that
-    hami-fast does not place DCU devices, instead of letting the default scheduler bind it without them."""
+def test_a_vendor_not_placed_yet_is_routed_here_and_refused_with_its_reason(capsys, tmp_path):
+    """An MLU pod: the webhook sets the scheduler name as HAMi's does; Filter and explain say that
+    hami-fast does not place MLU devices, instead of letting the default scheduler bind it without them."""
     import base64
 
     from hami_fast import _native
@@ -185,8 +185,8 @@ def test_another_vendor_s_pod_is_routed_here_and_refused_with_its_reason(capsys,
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "dcu", "namespace": "default", "uid": "u"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"hygon.com/dcunum": "1"}}}]},
+        "metadata": {"name": "mlu", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"cambricon.com/vmlu": "1"}}}]},
     }
     cluster = _native.Cluster()
     review = {"request": {"uid": "r", "namespace": "default", "object": pod}}
@@ -195,10 +195,53 @@ def test_another_vendor_s_pod_is_routed_here_and_refused_with_its_reason(capsys,
     assert any(op["path"] == "/spec/schedulerName" and op["value"] == "hami-scheduler" for op in ops), ops
     decision = cluster.decide(orjson.dumps({"Pod": pod, "NodeNames": ["node-1"]}), 0)
     error = orjson.loads(decision.response)["Error"]
-    assert "asks for hygon.com/dcunum (HAMi's DCU backend), which hami-fast does not schedule yet" in error
-    code, out, _ = explain_json(capsys, tmp_path, {"hygon.com/dcunum": "1"})
-    assert "HAMi's DCU backend" in out.get("error", ""), out
-    path = tmp_path / "no-hygon.yaml"
+    assert "asks for cambricon.com/vmlu (HAMi's MLU backend), which hami-fast does not schedule yet" in error
+    code, out, _ = explain_json(capsys, tmp_path, {"cambricon.com/vmlu": "1"})
+    assert "HAMi's MLU backend" in out.get("error", ""), out
+    path = tmp_path / "no-mlu.yaml"
     path.write_text("nvidia:\n  resourceCountName: nvidia.com/gpu\n")
-    code, out, _ = explain_json(capsys, tmp_path, {"hygon.com/dcunum": "1"}, "--device-config-file", str(path))
-    assert "DCU" not in out.get("error", ""), "a config without a hygon section sets up no DCU backend"
+    code, out, _ = explain_json(capsys, tmp_path, {"cambricon.com/vmlu": "1"}, "--device-config-file", str(path))
+    assert "MLU" not in out.get("error", ""), "a config without a cambricon section sets up no MLU backend"
+
+
+def test_a_dcu_pod_is_placed_on_dcu_devices_with_hygon_s_annotations(tmp_path):
+    """Hygon DCU, registered in HAMi's colon/comma format: a resident pod's DCU usage counts, the
+    pod lands on the free cards, and the allocation is written under Hygon's keys only."""
+    from hami_fast import _native
+
+    register = ":".join(f"DCU-{i},4,65536,100,DCU-Z100L,0,true" for i in range(3)) + ":"
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "dcu-0", "annotations": {"hami.io/node-dcu-register": register}},
+        "status": {"allocatable": {"hygon.com/dcunum": "12"}},
+    }
+    resident = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "r",
+            "namespace": "default",
+            "uid": "r1",
+            "annotations": {"hami.io/vgpu-node": "dcu-0", "hami.io/dcu-devices-allocated": "DCU-2,DCU,60000,100:;"},
+        },
+        "spec": {"nodeName": "dcu-0", "containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Running"},
+    }
+    cluster = _native.Cluster()
+    cluster.apply_list_page(orjson.dumps({"kind": "List", "items": [node, resident]}))
+    limits = {"hygon.com/dcunum": "2", "hygon.com/dcumem": "10000", "hygon.com/dcucores": "50"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+    }
+    out = orjson.loads(cluster.explain(orjson.dumps(pod), 0, None, None))
+    assert out["node"] == "dcu-0", out
+    allocated = out["annotations"]["hami.io/dcu-devices-allocated"]
+    assert allocated == "DCU-1,DCU,10000,50:DCU-0,DCU,10000,50:;", allocated
+    assert "hami.io/vgpu-devices-allocated" not in out["annotations"], "no NVIDIA key for a DCU-only pod"
+    limits["hygon.com/dcunum"] = "3"
+    out = orjson.loads(cluster.explain(orjson.dumps(pod), 0, None, None))
+    assert out["failed"]["dcu-0"] == "1/3 CardInsufficientMemory, 2/3 AllocatedCardsInsufficientRequest", out

@@ -323,12 +323,12 @@ def test_yaml_snapshots_load_natively_and_as_pyyaml_reads_them(tmp_path):
     assert manifests.load_objects(multi) == [yaml.safe_load(POD.read_text())] * 2
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Pod\n---\nmetadata: [oops\n")
-    with pytest.raises(manifests.ManifestError, match=r"^decode .*bad.yaml:4:1: document 1: did not find expected"):
+    with pytest.raises(manifests.ManifestError, match=r"^decode .*bad.yaml:3:11: document 1: did not find expected"):
         manifests.load_objects(bad)
     with pytest.raises(_native.EngineError) as raised:
         _native.yaml_to_json(bad.read_bytes(), "snap.yaml")
     error = raised.value
-    assert (error.kind, error.object, error.field) == ("decode", "snap.yaml:4:1", "document 1")
+    assert (error.kind, error.object, error.field) == ("decode", "snap.yaml:3:11", "document 1")
 
 
 # A malformed manifest, for every command that reads one: exit 2, one line naming the file, its
@@ -353,10 +353,11 @@ def test_a_malformed_manifest_is_one_line_naming_file_position_and_document(tmp_
     line = one_line(hami_fast(*argv, env=no_cluster_env(tmp_path)))
     prog = " ".join(argv[:1])
     assert re.fullmatch(
-        rf"hami-fast {prog}: (--workload: )?decode {re.escape(str(bad))}:5:1: document 0: "
-        r"did not find expected ',' or '\}', while parsing a flow mapping at line 4 column 13",
+        rf"hami-fast {prog}: (--workload: )?decode {re.escape(str(bad))}:4:13: document 0: "
+        r"did not find expected ',' or '\}' in the flow mapping that starts here",
         line,
     ), line
+    assert "line" not in line.split("document 0")[1], "one position, not two"
 
 
 def test_manifests_that_are_not_one_document_or_not_objects_are_one_line(tmp_path):
@@ -467,3 +468,456 @@ def test_the_demo_package_imports_in_one_direction():
     assert {m for m in serve if m.startswith("hami_fast.demo")} == {"hami_fast.demo.cluster"}
     assert "hami_fast.server.serve" in imports(package / "demo" / "run.py")
     assert not (package / "demo.py").exists()
+
+
+# ==== second pass: what a new operator still trips on ================================================
+HUGE_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: huge, namespace: ml}
+spec:
+  containers:
+  - name: main
+    resources:
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: LIMIT, nvidia.com/gpucores: CORES}
+"""
+
+
+def pod_file(tmp_path: Path, gpumem: str = "12000", gpucores: str = "30", name: str = "pod.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(HUGE_POD.replace("LIMIT", gpumem).replace("CORES", gpucores))
+    return path
+
+
+# ---- 1. nothing is silent for long -------------------------------------------------------------------
+def fake_venv(tmp_path: Path, pip_output: str, pip_status: int = 0) -> Path:
+    """A .venv whose python plays `pip install -v` (printing `pip_output`) and whose hami-fast prints a version."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pip-output").write_text(pip_output)
+    python = venv / "bin" / "python"
+    python.write_text(f"#!/bin/sh\ncat {venv / 'pip-output'}\nexit {pip_status}\n")
+    version = venv / "bin" / "hami-fast"
+    version.write_text("#!/bin/sh\necho 'hami-fast 9.9 (fake)'\n")
+    python.chmod(0o755)
+    version.chmod(0o755)
+    return venv
+
+
+def test_make_install_says_each_stage_and_the_builds_progress(tmp_path):
+    crates = "".join(f"   Compiling crate{i} v1.0.{i}\n" for i in range(23))
+    packages = "".join(f"Collecting package{i}>=1 (from hami-fast==0.1.0)\n  Downloading x.whl\n" for i in range(12))
+    pip_output = (
+        f"Using pip 26\n{packages}  Running command Building editable for hami-fast (pyproject.toml)\n"
+        f"{crates}   Compiling hami-core v0.1.0\n   Compiling hami-py v0.1.0\n"
+        "    Finished `release` profile [optimized] target(s) in 71.20s\nSuccessfully installed hami-fast-0.1.0\n"
+    )
+    venv = fake_venv(tmp_path, pip_output)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "install.sh")],
+        cwd=ROOT,
+        env={**os.environ, "VENV": str(venv)},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"==> installing hami-fast into {venv}: Python dependencies and the Rust engine")
+    assert [line for line in lines if line.startswith("    pip: collecting")] == [
+        "    pip: collecting package0>=1 (package 1)",
+        "    pip: collecting package10>=1 (package 11)",
+    ]
+    cargo = [line for line in lines if line.startswith("    cargo: compiling")]
+    assert cargo == [
+        "    cargo: compiling crate0 (crate 1)",
+        "    cargo: compiling crate10 (crate 11)",
+        "    cargo: compiling crate20 (crate 21)",
+        "    cargo: compiling hami-core (crate 24)",
+        "    cargo: compiling hami-py (crate 25)",
+    ]
+    assert "    cargo: Finished `release` profile [optimized] target(s) in 71.20s" in lines
+    assert "    pip: installed 1 package" in lines
+    assert re.fullmatch(
+        rf"==> installed in \d+ s: {re.escape(str(venv))}/bin/hami-fast \(hami-fast 9\.9 \(fake\)\)", lines[-1]
+    )
+    assert (venv / "install.log").read_text() == pip_output, "pip's whole output is kept"
+
+
+def test_a_failing_install_shows_the_end_of_pips_output(tmp_path):
+    venv = fake_venv(tmp_path, "   Compiling hami-core v0.1.0\nerror[E0425]: cannot find value `x`\n", pip_status=1)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "install.sh")],
+        cwd=ROOT,
+        env={**os.environ, "VENV": str(venv)},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert f"make install failed; the last lines of {venv}/install.log:" in proc.stderr
+    assert "error[E0425]: cannot find value `x`" in proc.stderr
+
+
+def test_make_demo_says_what_it_runs():
+    dry = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "scripts/install.sh" in dry and "==> hami-fast demo --pods 300" in dry
+
+
+def test_a_sweep_off_a_terminal_reports_progress_on_stderr_and_captions_its_table(tmp_path):
+    from test_sim import write_cluster
+
+    nodes, pods = write_cluster(tmp_path, nodes=12, pods=30)
+    argv = ["simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "bestfit,fgd", "--seeds", "1-3"]
+    proc = hami_fast(*argv, "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "simulate: 6 replays on 1 process"
+    done = [
+        int(m.group(1))
+        for line in lines
+        if (m := re.match(r"simulate: (\d)/6 runs done \(pods/\w+/\d\), \d+ s elapsed, about \d+ s left$", line))
+    ]
+    assert done == [1, 2, 3, 4, 5, 6] and len(lines) == 7, lines
+    out = proc.stdout
+    assert out.startswith(
+        "Unallocated GPU % at 100 % of capacity arrived (lower is better), mean over 3 seeds per cell; "
+    )
+    assert "in parentheses the FGD paper's published mean" in out.splitlines()[0]
+    assert hami_fast(*argv, "--jobs", "1", "--no-progress").stderr == ""
+
+
+def test_sweep_outputs_asked_of_one_run_are_written_not_ignored(tmp_path):
+    from test_sim import write_cluster
+
+    nodes, pods = write_cluster(tmp_path, nodes=6, pods=12)
+    figures, table = tmp_path / "figs", tmp_path / "t.md"
+    proc = hami_fast(
+        "simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "fgd", "--figures", str(figures),
+        "--table", str(table), "--no-progress",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in figures.iterdir()) == ["alloc_pods.png", "frag_pods.png"]
+    assert "| pods | fgd | 1 |" in table.read_text()
+    both = hami_fast("simulate", "--nodes", str(nodes), "--pods", str(pods), "--seed", "1", "--seeds", "1-2")
+    assert "argument --seeds: not allowed with argument --seed" in one_line(both)
+
+
+def test_progress_lines_come_at_each_tenth():
+    import io
+
+    from hami_fast.sim.runner import Progress
+
+    stream = io.StringIO()
+    progress = Progress(25, None, stream=stream)
+    for _ in range(25):
+        progress.step("t/p/1")
+    assert [int(line.split()[1].split("/")[0]) for line in stream.getvalue().splitlines()] == [
+        3, 5, 8, 10, 13, 15, 18, 20, 23, 25,
+    ]  # fmt: skip
+
+
+def test_the_readmes_figures_folder_is_ignored_by_git():
+    readme = (ROOT / "README.md").read_text()
+    folders = set(re.findall(r"--figures (\S+)", readme))
+    assert folders == {"out/"}, folders
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    check = subprocess.run(["git", "check-ignore", "-q", "out/bars_gpushare.png"], cwd=ROOT)
+    assert check.returncode == 0, "out/ is not git-ignored"
+
+
+# ---- 2. reason counts that add up --------------------------------------------------------------------
+def test_the_demos_pending_pod_counts_each_node_once(capsys):
+    assert main(["demo", "--pods", "300", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    section = out.split(" fits nowhere (hami-fast explain), one reason per node:\n")[1].split("  container ")[0]
+    groups = [(int(m.group(1)), m.group(2)) for m in re.finditer(r"^ +(\d+) nodes?: (.+)$", section, re.M)]
+    examined = int(re.search(r"^ +(\d+) nodes examined, none fits$", section, re.M).group(1))
+    assert examined == 50
+    assert sum(n for n, _ in groups) == examined, section
+    assert not re.search(r"\b1 nodes\b", out)
+    assert any("also has" in text or "also have" in text for _, text in groups), "a node with several reasons says so"
+    assert (
+        "hami-fast descheduler --snapshot examples/snapshot.yaml (then open http://127.0.0.1:8083/: the GPU map)" in out
+    )
+    pending = [line for line in out.splitlines() if re.match(r"demo-\S+ +-> - ", line)]
+    assert pending and all("{" not in line for line in pending), pending
+    for line in pending:
+        summary = re.search(r"pending: (.+) \((\d+) nodes\)$", line)
+        assert summary, line
+        assert sum(int(part.split()[0]) for part in summary.group(1).split(", ")) == int(summary.group(2)) == 50
+
+
+def test_explain_groups_failing_nodes_by_one_verdict_each(tmp_path, capsys):
+    snap = big_snapshot(tmp_path, 120)
+    big = pod_file(tmp_path, "70000", "60")
+    assert main(["explain", "--snapshot", str(snap), "--pod", str(big), "--output", "json"]) in (0, 1)
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["verdicts"]) == set(result["failed"])
+    for node, verdict in result["verdicts"].items():
+        assert verdict["reason"] in result["failed"][node] and verdict["reason"] not in verdict["others"]
+    assert main(["explain", "--snapshot", str(snap), "--pod", str(big)]) in (0, 1)
+    text = capsys.readouterr().out
+    grouped = re.findall(
+        r"^  \S+(?: \S+)? +(\d+) nodes?: ", text.split("by the reason that decides each node:")[1], re.M
+    )
+    assert sum(map(int, grouped)) == len(result["failed"])
+
+
+# ---- 3. a pod that can never fit, and explain's exit status ---------------------------------------------
+def test_a_pod_larger_than_any_gpu_is_told_so_by_explain_and_plan(tmp_path):
+    huge = pod_file(tmp_path, "200000", "50")
+    proc = hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(huge))
+    assert proc.returncode == 1, proc.stderr
+    assert (
+        "needs 200000 MiB on one GPU; no GPU in the cluster is that large: the largest has 81920 MiB "
+        "(node-3/GPU-node-3-0)" in proc.stdout
+    )
+    assert "the largest free" not in proc.stdout, "freeing memory would not help"
+    plan = hami_fast("plan", "--snapshot", str(SNAPSHOT), "--for", str(huge))
+    assert plan.returncode == 1
+    assert plan.stdout.splitlines()[0] == (
+        "pod ml/huge can never fit, whatever moves: it asks 200000 MiB on one GPU and no GPU in the cluster "
+        "is that large: the largest has 81920 MiB (node-3/GPU-node-3-0)"
+    )
+
+
+def test_a_pending_pod_that_can_never_fit_is_told_so_by_the_pending_plan_and_the_gpu_map(tmp_path):
+    from hami_fast.descheduler import gpumap
+    from test_plan import pending_pod
+
+    items = [*manifests.load_objects(SNAPSHOT), pending_pod("huge", 1, 200000), pending_pod("small", 1, 1000)]
+    snap = tmp_path / "pending.json"
+    snap.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    never = (
+        "it asks 200000 MiB on one GPU and no GPU in the cluster is that large: the largest has 81920 MiB "
+        "(node-3/GPU-node-3-0)"
+    )
+    proc = hami_fast("plan", "--snapshot", str(snap), "--objective", "pending", "--max-moves", "4")
+    assert f"  team/huge can never fit, whatever moves: {never}" in proc.stdout.splitlines()
+    assert "team/small can never fit" not in proc.stdout
+    data = gpumap.map_data([snap.read_bytes()], None, [])
+    assert {q["pod"]: q["never"] for q in data["pending"]} == {"team/huge": never, "team/small": None}
+    assert '"can never fit: " + q.never' in gpumap.page_template()
+
+
+def test_a_cluster_without_a_usable_gpu_says_so_once(tmp_path):
+    cpu_only = [o for o in manifests.load_objects(SNAPSHOT) if o["metadata"]["name"] == "cpu-1"]
+    snap = tmp_path / "cpu.json"
+    snap.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": cpu_only}))
+    proc = hami_fast("explain", "--snapshot", str(snap), "--pod", str(POD))
+    assert proc.returncode == 1
+    assert proc.stdout.strip().splitlines()[-2:] == [
+        "  container main: needs 1 GPU with 12000 MiB and 30% cores each",
+        "    no GPU in the cluster is usable: no node has a GPU registered with HAMi "
+        "(annotation hami.io/node-nvidia-register)",
+    ]
+
+
+def test_explain_exit_status_is_0_fits_1_fits_nowhere_2_bad_input(tmp_path):
+    too_big = ROOT / "examples" / "pod-too-big.yaml"
+    statuses = {
+        "fits": hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(POD)).returncode,
+        "fits nowhere": hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(too_big)).returncode,
+        "fits nowhere, json": hami_fast(
+            "explain", "--snapshot", str(SNAPSHOT), "--pod", str(too_big), "--output", "json"
+        ).returncode,
+        "bad quantity": hami_fast(
+            "explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod_file(tmp_path, "abc"))
+        ).returncode,
+        "missing file": hami_fast("explain", "--snapshot", str(tmp_path / "nope.yaml"), "--pod", str(POD)).returncode,
+    }
+    assert statuses == {"fits": 0, "fits nowhere": 1, "fits nowhere, json": 1, "bad quantity": 2, "missing file": 2}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (
+        "**Exit status** (for scripts): `0` the pod fits (a node is chosen), `1` it fits on no node, `2` bad input"
+        in readme
+    )
+    assert "0 the pod fits" in " ".join(hami_fast("explain", "--help").stdout.split())
+
+
+# ---- 4. messages that point the right way --------------------------------------------------------------
+def test_an_unreadable_gpumem_names_the_field_and_the_quantity(tmp_path):
+    message = one_line(hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod_file(tmp_path, "abc"))))
+    assert message == (
+        'hami-fast explain: Pod ml/huge: container main: nvidia.com/gpumem: "abc" is not a whole number of MiB; '
+        "HAMi ignores the container's vGPU request"
+    )
+
+
+def test_a_gpumem_written_in_bytes_says_the_field_counts_mib(tmp_path):
+    message = one_line(hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod_file(tmp_path, "16Gi"))))
+    assert message.endswith(
+        'nvidia.com/gpumem: "16Gi" is 17179869184 MiB, more than 2147483647 (the field counts MiB: for 16Gi of '
+        "memory write 16384); HAMi ignores the container's vGPU request"
+    )
+    proc = hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(pod_file(tmp_path, "1Gi")))
+    assert proc.returncode == 1, "1Gi is 1073741824 MiB: no GPU is that large"
+    assert proc.stderr == (
+        'note: container main: nvidia.com/gpumem: "1Gi" is read as 1073741824 MiB '
+        "(the field counts MiB: for 1Gi of memory write 1024)\n"
+    )
+    assert "no GPU in the cluster is that large" in proc.stdout
+
+
+def test_a_snapshot_given_to_simulate_is_not_a_trace_csv():
+    message = one_line(hami_fast("simulate", "--nodes", str(SNAPSHOT), "--pods", str(SNAPSHOT)))
+    assert message.startswith(
+        f"hami-fast simulate: decode {SNAPSHOT}:1: not a trace CSV: want an openb node list whose first line is "
+        "the header sn,cpu_milli,memory_mib,gpu,model, found "
+    )
+    assert message.endswith("a cluster snapshot (YAML or JSON) is for explain, serve and plan --snapshot")
+
+
+def test_an_unregistered_node_keeps_hamis_word_and_says_why(tmp_path):
+    proc = hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(POD))
+    lines = proc.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if re.match(r"  node unregistered +1 node: cpu-1$", line))
+    assert lines[at + 1].strip() == "not registered with HAMi: annotation hami.io/node-nvidia-register not found"
+    every = hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(POD), "--all").stdout
+    assert re.search(
+        r"^cpu-1 +- +node unregistered \(not registered with HAMi: annotation hami.io/node-nvidia-register not found\)$",
+        every,
+        re.M,
+    )
+
+
+def test_plan_says_why_nothing_is_movable():
+    proc = hami_fast("plan", "--snapshot", str(SNAPSHOT))
+    assert proc.returncode == 0
+    tail = proc.stdout.strip().splitlines()[-3:]
+    assert tail[0].startswith("5 GPU pods (0 movable) on 4 nodes; budget 0 moves")
+    assert tail[1] == "  5 not movable: bare pod (no controller owner): it would not be recreated"
+    assert tail[2] == "  budget 0 moves: the default is 5 % of the GPU pods, rounded down; --max-moves sets it"
+
+
+def test_a_capped_gpucores_is_noted_not_silent(tmp_path):
+    capped = pod_file(tmp_path, "12000", "300")
+    proc = hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(capped))
+    assert proc.returncode == 0
+    assert proc.stderr == "note: container main: nvidia.com/gpucores: 300 is more than 100 %; HAMi takes 100\n"
+    assert ",12000,100:;" in proc.stdout, "scheduled as HAMi does, with 100"
+    result = json.loads(
+        hami_fast("explain", "--snapshot", str(SNAPSHOT), "--pod", str(capped), "--output", "json").stdout
+    )
+    assert result["notes"] == ["container main: nvidia.com/gpucores: 300 is more than 100 %; HAMi takes 100"]
+
+
+def test_the_served_webhook_warns_of_a_capped_gpucores(tmp_path):
+    from serving import Service
+
+    pod = yaml.safe_load(pod_file(tmp_path, "12000", "300").read_text())
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+    review["request"] = {"uid": "u1", "namespace": "ml", "object": pod}
+    with Service(snapshot=str(SNAPSHOT)) as svc:
+        response = svc.post("/webhook", review)["response"]
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "hami-fast: container main: nvidia.com/gpucores: 300 is more than 100 %; HAMi takes 100"
+    ]
+
+
+# ---- 5. nonsense numbers and other newcomer mistakes: exit 2, one line ----------------------------------
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["demo", "--pods", "-5"], "argument --pods: want a whole number of at least 1, got '-5'"),
+        (["demo", "--pods", "0"], "argument --pods: want a whole number of at least 1, got '0'"),
+        (["demo", "--pods", "many"], "argument --pods: want a whole number of at least 1, got 'many'"),
+        (["explain", "--snapshot", "s", "--pod", "p", "--top", "-1"], "argument --top: want a whole number"),
+        (["simulate", "--nodes", "n", "--pods", "p", "--jobs", "0"], "argument --jobs: want a whole number"),
+        (["simulate", "--nodes", "n", "--pods", "p", "--tune", "-1"], "argument --tune: want a number of at least 0"),
+        (["simulate", "--nodes", "n", "--pods", "p", "--tune", "nan"], "argument --tune: want a number of at least 0"),
+        (["plan", "--snapshot", "s", "--max-moves", "-3"], "argument --max-moves: want a whole number of at least 0"),
+        (["plan", "--replay", "n,p", "--arrived", "0"], "argument --arrived: want a number above 0"),
+        (["demo", "--podz", "3"], "hami-fast demo: unrecognized arguments: --podz 3"),
+        (["descheduler", "--interval", "5"], "hami-fast descheduler: unrecognized arguments: --interval 5"),
+        (["explian"], "invalid choice: 'explian'"),
+    ],
+)
+def test_nonsense_options_are_one_line_and_exit_2(argv, needle):
+    proc = hami_fast(*argv)
+    assert proc.returncode == 2
+    message = one_line(proc)
+    assert needle in message and message.endswith("--help)"), message
+
+
+def test_a_bad_seed_list_is_one_line(tmp_path):
+    from test_sim import write_cluster
+
+    nodes, pods = write_cluster(tmp_path, nodes=3, pods=5)
+    for seeds in ("-5", "9-3", "x"):
+        proc = hami_fast("simulate", "--nodes", str(nodes), "--pods", str(pods), "--seeds", seeds)
+        assert proc.returncode == 2 and f"--seeds '{seeds}': want N, N-M or a comma list" in one_line(proc)
+
+
+def test_plan_options_that_do_nothing_here_are_refused():
+    for flag, value in (("--policy", "fgd"), ("--seed", "3"), ("--arrived", "80"), ("--save-snapshot", "s.json")):
+        message = one_line(hami_fast("plan", "--snapshot", str(SNAPSHOT), flag, value))
+        assert message == f"hami-fast plan: {flag} applies to --replay only (the trace replayed into a snapshot)"
+    message = one_line(hami_fast("plan", "--snapshot", str(SNAPSHOT), "--workload", "whole"))
+    assert message == "hami-fast plan: --workload whole: want typical, whole-gpu or a JSON/YAML file of task types"
+
+
+def test_kubectl_hami_nonsense_is_one_line():
+    proc = subprocess.run([str(BIN / "kubectl-hami"), "why", "p", "--top", "-1"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "argument --top: want a whole number of at least 1" in one_line(proc)
+
+
+def test_files_of_the_wrong_kind_are_one_line(tmp_path):
+    from test_sim import write_cluster
+
+    nodes, pods = write_cluster(tmp_path, nodes=3, pods=5)
+    png = tmp_path / "figure.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    cases = {
+        ("explain", "--snapshot", str(nodes), "--pod", str(POD)): "it looks like a trace CSV, which simulate",
+        ("explain", "--snapshot", str(png), "--pod", str(POD)): f"{png}: a binary file, not YAML or JSON",
+        ("explain", "--snapshot", str(tmp_path), "--pod", str(POD)): f"{tmp_path}: Is a directory",
+        ("simulate", "--nodes", str(nodes), "--pods", str(tmp_path)): f"{tmp_path}: a directory, not a file",
+        ("plan", "--replay", f"{nodes},{tmp_path / 'nope.csv'}"): f"--replay {tmp_path / 'nope.csv'}: no such file",
+        ("simulate", "--from-results", str(nodes), "--nodes", str(nodes), "--pods", str(pods)): (
+            f"--from-results {nodes}:1: not a JSON line"
+        ),
+        ("simulate", "--nodes", str(nodes), "--pods", str(pods), "--plot", str(tmp_path / "run.txt")): (
+            "want an image file ending in .png"
+        ),
+        (
+            "plan",
+            "--replay",
+            f"{nodes},{pods}",
+            "--save-snapshot",
+            "/proc/nope/s.json",
+        ): "/proc/nope/s.json: No such file",
+    }
+    broken_config = tmp_path / "config.yaml"
+    broken_config.write_text("kube-qps: [1\n")
+    cases[("serve", "--config", str(broken_config))] = (
+        f"config file decode {broken_config}:1:11: document 0: did not find expected ',' or ']' in the flow "
+        "sequence that starts here"
+    )
+    cases[("serve", "--config", str(tmp_path / "nope.yaml"))] = f"{tmp_path / 'nope.yaml'}: No such file or directory"
+    for argv, needle in cases.items():
+        message = one_line(hami_fast(*argv))
+        assert needle in message, (argv, message)
+
+
+# ---- 6. finding things ---------------------------------------------------------------------------------
+def test_the_readmes_first_screen_says_where_things_are():
+    first_screen = " ".join((ROOT / "README.md").read_text().splitlines()[:30])
+    for needle in (
+        ".ci/run",
+        "about 31 min",
+        "make test",
+        "examples/",
+        "GPU map",
+        "hami-fast descheduler --snapshot",
+        "8083",
+    ):
+        assert needle in first_screen, needle
+
+
+def test_the_docs_point_at_nothing_outside_the_repository():
+    for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        text = doc.read_text()
+        for outside in ("../shared/spec", "spec/trace-replay.md", "spec/descheduler.md"):
+            assert outside not in text, (doc.name, outside)

@@ -128,7 +128,10 @@ def test_sweep_table_carries_the_bound_column(tmp_path, capsys):
          "--jobs", "1", "--no-progress", "--bound", str(bounds), "--table", str(table)]
     )  # fmt: skip
     assert rc == 0
-    head, _, row = table.read_text().splitlines()[:3]
+    caption, blank, head, _, row = table.read_text().splitlines()[:5]
+    assert caption.startswith("Unallocated GPU % at 100 % of capacity arrived") and caption.endswith(
+        "bound: the offline lower bound of the trace."
+    )
     assert head == "| trace | bound | fgd | fgd-balance |"
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[0] == "pods" and float(cells[1]) == pytest.approx(mean, abs=0.006)

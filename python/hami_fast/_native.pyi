@@ -95,13 +95,18 @@ class Cluster:
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
-        """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go."""
+        """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go:
+        ``{"node", "annotations", "failed", "scores", "ranked", "node_policy", "verdicts", "notes", "error"}``,
+        ``verdicts`` each failing node once (``{"reason", "others", "detail"}``), ``notes`` the request
+        fields HAMi reads otherwise than written."""
     def registration_pass(self, now: int) -> bytes:
         """One of HAMi's registration passes: JSON list of ``{"node", "key", "value"}`` handshake writes."""
     def headroom(self, pod: bytes) -> bytes:
         """Per container of ``pod`` (webhook defaults applied): the request, the largest free memory and
         cores of any usable GPU (``{"node", "gpu", "free"}``), the node with the most GPUs with room
-        (``{"node", "count"}``) and ``blocking`` (which of memory, cores, slots, gpus nothing offers), JSON."""
+        (``{"node", "count"}``), the largest GPU (``largest_gpu``, ``free`` its whole memory), the node with
+        the most usable GPUs (``most_gpus_on_a_node``) and ``blocking`` (which of memory, cores, slots, gpus
+        nothing offers; ``capacity``/``node_size`` when no GPU or node is that large at all), JSON."""
     def admit(self, review: bytes) -> bytes:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def review(self, review: bytes) -> tuple[bytes, bool]:

@@ -9,13 +9,20 @@ from collections.abc import Callable, Sequence
 
 from hami_fast import device_config
 from hami_fast._native import EngineError
+from hami_fast.argtypes import OneLineParser, positive_int
 from hami_fast.manifests import ManifestError
 
 
 def _add_explain(sub: argparse._SubParsersAction) -> None:
     from hami_fast.policies import GPU_POLICY_HELP, gpu_policy_arg, node_policy_arg, node_policy_help
 
-    p = sub.add_parser("explain", help="where would this pod go, and why not elsewhere")
+    p = sub.add_parser(
+        "explain",
+        help="where would this pod go, and why not elsewhere",
+        description="Where would this pod go, and why not elsewhere. Exit status: 0 the pod fits (a node is "
+        "chosen), 1 it fits on no node, 2 bad input (a file, a flag, or a pod the webhook rejects or "
+        "hami-fast does not schedule).",
+    )
     p.add_argument(
         "--snapshot",
         required=True,
@@ -26,7 +33,9 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--all", action="store_true", help="text: one line per node instead of the top candidates and grouped failures"
     )
-    p.add_argument("--top", type=int, default=5, metavar="N", help="text: how many fitting nodes to list (default 5)")
+    p.add_argument(
+        "--top", type=positive_int, default=5, metavar="N", help="text: how many fitting nodes to list (default 5)"
+    )
     p.add_argument("--node-scheduler-policy", type=node_policy_arg, default=None, help=node_policy_help())
     p.add_argument("--gpu-scheduler-policy", type=gpu_policy_arg, default=None, help=GPU_POLICY_HELP)
     device_config.add_arguments(p)
@@ -46,7 +55,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
         description="Serve the built-in demo cluster (50 GPU nodes) over HTTP, schedule demo pods through "
         "/webhook, /filter and /bind as kube-apiserver and kube-scheduler would, then summarise where they went.",
     )
-    p.add_argument("--pods", type=int, default=300, help="how many demo pods to schedule (default 300)")
+    p.add_argument("--pods", type=positive_int, default=300, help="how many demo pods to schedule (default 300)")
     p.add_argument("--seed", type=int, default=7, help="random seed of the demo pods' shapes (default 7)")
     p.add_argument(
         "--verbose", "-v", action="store_true", help="also print one line per pod with its allocation annotation"
@@ -98,9 +107,7 @@ def _add_descheduler(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine"
-    )
+    parser = OneLineParser(prog="hami-fast", description="HAMi-compatible GPU-sharing scheduler with a Rust engine")
     parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     _add_explain(sub)
@@ -142,6 +149,10 @@ def run_command(prog: str, func: Callable[[], int]) -> int:
         # Python flushes stdout again at exit: point it at /dev/null so that flush cannot fail too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file named on the command line that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{prog}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -17,21 +17,7 @@ import orjson
 import yaml
 
 from hami_fast import device_config
-
-TRUE = frozenset({"1", "t", "true", "y", "yes", "on"})
-FALSE = frozenset({"0", "f", "false", "n", "no", "off", ""})
-
-
-def parse_bool(text: str, name: str = "") -> bool:
-    """One boolean parser for flags, environment and Helm values: Go's strconv.ParseBool spellings
-    (1/0, t/f, true/false in any case) plus yes/no, y/n and on/off as YAML and shell users write
-    them; empty is false (a variable set to nothing). ValueError names the setting otherwise."""
-    lowered = text.strip().lower()
-    if lowered in TRUE:
-        return True
-    if lowered in FALSE:
-        return False
-    raise ValueError(f"{name + ': ' if name else ''}{text!r} is not a boolean (true/false, 1/0, yes/no, on/off)")
+from hami_fast.argtypes import parse_bool
 
 
 def parse_duration(text: str) -> float:
@@ -299,6 +285,17 @@ def _help(f: dataclasses.Field[Any]) -> str:
     return f"{text} (default {shown})".replace("%", "%%")
 
 
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    """The native reader's one-line message (`decode FILE:L:C: ...`), PyYAML's when that one accepts it."""
+    from hami_fast import _native
+
+    try:
+        _native.yaml_to_json(path.read_bytes(), str(path))
+    except _native.EngineError as native:
+        return str(native)
+    return f"{path}: {' '.join(str(exc).split())}"
+
+
 def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None) -> Config:
     """Defaults < config file < environment < flags. Errors name the option."""
     environ = dict(os.environ if environ is None else environ)
@@ -308,8 +305,10 @@ def load(args: argparse.Namespace | None = None, environ: dict[str, str] | None 
     if config_path:
         try:
             loaded = yaml.safe_load(Path(config_path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"config file {config_path}: {exc}") from exc
+        except OSError as exc:
+            raise ValueError(f"config file {config_path}: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ValueError(f"config file {_yaml_error(Path(config_path), exc)}") from exc
         if not isinstance(loaded, dict):
             raise ValueError(f"config file {config_path}: expected a mapping of option: value")
         values.update({str(k).replace("-", "_"): v for k, v in loaded.items()})

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from hami_fast import _native
+from hami_fast.argtypes import parse_bool
 
 FILE_HELP = (
     "HAMi's device config file (the hami-scheduler-device ConfigMap's device-config.yaml): resource "
@@ -84,8 +85,6 @@ def settings(path: str, enable_ascend: bool, enable_iluvatar: bool) -> DeviceSet
 
 def from_args(args: argparse.Namespace) -> DeviceSettings:
     """The settings the flags of :func:`add_arguments` name."""
-    from hami_fast.config import parse_bool
-
     return settings(
         getattr(args, "device_config_file", "") or "",
         parse_bool(str(getattr(args, "enable_ascend", "false")), "--enable-ascend"),

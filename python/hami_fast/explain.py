@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from hami_fast import annotations as keys
 from hami_fast._native import Cluster
 from hami_fast.manifests import as_list_bytes, load_objects, load_one, require_nodes
 
@@ -48,22 +49,48 @@ def load(snapshot: str, pod_path: str, config: bytes | None = None) -> tuple[Clu
     return cluster, orjson.dumps(load_one(pod_path, "Pod"), default=str), warnings
 
 
-def reason_keys(reason: str) -> list[str]:
-    """`"1/4 CardInsufficientMemory, 3/4 X"` -> `["CardInsufficientMemory", "X"]`; a bare reason as it is."""
-    keys = []
-    for part in reason.split(", "):
-        count, _, key = part.partition(" ")
-        keys.append(key if key and "/" in count else part)
-    return keys
+@dataclass
+class VerdictGroup:
+    """The failing nodes one reason decides (each node in exactly one group)."""
+
+    reason: str
+    detail: str
+    nodes: list[str] = field(default_factory=list)
+    #: Nodes of the group whose other GPUs failed for other reasons too, and those reasons.
+    several: int = 0
+    others: list[str] = field(default_factory=list)
 
 
-def failures_by_reason(failed: dict[str, str]) -> list[tuple[str, list[str]]]:
-    """Reason key -> the nodes failing for it, most common first (a node counts under each of its reasons)."""
-    groups: dict[str, list[str]] = defaultdict(list)
-    for node, reason in sorted(failed.items()):
-        for key in dict.fromkeys(reason_keys(reason)):
-            groups[key].append(node)
-    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+def failures_by_verdict(result: dict[str, Any]) -> list[VerdictGroup]:
+    """The engine's one verdict per failing node, grouped by reason (and cause), most nodes first:
+    the groups' sizes add up to the failing nodes."""
+    groups: dict[tuple[str, str], VerdictGroup] = {}
+    for node, verdict in sorted(result["verdicts"].items()):
+        key = (verdict["reason"], verdict.get("detail", ""))
+        group = groups.setdefault(key, VerdictGroup(*key))
+        group.nodes.append(node)
+        if verdict["others"]:
+            group.several += 1
+            group.others += [r for r in verdict["others"] if r not in group.others]
+    return sorted(groups.values(), key=lambda g: (-len(g.nodes), g.reason, g.detail))
+
+
+def also(group: VerdictGroup) -> str:
+    """`" (2 of them also have CardInsufficientCore on other GPUs)"`, or nothing when no node has several reasons."""
+    if not group.several:
+        return ""
+    others = " and ".join(group.others)
+    if len(group.nodes) == 1:
+        return f" (it also has {others} on other GPUs)"
+    whom = "all of them have" if group.several == len(group.nodes) else f"{group.several} of them also have"
+    return f" ({whom} {others} on other GPUs)"
+
+
+def verdict_summary(result: dict[str, Any]) -> str:
+    """One line: `"33 NodeInsufficientDevice, 16 CardInsufficientMemory (50 nodes)"`."""
+    groups = failures_by_verdict(result)
+    parts = ", ".join(f"{len(g.nodes)} {g.reason}" for g in groups)
+    return f"{parts} ({_plural(sum(len(g.nodes) for g in groups), 'node')})"
 
 
 def _plural(n: int, word: str) -> str:
@@ -96,11 +123,13 @@ def render_text(result: dict[str, Any], top: int = 5, all_nodes: bool = False) -
         for name in shown:
             lines.append(f"  {name:<{width}}  {scores[name]:>8.2f}{'  <- chosen' if name == chosen else ''}")
     if failed:
-        lines += ["", f"not fitting ({_plural(len(failed), 'node')}), by reason:"]
-        groups = failures_by_reason(failed)
-        width = max(len(k) for k, _ in groups)
-        for key, nodes in groups:
-            lines.append(f"  {key:<{width}}  {_plural(len(nodes), 'node'):>9}: {_names(nodes)}")
+        lines += ["", f"not fitting ({_plural(len(failed), 'node')}), by the reason that decides each node:"]
+        groups = failures_by_verdict(result)
+        width = max(len(g.reason) for g in groups)
+        for g in groups:
+            lines.append(f"  {g.reason:<{width}}  {_plural(len(g.nodes), 'node'):>9}: {_names(g.nodes)}{also(g)}")
+            if g.detail:
+                lines.append(f"  {'':<{width}}  {'':>9}  {g.detail}")
     if len(ranked) > top or failed:
         lines += ["", "(--all lists every node with its full reason)"]
     return "\n".join(lines)
@@ -108,7 +137,11 @@ def render_text(result: dict[str, Any], top: int = 5, all_nodes: bool = False) -
 
 def _every_node(result: dict[str, Any], ranked: list[str]) -> list[str]:
     rows = [(name, f"{result['scores'][name]:.2f}", "fits") for name in ranked]
-    rows += [(name, "-", reason) for name, reason in sorted(result["failed"].items())]
+    details = {name: v.get("detail") for name, v in result["verdicts"].items()}
+    rows += [
+        (name, "-", reason + (f" ({details[name]})" if details.get(name) else ""))
+        for name, reason in sorted(result["failed"].items())
+    ]
     width = max([len("NODE")] + [len(r[0]) for r in rows])
     lines = [f"{'NODE':<{width}}  {'SCORE':>8}  RESULT"]
     for name, score, outcome in rows:
@@ -120,33 +153,62 @@ def _gpu(free: dict[str, Any] | None, unit: str) -> str:
     return f"{free['free']}{unit} on {free['node']}/{free['gpu']}" if free else "none (no usable GPU)"
 
 
+def _why_no_usable_gpu(c: dict[str, Any]) -> str:
+    if not c["largest_gpu"]:
+        return f"no node has a GPU registered with HAMi (annotation {keys.NODE_REGISTER})"
+    return "every registered GPU is unhealthy or cordoned"
+
+
+def _larger_than_any_gpu(c: dict[str, Any]) -> str:
+    largest = c["largest_gpu"]
+    if not largest:
+        return f"no node has a GPU registered with HAMi (annotation {keys.NODE_REGISTER})"
+    return (
+        f"no GPU in the cluster is that large: the largest has {largest['free']} MiB "
+        f"({largest['node']}/{largest['gpu']})"
+    )
+
+
 def render_headroom(headroom: dict[str, Any]) -> list[str]:
     """What would have to change, per container, from the engine's headroom facts."""
     if headroom.get("error"):
         return [f"error: {headroom['error']}"]
-    lines = []
-    for c in headroom["containers"]:
-        memory = f"{c['memory_mib']} MiB" if c["memory_mib"] else f"{c['memory_percentage']}% of a GPU's memory"
-        need = f"{c['nums']} GPU{'s' if c['nums'] != 1 else ''} with {memory} and {c['cores']}% cores each"
-        label = f"{'init ' if c['init'] else ''}container {c['container']}"
-        blocking = c["blocking"]
-        if not blocking:
-            most = c["most_gpus_with_room"]
-            lines.append(f"{label}: needs {need}; {most['node']} has {most['count']} such GPUs free")
-            continue
-        lines.append(f"{label}: needs {need}")
-        if "memory" in blocking:
-            lines.append(f"  needs {memory} on one GPU; the largest free is {_gpu(c['largest_free_memory'], ' MiB')}")
-        if "cores" in blocking:
-            lines.append(
-                f"  needs {c['cores']}% cores on one GPU; the most free is {_gpu(c['largest_free_cores'], '%')}"
-            )
-        if "slots" in blocking:
-            lines.append("  every usable GPU has all its sharing slots taken (device plugin --device-split-count)")
-        if "gpus" in blocking and not {"memory", "cores", "slots"} & set(blocking):
-            most = c["most_gpus_with_room"]
-            where = f"the most on one node is {most['count']} on {most['node']}" if most else "no node has any"
-            lines.append(f"  needs {c['nums']} such GPUs on one node; {where}")
+    return [line for c in headroom["containers"] for line in _container_headroom(c, headroom["gpus"])]
+
+
+def _container_headroom(c: dict[str, Any], usable_gpus: int) -> list[str]:
+    memory = f"{c['memory_mib']} MiB" if c["memory_mib"] else f"{c['memory_percentage']}% of a GPU's memory"
+    need = f"{_plural(c['nums'], 'GPU')} with {memory} and {c['cores']}% cores each"
+    label = f"{'init ' if c['init'] else ''}container {c['container']}"
+    if not c["blocking"]:
+        most = c["most_gpus_with_room"]
+        return [f"{label}: needs {need}; {most['node']} has {most['count']} such GPUs free"]
+    if not usable_gpus:
+        return [f"{label}: needs {need}", f"  no GPU in the cluster is usable: {_why_no_usable_gpu(c)}"]
+    return [f"{label}: needs {need}", *("  " + line for line in _blocking(c, memory))]
+
+
+def _blocking(c: dict[str, Any], memory: str) -> list[str]:
+    """One line per resource no GPU (or node) offers."""
+    blocking, lines = set(c["blocking"]), []
+    if "capacity" in blocking:
+        lines.append(f"needs {memory} on one GPU; {_larger_than_any_gpu(c)}")
+    if "memory" in blocking:
+        lines.append(f"needs {memory} on one GPU; the largest free is {_gpu(c['largest_free_memory'], ' MiB')}")
+    if "cores" in blocking:
+        lines.append(f"needs {c['cores']}% cores on one GPU; the most free is {_gpu(c['largest_free_cores'], '%')}")
+    if "slots" in blocking:
+        lines.append("every usable GPU has all its sharing slots taken (device plugin --device-split-count)")
+    if "node_size" in blocking:
+        most = c["most_gpus_on_a_node"]
+        lines.append(
+            f"needs {_plural(c['nums'], 'GPU')} on one node; no node has that many usable GPUs: "
+            f"the most is {most['count']} on {most['node']}"
+        )
+    if "gpus" in blocking and not {"memory", "capacity", "cores", "slots"} & blocking:
+        most = c["most_gpus_with_room"]
+        where = f"the most on one node is {most['count']} on {most['node']}" if most else "no node has any"
+        lines.append(f"needs {c['nums']} such GPUs on one node; {where}")
     return lines
 
 
@@ -159,15 +221,31 @@ def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], t
     return text + "\n\nwhat would have to change:\n" + "\n".join("  " + line for line in lines)
 
 
+#: `hami-fast explain`'s exit status, for scripts (documented in the README).
+FITS, FITS_NOWHERE, BAD_INPUT = 0, 1, 2
+
+
+def exit_status(result: dict[str, Any]) -> int:
+    if result["error"]:
+        return BAD_INPUT
+    return FITS if result["node"] else FITS_NOWHERE
+
+
 def run(args: Any) -> int:
+    """Exit 0: the pod fits (a node is chosen); 1: it fits nowhere; 2: bad input (a file, a flag,
+    or a pod the webhook rejects or hami-fast does not schedule)."""
     from hami_fast import device_config
 
     cluster, pod, warnings = load(args.snapshot, args.pod, device_config.from_args(args).engine_config())
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     result = decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
+    for note in result["notes"]:
+        print(f"note: {note}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(result, sort_keys=True))
+    elif result["error"]:
+        raise ValueError(result["error"])
     else:
         print(render_with_headroom(cluster, pod, result, args.top, args.all))
-    return 1 if result["error"] else 0
+    return exit_status(result)

@@ -25,12 +25,28 @@ def _documents(path: Path) -> Iterator[Any]:
         return
     except orjson.JSONDecodeError:
         pass
+    if b"\0" in text[:8192]:
+        raise ManifestError(f"{path}: a binary file, not YAML or JSON")
     # YAML is read in Rust (one native pass, ~50x faster than PyYAML's objects even with libyaml)
     # and comes back as one JSON array of the documents; its error names file:line:column and document.
     try:
         yield from orjson.loads(_native.yaml_to_json(text, str(path)))
     except _native.EngineError as exc:
         raise ManifestError(str(exc)) from None
+
+
+def _what(doc: Any) -> str:
+    if isinstance(doc, str):
+        first = (doc.splitlines() or [""])[0]
+        return f"plain text ({first[:40]!r})"
+    return {list: "a list", int: "a number", float: "a number", bool: "a boolean"}.get(type(doc), type(doc).__name__)
+
+
+def _hint(doc: Any) -> str:
+    """What the file more likely is, when it is text with a trace CSV's header."""
+    if isinstance(doc, str) and "cpu_milli" in doc.split(" ")[0]:
+        return "; it looks like a trace CSV, which simulate --nodes/--pods and plan --replay read"
+    return ""
 
 
 def load_document(path: str | Path) -> Any:
@@ -48,7 +64,7 @@ def load_objects(path: str | Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, doc in enumerate(_documents(path)):
         if not isinstance(doc, dict):
-            raise ManifestError(f"{path}: document {i} is a {type(doc).__name__}, not a Kubernetes object")
+            raise ManifestError(f"{path}: document {i} is {_what(doc)}, not a Kubernetes object{_hint(doc)}")
         items = doc.get("items")
         if isinstance(items, list) and str(doc.get("kind", "List")).endswith("List"):
             out.extend(item for item in items if isinstance(item, dict))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import http.client
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +70,8 @@ class Driver:
             apply_json_patch(pod, orjson.loads(base64.b64decode(response["patch"])))
         result = self.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": node_names})
         if result["Error"] or not result["NodeNames"]:
-            reasons = Counter(r.split(", ")[0] for r in (result["FailedNodes"] or {}).values())
-            return Outcome(pod, "pending", detail=result["Error"] or f"{dict(reasons.most_common(2))}")
+            # Why no node fits is told from the engine's verdicts afterwards (story.raw_lines).
+            return Outcome(pod, "pending", detail=result["Error"])
         node = result["NodeNames"][0]
         meta = pod["metadata"]
         bound = self.post(

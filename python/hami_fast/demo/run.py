@@ -70,7 +70,7 @@ def run(args: Any) -> int:
     )
     if args.verbose:
         print()
-        for line in story.raw_lines(outcomes, runtime.memory):
+        for line in story.raw_lines(outcomes, runtime.memory, runtime.cluster, int(time.time())):
             print(line)
     usage = orjson.loads(runtime.cluster.usage())
     objects = [*runtime.memory.nodes.values(), *runtime.memory.pods.values()]

@@ -18,7 +18,7 @@ from hami_fast import annotations as keys
 from hami_fast._native import Cluster
 from hami_fast.demo.cluster import KINDS, pod_kind
 from hami_fast.demo.driver import Outcome
-from hami_fast.explain import failures_by_reason, render_headroom
+from hami_fast.explain import also, failures_by_verdict, render_headroom, verdict_summary
 
 ALLOCATED = keys.ALLOCATED
 
@@ -103,11 +103,26 @@ def pending_explained(cluster: Cluster, outcomes: list[Outcome], now: int) -> st
     headroom = orjson.loads(cluster.headroom(pod))
     name = pick.pod["metadata"]["name"]
     are = "pod is" if len(pending) == 1 else "pods are"
-    lines = [f"{len(pending)} {are} pending. Why {name} fits nowhere (hami-fast explain):"]
-    for key, nodes in failures_by_reason(result["failed"])[:4]:
-        lines.append(f"  {len(nodes):>3} nodes: {key}")
+    lines = [f"{len(pending)} {are} pending. Why {name} fits nowhere (hami-fast explain), one reason per node:"]
+    lines += verdict_lines(result)
     lines += ["  " + line for line in render_headroom(headroom)]
     return "\n".join(lines)
+
+
+def verdict_lines(result: dict[str, Any], shown: int = 5) -> list[str]:
+    """The failing nodes by the reason that decides each, adding up to the nodes examined."""
+    groups = failures_by_verdict(result)
+    lines = [f"  {_count(len(g.nodes))}: {g.reason}{also(g)}" for g in groups[:shown]]
+    rest = sum(len(g.nodes) for g in groups[shown:])
+    if rest:
+        lines.append(f"  {_count(rest)}: other reasons (hami-fast explain --all lists each node)")
+    examined = len(result["failed"]) + len(result["scores"])
+    lines.append(f"  {_count(examined)} examined, none fits")
+    return lines
+
+
+def _count(n: int) -> str:
+    return f"{n:>3} node{'' if n == 1 else 's'}"
 
 
 def latency(values: dict[str, list[float]], median: Callable[[list[float]], float]) -> str:
@@ -127,21 +142,27 @@ def next_steps(argv0: str) -> str:
     lines = ["Next:"]
     if not on_path or os.path.dirname(os.path.abspath(on_path)) != here:
         lines.append(f"  hami-fast is in {here}, not on your PATH: `source {here}/activate`, or `make install-user`")
-    lines += [
-        "  hami-fast explain --snapshot examples/snapshot.yaml --pod examples/pod.yaml",
-        "  hami-fast serve --snapshot examples/snapshot.yaml      (then POST /filter to 127.0.0.1:8080)",
-        "  hami-fast demo --verbose                               (one line per pod)",
+    steps = [
+        ("hami-fast explain --snapshot examples/snapshot.yaml --pod examples/pod.yaml", ""),
+        ("hami-fast serve --snapshot examples/snapshot.yaml", "then POST /filter to 127.0.0.1:8080"),
+        ("hami-fast descheduler --snapshot examples/snapshot.yaml", "then open http://127.0.0.1:8083/: the GPU map"),
+        ("hami-fast demo --verbose", "one line per pod"),
     ]
+    width = max(len(command) for command, note in steps if note)
+    lines += [f"  {command:<{width}} ({note})" if note else f"  {command}" for command, note in steps]
     return "\n".join(lines)
 
 
-def raw_lines(outcomes: list[Outcome], memory: Any) -> list[str]:
+def raw_lines(outcomes: list[Outcome], memory: Any, cluster: Cluster, now: int) -> list[str]:
+    """One line per pod: its allocation annotation, or why it is pending (as the cluster is now)."""
     lines = []
     for o in outcomes:
         meta = o.pod["metadata"]
         if o.node:
             stored = memory.get_pod(meta["namespace"], meta["name"])
             detail = stored["metadata"].get("annotations", {}).get(ALLOCATED, "")
+        elif o.status == "pending" and not o.detail:
+            detail = "pending: " + verdict_summary(orjson.loads(cluster.explain(orjson.dumps(o.pod), now)))
         else:
             detail = f"{o.status}: {o.detail}"
         lines.append(f"{meta['name']:<24} -> {o.node or '-':<13} {detail}")

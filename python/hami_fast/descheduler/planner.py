@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from hami_fast import _native, device_config
+from hami_fast.argtypes import non_negative_float, non_negative_int, positive_float, positive_int, require_file
 from hami_fast.manifests import ManifestError, as_list_bytes, load_document, load_objects, load_one
 
 OBJECTIVES = ("free-gpus", "frag", "pending")
@@ -67,6 +68,8 @@ def load_workload(spec: str) -> str | list[dict[str, Any]]:
     (`[{"gpu_milli": 500, "num_gpu": 1, "weight": 3}, ...]`)."""
     if spec in ("typical", "whole-gpu"):
         return spec
+    if not Path(spec).is_file():
+        raise ManifestError(f"--workload {spec}: want typical, whole-gpu or a JSON/YAML file of task types")
     try:
         doc = load_document(spec)
     except ManifestError as exc:
@@ -130,6 +133,9 @@ def render_pending(result: dict[str, Any]) -> str:
         lines.append(f"{i:>3}  {m['pod']}  {place_text(m['from'])} -> {place_text(m['to'])}")
     for p in result["placements"]:
         lines.append(f"  {p['pod']} -> {place_text(p)} ({p['moves']} moves)")
+    for q in result.get("queue", []):
+        if q.get("never"):
+            lines.append(f"  {q['pod']} can never fit, whatever moves: {q['never']}")
     if "baseline" in result:
         b = result["baseline"]
         lines.append(f"baseline ({b['planner']}): {b['unblocked']} unblocked by {b['moves']} moves")
@@ -187,7 +193,16 @@ def render_table(result: dict[str, Any]) -> str:
     lines.append(
         f"{result['pods']} GPU pods ({result['movable_pods']} movable) on {result['nodes']} nodes; budget {result['max_moves']} moves; planned in {result['elapsed_ms']:.1f} ms"
     )
+    lines += why_nothing_moves(result)
     return "\n".join(lines)
+
+
+def why_nothing_moves(result: dict[str, Any]) -> list[str]:
+    """Why a plan can move little: the pods that may not move, by reason, and a budget of 0."""
+    lines = [f"  {count} not movable: {why}" for why, count in sorted((result.get("immovable") or {}).items())]
+    if result["max_moves"] == 0 and result["pods"]:
+        lines.append("  budget 0 moves: the default is 5 % of the GPU pods, rounded down; --max-moves sets it")
+    return lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -202,13 +217,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NODES_CSV,PODS_CSV",
         help="build the snapshot by replaying a trace (openb CSVs) to --arrived %%",
     )
-    p.add_argument("--policy", default="spread", help="node policy of --replay (default spread)")
+    p.add_argument("--policy", default=None, help="node policy of --replay (default spread)")
     p.add_argument(
-        "--arrived", type=float, default=90.0, help="--replay stops at this %% of GPU capacity arrived (default 90)"
+        "--arrived",
+        type=positive_float,
+        default=None,
+        help="--replay stops at this %% of GPU capacity arrived (default 90)",
     )
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=None, help="seed of --replay (default 42)")
     p.add_argument("--save-snapshot", help="write the replayed snapshot (JSON) here")
-    p.add_argument("--max-moves", type=int, default=None, help="move budget (default: 5%% of GPU pods)")
+    p.add_argument("--max-moves", type=non_negative_int, default=None, help="move budget (default: 5%% of GPU pods)")
     p.add_argument("--planner", choices=["drain", "greedy"], default="drain")
     p.add_argument(
         "--objective",
@@ -225,7 +243,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "or a JSON/YAML file of task types",
     )
     p.add_argument(
-        "--max-moves-per-pod", type=int, default=None, help="--objective pending: most moves for one pod (default 8)"
+        "--max-moves-per-pod",
+        type=positive_int,
+        default=None,
+        help="--objective pending: most moves for one pod (default 8)",
     )
     p.add_argument(
         "--for",
@@ -244,11 +265,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--kubeconfig", default="", help="for --live / --apply (default: KUBECONFIG, ~/.kube/config, in-cluster)"
     )
-    p.add_argument("--interval", type=float, default=5.0, help="--apply: seconds between moves (rate limit)")
-    p.add_argument("--move-timeout", type=float, default=900.0, help="--apply: seconds to wait for each placement")
+    p.add_argument(
+        "--interval", type=non_negative_float, default=5.0, help="--apply: seconds between moves (rate limit)"
+    )
+    p.add_argument(
+        "--move-timeout", type=positive_float, default=900.0, help="--apply: seconds to wait for each placement"
+    )
     p.add_argument(
         "--reservation-ttl",
-        type=float,
+        type=non_negative_float,
         default=600.0,
         help="--apply --for: seconds the freed GPUs stay held for the pod after the last completed move (default 600)",
     )
@@ -259,6 +284,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         client = None
         if args.apply and not args.live:
             raise ValueError("--apply needs --live: moves are only applied to the cluster they were planned on")
+        replay_only = {"--policy": args.policy, "--arrived": args.arrived, "--seed": args.seed}
+        replay_only["--save-snapshot"] = args.save_snapshot
+        given = [flag for flag, value in replay_only.items() if value is not None]
+        if given and not args.replay:
+            raise ValueError(f"{given[0]} applies to --replay only (the trace replayed into a snapshot)")
         if args.live:
             from hami_fast.kube.client import KubeClient, load_api_client
 
@@ -270,12 +300,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             nodes, _, pods = args.replay.partition(",")
             if not pods:
                 raise ValueError("--replay wants NODES_CSV,PODS_CSV")
+            for path in (nodes, pods):
+                require_file(path, "--replay")
             snap = _native.replay_snapshot(
                 Path(nodes).read_bytes(),
                 Path(pods).read_bytes(),
-                args.policy,
-                args.arrived,
-                args.seed,
+                args.policy or "spread",
+                90.0 if args.arrived is None else args.arrived,
+                42 if args.seed is None else args.seed,
                 nodes_name=nodes,
                 pods_name=pods,
             )

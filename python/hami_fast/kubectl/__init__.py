@@ -13,9 +13,10 @@ SORT_HELP = "memory (default), cores, slots, pods, fragmentation (nodes only) or
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hami_fast.argtypes import OneLineParser, non_negative_int, positive_int
     from hami_fast.kubectl.top import SORT_KEYS
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="kubectl hami",
         description="HAMi vGPU scheduling on the live cluster, decided by hami-fast's engine (read-only).",
     )
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", choices=["text", "json"], default="text", help="text (default) or explain's JSON"
     )
     why.add_argument("--all", action="store_true", help="one line per node with its full reason")
-    why.add_argument("--top", type=int, default=5, metavar="N", help="fitting nodes to list (default 5)")
+    why.add_argument("--top", type=positive_int, default=5, metavar="N", help="fitting nodes to list (default 5)")
 
     top = sub.add_parser("top", help="vGPU allocation per node or per GPU (memory, cores, slots, pods, fragmentation)")
     top.add_argument("what", choices=["nodes", "gpus"], help="nodes or gpus")
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     plan = sub.add_parser("plan", help="the descheduler's defragmentation plan for the live cluster (dry run)")
-    plan.add_argument("--max-moves", type=int, default=None, help="move budget (default: 5%% of GPU pods)")
+    plan.add_argument("--max-moves", type=non_negative_int, default=None, help="move budget (default: 5%% of GPU pods)")
     plan.add_argument("--planner", choices=["drain", "greedy"], default="drain", help="default drain")
     plan.add_argument("-o", "--output", choices=["table", "json"], default="table", help="table (default) or json")
     return parser

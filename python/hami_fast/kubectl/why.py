@@ -35,4 +35,5 @@ def why(snap: Snapshot, pod: dict[str, Any], output: str, top: int, all_nodes: b
     if output == "json":
         return json.dumps(result, sort_keys=True)
     warnings = "".join(f"warning: {w}\n" for w in snap.warnings)
+    warnings += "".join(f"note: {n}\n" for n in result["notes"])
     return warnings + header(pod) + "\n\n" + render_with_headroom(snap.cluster, body, result, top, all_nodes)

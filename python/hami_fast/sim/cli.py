@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hami_fast.argtypes import OneLineParser, non_negative_float, positive_int, require_file
+
 HELP = "replay GPU-cluster traces (openb CSV) under a node policy; sweeps policies × seeds × traces in parallel"
 
 EPILOG = """\
@@ -37,12 +39,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fgd, fgd-balance, bestfit, dotprod, packing, clustering, random, binpack, spread; "
         "a comma list or 'all' sweeps",
     )
-    p.add_argument(
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument(
         "--seed", type=int, default=42, help="seed of the shuffle, tuning and node order (Go math/rand stream)"
     )
-    p.add_argument("--seeds", default=None, help="sweep seeds: N, N-M or a comma list (e.g. 42-51)")
+    seeds.add_argument("--seeds", default=None, help="sweep seeds: N, N-M or a comma list (e.g. 42-51)")
     p.add_argument(
-        "--tune", type=float, default=1.3, help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)"
+        "--tune",
+        type=non_negative_float,
+        default=1.3,
+        help="inflate/deflate the trace to this × cluster GPU capacity (0: as is)",
     )
     p.add_argument("--output", choices=["json", "text"], default="text")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="allocation/fragmentation vs arrived figure")
@@ -59,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.json",
         help="sweep: add the offline lower bound (python -m hami_fast.sim.bound --out) to the table and bar charts",
     )
-    p.add_argument("--jobs", type=int, default=None, help="sweep: parallel processes (default: all cores)")
+    p.add_argument("--jobs", type=positive_int, default=None, help="sweep: parallel processes (default: all cores)")
     p.add_argument(
         "--from-results",
         default=None,
@@ -78,18 +84,14 @@ def run(args: argparse.Namespace) -> int:
     from hami_fast.sim.runner import Run, parse_policies, parse_seeds, replay, summary
 
     for path in [args.nodes, *args.pods] if not args.from_results else [args.from_results]:
-        if not Path(path).is_file():
-            raise ValueError(f"{path}: no such file")
+        require_file(path)
+    prepare_outputs(args)
     policies = parse_policies(args.policy)
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
     if args.from_results:
-        return _sweep(
-            args,
-            policies,
-            seeds,
-            saved=[json.loads(line) for line in Path(args.from_results).read_text().splitlines() if line.strip()],
-        )
-    if len(policies) == 1 and len(seeds) == 1 and len(args.pods) == 1:
+        return _sweep(args, policies, seeds, saved=read_results(args.from_results))
+    sweep_outputs = args.table or args.figures or args.results or args.bound
+    if len(policies) == 1 and len(seeds) == 1 and len(args.pods) == 1 and not sweep_outputs:
         result = replay(Run(args.nodes, args.pods[0], policies[0], seeds[0], args.tune))
         if args.output == "json":
             print(json.dumps(summary(result)))
@@ -102,6 +104,39 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {args.plot}", file=sys.stderr)
         return 0
     return _sweep(args, policies, seeds)
+
+
+#: What --plot can write (matplotlib's common formats), checked before any replay runs.
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".eps", ".ps", ".tif", ".tiff")
+
+
+def prepare_outputs(args: argparse.Namespace) -> None:
+    """Refuse a --plot format matplotlib cannot write and create the output folders, before a sweep
+    of minutes runs, not after it."""
+    if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
+        raise ValueError(f"--plot {args.plot}: want an image file ending in {', '.join(PLOT_SUFFIXES)}")
+    for file in (args.plot, args.table, args.results):
+        if file:
+            Path(file).parent.mkdir(parents=True, exist_ok=True)
+    if args.figures:
+        Path(args.figures).mkdir(parents=True, exist_ok=True)
+
+
+def read_results(path: str) -> list[dict[str, Any]]:
+    """A sweep's --results file: one JSON object per line."""
+    results = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            raise ValueError(
+                f"--from-results {path}:{number}: not a JSON line (want a sweep's --results file)"
+            ) from None
+    if not results or not all(isinstance(r, dict) and "unallocated_pct_at_100" in r for r in results):
+        raise ValueError(f"--from-results {path}: want a sweep's --results file (one run's JSON per line)")
+    return results
 
 
 def _sweep(
@@ -137,7 +172,11 @@ def _sweep(
     if args.output == "json":
         print(json.dumps({"rows": table, "bounds": bounds}))
     else:
+        print(report.wide_caption(table, bounds))
+        print()
         print(report.wide_markdown(table, bounds=bounds))
+        print()
+        print(report.LONG_CAPTION)
         print()
         print(report.markdown(table))
     if args.figures or args.plot:
@@ -165,7 +204,9 @@ def _write_table(path: Path, table: list[dict[str, Any]], bounds: dict[str, floa
             w.writeheader()
             w.writerows(table)
     else:
-        path.write_text(report.wide_markdown(table, bounds=bounds) + "\n\n" + report.markdown(table) + "\n")
+        parts = [report.wide_caption(table, bounds), report.wide_markdown(table, bounds=bounds)]
+        parts += [report.LONG_CAPTION, report.markdown(table)]
+        path.write_text("\n\n".join(parts) + "\n")
 
 
 FAMILIES = {
@@ -218,7 +259,7 @@ def draw_figures(
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry (``python -m hami_fast.sim.cli``), same as ``hami-fast simulate``."""
-    parser = argparse.ArgumentParser(prog="hami-fast")
+    parser = OneLineParser(prog="hami-fast")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(["simulate", *(sys.argv[1:] if argv is None else argv)])

@@ -1,7 +1,7 @@
 """Published results of the FGD paper's simulator (Weng et al., USENIX ATC '23).
 
 Unallocated GPU % at arrived = 100 % of capacity, mean over seeds 42–51, from the simulator's
-cached ``expected_results/analysis_allo_discrete.csv``.
+cached ``expected_results/analysis_allo_discrete.csv`` (the artifact of the paper).
 ``gpushare20`` is not part of the published run script.
 """
 

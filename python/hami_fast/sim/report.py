@@ -94,6 +94,23 @@ def wide_markdown(
     return "\n".join(lines)
 
 
+def wide_caption(table: list[dict[str, Any]], bounds: dict[str, float] | None = None) -> str:
+    """What the wide table's cells are: it has no other legend."""
+    runs = sorted({r["runs"] for r in table})
+    seeds = f"{runs[0]} seed{'s' if runs[0] != 1 else ''}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]} seeds"
+    text = (
+        f"Unallocated GPU % at 100 % of capacity arrived (lower is better), mean over {seeds} per cell; "
+        f"in parentheses the FGD paper's published mean; ✗ marks a deterministic policy more than "
+        f"{FIDELITY_BOUND_PP} pp from it."
+    )
+    if bounds:
+        text += " bound: the offline lower bound of the trace."
+    return text
+
+
+LONG_CAPTION = "Per trace and policy: unallocated GPU % at 100 % arrived, the published mean and the difference."
+
+
 def load_bounds(path: str) -> dict[str, float]:
     """``docs/results/bound.json`` (``python -m hami_fast.sim.bound --out``) -> trace -> mean bound."""
     import json

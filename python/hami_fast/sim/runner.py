@@ -112,18 +112,31 @@ def parse_policies(text: str) -> list[str]:
 
 
 class Progress:
-    """A one-line progress bar on stderr (only drawn on a terminal unless forced)."""
+    """Progress on stderr: a one-line bar on a terminal (or when forced), else a plain line at each
+    tenth of the runs, so a log or a pipe shows the sweep moving; `enabled=False` is silent."""
 
     def __init__(self, total: int, enabled: bool | None = None, stream=sys.stderr) -> None:
         self.total, self.done, self.start, self.stream = total, 0, time.monotonic(), stream
-        self.enabled = stream.isatty() if enabled is None else enabled
+        self.mode = "bar" if enabled or (enabled is None and stream.isatty()) else "lines" if enabled is None else "off"
+        self.next_line = self._tenth(1)
+
+    def _tenth(self, k: int) -> int:
+        return max(1, -(-self.total * k // 10))
 
     def step(self, label: str = "") -> None:
         self.done += 1
-        if not self.enabled:
-            return
         elapsed = time.monotonic() - self.start
         eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        if self.mode == "bar":
+            self._bar(elapsed, eta, label)
+        elif self.mode == "lines" and self.done >= self.next_line:
+            self.stream.write(
+                f"simulate: {self.done}/{self.total} runs done ({label}), {elapsed:.0f} s elapsed, about {eta:.0f} s left\n"
+            )
+            self.stream.flush()
+            self.next_line = self._tenth(10 * self.done // max(self.total, 1) + 1)
+
+    def _bar(self, elapsed: float, eta: float, label: str) -> None:
         width = 30
         filled = int(width * self.done / max(self.total, 1))
         bar = "#" * filled + "-" * (width - filled)
@@ -141,6 +154,10 @@ def sweep(
 ) -> list[dict[str, Any]]:
     """Run every replay, ``jobs`` processes at a time (default: all cores); results in input order."""
     jobs = max(1, jobs or os.cpu_count() or 1)
+    if progress is not False:
+        procs = min(jobs, len(runs))
+        replays = f"{len(runs)} replay{'s' if len(runs) != 1 else ''}"
+        print(f"simulate: {replays} on {procs} process{'es' if procs != 1 else ''}", file=sys.stderr, flush=True)
     bar = Progress(len(runs), progress)
     results: list[dict[str, Any] | None] = [None] * len(runs)
     if jobs == 1 or len(runs) == 1:

@@ -8,11 +8,13 @@ use crate::filter::{
     self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Placement,
     Policies,
 };
+use crate::fit::verdict::Verdict;
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::request::unsupported_vendor;
+use crate::request_notes::{request_notes, RequestNote};
 use crate::state::{ClusterState, OwnFootprint};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -132,6 +134,10 @@ impl Engine {
             /// GPUs held by reservations, per node: `{uuid: "held for ns/pod until T"}` (hami-fast only).
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             reserved: BTreeMap<String, BTreeMap<String, String>>,
+            /// Each failing node once: the reason that decides it and its other reasons.
+            verdicts: BTreeMap<String, Verdict>,
+            /// Where HAMi reads the pod's request otherwise than written (a capped `gpucores`).
+            notes: Vec<String>,
             error: String,
         }
         let result = (|| -> Result<Explain> {
@@ -147,14 +153,12 @@ impl Engine {
             };
             let state = &mut self.state;
             let placement = Placement::new(state, &pod, &policies)?;
+            let notes = request_notes(&pod, &state.config);
             if placement.request.is_empty() {
                 if let Some(backend) = unsupported_vendor(&pod, &state.config, &state.backends) {
                     return Err(Error::invalid(format!("Pod {}", pod.key()), backend.refusal()));
                 }
-                return Err(Error::invalid(
-                    format!("Pod {}", pod.key()),
-                    "requests no vGPU resource; kube-scheduler places it without hami-fast",
-                ));
+                return Err(no_request_error(&pod, &notes));
             }
             // A snapshot is what a HAMi just started sees: one registration pass decides its nodes.
             state.registration_pass(now);
@@ -163,7 +167,7 @@ impl Engine {
             let key = pod.reservation_key();
             state.expire_holds(now);
             let reserved = reserved_report(state, &key);
-            let (chosen, scores, failed, ranked) = state.without_pod(&key, OwnFootprint::Restore, |state| {
+            let (chosen, scores, failed, ranked, verdicts) = state.without_pod(&key, OwnFootprint::Restore, |state| {
                 let candidates = names.iter().map(|n| (n.as_str(), state.nodes.get(n)));
                 let eval = evaluate_nodes(state, &placement, now, candidates, |n| state.nodes.get(n));
                 let asked_nvidia = !placement.request.asks_no_nvidia();
@@ -172,14 +176,40 @@ impl Engine {
                     Some(((*n).to_owned(), allocation_annotations(node, &state.backends, f, asked_nvidia, now)))
                 });
                 let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
-                (chosen, eval.scores(), eval.failed_map(), ranked)
+                let verdicts: BTreeMap<String, Verdict> =
+                    eval.failed.iter().map(|(n, f)| ((*n).to_owned(), f.verdict(state.nodes.get(n), now))).collect();
+                (chosen, eval.scores(), eval.failed_map(), ranked, verdicts)
             });
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
             let node_policy = placement.node_policy.as_str().to_owned();
-            Ok(Explain { node, annotations, scores, failed, ranked, node_policy, reserved, error: String::new() })
+            let notes = notes.iter().map(ToString::to_string).collect();
+            Ok(Explain {
+                node,
+                annotations,
+                scores,
+                failed,
+                ranked,
+                node_policy,
+                reserved,
+                verdicts,
+                notes,
+                error: String::new(),
+            })
         })();
         let out = result.unwrap_or_else(|error| Explain { error: error.to_string(), ..Default::default() });
         serde_json::to_vec(&out).unwrap_or_default()
+    }
+}
+
+/// A pod `explain` cannot place because HAMi reads no vGPU request in it: the field that dropped
+/// the request when one did, else that kube-scheduler places it alone.
+fn no_request_error(pod: &Pod, notes: &[RequestNote]) -> Error {
+    let object = format!("Pod {}", pod.key());
+    match notes.iter().find(|n| n.drops_request) {
+        Some(note) => {
+            Error::invalid(object, &note.message).field(format!("container {}: {}", note.container, note.field))
+        }
+        None => Error::invalid(object, "requests no vGPU resource; kube-scheduler places it without hami-fast"),
     }
 }
 

@@ -38,7 +38,13 @@ pub struct ContainerHeadroom {
     pub largest_free_memory: Option<FreeOn>,
     pub largest_free_cores: Option<FreeOn>,
     pub most_gpus_with_room: Option<GpusOn>,
+    /// The GPU with the most memory in the cluster (`free`: its whole memory), used or not.
+    pub largest_gpu: Option<FreeOn>,
+    /// The node with the most usable GPUs, room or not.
+    pub most_gpus_on_a_node: Option<GpusOn>,
     /// Which of `memory`, `cores`, `slots`, `gpus` no usable GPU (or node, for `gpus`) offers.
+    /// `capacity` instead of `memory`: no GPU in the cluster has that much memory at all;
+    /// `node_size` instead of `gpus`: no node has that many usable GPUs. Freeing room helps neither.
     pub blocking: Vec<&'static str>,
 }
 
@@ -69,6 +75,58 @@ fn usable_gpus(node: &GpuNode) -> impl Iterator<Item = (&str, i64, i64, i64, i64
     })
 }
 
+/// The registered GPU with the most memory, healthy or not (`free`: its whole memory): what no
+/// freeing of memory can exceed. Ties keep the first in `nodes`' order.
+pub fn largest_gpu<'a>(nodes: impl IntoIterator<Item = &'a GpuNode>) -> Option<FreeOn> {
+    let mut best = None;
+    for node in nodes.into_iter().filter(|n| n.is_registered()) {
+        for (d, hot) in node.devices.iter().zip(&node.hot) {
+            larger(&mut best, &node.name, &d.id, i64::from(hot.devmem));
+        }
+    }
+    best
+}
+
+/// The registered node with the most GPUs, healthy or not. Ties keep the first.
+fn most_gpus<'a>(nodes: impl IntoIterator<Item = &'a GpuNode>) -> Option<GpusOn> {
+    let mut best: Option<GpusOn> = None;
+    for node in nodes.into_iter().filter(|n| n.is_registered()) {
+        let count = node.devices.len() as i64;
+        if count > 0 && best.as_ref().is_none_or(|b| count > b.count) {
+            best = Some(GpusOn { node: node.name.clone(), count });
+        }
+    }
+    best
+}
+
+/// Why `request` can never fit on `nodes`, however much is moved or freed: a container asks more
+/// memory on one GPU than any GPU has, or (no MIG GPU splitting a card) more GPUs on one node
+/// than any node has.
+pub fn never_fits<'a>(nodes: impl IntoIterator<Item = &'a GpuNode> + Clone, request: &PodRequest) -> Option<String> {
+    let largest = largest_gpu(nodes.clone());
+    let most = most_gpus(nodes.clone());
+    let mig = nodes.into_iter().any(|n| n.has_mig);
+    request.slots.iter().flatten().find_map(|r| {
+        if r.memreq > largest.as_ref().map_or(0, |g| g.free) {
+            return Some(match &largest {
+                Some(g) => format!(
+                    "it asks {} MiB on one GPU and no GPU in the cluster is that large: the largest has {} MiB ({}/{})",
+                    r.memreq, g.free, g.node, g.gpu
+                ),
+                None => "no node in the cluster has a registered GPU".to_owned(),
+            });
+        }
+        let count = most.as_ref().map_or(0, |m| m.count);
+        (!mig && r.nums > count).then(|| match &most {
+            Some(m) => format!(
+                "it asks {} GPUs on one node and no node in the cluster has that many: the most is {} on {}",
+                r.nums, m.count, m.node
+            ),
+            None => "no node in the cluster has a registered GPU".to_owned(),
+        })
+    })
+}
+
 fn larger(best: &mut Option<FreeOn>, node: &str, gpu: &str, free: i64) {
     if best.as_ref().is_none_or(|b| free > b.free) {
         *best = Some(FreeOn { node: node.to_owned(), gpu: gpu.to_owned(), free });
@@ -82,11 +140,11 @@ fn container_headroom(
     init: bool,
     r: &ContainerRequest,
 ) -> ContainerHeadroom {
-    let (mut memory, mut cores, mut most) = (None, None, None::<GpusOn>);
+    let (mut memory, mut cores, mut most, mut biggest_node) = (None, None, None::<GpusOn>, None::<GpusOn>);
     let (mut any_memory, mut any_cores, mut any_slot) = (false, false, false);
     for node_name in names {
         let Some(node) = cluster.nodes.get(node_name) else { continue };
-        let mut with_room = 0;
+        let (mut with_room, mut usable) = (0, 0);
         for (gpu, devmem, free_mem, free_cores, free_slots) in usable_gpus(node) {
             larger(&mut memory, node_name, gpu, free_mem);
             larger(&mut cores, node_name, gpu, free_cores);
@@ -96,16 +154,30 @@ fn container_headroom(
             any_cores |= cores_ok;
             any_slot |= slot_ok;
             with_room += i64::from(mem_ok && cores_ok && slot_ok);
+            usable += 1;
+        }
+        if usable > 0 && biggest_node.as_ref().is_none_or(|m| usable > m.count) {
+            biggest_node = Some(GpusOn { node: (*node_name).clone(), count: usable });
         }
         if with_room > 0 && most.as_ref().is_none_or(|m| with_room > m.count) {
             most = Some(GpusOn { node: (*node_name).clone(), count: with_room });
         }
     }
     let enough_gpus = most.as_ref().is_some_and(|m| m.count >= r.nums);
-    let blocking = [("memory", any_memory), ("cores", any_cores), ("slots", any_slot), ("gpus", enough_gpus)]
-        .into_iter()
-        .filter_map(|(what, ok)| (!ok).then_some(what))
-        .collect();
+    let largest = largest_gpu(names.iter().filter_map(|n| cluster.nodes.get(n)));
+    let too_large = r.memreq > 0 && largest.as_ref().is_none_or(|g| g.free < r.memreq);
+    // A MIG GPU can give one container several instances: no node is too small then.
+    let mig = names.iter().any(|n| cluster.nodes.get(n).is_some_and(|n| n.has_mig));
+    let too_many = !mig && biggest_node.as_ref().is_none_or(|m| m.count < r.nums);
+    let blocking = [
+        (if too_large { "capacity" } else { "memory" }, any_memory),
+        ("cores", any_cores),
+        ("slots", any_slot),
+        (if too_many { "node_size" } else { "gpus" }, enough_gpus),
+    ]
+    .into_iter()
+    .filter_map(|(what, ok)| (!ok).then_some(what))
+    .collect();
     ContainerHeadroom {
         container: name.to_owned(),
         init,
@@ -116,6 +188,8 @@ fn container_headroom(
         largest_free_memory: memory,
         largest_free_cores: cores,
         most_gpus_with_room: most,
+        largest_gpu: largest,
+        most_gpus_on_a_node: biggest_node,
         blocking,
     }
 }
@@ -240,6 +314,38 @@ mod tests {
             "gpu1 has 2000 free, node-2 10 cores"
         );
         assert_eq!(c["blocking"], json!(["gpus"]));
+    }
+
+    #[test]
+    fn a_pod_larger_than_any_gpu_or_node_says_so() {
+        let out: Value =
+            serde_json::from_slice(&cluster().headroom(&pod(json!({"nvidia.com/gpu": 3, "nvidia.com/gpumem": 20000}))))
+                .unwrap();
+        let c = &out["containers"][0];
+        assert_eq!(c["largest_gpu"], json!({"node": "node-1", "gpu": "node-1-gpu0", "free": 16000}));
+        assert_eq!(c["most_gpus_on_a_node"], json!({"node": "node-1", "count": 2}));
+        assert_eq!(c["blocking"], json!(["capacity", "node_size"]));
+        let out: Value =
+            serde_json::from_slice(&cluster().headroom(&pod(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 16000}))))
+                .unwrap();
+        assert_eq!(out["containers"][0]["blocking"], json!(["memory", "gpus"]), "as large as a GPU: freeing helps");
+    }
+
+    #[test]
+    fn never_fits_names_the_largest_gpu_and_node() {
+        let c = cluster();
+        let request = |limits| PodRequest::from_pod(&serde_json::from_slice(&pod(limits)).unwrap(), &c.config);
+        let mut nodes: Vec<&GpuNode> = c.nodes.values().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let big = request(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 200000}));
+        assert_eq!(
+            never_fits(nodes.iter().copied(), &big).unwrap(),
+            "it asks 200000 MiB on one GPU and no GPU in the cluster is that large: the largest has 16000 MiB (node-1/node-1-gpu0)"
+        );
+        let many = request(json!({"nvidia.com/gpu": 3, "nvidia.com/gpumem": 1000}));
+        assert!(never_fits(nodes.iter().copied(), &many).unwrap().ends_with("the most is 2 on node-1"));
+        let fits_later = request(json!({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 16000}));
+        assert_eq!(never_fits(nodes.iter().copied(), &fits_later), None);
     }
 
     #[test]

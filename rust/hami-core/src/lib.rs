@@ -6,12 +6,13 @@
 //!   (every HAMi key), [`k8s`] (one object model),
 //!   [`codec`] (HAMi's annotation formats), [`manifest`] (YAML manifests to JSON);
 //! - [`health`] (HAMi's node registration), [`model`] (GPUs, usage, footprints), [`vendor`] (the
-//!   backends beside NVIDIA), [`request`], [`frag`], [`policy`] (one policy vocabulary and
+//!   backends beside NVIDIA), [`request`], [`request_notes`] (how HAMi reads a request otherwise
+//!   than written), [`frag`], [`policy`] (one policy vocabulary and
 //!   scoring dispatch), [`fit`] (with [`fit::reason`] and [`fit::standard`], the vendors' Fit);
 //! - [`state`] (the cluster state and its ingest);
 //! - [`filter`], [`mutate`] (decisions), [`webhook`] (the AdmissionReview envelope);
-//! - [`replay`] (trace replay), [`plan`] (defragmentation), [`headroom`] (what a pod lacks to
-//!   fit), [`engine`] (the entry points).
+//! - [`replay`] (trace replay), [`headroom`] (what a pod lacks to fit), [`plan`]
+//!   (defragmentation), [`engine`] (the entry points).
 
 pub mod annotations;
 pub mod codec;
@@ -32,6 +33,7 @@ pub mod plan;
 pub mod policy;
 pub mod replay;
 pub mod request;
+pub mod request_notes;
 pub mod state;
 pub mod vendor;
 pub mod webhook;

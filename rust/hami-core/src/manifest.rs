@@ -21,18 +21,33 @@ pub fn yaml_documents_to_json(file: &str, text: &[u8]) -> Result<Vec<u8>> {
     serde_json::to_vec(&documents).map_err(|e| Error::internal(format!("encode {file} as JSON: {e}")))
 }
 
-/// The position moves into the object (`file:line:column`, as the trace CSV errors); the parser's
-/// own " at line L column C" for that same position is dropped from the message.
+/// One position, in the object (`file:line:column`, as the trace CSV errors). When the parser
+/// names the construct it was in (", while parsing a flow mapping at line 4 column 13"), that
+/// construct's start is the position, since an unclosed bracket or quote is found only where the
+/// parser gave up (often the end of the file); otherwise where it stopped.
 fn yaml_error(file: &str, document: usize, e: &serde_yaml::Error) -> Error {
     let message = e.to_string();
-    let (object, message) = match e.location() {
-        Some(at) => {
-            let own = format!(" at line {} column {}", at.line(), at.column());
-            (format!("{file}:{}:{}", at.line(), at.column()), message.replacen(&own, "", 1))
-        }
-        None => (file.to_owned(), message),
+    let Some(at) = e.location() else {
+        return Error::decode(file, message).field(format!("document {document}"));
     };
-    Error::decode(object, message).field(format!("document {document}"))
+    let message = message.replacen(&format!(" at line {} column {}", at.line(), at.column()), "", 1);
+    let (position, message) = match within_construct(&message) {
+        Some((problem, construct, line, column)) => {
+            (format!("{line}:{column}"), format!("{problem} in the {construct} that starts here"))
+        }
+        None => (format!("{}:{}", at.line(), at.column()), message),
+    };
+    Error::decode(format!("{file}:{position}"), message).field(format!("document {document}"))
+}
+
+/// `"<problem>, while parsing a <construct> at line L column C"` -> (problem, construct, L, C).
+fn within_construct(message: &str) -> Option<(&str, &str, &str, &str)> {
+    let (problem, context) = message.split_once(", while ")?;
+    let (what, position) = context.rsplit_once(" at line ")?;
+    let (line, column) = position.split_once(" column ")?;
+    let construct = what.split_once(' ')?.1;
+    let construct = construct.strip_prefix("a ").or_else(|| construct.strip_prefix("an ")).unwrap_or(construct);
+    Some((problem, construct, line, column))
 }
 
 #[cfg(test)]
@@ -65,10 +80,14 @@ mod tests {
     fn bad_yaml_is_a_decode_error_naming_file_position_and_document() {
         let err = yaml_documents_to_json("snap.yaml", b"kind: Node\n---\nmetadata: [unclosed\n").unwrap_err();
         assert_eq!(err.kind, crate::error::ErrorKind::Decode);
-        assert_eq!((err.object.as_str(), err.field.as_str()), ("snap.yaml:4:1", "document 1"));
-        assert!(!err.message.contains("line 4 column 1"), "position said twice: {err}");
-        assert!(err.message.contains("flow sequence"), "{err}");
-        assert!(err.to_string().starts_with("decode snap.yaml:4:1: document 1: did not find expected"), "{err}");
+        assert_eq!((err.object.as_str(), err.field.as_str()), ("snap.yaml:3:11", "document 1"));
+        assert!(!err.message.contains("line "), "one position only: {err}");
+        assert_eq!(
+            err.to_string(),
+            "decode snap.yaml:3:11: document 1: did not find expected ',' or ']' in the flow sequence that starts here"
+        );
+        let err = yaml_documents_to_json("s.yaml", b"a: 1\nb: [1, 2\n").unwrap_err();
+        assert!(!err.to_string().contains("line "), "{err}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use crate::k8s::Pod;
 use crate::mutate::{mutate, Verdict};
+use crate::request_notes::request_notes;
 use crate::state::ClusterState;
 use base64::Engine;
 use serde::Deserialize;
@@ -41,18 +42,18 @@ pub fn admit(state: &ClusterState, body: &[u8]) -> Vec<u8> {
 
 /// [`admit`] with the verdict alongside the bytes.
 pub fn review(state: &ClusterState, body: &[u8]) -> Admission {
-    let (version, uid, verdict) = match serde_json::from_slice::<Review>(body) {
-        Err(e) => (None, String::new(), Verdict::Fail(400, format!("decode AdmissionReview: {e}"))),
+    let (version, uid, verdict, warnings) = match serde_json::from_slice::<Review>(body) {
+        Err(e) => (None, String::new(), Verdict::Fail(400, format!("decode AdmissionReview: {e}")), Vec::new()),
         Ok(Review { api_version, request: None }) => {
-            (api_version, String::new(), Verdict::Fail(400, "AdmissionReview has no request".into()))
+            (api_version, String::new(), Verdict::Fail(400, "AdmissionReview has no request".into()), Vec::new())
         }
         Ok(Review { api_version, request: Some(req) }) => {
-            let verdict = review_pod(state, &req);
-            (api_version, req.uid, verdict)
+            let (verdict, warnings) = review_pod(state, &req);
+            (api_version, req.uid, verdict, warnings)
         }
     };
     let allowed = matches!(verdict, Verdict::Allow(_) | Verdict::Patch(_));
-    let response = match verdict {
+    let mut response = match verdict {
         Verdict::Allow(message) => {
             json!({"uid": uid, "allowed": true, "status": {"code": 200, "message": message.unwrap_or_default()}})
         }
@@ -68,6 +69,10 @@ pub fn review(state: &ClusterState, body: &[u8]) -> Admission {
             json!({"uid": uid, "allowed": false, "status": {"code": code, "message": message}})
         }
     };
+    // kubectl shows these to whoever applies the pod ("Warning: ..."); HAMi's webhook sends none.
+    if allowed && !warnings.is_empty() {
+        response["warnings"] = json!(warnings);
+    }
     let version =
         version.filter(|v| v.starts_with("admission.k8s.io/")).unwrap_or_else(|| "admission.k8s.io/v1".into());
     let response = serde_json::to_vec(&json!({"apiVersion": version, "kind": "AdmissionReview", "response": response}))
@@ -75,9 +80,10 @@ pub fn review(state: &ClusterState, body: &[u8]) -> Admission {
     Admission { response, allowed }
 }
 
-fn review_pod(state: &ClusterState, req: &ReviewRequest) -> Verdict {
+/// The webhook's verdict, and a warning for each request field HAMi reads otherwise than written.
+fn review_pod(state: &ClusterState, req: &ReviewRequest) -> (Verdict, Vec<String>) {
     let Some(raw) = req.object else {
-        return Verdict::Fail(400, "AdmissionReview request.object is missing".into());
+        return (Verdict::Fail(400, "AdmissionReview request.object is missing".into()), Vec::new());
     };
     #[derive(Deserialize)]
     struct Kind {
@@ -86,15 +92,42 @@ fn review_pod(state: &ClusterState, req: &ReviewRequest) -> Verdict {
     }
     if let Ok(Kind { kind: Some(kind) }) = serde_json::from_str::<Kind>(raw.get()) {
         if kind != "Pod" {
-            return Verdict::Fail(400, format!("AdmissionReview request.object: kind {kind:?} is not a Pod"));
+            let message = format!("AdmissionReview request.object: kind {kind:?} is not a Pod");
+            return (Verdict::Fail(400, message), Vec::new());
         }
     }
     let mut pod: Pod = match serde_json::from_str(raw.get()) {
         Ok(p) => p,
-        Err(e) => return Verdict::Fail(400, format!("AdmissionReview request.object: {e}")),
+        Err(e) => return (Verdict::Fail(400, format!("AdmissionReview request.object: {e}")), Vec::new()),
     };
     if pod.metadata.namespace.is_empty() {
         pod.metadata.namespace = req.namespace.clone().unwrap_or_default();
     }
-    mutate(state, &mut pod)
+    let verdict = mutate(state, &mut pod);
+    let warnings = request_notes(&pod, &state.config).iter().map(|n| format!("hami-fast: {n}")).collect();
+    (verdict, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review_of(limits: serde_json::Value) -> serde_json::Value {
+        let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "namespace": "ns", "object": {"kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "main", "resources": {"limits": limits}}]}}}});
+        serde_json::from_slice(&admit(&ClusterState::default(), &serde_json::to_vec(&body).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn a_request_hami_reads_otherwise_is_admitted_with_a_warning() {
+        let r = review_of(json!({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 300}));
+        assert_eq!(r["response"]["allowed"], true);
+        assert_eq!(
+            r["response"]["warnings"],
+            json!(["hami-fast: container main: nvidia.com/gpucores: 300 is more than 100 %; HAMi takes 100"])
+        );
+        let r = review_of(json!({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30}));
+        assert!(r["response"].get("warnings").is_none(), "{r}");
+    }
 }

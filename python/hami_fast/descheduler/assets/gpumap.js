@@ -151,7 +151,7 @@ function renderSide(d) {
   const holdOf = new Map((d.holds || []).map(h => [h.pod, h]));
   list("pending", (d.pending || []).map(q => {
     const p = q.placement, hold = holdOf.get(q.pod);
-    const fate = !p ? "cannot be unblocked within the budget"
+    const fate = !p ? (q.never ? "can never fit: " + q.never : "cannot be unblocked within the budget")
       : p.moves ? "unblocked by " + p.moves + " move" + (p.moves > 1 ? "s" : "") + " → " + place(p)
       : "fits now → " + place(p);
     return el("li", { class: "pod" + (p ? " unblocked" : " blocked"), "data-pod": q.pod },

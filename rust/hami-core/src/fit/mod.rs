@@ -3,6 +3,7 @@
 pub mod mig;
 pub mod reason;
 pub mod standard;
+pub mod verdict;
 
 use crate::codec::{ContainerDevice, MigAllocation, MigPlacement, PodDevices, VENDOR_NVIDIA};
 use crate::model::{

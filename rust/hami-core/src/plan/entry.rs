@@ -9,6 +9,15 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
+/// How many pods stay put for each reason (the reason's text), so "0 movable" says why.
+fn immovable_counts(pods: &[super::PlanPod]) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for why in pods.iter().filter_map(|p| p.blocked.as_ref()) {
+        *out.entry(why.to_string()).or_default() += 1;
+    }
+    out
+}
+
 /// The JSON of `hami-fast plan`: the chosen planner's moves and measures, the baseline beside.
 pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baseline: bool) -> serde_json::Value {
     let main = plan(snapshot, budget, strategy);
@@ -24,6 +33,7 @@ pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baselin
         "elapsed_ms": round3(main.elapsed_ms),
         "pods": snapshot.pods.len(),
         "movable_pods": movable,
+        "immovable": immovable_counts(&snapshot.pods),
         "nodes": snapshot.nodes.len(),
     });
     if baseline {

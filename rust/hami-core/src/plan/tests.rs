@@ -431,6 +431,11 @@ fn for_pod_that_cannot_be_unblocked_says_why_per_node() {
     // More GPUs than any node has.
     let r = unblock(&owned, &pending("wide", 5, 100), 10);
     assert!(r.reasons["n0"].contains("the pod needs 5"), "{}", r.reasons["n0"]);
+    assert!(
+        r.message.starts_with("pod ns/wide can never fit, whatever moves: it asks 5 GPUs on one node and no node"),
+        "{}",
+        r.message
+    );
     // With the budget, four moves clear a whole node for it; the pods go elsewhere.
     let r = unblock(&owned, &pending("quad", 4, 1000), 4);
     assert!(r.unblocked, "{}: {:?}", r.message, r.reasons);

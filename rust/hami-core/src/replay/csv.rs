@@ -44,12 +44,16 @@ fn split(line: &str) -> Vec<&str> {
     line.split(',').map(str::trim).collect()
 }
 
-fn table<'a>(file: &'a str, text: &'a str) -> Result<Table<'a>> {
+/// The table of a trace CSV whose header must name `required` (the columns of a `what`).
+fn table<'a>(file: &'a str, text: &'a str, what: &str, required: &[&str]) -> Result<Table<'a>> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
     let Some((_, head)) = lines.by_ref().find(|(_, l)| !l.trim().is_empty()) else {
         return Err(Error::decode(file, "empty file (want a header line)"));
     };
     let header = split(head.trim_start_matches('\u{feff}'));
+    if !required.iter().any(|c| header.contains(c)) {
+        return Err(not_a_trace(file, head, what, required));
+    }
     let mut rows = Vec::new();
     for (n, line) in lines {
         if line.trim().is_empty() {
@@ -65,6 +69,21 @@ fn table<'a>(file: &'a str, text: &'a str) -> Result<Table<'a>> {
         rows.push((n, split(line)));
     }
     Ok(Table { file, header, rows })
+}
+
+/// A file whose first line names none of a trace's columns: most likely a manifest or the other list.
+fn not_a_trace(file: &str, head: &str, what: &str, required: &[&str]) -> Error {
+    let first: String = head.chars().take(40).collect();
+    let manifest = ["{", "[", "#", "---", "apiVersion:", "kind:"].iter().any(|p| head.trim_start().starts_with(p));
+    let hint =
+        if manifest { "; a cluster snapshot (YAML or JSON) is for explain, serve and plan --snapshot" } else { "" };
+    Error::decode(
+        format!("{file}:1"),
+        format!(
+            "not a trace CSV: want {what} whose first line is the header {}, found {first:?}{hint}",
+            required.join(",")
+        ),
+    )
 }
 
 /// `file:line:column` (1-based), the object of a row error: what editors and `grep -n` point at.
@@ -123,7 +142,7 @@ const MAX_MIB: i64 = 1 << 40;
 
 /// Parses a node list; `file` is only used in error messages.
 pub fn parse_nodes(file: &str, text: &str) -> Result<Vec<NodeRow>> {
-    let t = table(file, text)?;
+    let t = table(file, text, "an openb node list", &["sn", "cpu_milli", "memory_mib", "gpu", "model"])?;
     let (sn, cpu, mem, gpu) =
         (t.column("sn", true)?, t.column("cpu_milli", true)?, t.column("memory_mib", true)?, t.column("gpu", true)?);
     let (sn, cpu, mem, gpu) = (sn.unwrap_or(0), cpu.unwrap_or(0), mem.unwrap_or(0), gpu.unwrap_or(0));
@@ -149,8 +168,8 @@ pub fn parse_nodes(file: &str, text: &str) -> Result<Vec<NodeRow>> {
 
 /// Parses a pod (task) list; `file` is only used in error messages.
 pub fn parse_pods(file: &str, text: &str) -> Result<Vec<PodRow>> {
-    let t = table(file, text)?;
     let cols = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"];
+    let t = table(file, text, "an openb pod list", &cols)?;
     let mut idx = [0usize; 5];
     for (i, c) in cols.iter().enumerate() {
         idx[i] = t.column(c, true)?.unwrap_or(0);
@@ -224,6 +243,16 @@ mod tests {
             parts(&err),
             (ErrorKind::Decode, "n.csv:2:1", "column `sn`", "quoted fields are not supported in trace CSVs")
         );
+    }
+
+    #[test]
+    fn a_manifest_is_not_a_trace_csv() {
+        let err = parse_nodes("s.yaml", "# A small cluster, as `kubectl get nodes`\napiVersion: v1\n").unwrap_err();
+        assert_eq!(err.object, "s.yaml:1");
+        assert!(err.message.starts_with("not a trace CSV: want an openb node list whose first line is the header sn,cpu_milli,memory_mib,gpu,model, found \"# A small"), "{err}");
+        assert!(err.message.ends_with("a cluster snapshot (YAML or JSON) is for explain, serve and plan --snapshot"));
+        let err = parse_pods("p.json", "{\"kind\": \"List\"}\n").unwrap_err();
+        assert!(err.message.contains("openb pod list whose first line is the header name,cpu_milli"), "{err}");
     }
 
     #[test]

@@ -175,7 +175,10 @@ fn unblock_held(planner: &mut Planner, pending: &PendingPod, budget: usize) -> (
     for c in cands.iter().skip(MAX_TRIES) {
         out.reasons.insert(planner.s.nodes[c.node].name.clone(), "not tried (cheaper nodes were tried first)".into());
     }
-    out.message = format!("pod {} cannot be unblocked within {budget} moves", pending.key);
+    out.message = match crate::headroom::never_fits(&planner.s.nodes, &pending.request) {
+        Some(why) => format!("pod {} can never fit, whatever moves: {why}", pending.key),
+        None => format!("pod {} cannot be unblocked within {budget} moves", pending.key),
+    };
     (out, None)
 }
 

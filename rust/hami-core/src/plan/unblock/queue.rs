@@ -89,7 +89,7 @@ impl QueueResult {
             "fit_without_moves": self.fit_without_moves,
             "moves": self.moves,
             "placements": placements,
-            "queue": queue_json(&snapshot.pending),
+            "queue": queue_json(&snapshot.pending, &snapshot.nodes),
             "before": self.before,
             "after": self.after_moves,
             "freed_whole_gpus": self.after_moves.free_whole_gpus as i64 - self.before.free_whole_gpus as i64,
@@ -105,8 +105,9 @@ impl QueueResult {
 }
 
 /// The pending vGPU pods the queue was planned for, in queue order, with what each container
-/// asks for (`mem_percentage` null when not given): the GPU map lists them.
-fn queue_json(queue: &[PendingPod]) -> Vec<serde_json::Value> {
+/// asks for (`mem_percentage` null when not given), and (`never`) why it can never fit in this
+/// cluster, if so: the GPU map lists them.
+fn queue_json(queue: &[PendingPod], nodes: &[crate::model::GpuNode]) -> Vec<serde_json::Value> {
     queue
         .iter()
         .map(|p| {
@@ -122,7 +123,8 @@ fn queue_json(queue: &[PendingPod]) -> Vec<serde_json::Value> {
                         "memoryPercentage": pct, "cores": r.coresreq}))
                 })
                 .collect();
-            serde_json::json!({"pod": p.key, "uid": p.uid, "containers": containers})
+            let never = crate::headroom::never_fits(nodes, &p.request);
+            serde_json::json!({"pod": p.key, "uid": p.uid, "containers": containers, "never": never})
         })
         .collect()
 }
