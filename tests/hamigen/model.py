@@ -95,14 +95,30 @@ def engine_explain(
     return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, gpu_policy))
 
 
-def engine_devices_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, str | None]:
-    """What hami_fast would allocate on each node, each alone among the candidates."""
-    out = {}
+def engine_devices_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, dict[str, str] | None]:
+    """What hami_fast would allocate on each node, each alone among the candidates: every backend's
+    `*-devices-allocated` annotation (None where the pod does not fit)."""
+    out: dict[str, dict[str, str] | None] = {}
     for name in nodes:
         items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
         r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings"))
-        out[name] = r["annotations"].get(ALLOCATED) if r["node"] == name else None
+        out[name] = allocations(r["annotations"]) if r["node"] == name else None
     return out
+
+
+def allocations(annotations: dict[str, str]) -> dict[str, str]:
+    """Every backend's allocation annotation (`hami.io/<word>-devices-allocated`)."""
+    return {k: v for k, v in annotations.items() if k.startswith("hami.io/") and k.endswith("-devices-allocated")}
+
+
+def same_annotations(hami: dict[str, str], ours: dict[str, str]) -> list[str]:
+    """Every annotation Filter writes but the time stamp, both ways."""
+    keys = (set(hami) | set(ours)) - {"hami.io/vgpu-time"}
+    return [
+        f"annotation {k}: HAMi {hami.get(k)!r}, hami_fast {ours.get(k)!r}"
+        for k in sorted(keys)
+        if hami.get(k) != ours.get(k)
+    ]
 
 
 def effective_node_policy(case: dict[str, Any]) -> str:
@@ -154,11 +170,12 @@ def compare(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, Any], no
         if a.get("hami.io/vgpu-node") != ours["node"] or a.get(TO_ALLOCATE) != a.get(ALLOCATED):
             diffs.append(f"annotations: {a}")
         if hami["node"] == ours["node"]:
-            for key in ("hami.io/vgpu-node", ALLOCATED, TO_ALLOCATE):
-                if hami["annotations"].get(key) != a.get(key):
-                    diffs.append(f"annotation {key}: HAMi {hami['annotations'].get(key)!r}, hami_fast {a.get(key)!r}")
-        mine = engine_devices_per_node(case, sorted(hami.get("devices") or {}), now)
-        for name, devices in (hami.get("devices") or {}).items():
+            diffs += same_annotations(hami["annotations"], a)
+        per_node = hami.get("vendor_devices") or {
+            name: {ALLOCATED: d} for name, d in (hami.get("devices") or {}).items()
+        }
+        mine = engine_devices_per_node(case, sorted(per_node), now)
+        for name, devices in per_node.items():
             if mine.get(name) != devices:
                 diffs.append(f"devices on {name}: HAMi {devices!r}, hami_fast {mine.get(name)!r}")
     return diffs

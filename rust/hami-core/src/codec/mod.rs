@@ -11,7 +11,10 @@ pub use devices::{
 };
 pub use lock::{format_node_lock, parse_node_lock, NodeLock};
 pub use mig::{decode_mig_allocations, encode_mig_allocations, MigAllocation};
-pub use register::{decode_node_register, decode_pair_scores, encode_node_register, Device, MigPlacement, MigProfile};
+pub use register::{
+    decode_node_register, decode_pair_scores, decode_vendor_register, encode_node_register, Device, MigPlacement,
+    MigProfile,
+};
 
 pub use crate::annotations::*;
 

@@ -95,6 +95,20 @@ pub fn decode_node_register(value: &str) -> Result<Vec<Device>> {
     Ok(devices)
 }
 
+/// Decodes another vendor's register annotation in the one format its backend reads: HAMi's
+/// colon form (`DecodeNodeDevices`) or a JSON array (`UnMarshalNodeDevices`), never the other.
+pub fn decode_vendor_register(value: &str, json: bool) -> Result<Vec<Device>> {
+    let devices = if json {
+        serde_json::from_str::<Vec<Device>>(value).map_err(|e| Error::decode("", format!("invalid JSON: {e}")))?
+    } else {
+        decode_legacy_register(value)?
+    };
+    if devices.is_empty() {
+        return Err(Error::invalid("", "no gpu found on node"));
+    }
+    Ok(devices)
+}
+
 fn decode_legacy_register(value: &str) -> Result<Vec<Device>> {
     if !value.contains(':') {
         return Err(Error::decode("", "neither a JSON array nor the legacy colon form (no ':' separated device)"));
@@ -117,7 +131,7 @@ fn decode_legacy_device(segment: &str) -> Result<Device> {
     }
     let bad = |name: &str, what: &str, raw: &str| Error::invalid("", format!("{raw:?} is not {what}")).field(name);
     let int = |i: usize, name: &str| f[i].trim().parse::<i32>().map_err(|_| bad(name, "an integer", f[i]));
-    let health = f[6].trim().parse::<bool>().map_err(|_| bad("health", "a bool", f[6]))?;
+    let health = go_bool(f[6].trim()).ok_or_else(|| bad("health", "a bool", f[6]))?;
     let (index, mode) = if f.len() == 9 {
         let index = f[7].trim().parse::<u32>().map_err(|_| bad("index", "a non-negative integer", f[7]))?;
         (index, f[8].to_owned())
@@ -137,6 +151,15 @@ fn decode_legacy_device(segment: &str) -> Result<Device> {
         health,
         vendor: 0,
     })
+}
+
+/// Go's `strconv.ParseBool`.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 /// Encodes devices as the NVIDIA device plugin writes them (JSON, plugin key order, omitempty).

@@ -6,7 +6,7 @@ use crate::codec::ContainerDevice;
 use crate::model::{DeviceUsage, GpuNode, HEALTHY, RESERVED};
 use crate::policy::device::{sort_devices, vendor_device_score};
 use crate::request::VendorRequest;
-use crate::vendor::Backend;
+use crate::vendor::{Backend, FitChecks};
 
 /// Places one vendor request of a container: HAMi sorts the node's whole device list by the GPU
 /// policy, keeps the devices whose type contains the request's type, and walks them from the end.
@@ -73,10 +73,11 @@ fn walk(
         }
         if need > 0 {
             need -= 1;
+            let usedmem = if backend.checks == FitChecks::SlotsOnly { 0 } else { memreq as i32 };
             picked.push(ContainerDevice {
                 uuid: d.id.clone(),
                 device_type: backend.request_type().to_owned(),
-                usedmem: memreq as i32,
+                usedmem,
                 usedcores: cores as i32,
             });
         }
@@ -114,6 +115,8 @@ fn card_check(
         Some(Reason::CardTimeSlicingExhausted)
     } else if ctx.gpu_policy.mutex && u.used > 0 {
         Some(Reason::ExclusiveDeviceAllocateConflict)
+    } else if backend.checks == FitChecks::SlotsOnly {
+        None
     } else if total_mem - u.usedmem < memreq {
         Some(Reason::CardInsufficientMemory)
     } else if total_core - u.usedcores < cores {

@@ -201,8 +201,13 @@ impl ClusterState {
         let mut skipped = None;
         for (id, backend) in self.backends.with_ids() {
             let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
-            match codec::decode_node_register(value) {
-                Ok(devices) => out.extend(devices.into_iter().map(|d| codec::Device { vendor: id, ..d })),
+            let json = backend.register_format == crate::vendor::RegisterFormat::Json;
+            match codec::decode_vendor_register(value, json) {
+                Ok(devices) => out.extend(devices.into_iter().map(|d| codec::Device {
+                    vendor: id,
+                    devcore: backend.devcore.unwrap_or(d.devcore),
+                    ..d
+                })),
                 Err(e) => {
                     let field = format!(
                         "annotation {} (its {} devices are skipped)",

@@ -2,7 +2,7 @@
 //! colon/comma format), requests in MiB times the section's `memoryFactor`, 100 cores by default,
 //! device types chosen by `hygon.com/use-dcutype`/`nouse-dcutype`.
 
-use super::{Admission, Backend, MemoryUnit};
+use super::{Admission, Backend, FitChecks, MemoryUnit, RegisterFormat};
 use crate::device_config::DeviceConfig;
 
 pub fn backend(config: &DeviceConfig) -> Option<Backend> {
@@ -22,5 +22,8 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         type_keys: Some(("hygon.com/use-dcutype".into(), "hygon.com/nouse-dcutype".into())),
         uuid_keys: ("hygon.com/use-gpuuuid".into(), "hygon.com/nouse-gpuuuid".into()),
         admission: Admission::Route,
+        register_format: RegisterFormat::Legacy,
+        devcore: None,
+        checks: FitChecks::Standard,
     })
 }

@@ -2,7 +2,7 @@
 //! `hami.io/node-<commonWord>-register`, memory requested in units of 256 MiB, no cores by default,
 //! every device type accepted, UUIDs chosen by `hami.io/use-<commonWord>-uuid`.
 
-use super::{Admission, Backend, MemoryUnit};
+use super::{Admission, Backend, FitChecks, MemoryUnit, RegisterFormat};
 use crate::device_config::DeviceConfig;
 
 pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
@@ -26,6 +26,9 @@ pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
                 type_keys: None,
                 uuid_keys: (format!("hami.io/use-{word}-uuid"), format!("hami.io/no-use-{word}-uuid")),
                 admission: Admission::CoresPerCardAndContainerName,
+                register_format: RegisterFormat::Legacy,
+                devcore: None,
+                checks: FitChecks::Standard,
             }
         })
         .collect()

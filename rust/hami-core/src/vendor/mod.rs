@@ -5,6 +5,7 @@
 //! request it, how a request is read, and which of the standard Fit's checks it applies. The
 //! backends a device config sets up are [`Backends::from_config`].
 
+mod biren;
 mod hygon;
 mod iluvatar;
 pub mod request;
@@ -19,6 +20,24 @@ pub enum MemoryUnit {
     Factor(i64),
     /// A fixed multiple of the resource's value (Iluvatar: 256 MiB).
     Fixed(i64),
+}
+
+/// How a backend's device plugin writes its register annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterFormat {
+    /// HAMi's `UUID,count,mem,core,type,numa,health[,index,mode]:` form (`DecodeNodeDevices`).
+    Legacy,
+    /// A JSON array of devices (`UnMarshalNodeDevices`).
+    Json,
+}
+
+/// Which of the standard Fit's per-card checks a backend applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FitChecks {
+    /// Health, type, UUID, slots, mutex, memory, cores, exclusive use, compute exhausted.
+    Standard,
+    /// Health, type, UUID, slots and mutex only; no memory or cores are granted (Biren).
+    SlotsOnly,
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
@@ -53,6 +72,10 @@ pub struct Backend {
     /// `use`/`nouse` device UUID annotations.
     pub uuid_keys: (String, String),
     pub admission: Admission,
+    pub register_format: RegisterFormat,
+    /// Cores HAMi sets on every registered device, whatever the plugin wrote (Biren: 100).
+    pub devcore: Option<i32>,
+    pub checks: FitChecks,
 }
 
 impl Backend {
@@ -71,6 +94,7 @@ impl Backends {
         let devices: &DeviceConfig = config.devices();
         let mut list = Vec::new();
         list.extend(hygon::backend(devices));
+        list.extend(biren::backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
