@@ -107,6 +107,8 @@ fn card_check(
         Some(Reason::CardNotHealth)
     } else if hot.has(RESERVED) {
         Some(Reason::CardReserved)
+    } else if backend.checks == FitChecks::Exclusive {
+        (u.used > 0).then_some(Reason::ExclusiveDeviceAllocateConflict)
     } else if !type_allowed(backend, hints, &d.device_type) {
         Some(Reason::CardTypeMismatch)
     } else if !uuid_allowed(backend, hints, &d.id) {

@@ -179,6 +179,9 @@ pub struct ObjectView<'a> {
 pub struct NodeStatusView {
     #[serde(deserialize_with = "crate::k8s::object::nullable")]
     pub allocatable: crate::k8s::ResourceList,
+    /// Read by the backends whose devices HAMi derives from the node's capacity.
+    #[serde(deserialize_with = "crate::k8s::object::nullable")]
+    pub capacity: crate::k8s::ResourceList,
 }
 
 /// What the usage rules read from a pod's spec: how many init and app containers it has.

@@ -169,10 +169,10 @@ impl ClusterState {
         if view.metadata.name.is_empty() {
             return Err(Error::invalid("Node", "metadata.name is empty"));
         }
-        let (vendor_devices, skipped) = self.vendor_devices(&view.metadata.name, &view.metadata.annotations);
+        let status: NodeStatusView = parse_raw(view.status)
+            .map_err(|e| Error::invalid(format!("Node {}", view.metadata.name), e).field("status"))?;
+        let (vendor_devices, skipped) = self.vendor_devices(&view.metadata.name, &view.metadata.annotations, &status);
         let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations, vendor_devices);
-        let status: NodeStatusView =
-            parse_raw(view.status).map_err(|e| Error::invalid(format!("Node {}", fresh.name), e).field("status"))?;
         let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
         fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
         fresh.registration.requesting_keys = view.metadata.annotations.requesting_keys;
@@ -196,10 +196,16 @@ impl ClusterState {
         &self,
         node: &str,
         ann: &crate::k8s::view::HamiAnnotations,
+        status: &NodeStatusView,
     ) -> (Vec<codec::Device>, Option<Error>) {
         let mut out = Vec::new();
         let mut skipped = None;
         for (id, backend) in self.backends.with_ids() {
+            if let crate::vendor::RegisterFormat::Capacity { devmem, devcore } = backend.register_format {
+                let count = status.capacity.get(&backend.count_name).and_then(crate::k8s::Quantity::as_int);
+                out.extend(crate::vendor::capacity_devices(node, backend, count.unwrap_or(0), devmem, devcore, id));
+                continue;
+            }
             let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
             let json = backend.register_format == crate::vendor::RegisterFormat::Json;
             match codec::decode_vendor_register(value, json) {

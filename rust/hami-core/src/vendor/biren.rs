@@ -23,6 +23,7 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         admission: Admission::Route,
         register_format: RegisterFormat::Json,
         devcore: Some(100),
+        fixed_request: None,
         checks: FitChecks::SlotsOnly,
     })
 }

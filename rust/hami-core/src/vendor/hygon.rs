@@ -24,6 +24,7 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         admission: Admission::Route,
         register_format: RegisterFormat::Legacy,
         devcore: None,
+        fixed_request: None,
         checks: FitChecks::Standard,
     })
 }

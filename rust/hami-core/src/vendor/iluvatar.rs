@@ -28,6 +28,7 @@ pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
                 admission: Admission::CoresPerCardAndContainerName,
                 register_format: RegisterFormat::Legacy,
                 devcore: None,
+                fixed_request: None,
                 checks: FitChecks::Standard,
             }
         })

@@ -6,6 +6,7 @@
 //! backends a device config sets up are [`Backends::from_config`].
 
 mod biren;
+mod enflame;
 mod hygon;
 mod iluvatar;
 pub mod request;
@@ -29,6 +30,9 @@ pub enum RegisterFormat {
     Legacy,
     /// A JSON array of devices (`UnMarshalNodeDevices`).
     Json,
+    /// No annotation: one device per unit of the count resource's capacity, named
+    /// `<node>-<word>-<i>`, with this memory and these cores (Enflame GCU).
+    Capacity { devmem: i32, devcore: i32 },
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -38,6 +42,8 @@ pub enum FitChecks {
     Standard,
     /// Health, type, UUID, slots and mutex only; no memory or cores are granted (Biren).
     SlotsOnly,
+    /// Health and type, then a card anyone uses is refused (Enflame GCU: whole cards).
+    Exclusive,
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
@@ -76,6 +82,8 @@ pub struct Backend {
     /// Cores HAMi sets on every registered device, whatever the plugin wrote (Biren: 100).
     pub devcore: Option<i32>,
     pub checks: FitChecks,
+    /// A request whose memory (MiB) and cores are fixed whatever the container asks (Enflame GCU).
+    pub fixed_request: Option<(i64, i64)>,
 }
 
 impl Backend {
@@ -95,6 +103,7 @@ impl Backends {
         let mut list = Vec::new();
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
+        list.extend(enflame::gcu_backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
@@ -117,4 +126,29 @@ impl Backends {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+
+/// The devices HAMi derives from a node's capacity of `backend`'s count resource: `count` cards
+/// named `<node>-<word>-<i>`, each with one slot.
+pub fn capacity_devices(
+    node: &str,
+    backend: &Backend,
+    count: i64,
+    devmem: i32,
+    devcore: i32,
+    id: u8,
+) -> Vec<crate::codec::Device> {
+    (0..count.max(0))
+        .map(|i| crate::codec::Device {
+            id: format!("{node}-{}-{i}", backend.common_word),
+            index: i as u32,
+            count: 1,
+            devmem,
+            devcore,
+            device_type: backend.common_word.clone(),
+            health: true,
+            vendor: id,
+            ..crate::codec::Device::default()
+        })
+        .collect()
 }

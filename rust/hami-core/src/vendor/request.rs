@@ -43,6 +43,9 @@ pub fn container_request(c: &Container, b: &Arc<Backend>) -> Option<VendorReques
     if nums <= 0 || (b.count_checked && nums > i64::from(i32::MAX)) {
         return None;
     }
+    if let Some((memreq, coresreq)) = b.fixed_request {
+        return Some(VendorRequest { backend: b.clone(), nums, memreq, mem_percentage: 100, coresreq });
+    }
     let memreq = memory(res.get(&b.memory_name), b)?;
     let coresreq = match res.get(&b.core_name).and_then(Quantity::as_int) {
         None => b.default_cores,
