@@ -8,7 +8,9 @@ use super::placement::Placement;
 use super::prefetch::{prefetch_ahead, prefetch_ids};
 use super::ranked::{key_score, RankedFits};
 use super::scored::{rescore, LiveViews};
-use crate::fit::{fit_pod, order_free_request, quick_fit, FitFailure, NodeFit, PodContext, Reason};
+use crate::fit::{
+    fit_pod, order_free_request, order_free_vendor_request, quick_fit, FitFailure, NodeFit, PodContext, Reason,
+};
 use crate::frag::FragMemo;
 use crate::model::GpuNode;
 use crate::policy::score;
@@ -87,7 +89,10 @@ fn verdict(
         None => Err(FitFailure::Node(Reason::NodeUnregistered)),
         Some(node) => match order_free {
             Some(r) => quick_fit(node, ctx, r),
-            None => fit_pod(node, ctx).map(|fit| fit.score),
+            None => match order_free_vendor_request(ctx) {
+                Some(r) => crate::fit::standard::quick_fit(node, r, ctx),
+                None => fit_pod(node, ctx).map(|fit| fit.score),
+            },
         },
     }
 }

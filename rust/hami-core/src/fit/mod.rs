@@ -429,6 +429,19 @@ pub fn order_free_request<'a>(ctx: &PodContext<'a>) -> Option<&'a ContainerReque
         .then_some(r.as_ref()?)
 }
 
+/// The one vendor request of a pod whose fit does not depend on device order: one app container
+/// asks for devices, of one backend only, with no namespace quota ([`standard::quick_fit`]).
+pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::vendor::request::VendorRequest> {
+    let request = ctx.request;
+    if !request.asks_no_nvidia() || ctx.quota.is_some() {
+        return None;
+    }
+    let mut asking = request.vendor.iter().enumerate().filter(|(_, r)| !r.is_empty());
+    let (slot, requests) = asking.next()?;
+    let single = asking.next().is_none() && requests.len() == 1;
+    (single && !request.is_init(slot)).then(|| &requests[0])
+}
+
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the
 /// `nums`-th eligible card; the reasons are only worked out for nodes that fail.
 pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Result<f64, FitFailure> {

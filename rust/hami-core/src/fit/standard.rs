@@ -27,9 +27,8 @@ pub fn fit_request(
         .map(|(d, u)| vendor_device_score(d, u, r, request_type, &ctx.hints.weights))
         .collect();
     sort_devices(order, node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
-    let wanted = request_type.to_lowercase();
     let typed: Vec<usize> =
-        order.iter().copied().filter(|&i| node.devices[i].device_type.to_lowercase().contains(&wanted)).collect();
+        order.iter().copied().filter(|&i| of_type(&node.devices[i].device_type, request_type)).collect();
     if r.nums > typed.len() as i64 {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
@@ -43,6 +42,54 @@ pub fn fit_request(
         }
     }
     Ok(picked)
+}
+
+/// HAMi's `getNodeResources`: the device's type contains the request's, ignoring case.
+fn of_type(device_type: &str, request_type: &str) -> bool {
+    let (hay, needle) = (device_type.as_bytes(), request_type.as_bytes());
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// The same verdict and reason string as [`fit_request`] for a pod whose only request is this
+/// one (an app container's): whether it fits does not depend on the order HAMi walks the cards
+/// in, so the cards are counted, not sorted. The chosen node alone needs the ordered walk.
+pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<f64, FitFailure> {
+    let backend = &*r.backend;
+    let cores = r.coresreq.min(100);
+    let (mut typed, mut eligible) = (0usize, 0usize);
+    let mut reasons = ReasonCounts::default();
+    for (i, (d, u)) in node.devices.iter().zip(&node.usage).enumerate() {
+        if !of_type(&d.device_type, backend.request_type()) {
+            continue;
+        }
+        typed += 1;
+        match card_check(node, i, u, backend, ctx, memory_of(r, d), cores) {
+            Some(reason) => reasons.bump(reason, 1),
+            None => eligible += 1,
+        }
+    }
+    let nums = usize::try_from(r.nums).unwrap_or(usize::MAX);
+    if nums > typed {
+        return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
+    }
+    if eligible >= nums {
+        return Ok(crate::policy::device::node_score(&node.totals));
+    }
+    if eligible > 0 {
+        reasons.bump(Reason::AllocatedCardsInsufficientRequest, eligible);
+    }
+    Err(FitFailure::Cards { counts: reasons, cards: typed })
+}
+
+/// The memory a request takes of one card: its MiB, else its share of the card.
+fn memory_of(r: &VendorRequest, d: &crate::codec::Device) -> i64 {
+    if r.memreq > 0 {
+        r.memreq
+    } else if r.mem_percentage != 101 {
+        i64::from(d.devmem) * r.mem_percentage / 100
+    } else {
+        0
+    }
 }
 
 /// The per-card checks, first failing one the reason, from the end of the typed list.
@@ -60,13 +107,7 @@ fn walk(
     let mut reasons = ReasonCounts::default();
     for &i in typed.iter().rev() {
         let (d, u) = (&node.devices[i], &usage[i]);
-        let memreq = if r.memreq > 0 {
-            r.memreq
-        } else if r.mem_percentage != 101 {
-            i64::from(d.devmem) * r.mem_percentage / 100
-        } else {
-            0
-        };
+        let memreq = memory_of(r, d);
         if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores) {
             reasons.bump(reason, 1);
             continue;
