@@ -14,9 +14,13 @@ use crate::model::GpuNode;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::request::unsupported_vendor;
+use crate::requeue::{fits_after_release, Requeue};
+use crate::state::waiting::WaitingPod;
 use crate::state::{ClusterState, OwnFootprint};
+use crate::Outcome;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Debug, Default)]
 pub struct Engine {
@@ -110,7 +114,35 @@ impl Engine {
         let own = if record { OwnFootprint::Release } else { OwnFootprint::Restore };
         let total = cache.entries.len();
         let eval = state.without_pod(&key, own, |state| evaluate_candidates(state, &placement, now, cache));
-        filter::decide(state, &placement, &eval, total, now, record, &key)
+        let outcome = filter::decide(state, &placement, &eval, total, now, record, &key);
+        if record {
+            self.note_waiting(&outcome, key, pod);
+        }
+        outcome
+    }
+
+    /// A rejected pod waits for a release; a placed one waits no more.
+    fn note_waiting(&mut self, outcome: &FilterOutcome, key: String, pod: &Pod) {
+        match outcome.outcome {
+            Outcome::Unschedulable => {
+                let names = self.candidates.entries.iter().map(|(n, _)| n.as_str());
+                let candidates = self.state.waiting_mut().shared_candidates(names);
+                let seen = self.state.nodes.log_position();
+                let room = self.state.quota_room(&pod.metadata.namespace);
+                let waiting = WaitingPod::new(Arc::new(pod.clone()), candidates, seen, room);
+                self.state.waiting_mut().remember(key, waiting);
+            }
+            Outcome::Scheduled => {
+                self.state.waiting_mut().forget(&key);
+            }
+            Outcome::Passthrough | Outcome::Error => {}
+        }
+    }
+
+    /// After a release: the rejected pods that fit now, in kube-scheduler's queue order, each
+    /// marked requeued (see [`crate::requeue`]).
+    pub fn requeue(&mut self, now: i64) -> Vec<Requeue> {
+        fits_after_release(&mut self.state, &self.policies, now)
     }
 
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.

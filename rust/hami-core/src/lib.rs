@@ -11,7 +11,7 @@
 //! - [`state`] (the cluster state and its ingest);
 //! - [`filter`], [`mutate`] (decisions), [`webhook`] (the AdmissionReview envelope);
 //! - [`replay`] (trace replay), [`plan`] (defragmentation), [`headroom`] (what a pod lacks to
-//!   fit), [`engine`] (the entry points).
+//!   fit), [`requeue`] (which rejected pods fit after a release), [`engine`] (the entry points).
 
 pub mod annotations;
 pub mod codec;
@@ -31,6 +31,7 @@ pub mod mutate;
 pub mod plan;
 pub mod policy;
 pub mod replay;
+pub mod requeue;
 pub mod request;
 pub mod state;
 pub mod webhook;

@@ -5,6 +5,7 @@ mod ingest;
 pub mod nodes;
 mod report;
 pub mod reservations;
+pub mod waiting;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -45,6 +46,8 @@ pub struct ClusterState {
     recent: std::collections::VecDeque<crate::frag::TaskType>,
     /// GPUs held for pending pods ([`reservations`]).
     holds: reservations::Reservations,
+    /// Pods Filter rejected, until they are placed, bind, end or are deleted ([`waiting`]).
+    pub(crate) waiting: waiting::Waiting,
 }
 
 /// How many recent placements FGD learns its target workload from.
@@ -161,7 +164,6 @@ impl ClusterState {
 
     /// Records (or replaces) a pod's footprint on its node and in its namespace's quota usage.
     pub fn reserve(&mut self, uid: String, record: PodRecord) {
-        self.release(&uid);
         if let Some(t) =
             self.nodes.get(&record.node).and_then(|n| crate::policy::node::live_task_type(n, &record.footprint))
         {
@@ -170,6 +172,17 @@ impl ClusterState {
             }
             self.recent.push_back(t);
         }
+        self.count_footprint(uid, record);
+    }
+
+    /// [`Self::reserve`] for a what-if the caller undoes with [`Self::release`]: the footprint
+    /// counts, but FGD's history of placements does not learn from it.
+    pub fn reserve_tentatively(&mut self, uid: String, record: PodRecord) {
+        self.count_footprint(uid, record);
+    }
+
+    fn count_footprint(&mut self, uid: String, record: PodRecord) {
+        self.release(&uid);
         if let Some(node) = self.nodes.get_mut(&record.node) {
             node.account(&record.footprint, 1);
             node.account_mig(&record.footprint, &record.mig, 1);
