@@ -286,7 +286,9 @@ class Metrics:
             registry=self.registry,
         )
         waiting = Gauge(
-            "hami_fast_waiting_pods", "Pods Filter rejected for vGPU reasons, waiting for a release", registry=self.registry
+            "hami_fast_waiting_pods",
+            "Pods Filter rejected for vGPU reasons, waiting for a release",
+            registry=self.registry,
         )
         waiting.set_function(cluster.waiting_count)
 

@@ -5,8 +5,8 @@
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::filter::{
-    self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Placement,
-    Policies,
+    self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Outcome,
+    Placement, Policies,
 };
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
@@ -17,7 +17,7 @@ use crate::request::unsupported_vendor;
 use crate::requeue::{fits_after_release, Requeue};
 use crate::state::waiting::WaitingPod;
 use crate::state::{ClusterState, OwnFootprint};
-use crate::Outcome;
+
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;

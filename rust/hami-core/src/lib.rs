@@ -31,8 +31,8 @@ pub mod mutate;
 pub mod plan;
 pub mod policy;
 pub mod replay;
-pub mod requeue;
 pub mod request;
+pub mod requeue;
 pub mod state;
 pub mod webhook;
 

@@ -111,11 +111,7 @@ fn last_touches(state: &ClusterState, seen: impl Iterator<Item = u64>) -> Option
 
 /// The candidates worth a look: all of them when the log is lost or the quota room grew, else
 /// those changed since Fit last looked at the pod.
-fn nodes_to_look_at(
-    state: &ClusterState,
-    waiting: &WaitingPod,
-    touched: &Option<FxHashMap<u32, u64>>,
-) -> Vec<String> {
+fn nodes_to_look_at(state: &ClusterState, waiting: &WaitingPod, touched: &Option<FxHashMap<u32, u64>>) -> Vec<String> {
     let room_grew = match (waiting.quota_room, state.quota_room(&waiting.pod.metadata.namespace)) {
         (Some((mem, cores)), Some((mem_now, cores_now))) => mem_now > mem || cores_now > cores,
         (Some(_), None) => true,

@@ -10,8 +10,10 @@ const FULL: &str = "32768";
 
 fn node(name: &str, gpus: u32) -> Value {
     let devices: Vec<Value> = (0..gpus)
-        .map(|i| json!({"id": format!("GPU-{name}-{i}"), "index": i, "count": 10, "devmem": 32768, "devcore": 100,
-                        "type": "NVIDIA-Tesla V100-PCIE-32GB", "numa": 0, "mode": "hami-core", "health": true}))
+        .map(|i| {
+            json!({"id": format!("GPU-{name}-{i}"), "index": i, "count": 10, "devmem": 32768, "devcore": 100,
+                        "type": "NVIDIA-Tesla V100-PCIE-32GB", "numa": 0, "mode": "hami-core", "health": true})
+        })
         .collect();
     json!({"kind": "Node", "metadata": {"name": name,
            "annotations": {"hami.io/node-nvidia-register": Value::Array(devices).to_string()}}})
