@@ -108,9 +108,10 @@ class Cluster:
         """
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
-    def requeue(self, now: int) -> list[RequeuedPod]:
+    def requeue(self, now: int) -> tuple[list[RequeuedPod], bool]:
         """After a release of vGPU capacity: the pods Filter rejected that fit now, in kube-scheduler's
-        queue order (priority, then age), each marked requeued until Filter sees it again."""
+        queue order (priority, then age), each marked requeued until Filter sees it again; and
+        whether the pass stopped short of some waiting pods (its work is bounded: call again)."""
     def waiting_count(self) -> int:
         """How many pods Filter rejected wait for a release."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:

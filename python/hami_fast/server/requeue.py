@@ -90,9 +90,13 @@ class Requeuer(threading.Thread):
             self.stop_event.wait(self.min_gap)
 
     def requeue_once(self) -> int:
-        """One pass: the pods that fit now, patched in order as the rate allows; how many were."""
+        """One pass: the pods that fit now, patched in order as the rate allows; how many were. A
+        pass the engine stopped short (bounded work) is followed by another at once."""
+        pods, more = self.cluster.requeue(int(time.time()))
+        if more:
+            self.wake()
         patched = 0
-        for pod in self.cluster.requeue(int(time.time())):
+        for pod in pods:
             if not self.bucket.take(self.stop_event):
                 break
             patched += self._patch(pod)

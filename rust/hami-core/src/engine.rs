@@ -14,10 +14,9 @@ use crate::model::GpuNode;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::request::unsupported_vendor;
-use crate::requeue::{fits_after_release, Requeue};
+use crate::requeue::{fits_after_release, RequeuePass, REQUEUE_PASS_BUDGET};
 use crate::state::waiting::WaitingPod;
 use crate::state::{ClusterState, OwnFootprint};
-
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -130,10 +129,10 @@ impl Engine {
                 let seen = self.state.nodes.log_position();
                 let room = self.state.quota_room(&pod.metadata.namespace);
                 let waiting = WaitingPod::new(Arc::new(pod.clone()), candidates, seen, room);
-                self.state.waiting_mut().remember(key, waiting);
+                self.state.remember_waiting(key, waiting);
             }
             Outcome::Scheduled => {
-                self.state.waiting_mut().forget(&key);
+                self.state.forget_waiting(&key);
             }
             Outcome::Passthrough | Outcome::Error => {}
         }
@@ -141,8 +140,8 @@ impl Engine {
 
     /// After a release: the rejected pods that fit now, in kube-scheduler's queue order, each
     /// marked requeued (see [`crate::requeue`]).
-    pub fn requeue(&mut self, now: i64) -> Vec<Requeue> {
-        fits_after_release(&mut self.state, &self.policies, now)
+    pub fn requeue(&mut self, now: i64) -> RequeuePass {
+        fits_after_release(&mut self.state, &self.policies, now, REQUEUE_PASS_BUDGET)
     }
 
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.

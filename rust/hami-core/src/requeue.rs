@@ -13,6 +13,7 @@ use crate::state::waiting::{Requeued, WaitingPod};
 use crate::state::{ClusterState, OwnFootprint, PodRecord};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// How long a requeued pod's expected placement counts against its node while kube-scheduler has
 /// not brought it back to Filter (its backoff is at most 10 s by default).
@@ -30,21 +31,42 @@ pub struct Requeue {
     pub node: String,
 }
 
-/// The waiting pods that fit at `now`, in queue order; each is marked requeued.
-pub fn fits_after_release(state: &mut ClusterState, policies: &Policies, now: i64) -> Vec<Requeue> {
+/// Node looks one pass makes at most (well under a microsecond each): the engine is locked
+/// meanwhile and Filter waits. A pass that stops short says so; the pods it did not reach are
+/// looked at by the next one.
+pub const REQUEUE_PASS_BUDGET: usize = 100_000;
+
+/// One pass: the pods to requeue, and whether waiting pods were left for the next pass.
+#[derive(Debug, Default)]
+pub struct RequeuePass {
+    pub pods: Vec<Requeue>,
+    pub more: bool,
+}
+
+/// The waiting pods that fit at `now`, in queue order; each is marked requeued. At most about
+/// `budget` node looks (at least one pod's).
+pub fn fits_after_release(state: &mut ClusterState, policies: &Policies, now: i64, budget: usize) -> RequeuePass {
     if state.waiting().is_empty() {
-        return Vec::new();
+        return RequeuePass::default();
     }
     state.expire_holds(now);
     let held = count_requeued(state, now);
     let order = unrequeued_in_queue_order(state);
     let touched = last_touches(state, order.iter().filter_map(|k| state.waiting().get(k)).map(|w| w.seen));
-    let mut out = Vec::new();
-    for key in &order {
+    let mut ids = CandidateIds::default();
+    let (mut out, mut left, mut reached) = (Vec::new(), budget, order.len());
+    for (i, key) in order.iter().enumerate() {
         let Some(waiting) = state.waiting().get(key).cloned() else { continue };
-        let nodes = nodes_to_look_at(state, &waiting, &touched);
-        let fit = if nodes.is_empty() { None } else { fit_on(state, policies, key, &waiting, &nodes, now) };
-        let Some(record) = fit else { continue };
+        let nodes = nodes_to_look_at(state, &waiting, &touched, &mut ids);
+        if nodes.is_empty() {
+            continue;
+        }
+        if nodes.len() > left && left < budget {
+            reached = i;
+            break;
+        }
+        left = left.saturating_sub(nodes.len());
+        let Some(record) = fit_on(state, policies, key, &waiting, &nodes, now) else { continue };
         out.push(requeue_of(key, &waiting, &record));
         state.reserve_tentatively(tentative_key(key), record.clone());
         if let Some(w) = state.waiting_mut().get_mut(key) {
@@ -52,11 +74,11 @@ pub fn fits_after_release(state: &mut ClusterState, policies: &Policies, now: i6
         }
     }
     for key in held.iter().chain(out.iter().map(|r| &r.key)) {
-        state.release(&tentative_key(key));
+        state.release_tentative(&tentative_key(key));
     }
-    // Everything this pass changed is undone: the pods still waiting have seen the state as it is.
+    // The pods looked at and still waiting have seen the state as it is now.
     let position = state.nodes.log_position();
-    for key in &order {
+    for key in &order[..reached] {
         let room = state.waiting().get(key).map(|w| state.quota_room(&w.pod.metadata.namespace));
         if let (Some(room), Some(w)) = (room, state.waiting_mut().get_mut(key)) {
             if w.requeued.is_none() {
@@ -64,7 +86,7 @@ pub fn fits_after_release(state: &mut ClusterState, policies: &Policies, now: i6
             }
         }
     }
-    out
+    RequeuePass { pods: out, more: reached < order.len() }
 }
 
 /// The key a requeued pod's expected footprint is counted under for the length of one pass.
@@ -109,27 +131,46 @@ fn last_touches(state: &ClusterState, seen: impl Iterator<Item = u64>) -> Option
     Some(changed.iter().enumerate().map(|(i, &id)| (id, from + i as u64)).collect())
 }
 
+/// The node ids of each candidate list met in one pass (the pods of a burst share one list).
+#[derive(Default)]
+struct CandidateIds(FxHashMap<*const String, FxHashSet<u32>>);
+
+impl CandidateIds {
+    fn of(&mut self, state: &ClusterState, list: &Arc<[String]>) -> &FxHashSet<u32> {
+        self.0.entry(list.as_ptr()).or_insert_with(|| list.iter().filter_map(|n| state.nodes.id(n)).collect())
+    }
+}
+
 /// The candidates worth a look: all of them when the log is lost or the quota room grew, else
 /// those changed since Fit last looked at the pod.
-fn nodes_to_look_at(state: &ClusterState, waiting: &WaitingPod, touched: &Option<FxHashMap<u32, u64>>) -> Vec<String> {
+fn nodes_to_look_at(
+    state: &ClusterState,
+    waiting: &WaitingPod,
+    touched: &Option<FxHashMap<u32, u64>>,
+    ids: &mut CandidateIds,
+) -> Vec<String> {
     let room_grew = match (waiting.quota_room, state.quota_room(&waiting.pod.metadata.namespace)) {
         (Some((mem, cores)), Some((mem_now, cores_now))) => mem_now > mem || cores_now > cores,
         (Some(_), None) => true,
         _ => false,
     };
+    if let Some(touched) = touched.as_ref().filter(|_| !room_grew) {
+        if state.nodes.log_position() <= waiting.seen {
+            return Vec::new();
+        }
+        let fresh: Vec<u32> = touched.iter().filter(|(_, &at)| at >= waiting.seen).map(|(&id, _)| id).collect();
+        let candidates = ids.of(state, &waiting.candidates);
+        let mut names: Vec<String> = fresh
+            .into_iter()
+            .filter(|id| candidates.contains(id))
+            .filter_map(|id| state.nodes.by_id(id))
+            .map(|n| n.name.clone())
+            .collect();
+        names.sort_unstable();
+        return names;
+    }
     let mut unique = FxHashSet::default();
-    let changed_since = |name: &String| match (touched, state.nodes.id(name)) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some(touched), Some(id)) => touched.get(&id).is_some_and(|&at| at >= waiting.seen),
-    };
-    waiting
-        .candidates
-        .iter()
-        .filter(|n| (room_grew && state.nodes.id(n).is_some()) || changed_since(n))
-        .filter(|n| unique.insert(n.as_str()))
-        .cloned()
-        .collect()
+    waiting.candidates.iter().filter(|n| state.nodes.id(n).is_some() && unique.insert(n.as_str())).cloned().collect()
 }
 
 /// Fit of the pod on `nodes`, as Filter decides it (its own hold free): the footprint it would
@@ -172,5 +213,65 @@ fn requeue_of(key: &str, waiting: &WaitingPod, record: &PodRecord) -> Requeue {
         uid: meta.uid.clone(),
         priority: waiting.priority,
         node: record.node.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Engine};
+    use serde_json::json;
+
+    fn apply(e: &mut Engine, v: serde_json::Value) {
+        e.state.apply(v.to_string().as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_pass_over_budget_stops_short_and_the_next_goes_on_where_it_stopped() {
+        let mut e = Engine::new(Config::default());
+        let names: Vec<String> = (0..4).map(|i| format!("n{i}")).collect();
+        for name in &names {
+            let gpu = json!([{"id": format!("GPU-{name}"), "index": 0, "count": 10, "devmem": 1000, "devcore": 100,
+                              "type": "NVIDIA-T4", "mode": "hami-core", "health": true}]);
+            apply(
+                &mut e,
+                json!({"kind": "Node", "metadata": {"name": name,
+                "annotations": {"hami.io/node-nvidia-register": gpu.to_string()}}}),
+            );
+            apply(
+                &mut e,
+                json!({"kind": "Pod", "metadata": {"name": format!("h-{name}"), "namespace": "d",
+                "uid": format!("h-{name}"), "annotations": {"hami.io/vgpu-node": name,
+                "hami.io/vgpu-devices-allocated": format!("GPU-{name},NVIDIA,1000,0:;")}}, "spec": {}}),
+            );
+        }
+        for w in 0..3 {
+            let pod = json!({"metadata": {"name": format!("w{w}"), "namespace": "d", "uid": format!("w{w}")},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10"}}}]}});
+            let args = json!({"Pod": pod, "Nodes": null, "NodeNames": names});
+            assert_eq!(e.filter(args.to_string().as_bytes(), 0, true).outcome, crate::Outcome::Unschedulable);
+        }
+        for name in &names {
+            e.state
+                .delete(
+                    json!({"kind": "Pod", "metadata": {"name": format!("h-{name}"), "namespace": "d",
+                "uid": format!("h-{name}")}})
+                    .to_string()
+                    .as_bytes(),
+                )
+                .unwrap();
+        }
+        let mut requeued = Vec::new();
+        let mut passes = 0;
+        loop {
+            let pass = fits_after_release(&mut e.state, &e.policies, 0, 5);
+            requeued.extend(pass.pods.into_iter().map(|r| r.name));
+            passes += 1;
+            if !pass.more {
+                break;
+            }
+        }
+        assert_eq!(passes, 3, "4 node looks per pod, 5 per pass: one pod a pass");
+        assert_eq!(requeued, ["w0", "w1", "w2"]);
     }
 }

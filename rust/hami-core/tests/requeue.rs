@@ -50,6 +50,19 @@ fn filter(e: &mut Engine, p: &Value, names: &[&str]) -> Outcome {
     e.filter(args.to_string().as_bytes(), NOW, true).outcome
 }
 
+trait RequeuePods {
+    fn requeue_pods(&mut self, now: i64) -> Vec<Requeue>;
+}
+
+impl RequeuePods for Engine {
+    /// One pass, which these small clusters always finish.
+    fn requeue_pods(&mut self, now: i64) -> Vec<Requeue> {
+        let pass = self.requeue(now);
+        assert!(!pass.more);
+        pass.pods
+    }
+}
+
 fn names(requeued: &[Requeue]) -> Vec<&str> {
     requeued.iter().map(|r| r.name.as_str()).collect()
 }
@@ -69,12 +82,12 @@ fn a_rejected_pod_is_requeued_once_its_gpu_is_released_and_only_then() {
     let waiting = pod("waiting", "default", 0, "2026-01-02T00:00:00Z", wants("4000"));
     assert_eq!(filter(&mut e, &waiting, &["n1"]), Outcome::Unschedulable);
     assert_eq!(e.state.waiting().len(), 1);
-    assert!(e.requeue(NOW).is_empty(), "nothing was released");
+    assert!(e.requeue_pods(NOW).is_empty(), "nothing was released");
     delete(&mut e, &holders[0]);
-    let requeued = e.requeue(NOW);
+    let requeued = e.requeue_pods(NOW);
     assert_eq!(names(&requeued), ["waiting"]);
     assert_eq!((requeued[0].node.as_str(), requeued[0].uid.as_str()), ("n1", "uid-waiting"));
-    assert!(e.requeue(NOW).is_empty(), "requeued once per release");
+    assert!(e.requeue_pods(NOW).is_empty(), "requeued once per release");
     assert_eq!(filter(&mut e, &waiting, &["n1"]), Outcome::Scheduled);
     assert!(e.state.waiting().is_empty(), "a placed pod waits no more");
 }
@@ -87,7 +100,7 @@ fn a_pod_that_still_does_not_fit_is_not_requeued() {
     assert_eq!(filter(&mut e, &two, &["n1"]), Outcome::Unschedulable);
     assert_eq!(filter(&mut e, &one, &["n1"]), Outcome::Unschedulable);
     delete(&mut e, &holders[0]);
-    assert_eq!(names(&e.requeue(NOW)), ["one-gpu"]);
+    assert_eq!(names(&e.requeue_pods(NOW)), ["one-gpu"]);
 }
 
 #[test]
@@ -102,12 +115,12 @@ fn one_room_requeues_the_highest_priority_then_the_oldest_and_holds_it_for_them(
         assert_eq!(filter(&mut e, p, &["n1"]), Outcome::Unschedulable);
     }
     delete(&mut e, &holders[0]);
-    assert_eq!(names(&e.requeue(NOW)), ["young-high"], "one free GPU, one pod");
-    assert!(e.requeue(NOW + 1).is_empty(), "the requeued pod's room stays counted for it");
+    assert_eq!(names(&e.requeue_pods(NOW)), ["young-high"], "one free GPU, one pod");
+    assert!(e.requeue_pods(NOW + 1).is_empty(), "the requeued pod's room stays counted for it");
     delete(&mut e, &holders[1]);
-    assert_eq!(names(&e.requeue(NOW + 2)), ["old-low"]);
+    assert_eq!(names(&e.requeue_pods(NOW + 2)), ["old-low"]);
     delete(&mut e, &holders[2]);
-    assert_eq!(names(&e.requeue(NOW + 3)), ["young-low"]);
+    assert_eq!(names(&e.requeue_pods(NOW + 3)), ["young-low"]);
 }
 
 #[test]
@@ -118,10 +131,10 @@ fn a_requeued_pod_kube_scheduler_never_brings_back_holds_its_room_for_a_while_on
     filter(&mut e, &first, &["n1"]);
     filter(&mut e, &second, &["n1"]);
     delete(&mut e, &holders[0]);
-    assert_eq!(names(&e.requeue(NOW)), ["first"]);
-    assert!(e.requeue(NOW + REQUEUE_HOLD_SECONDS - 1).is_empty());
-    assert_eq!(names(&e.requeue(NOW + REQUEUE_HOLD_SECONDS)), ["second"]);
-    assert!(e.requeue(NOW + 10 * REQUEUE_HOLD_SECONDS).is_empty(), "first is not requeued twice");
+    assert_eq!(names(&e.requeue_pods(NOW)), ["first"]);
+    assert!(e.requeue_pods(NOW + REQUEUE_HOLD_SECONDS - 1).is_empty());
+    assert_eq!(names(&e.requeue_pods(NOW + REQUEUE_HOLD_SECONDS)), ["second"]);
+    assert!(e.requeue_pods(NOW + 10 * REQUEUE_HOLD_SECONDS).is_empty(), "first is not requeued twice");
 }
 
 #[test]
@@ -130,15 +143,15 @@ fn a_requeued_pod_rejected_again_waits_for_the_next_release() {
     let waiting = pod("waiting", "default", 0, "2026-01-02T00:00:00Z", wants(FULL));
     filter(&mut e, &waiting, &["n1"]);
     delete(&mut e, &holders[0]);
-    assert_eq!(names(&e.requeue(NOW)), ["waiting"]);
+    assert_eq!(names(&e.requeue_pods(NOW)), ["waiting"]);
     let thief = holder("thief", "default", "n1", 0);
     apply(&mut e, &thief);
     assert_eq!(filter(&mut e, &waiting, &["n1"]), Outcome::Unschedulable);
     for later in 1..5 {
-        assert!(e.requeue(NOW + later).is_empty(), "no retry loop without a release");
+        assert!(e.requeue_pods(NOW + later).is_empty(), "no retry loop without a release");
     }
     delete(&mut e, &thief);
-    assert_eq!(names(&e.requeue(NOW + 5)), ["waiting"]);
+    assert_eq!(names(&e.requeue_pods(NOW + 5)), ["waiting"]);
 }
 
 #[test]
@@ -177,9 +190,9 @@ fn a_quota_released_in_the_namespace_requeues_a_pod_on_any_of_its_nodes() {
     apply(&mut e, &user);
     let waiting = pod("waiting", "team", 0, "2026-01-02T00:00:00Z", wants("4000"));
     assert_eq!(filter(&mut e, &waiting, &["n2"]), Outcome::Unschedulable, "over the namespace's quota");
-    assert!(e.requeue(NOW).is_empty());
+    assert!(e.requeue_pods(NOW).is_empty());
     delete(&mut e, &user);
-    assert_eq!(names(&e.requeue(NOW)), ["waiting"], "n2 did not change, the quota room did");
+    assert_eq!(names(&e.requeue_pods(NOW)), ["waiting"], "n2 did not change, the quota room did");
 }
 
 #[test]
@@ -191,4 +204,25 @@ fn a_re_list_forgets_the_waiting_pods_it_no_longer_shows() {
     e.state.retain("Pod", &keys);
     assert_eq!(e.state.waiting().len(), 1);
     assert!(e.state.waiting().get("uid-kept").is_some());
+}
+
+#[test]
+fn a_device_healthy_again_and_a_node_registered_are_releases() {
+    let mut e = Engine::new(Config::default());
+    let mut sick = node("n1", 1);
+    let register = sick["metadata"]["annotations"]["hami.io/node-nvidia-register"].as_str().unwrap().to_owned();
+    sick["metadata"]["annotations"]["hami.io/node-nvidia-register"] =
+        json!(register.replace("\"health\":true", "\"health\":false"));
+    apply(&mut e, &sick);
+    let waiting = pod("waiting", "default", 0, "2026-01-02T00:00:00Z", wants("4000"));
+    assert_eq!(filter(&mut e, &waiting, &["n1", "n2"]), Outcome::Unschedulable);
+    assert!(e.requeue_pods(NOW).is_empty());
+    apply(&mut e, &node("n1", 1));
+    assert_eq!(names(&e.requeue_pods(NOW)), ["waiting"], "its GPU healthy again");
+
+    let late = pod("late", "default", 0, "2026-01-03T00:00:00Z", json!({"nvidia.com/gpu": "2"}));
+    assert_eq!(filter(&mut e, &late, &["n1", "n2"]), Outcome::Unschedulable);
+    apply(&mut e, &node("n2", 2));
+    let requeued = e.requeue_pods(NOW);
+    assert_eq!((names(&requeued), requeued[0].node.as_str()), (vec!["late"], "n2"), "a node registered");
 }

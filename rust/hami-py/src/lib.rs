@@ -136,10 +136,12 @@ impl Cluster {
     }
 
     /// After a release of vGPU capacity: the pods Filter rejected that fit now, in kube-scheduler's
-    /// queue order (priority, then age), each marked requeued until Filter sees it again.
-    fn requeue(&self, py: Python<'_>, now: i64) -> PyResult<Vec<RequeuedPod>> {
-        let out = run(py, || Ok(self.lock().requeue(now)))?;
-        Ok(out.into_iter().map(RequeuedPod::from).collect())
+    /// queue order (priority, then age), each marked requeued until Filter sees it again. A pass
+    /// does a bounded amount of work (the engine is locked meanwhile).
+    /// -> (the pods, in order; whether waiting pods were left for another pass at once).
+    fn requeue(&self, py: Python<'_>, now: i64) -> PyResult<(Vec<RequeuedPod>, bool)> {
+        let pass = run(py, || Ok(self.lock().requeue(now)))?;
+        Ok((pass.pods.into_iter().map(RequeuedPod::from).collect(), pass.more))
     }
 
     /// How many pods Filter rejected wait for a release.

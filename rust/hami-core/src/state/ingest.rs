@@ -69,7 +69,7 @@ impl ClusterState {
                 let key = meta.reservation_key();
                 self.release(&key);
                 self.unhold(&key);
-                self.waiting.forget(&key);
+                self.forget_waiting(&key);
             }
             "ResourceQuota" => {
                 if let Some(m) = self.quotas.get_mut(meta.namespace.as_ref()) {
@@ -146,7 +146,7 @@ impl ClusterState {
                 gone.iter().for_each(|uid| {
                     self.release(uid);
                 });
-                self.waiting.retain(|p| keys.contains(&p.key().to_string()));
+                self.retain_waiting(keys);
                 let lapsed: Vec<String> =
                     self.holds.iter().filter(|(_, r)| !keys.contains(&r.pod)).map(|(k, _)| k.clone()).collect();
                 lapsed.iter().for_each(|k| {
@@ -209,11 +209,11 @@ impl ClusterState {
         if status.is_terminal() {
             self.release(&key);
             self.unhold(&key);
-            self.waiting.forget(&key);
+            self.forget_waiting(&key);
             return Ok(Applied::Pod);
         }
         if self.waiting.contains(&key) && (meta.annotations.vgpu_node.is_some() || is_bound(view.spec)) {
-            self.waiting.forget(&key);
+            self.forget_waiting(&key);
         }
         let ann = &meta.annotations;
         if let (Some(node), None, Some(mig)) =

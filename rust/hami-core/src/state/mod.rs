@@ -172,18 +172,24 @@ impl ClusterState {
             }
             self.recent.push_back(t);
         }
-        self.count_footprint(uid, record);
+        self.count_footprint(uid, record, true);
     }
 
-    /// [`Self::reserve`] for a what-if the caller undoes with [`Self::release`]: the footprint
-    /// counts, but FGD's history of placements does not learn from it.
+    /// [`Self::reserve`] for a what-if undone by [`Self::release_tentative`] within the same call:
+    /// the footprint counts, but FGD's history of placements does not learn from it and the node
+    /// change log does not see it (nothing derived from the node is stale afterwards).
     pub fn reserve_tentatively(&mut self, uid: String, record: PodRecord) {
-        self.count_footprint(uid, record);
+        self.count_footprint(uid, record, false);
     }
 
-    fn count_footprint(&mut self, uid: String, record: PodRecord) {
-        self.release(&uid);
-        if let Some(node) = self.nodes.get_mut(&record.node) {
+    /// Undoes [`Self::reserve_tentatively`].
+    pub fn release_tentative(&mut self, uid: &str) -> bool {
+        self.drop_footprint(uid, false)
+    }
+
+    fn count_footprint(&mut self, uid: String, record: PodRecord, tracked: bool) {
+        self.drop_footprint(&uid, tracked);
+        if let Some(node) = self.node_mut(&record.node, tracked) {
             node.account(&record.footprint, 1);
             node.account_mig(&record.footprint, &record.mig, 1);
         }
@@ -193,13 +199,24 @@ impl ClusterState {
 
     /// Drops a pod's footprint; true if it had one.
     pub fn release(&mut self, uid: &str) -> bool {
+        self.drop_footprint(uid, true)
+    }
+
+    fn drop_footprint(&mut self, uid: &str, tracked: bool) -> bool {
         let Some(record) = self.pods.remove(uid) else { return false };
-        if let Some(node) = self.nodes.get_mut(&record.node) {
+        if let Some(node) = self.node_mut(&record.node, tracked) {
             node.account(&record.footprint, -1);
             node.account_mig(&record.footprint, &record.mig, -1);
         }
         self.add_ns_usage(&record, -1);
         true
+    }
+
+    fn node_mut(&mut self, name: &str, tracked: bool) -> Option<&mut GpuNode> {
+        match tracked {
+            true => self.nodes.get_mut(name),
+            false => self.nodes.get_mut_untracked(name),
+        }
     }
 
     /// FGD's target workload: the task types of the last [`FGD_RECENT_PODS`] placements that
@@ -237,10 +254,16 @@ impl ClusterState {
         names.sort();
         let mut writes = Vec::new();
         for name in names {
-            let Some(node) = self.nodes.get_mut(&name) else { continue };
+            // Logged as changed only when the pass changes its membership: a pass that changes
+            // nothing leaves the verdicts and the waiting pods' views of the node standing.
+            let Some(node) = self.nodes.get_mut_untracked(&name) else { continue };
             let has_devices = node.is_registered() && !node.devices.is_empty();
+            let before = node.membership;
             let cleaned_up = node.membership.pass(&node.registration, has_devices, now);
             writes.extend(crate::health::handshake_writes(&name, &node.registration, cleaned_up, now));
+            if node.membership != before {
+                self.nodes.get_mut(&name);
+            }
         }
         writes
     }

@@ -78,21 +78,20 @@ impl Waiting {
         self.by_key.get_mut(key)
     }
 
-    /// Records (or renews) a rejected pod; a rejection clears an earlier requeue.
-    pub fn remember(&mut self, key: String, pod: WaitingPod) {
-        self.by_key.insert(key, pod);
+    /// Records (or renews) a rejected pod; a rejection clears an earlier requeue. The entry it replaces.
+    fn remember(&mut self, key: String, pod: WaitingPod) -> Option<WaitingPod> {
+        self.by_key.insert(key, pod)
     }
 
-    /// Forgets a pod (placed, bound, ended or deleted); true if it was waiting.
-    pub fn forget(&mut self, key: &str) -> bool {
-        self.by_key.remove(key).is_some()
+    /// Forgets a pod (placed, bound, ended or deleted): its entry if it was waiting.
+    fn forget(&mut self, key: &str) -> Option<WaitingPod> {
+        self.by_key.remove(key)
     }
 
-    /// Keeps only the pods `keep` accepts (by `namespace/name`); how many were dropped.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Pod) -> bool) -> usize {
-        let before = self.by_key.len();
-        self.by_key.retain(|_, w| keep(&w.pod));
-        before - self.by_key.len()
+    /// Keeps only the pods `keep` accepts; the entries dropped.
+    fn retain(&mut self, mut keep: impl FnMut(&Pod) -> bool) -> Vec<WaitingPod> {
+        let gone: Vec<String> = self.by_key.iter().filter(|(_, w)| !keep(&w.pod)).map(|(k, _)| k.clone()).collect();
+        gone.iter().filter_map(|k| self.by_key.remove(k)).collect()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &WaitingPod)> {
@@ -121,6 +120,35 @@ impl ClusterState {
     /// The pods Filter rejected that have not been placed, bound, ended or deleted since.
     pub fn waiting(&self) -> &Waiting {
         &self.waiting
+    }
+
+    /// Records a pod Filter rejected (see [`WaitingPod`]).
+    pub fn remember_waiting(&mut self, key: String, pod: WaitingPod) {
+        let before = self.waiting.remember(key, pod);
+        self.release_requeue_hold(before);
+    }
+
+    /// Forgets a waiting pod; true if it was waiting.
+    pub fn forget_waiting(&mut self, key: &str) -> bool {
+        let before = self.waiting.forget(key);
+        let was = before.is_some();
+        self.release_requeue_hold(before);
+        was
+    }
+
+    /// After a re-list: forgets the waiting pods whose `namespace/name` is not in `keys`.
+    pub(crate) fn retain_waiting(&mut self, keys: &std::collections::HashSet<String>) {
+        for gone in self.waiting.retain(|p| keys.contains(&p.key().to_string())) {
+            self.release_requeue_hold(Some(gone));
+        }
+    }
+
+    /// A requeued pod's expected placement is counted only while it waits (see [`Requeued`]):
+    /// when it stops waiting, its node counts as changed for the other pods.
+    fn release_requeue_hold(&mut self, entry: Option<WaitingPod>) {
+        if let Some(record) = entry.and_then(|w| w.requeued).and_then(|r| r.record) {
+            self.nodes.get_mut(&record.node);
+        }
     }
 
     pub fn waiting_mut(&mut self) -> &mut Waiting {
@@ -181,8 +209,8 @@ mod tests {
         for name in ["a", "b"] {
             waiting.remember(name.into(), WaitingPod::new(pod(name, None, ""), none.clone(), 0, None));
         }
-        assert_eq!(waiting.retain(|p| p.metadata.name == "a"), 1);
+        assert_eq!(waiting.retain(|p| p.metadata.name == "a").len(), 1);
         assert!(waiting.contains("a") && !waiting.contains("b"));
-        assert!(waiting.forget("a") && waiting.is_empty());
+        assert!(waiting.forget("a").is_some() && waiting.is_empty());
     }
 }
