@@ -226,3 +226,19 @@ fn a_device_healthy_again_and_a_node_registered_are_releases() {
     let requeued = e.requeue_pods(NOW);
     assert_eq!((names(&requeued), requeued[0].node.as_str()), (vec!["late"], "n2"), "a node registered");
 }
+
+#[test]
+fn a_hold_that_expires_is_a_release() {
+    let mut e = Engine::new(Config::default());
+    apply(&mut e, &node("n1", 1));
+    let mut owner = pod("owner", "default", 0, "2026-01-01T00:00:00Z", wants(FULL));
+    owner["metadata"]["annotations"] = json!({"hami-fast.io/reservation": "n1/GPU-n1-0",
+        "hami-fast.io/reservation-expires": "2024-01-12T10:20:00Z"});
+    apply(&mut e, &owner);
+    let waiting = pod("waiting", "default", 0, "2026-01-02T00:00:00Z", wants("4000"));
+    let expiry = 1705054800; // 2024-01-12T10:20:00Z
+    assert!(NOW < expiry);
+    assert_eq!(filter(&mut e, &waiting, &["n1"]), Outcome::Unschedulable, "the GPU is held for another pod");
+    assert!(e.requeue_pods(expiry - 1).is_empty());
+    assert_eq!(names(&e.requeue_pods(expiry)), ["waiting"]);
+}
