@@ -24,6 +24,24 @@ class EngineError(ValueError):
     field: str
 
 @final
+class RequeuedPod:
+    """A rejected pod that fits after a release (from :meth:`Cluster.requeue`); ``node`` is where Fit
+    would place it now, ``key`` its reservation key."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def node(self) -> str: ...
+
+@final
 class FilterDecision:
     """One ``/filter`` decision, typed (from :meth:`Cluster.decide`).
 
@@ -94,6 +112,12 @@ class Cluster:
         """
     def release(self, pod_uid: str) -> bool:
         """Drop the reservation of a pod (for example after a failed annotation patch)."""
+    def requeue(self, now: int) -> tuple[list[RequeuedPod], bool]:
+        """After a release of vGPU capacity: the pods Filter rejected that fit now, in kube-scheduler's
+        queue order (priority, then age), each marked requeued until Filter sees it again; and
+        whether the pass stopped short of some waiting pods (its work is bounded: call again)."""
+    def waiting_count(self) -> int:
+        """How many pods Filter rejected wait for a release."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
         """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go:
         ``{"node", "annotations", "failed", "scores", "ranked", "node_policy", "verdicts", "notes", "error"}``,

@@ -49,3 +49,5 @@ PLACEMENT_TARGET: Final = "placement.hami.io/target"
 # hami-fast's own: the GPUs the descheduler holds for a pending pod (HAMi ignores them).
 RESERVATION: Final = _ENGINE["RESERVATION_KEY"]
 RESERVATION_EXPIRES: Final = _ENGINE["RESERVATION_EXPIRES_KEY"]
+# hami-fast's own: written on a rejected pod when a release makes room for it (requeues it).
+REQUEUED_AT: Final = _ENGINE["REQUEUED_KEY"]

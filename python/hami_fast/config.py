@@ -125,6 +125,14 @@ class Config:
             "posts its own Scheduled). Failure Events are always posted"
         },
     )
+    requeue_qps: float = field(
+        default=10.0,
+        metadata={
+            "help": "pods put back in kube-scheduler's active queue per second when a release of vGPU capacity "
+            "makes room for them (0 disables retry at release)"
+        },
+    )
+    requeue_burst: int = field(default=10, metadata={"help": "requeue patches allowed at once"})
     event_queue_size: int = field(
         default=20_000,
         metadata={

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
@@ -275,6 +275,22 @@ class Metrics:
         self.webhook_results = Labelled(
             Counter("hami_fast_webhook_results", "Webhook outcomes", ["result"], registry=self.registry)
         )
+        self.requeued = Counter(
+            "hami_fast_requeued_pods",
+            "Pods Filter rejected for vGPU reasons that a release made room for, put back in kube-scheduler's queue",
+            registry=self.registry,
+        )
+        self.requeue_failures = Counter(
+            "hami_fast_requeue_patch_failures",
+            "Requeue patches the API server refused or did not answer (the pod then waits for the next release)",
+            registry=self.registry,
+        )
+        waiting = Gauge(
+            "hami_fast_waiting_pods",
+            "Pods Filter rejected for vGPU reasons, waiting for a release",
+            registry=self.registry,
+        )
+        waiting.set_function(cluster.waiting_count)
 
     def watch_events(self, sink: Any) -> None:
         self.registry.register(EventSinkCollector(sink))

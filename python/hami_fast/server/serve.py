@@ -29,6 +29,7 @@ from hami_fast.manifests import load_objects, require_nodes
 from hami_fast.server.app import App
 from hami_fast.server.listen import ListenError, probe, start_listening
 from hami_fast.server.metrics import Metrics, serve_metrics
+from hami_fast.server.requeue import Requeuer, TokenBucket
 from hami_fast.server.scheduler import Scheduler
 
 log = logging.getLogger("hami_fast.serve")
@@ -48,6 +49,7 @@ class Runtime:
     memory: MemoryWriter | None = None
     events: Any = None
     event_sink: kube_events.EventSink | None = None
+    requeuer: Requeuer | None = None
 
 
 def scheduler_leading() -> threading.Event:
@@ -112,16 +114,31 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
     scheduler = Scheduler(
         config, cluster, KubeWriter(client, node_locks, pods), sink.emit, metrics, gate.synced, leader.leading
     )
-    reflectors[0].on_event = lambda node, line: _node_event(scheduler, node_locks, node, line)
+    requeuer = _requeuer(config, cluster, scheduler, stop)
+    reflectors[0].on_event = lambda node, line: _node_event(scheduler, node_locks, node, line, requeuer)
+    if requeuer:
+        reflectors[1].on_event = reflectors[2].on_event = lambda _key, _line: requeuer.wake()
     handshake = Handshaker(cluster, kube_node_patcher(client, node_locks.observe), leader.leading, gate.synced, stop)
     threads = [*reflectors, gate, handshake, *([leader] if isinstance(leader, LeaseFollower) else [])]
     runtime = Runtime(
         config, cluster, scheduler, stop, metrics, threads=threads, reflectors=reflectors, events=sink, event_sink=sink
     )
+    if requeuer:
+        runtime.threads.append(requeuer)
+        runtime.requeuer = requeuer
     return runtime
 
 
-def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes) -> None:
+def _requeuer(config: Config, cluster: Cluster, scheduler: Scheduler, stop: threading.Event) -> Requeuer | None:
+    """Retry at release (off with --requeue-qps=0): every pod and quota event, and every node event,
+    may free vGPU capacity."""
+    if config.requeue_qps <= 0:
+        return None
+    bucket = TokenBucket(config.requeue_qps, config.requeue_burst)
+    return Requeuer(cluster, scheduler.writer.patch_pod, scheduler.metrics, scheduler.ready, stop, bucket)
+
+
+def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes, requeuer: Requeuer | None) -> None:
     """Every node event keeps the node's lock and resourceVersion for the next lock read (saving its
     GET) and wakes the binds queued on the node once its lock is gone; events that still show a lock
     (heartbeats, the lock just taken) wake nobody. Expiry and dangling owners are caught by the
@@ -138,6 +155,8 @@ def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes) -
         node_locks.observe(node, meta)
     if scheduler.binds.waiting_on(node) and not (meta.get("annotations") or {}).get(LOCK_KEY):
         scheduler.binds.node_changed(node)
+    if requeuer:
+        requeuer.wake()
 
 
 class SyncGate(threading.Thread):

@@ -51,6 +51,9 @@ pub const PREFER_NO_EVICTION_KEY: &str = "descheduler.alpha.kubernetes.io/prefer
 pub const RESERVATION_KEY: &str = "hami-fast.io/reservation";
 /// On a pending pod: when its reservation lapses, RFC 3339 (`2026-12-01T12:05:00Z`).
 pub const RESERVATION_EXPIRES_KEY: &str = "hami-fast.io/reservation-expires";
+/// On a pending pod Filter rejected: when a release made room for it (Unix nanoseconds). Writing it
+/// is an update of the pod, which moves it out of kube-scheduler's unschedulable pods.
+pub const REQUEUED_KEY: &str = "hami-fast.io/requeued-at";
 
 /// Every key above by its constant's name (exported to Python as `hami_fast._native.ANNOTATIONS`).
 pub const ALL: &[(&str, &str)] = &[
@@ -80,4 +83,5 @@ pub const ALL: &[(&str, &str)] = &[
     ("PREFER_NO_EVICTION_KEY", PREFER_NO_EVICTION_KEY),
     ("RESERVATION_KEY", RESERVATION_KEY),
     ("RESERVATION_EXPIRES_KEY", RESERVATION_EXPIRES_KEY),
+    ("REQUEUED_KEY", REQUEUED_KEY),
 ];

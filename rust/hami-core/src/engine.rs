@@ -5,8 +5,8 @@
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::filter::{
-    self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Placement,
-    Policies,
+    self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Outcome,
+    Placement, Policies,
 };
 use crate::fit::verdict::Verdict;
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
@@ -15,9 +15,12 @@ use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
 use crate::request::unsupported_vendor;
 use crate::request_notes::{request_notes, RequestNote};
+use crate::requeue::{fits_after_release, RequeuePass, REQUEUE_PASS_BUDGET};
+use crate::state::waiting::WaitingPod;
 use crate::state::{ClusterState, OwnFootprint};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Debug, Default)]
 pub struct Engine {
@@ -111,7 +114,35 @@ impl Engine {
         let own = if record { OwnFootprint::Release } else { OwnFootprint::Restore };
         let total = cache.entries.len();
         let eval = state.without_pod(&key, own, |state| evaluate_candidates(state, &placement, now, cache));
-        filter::decide(state, &placement, &eval, total, now, record, &key)
+        let outcome = filter::decide(state, &placement, &eval, total, now, record, &key);
+        if record {
+            self.note_waiting(&outcome, key, pod);
+        }
+        outcome
+    }
+
+    /// A rejected pod waits for a release; a placed one waits no more.
+    fn note_waiting(&mut self, outcome: &FilterOutcome, key: String, pod: &Pod) {
+        match outcome.outcome {
+            Outcome::Unschedulable => {
+                let names = self.candidates.entries.iter().map(|(n, _)| n.as_str());
+                let candidates = self.state.waiting_mut().shared_candidates(names);
+                let seen = self.state.nodes.log_position();
+                let room = self.state.quota_room(&pod.metadata.namespace);
+                let waiting = WaitingPod::new(Arc::new(pod.clone()), candidates, seen, room);
+                self.state.remember_waiting(key, waiting);
+            }
+            Outcome::Scheduled => {
+                self.state.forget_waiting(&key);
+            }
+            Outcome::Passthrough | Outcome::Error => {}
+        }
+    }
+
+    /// After a release: the rejected pods that fit now, in kube-scheduler's queue order, each
+    /// marked requeued (see [`crate::requeue`]).
+    pub fn requeue(&mut self, now: i64) -> RequeuePass {
+        fits_after_release(&mut self.state, &self.policies, now, REQUEUE_PASS_BUDGET)
     }
 
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.

@@ -12,7 +12,8 @@
 //! - [`state`] (the cluster state and its ingest);
 //! - [`filter`], [`mutate`] (decisions), [`webhook`] (the AdmissionReview envelope);
 //! - [`replay`] (trace replay), [`headroom`] (what a pod lacks to fit), [`plan`]
-//!   (defragmentation), [`engine`] (the entry points).
+//!   (defragmentation), [`requeue`] (which rejected pods fit after a release), [`engine`] (the
+//!   entry points).
 
 pub mod annotations;
 pub mod codec;
@@ -34,6 +35,7 @@ pub mod policy;
 pub mod replay;
 pub mod request;
 pub mod request_notes;
+pub mod requeue;
 pub mod state;
 pub mod vendor;
 pub mod webhook;

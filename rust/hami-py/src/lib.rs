@@ -135,6 +135,20 @@ impl Cluster {
         run(py, || Ok(self.lock().release(pod_uid)))
     }
 
+    /// After a release of vGPU capacity: the pods Filter rejected that fit now, in kube-scheduler's
+    /// queue order (priority, then age), each marked requeued until Filter sees it again. A pass
+    /// does a bounded amount of work (the engine is locked meanwhile).
+    /// -> (the pods, in order; whether waiting pods were left for another pass at once).
+    fn requeue(&self, py: Python<'_>, now: i64) -> PyResult<(Vec<RequeuedPod>, bool)> {
+        let pass = run(py, || Ok(self.lock().requeue(now)))?;
+        Ok((pass.pods.into_iter().map(RequeuedPod::from).collect(), pass.more))
+    }
+
+    /// How many pods Filter rejected wait for a release.
+    fn waiting_count(&self) -> usize {
+        self.lock().state.waiting().len()
+    }
+
     /// One of HAMi's registration passes at `now`: JSON list of handshake writes
     /// (`{"node", "key", "value"}`, `value` null to delete the key).
     fn registration_pass<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
@@ -316,6 +330,36 @@ impl FilterDecision {
 
     fn __repr__(&self) -> String {
         format!("FilterDecision(outcome={:?}, pod_key={:?}, node={:?})", self.outcome, self.pod_key, self.node)
+    }
+}
+
+/// A rejected pod that fits after a release (from `Cluster.requeue`).
+#[pyclass(frozen, module = "hami_fast._native")]
+struct RequeuedPod {
+    #[pyo3(get)]
+    key: String,
+    #[pyo3(get)]
+    namespace: String,
+    #[pyo3(get)]
+    name: String,
+    #[pyo3(get)]
+    uid: String,
+    #[pyo3(get)]
+    priority: i32,
+    #[pyo3(get)]
+    node: String,
+}
+
+impl From<hami_core::requeue::Requeue> for RequeuedPod {
+    fn from(r: hami_core::requeue::Requeue) -> Self {
+        Self { key: r.key, namespace: r.namespace, name: r.name, uid: r.uid, priority: r.priority, node: r.node }
+    }
+}
+
+#[pymethods]
+impl RequeuedPod {
+    fn __repr__(&self) -> String {
+        format!("RequeuedPod({}/{}, priority={}, node={:?})", self.namespace, self.name, self.priority, self.node)
     }
 }
 
@@ -544,6 +588,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_node_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_gpu_policy, m)?)?;
     m.add_class::<FilterDecision>()?;
+    m.add_class::<RequeuedPod>()?;
     m.add_function(wrap_pyfunction!(decode_node_register, m)?)?;
     m.add_function(wrap_pyfunction!(encode_node_register, m)?)?;
     m.add_function(wrap_pyfunction!(decode_pod_devices, m)?)?;

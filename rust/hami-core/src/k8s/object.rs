@@ -127,6 +127,8 @@ pub struct PodSpec {
     pub runtime_class_name: Option<String>,
     #[serde(deserialize_with = "nullable")]
     pub scheduling_group: SchedulingGroup,
+    /// Resolved from the priority class at admission; kube-scheduler orders its queue by it.
+    pub priority: Option<i32>,
 }
 
 /// `spec.schedulingGroup` (Kubernetes' workload API): the PodGroup a pod belongs to.

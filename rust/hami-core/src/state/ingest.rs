@@ -69,6 +69,7 @@ impl ClusterState {
                 let key = meta.reservation_key();
                 self.release(&key);
                 self.unhold(&key);
+                self.forget_waiting(&key);
             }
             "ResourceQuota" => {
                 if let Some(m) = self.quotas.get_mut(meta.namespace.as_ref()) {
@@ -145,6 +146,7 @@ impl ClusterState {
                 gone.iter().for_each(|uid| {
                     self.release(uid);
                 });
+                self.retain_waiting(keys);
                 let lapsed: Vec<String> =
                     self.holds.iter().filter(|(_, r)| !keys.contains(&r.pod)).map(|(k, _)| k.clone()).collect();
                 lapsed.iter().for_each(|k| {
@@ -245,7 +247,11 @@ impl ClusterState {
         if status.is_terminal() {
             self.release(&key);
             self.unhold(&key);
+            self.forget_waiting(&key);
             return Ok(Applied::Pod);
+        }
+        if self.waiting.contains(&key) && (meta.annotations.vgpu_node.is_some() || is_bound(view.spec)) {
+            self.forget_waiting(&key);
         }
         let ann = &meta.annotations;
         if let (Some(node), None, Some(mig)) =
@@ -294,17 +300,12 @@ impl ClusterState {
     /// A pod without an allocation: holds the GPUs its reservation names, or drops its hold when
     /// the annotation is gone, it is bound, or the annotation is malformed (the error says which field).
     fn apply_hold(&mut self, view: &ObjectView, key: &str) -> Result<()> {
-        #[derive(Default, serde::Deserialize)]
-        #[serde(default, rename_all = "camelCase")]
-        struct Bound {
-            node_name: String,
-        }
         let ann = &view.metadata.annotations;
         if ann.reservation.is_none() {
             self.unhold(key);
             return Ok(());
         }
-        if !parse_raw::<Bound>(view.spec).unwrap_or_default().node_name.is_empty() {
+        if is_bound(view.spec) {
             self.unhold(key);
             return Ok(());
         }
@@ -357,6 +358,16 @@ impl ClusterState {
         self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
         Ok(())
     }
+}
+
+/// A pod with `spec.nodeName` set.
+fn is_bound(spec: Option<&RawValue>) -> bool {
+    #[derive(Default, serde::Deserialize)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Bound {
+        node_name: String,
+    }
+    !parse_raw::<Bound>(spec).unwrap_or_default().node_name.is_empty()
 }
 
 /// The MIG instances a resident pod holds. HAMi discards a malformed annotation whole, without a

@@ -5,6 +5,7 @@ mod ingest;
 pub mod nodes;
 mod report;
 pub mod reservations;
+pub mod waiting;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -47,6 +48,8 @@ pub struct ClusterState {
     recent: std::collections::VecDeque<crate::frag::TaskType>,
     /// GPUs held for pending pods ([`reservations`]).
     holds: reservations::Reservations,
+    /// Pods Filter rejected, until they are placed, bind, end or are deleted ([`waiting`]).
+    pub(crate) waiting: waiting::Waiting,
 }
 
 /// How many recent placements FGD learns its target workload from.
@@ -164,7 +167,6 @@ impl ClusterState {
 
     /// Records (or replaces) a pod's footprint on its node and in its namespace's quota usage.
     pub fn reserve(&mut self, uid: String, record: PodRecord) {
-        self.release(&uid);
         if let Some(t) =
             self.nodes.get(&record.node).and_then(|n| crate::policy::node::live_task_type(n, &record.footprint))
         {
@@ -173,7 +175,24 @@ impl ClusterState {
             }
             self.recent.push_back(t);
         }
-        if let Some(node) = self.nodes.get_mut(&record.node) {
+        self.count_footprint(uid, record, true);
+    }
+
+    /// [`Self::reserve`] for a what-if undone by [`Self::release_tentative`] within the same call:
+    /// the footprint counts, but FGD's history of placements does not learn from it and the node
+    /// change log does not see it (nothing derived from the node is stale afterwards).
+    pub fn reserve_tentatively(&mut self, uid: String, record: PodRecord) {
+        self.count_footprint(uid, record, false);
+    }
+
+    /// Undoes [`Self::reserve_tentatively`].
+    pub fn release_tentative(&mut self, uid: &str) -> bool {
+        self.drop_footprint(uid, false)
+    }
+
+    fn count_footprint(&mut self, uid: String, record: PodRecord, tracked: bool) {
+        self.drop_footprint(&uid, tracked);
+        if let Some(node) = self.node_mut(&record.node, tracked) {
             node.account(&record.footprint, 1);
             node.account_mig(&record.footprint, &record.mig, 1);
         }
@@ -183,13 +202,24 @@ impl ClusterState {
 
     /// Drops a pod's footprint; true if it had one.
     pub fn release(&mut self, uid: &str) -> bool {
+        self.drop_footprint(uid, true)
+    }
+
+    fn drop_footprint(&mut self, uid: &str, tracked: bool) -> bool {
         let Some(record) = self.pods.remove(uid) else { return false };
-        if let Some(node) = self.nodes.get_mut(&record.node) {
+        if let Some(node) = self.node_mut(&record.node, tracked) {
             node.account(&record.footprint, -1);
             node.account_mig(&record.footprint, &record.mig, -1);
         }
         self.add_ns_usage(&record, -1);
         true
+    }
+
+    fn node_mut(&mut self, name: &str, tracked: bool) -> Option<&mut GpuNode> {
+        match tracked {
+            true => self.nodes.get_mut(name),
+            false => self.nodes.get_mut_untracked(name),
+        }
     }
 
     /// FGD's target workload: the task types of the last [`FGD_RECENT_PODS`] placements that
@@ -227,10 +257,16 @@ impl ClusterState {
         names.sort();
         let mut writes = Vec::new();
         for name in names {
-            let Some(node) = self.nodes.get_mut(&name) else { continue };
+            // Logged as changed only when the pass changes its membership: a pass that changes
+            // nothing leaves the verdicts and the waiting pods' views of the node standing.
+            let Some(node) = self.nodes.get_mut_untracked(&name) else { continue };
             let has_devices = node.is_registered() && !node.devices.is_empty();
+            let before = node.membership;
             let cleaned_up = node.membership.pass(&node.registration, has_devices, now);
             writes.extend(crate::health::handshake_writes(&name, &node.registration, cleaned_up, now));
+            if node.membership != before {
+                self.nodes.get_mut(&name);
+            }
         }
         writes
     }

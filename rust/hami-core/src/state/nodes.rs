@@ -39,6 +39,13 @@ impl NodeTable {
         self.slots.get_mut(id as usize).and_then(Option::as_mut)
     }
 
+    /// The node to change and change back before anyone reads the state again (a what-if inside
+    /// one call): the change log is left alone, so nothing derived from the node is thrown away.
+    pub(crate) fn get_mut_untracked(&mut self, name: &str) -> Option<&mut GpuNode> {
+        let id = self.id(name)?;
+        self.slots.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
     /// The change log's current position (see [`Self::changed_since`]).
     pub fn log_position(&self) -> u64 {
         self.log_start + self.log.len() as u64
