@@ -51,3 +51,8 @@ RESERVATION: Final = _ENGINE["RESERVATION_KEY"]
 RESERVATION_EXPIRES: Final = _ENGINE["RESERVATION_EXPIRES_KEY"]
 # hami-fast's own: written on a rejected pod when a release makes room for it (requeues it).
 REQUEUED_AT: Final = _ENGINE["REQUEUED_KEY"]
+
+
+def is_allocation_key(key: str) -> bool:
+    """A backend's allocation annotation: NVIDIA's ALLOCATED or another vendor's `hami.io/<word>-devices-allocated`."""
+    return key.startswith("hami.io/") and key.endswith("-devices-allocated")

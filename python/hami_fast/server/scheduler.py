@@ -47,11 +47,6 @@ def _resolved(answer: bytes) -> Future[bytes]:
     return future
 
 
-def is_allocation_key(key: str) -> bool:
-    """A backend's allocation annotation (NVIDIA's `hami.io/vgpu-devices-allocated` or another vendor's)."""
-    return key.startswith("hami.io/") and key.endswith("-devices-allocated")
-
-
 class AllocationNotWritten(Exception):
     """Filter's annotation patch for this pod failed: binding it would hand the device plugin nothing."""
 
@@ -372,7 +367,7 @@ class Scheduler:
             pod = self.writer.get_pod(namespace, name)
             meta = pod.get("metadata") or {}
             annotations = meta.get("annotations") or {}
-            if annotations.get(keys.VGPU_NODE) != node or not any(map(is_allocation_key, annotations)):
+            if annotations.get(keys.VGPU_NODE) != node or not any(map(keys.is_allocation_key, annotations)):
                 raise NoAllocation(
                     f"pod {namespace}/{name}: hami-fast holds no allocation for it on node {node} and the pod "
                     f"has no {keys.VGPU_NODE}/{keys.ALLOCATED} annotations for that node (filtered before a restart?): "
