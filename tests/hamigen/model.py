@@ -28,6 +28,16 @@ from hamigen.strategies import requests_gpu
 
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+ALLOCATED_SUFFIX = "-devices-allocated"
+# Annotations other vendors' PatchAnnotations write beside their device lists; those holding a
+# time are compared for presence only.
+VENDOR_ANNOTATIONS = (
+    "CAMBRICON_DSMLU_ASSIGNED",
+    "CAMBRICON_DSMLU_PROFILE",
+    "mthreads.com/gpu-index",
+    "mthreads.com/predicate-node",
+)
+TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time",)
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
 FILTER_ERROR = "calcScore failed "
@@ -95,13 +105,15 @@ def engine_explain(
     return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, gpu_policy))
 
 
-def engine_devices_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, str | None]:
-    """What hami_fast would allocate on each node, each alone among the candidates."""
-    out = {}
+def engine_allocations_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, dict[str, str] | None]:
+    """Every `-devices-allocated` annotation hami_fast writes on each node, each node alone among the
+    candidates; None where the pod does not go there."""
+    out: dict[str, dict[str, str] | None] = {}
     for name in nodes:
         items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
         r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings"))
-        out[name] = r["annotations"].get(ALLOCATED) if r["node"] == name else None
+        placed = r["node"] == name
+        out[name] = {k: v for k, v in r["annotations"].items() if k.endswith(ALLOCATED_SUFFIX)} if placed else None
     return out
 
 
@@ -154,11 +166,45 @@ def compare(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, Any], no
         if a.get("hami.io/vgpu-node") != ours["node"] or a.get(TO_ALLOCATE) != a.get(ALLOCATED):
             diffs.append(f"annotations: {a}")
         if hami["node"] == ours["node"]:
-            for key in ("hami.io/vgpu-node", ALLOCATED, TO_ALLOCATE):
-                if hami["annotations"].get(key) != a.get(key):
-                    diffs.append(f"annotation {key}: HAMi {hami['annotations'].get(key)!r}, hami_fast {a.get(key)!r}")
-        mine = engine_devices_per_node(case, sorted(hami.get("devices") or {}), now)
-        for name, devices in (hami.get("devices") or {}).items():
-            if mine.get(name) != devices:
-                diffs.append(f"devices on {name}: HAMi {devices!r}, hami_fast {mine.get(name)!r}")
+            diffs += compare_device_annotations(hami["annotations"], a)
+        diffs += compare_devices_per_node(case, hami, now)
+    return diffs
+
+
+def device_annotation_keys(annotations: dict[str, str]) -> set[str]:
+    """The node annotation and every backend's device lists and extras on a scheduled pod."""
+    return {
+        k
+        for k in annotations
+        if (k.startswith("hami.io/") and k.endswith((ALLOCATED_SUFFIX, "-devices-to-allocate")))
+        or k in VENDOR_ANNOTATIONS
+    } | {"hami.io/vgpu-node"}
+
+
+def compare_device_annotations(hami: dict[str, str], ours: dict[str, str]) -> list[str]:
+    diffs = []
+    for key in sorted(device_annotation_keys(hami) | device_annotation_keys(ours)):
+        if hami.get(key) != ours.get(key):
+            diffs.append(f"annotation {key}: HAMi {hami.get(key)!r}, hami_fast {ours.get(key)!r}")
+    for key in TIMED_VENDOR_ANNOTATIONS:
+        if (key in hami) != (key in ours):
+            diffs.append(f"annotation {key}: HAMi {'writes' if key in hami else 'does not write'} it")
+    return diffs
+
+
+def compare_devices_per_node(case: dict[str, Any], hami: dict[str, Any], now: int) -> list[str]:
+    """The devices of every backend on every node that fits, against hami_fast's with that node alone
+    (`devices` holds NVIDIA's list, "" for a pod asking other vendors only; `vendor_devices` all)."""
+    nvidia = hami.get("devices") or {}
+    vendors = hami.get("vendor_devices") or {}
+    diffs = []
+    mine = engine_allocations_per_node(case, sorted(set(nvidia) | set(vendors)), now)
+    for name, allocated in mine.items():
+        if allocated is None:
+            diffs.append(f"devices on {name}: HAMi places the pod there, hami_fast does not (that node alone)")
+            continue
+        if name in nvidia and (nvidia[name] or None) != allocated.get(ALLOCATED):
+            diffs.append(f"devices on {name}: HAMi {nvidia[name]!r}, hami_fast {allocated.get(ALLOCATED)!r}")
+        if name in vendors and vendors[name] != allocated:
+            diffs.append(f"vendor devices on {name}: HAMi {vendors[name]!r}, hami_fast {allocated!r}")
     return diffs

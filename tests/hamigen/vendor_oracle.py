@@ -1,0 +1,133 @@
+"""Vendor cases as both sides are started: HAMi's chart device config with Ascend and Iluvatar on.
+
+HAMi gets `--device-config-file=<chart config> --enable-ascend=true --enable-iluvatar=true`, as its
+binary runs in production; hami_fast's engine gets the same file (checked by its own loader) and the
+same switches as settings.
+
+Run as a script, it surveys what HAMi does with the generated cases, per vendor:
+
+    cd tests && ../.venv/bin/python -m hamigen.vendor_oracle --cases 80 --reruns 5
+
+prints the share of cases HAMi schedules, leaves unscheduled and refuses (webhook or Filter error),
+and, rerunning some cases, which vendors' answers vary between identical runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hamigen import oracle, seeding
+from hamigen.vendor_specs import TIME_ANNOTATIONS, VENDORS
+
+CHART_CONFIG = Path(oracle.REPO.parent / "shared" / "tools" / "hami-scheduler" / "device-config.yaml")
+HAMI_ARGS = f"--device-config-file={CHART_CONFIG} --enable-ascend=true --enable-iluvatar=true"
+SKIP_REASON = f"HAMi's chart device config not found at {CHART_CONFIG}"
+
+
+@functools.cache
+def engine_settings() -> dict[str, Any]:
+    import orjson
+    from hami_fast import _native
+
+    config = orjson.loads(_native.load_device_config(CHART_CONFIG.read_bytes(), str(CHART_CONFIG)))
+    return {"device_config": config, "vendors": {"enable_ascend": True, "enable_iluvatar": True}}
+
+
+def prepared(case: dict[str, Any]) -> dict[str, Any]:
+    """The case as check_batch takes it: HAMi's flags and hami_fast's settings added."""
+    return {**case, "hami_args": HAMI_ARGS, "settings": engine_settings()}
+
+
+def outcome(answer: dict[str, Any]) -> str:
+    if answer.get("error"):
+        return "error"
+    return "scheduled" if answer.get("node") else "unscheduled"
+
+
+def stable_view(answer: dict[str, Any]) -> str:
+    """An answer without its timestamps, to compare reruns."""
+    ann = {k: ("<time>" if k in TIME_ANNOTATIONS else v) for k, v in (answer.get("annotations") or {}).items()}
+    return json.dumps({**answer, "annotations": ann}, sort_keys=True)
+
+
+def varying_fields(cases: list[dict[str, Any]], reruns: int) -> Counter:
+    """How many of `cases` get different answers from identical HAMi runs, per answer field."""
+    runs = [oracle.run_many(oracle_calls(cases)) for _ in range(reruns)]
+    varying: Counter = Counter()
+    for i in range(len(cases)):
+        answers = [json.loads(stable_view(run[i])) for run in runs]
+        for field in sorted(set().union(*answers)):
+            if len({json.dumps(a.get(field), sort_keys=True) for a in answers}) > 1:
+                varying[field] += 1
+        if len({stable_view(run[i]) for run in runs}) > 1:
+            varying["any"] += 1
+    return varying
+
+
+def draw_cases(family: str, count: int, partners: tuple[str, ...]) -> list[dict[str, Any]]:
+    from hypothesis import given
+
+    from hamigen.vendors import vendor_cases
+
+    drawn: list[dict[str, Any]] = []
+
+    @seeding.seeded_batches(count)
+    @given(vendor_cases(family, partners))
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    return drawn[:count]
+
+
+def oracle_calls(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        dict(
+            items=c["items"],
+            pod=c["pod"],
+            node_policy=c["node_policy"],
+            gpu_policy=c["gpu_policy"],
+            hami_args=HAMI_ARGS,
+        )
+        for c in cases
+    ]
+
+
+def survey(family: str, count: int, reruns: int, partners: tuple[str, ...]) -> dict[str, Any]:
+    cases = draw_cases(family, count, partners)
+    answers = oracle.run_many(oracle_calls(cases))
+    tally = Counter(outcome(a) for a in answers)
+    errors = Counter((a.get("error") or "")[:90] for a in answers if a.get("error"))
+    sample = cases[: min(len(cases), 16)]
+    varying = varying_fields(sample, reruns) if reruns > 1 else Counter()
+    return {
+        "family": family,
+        "cases": len(cases),
+        **{k: tally.get(k, 0) for k in ("scheduled", "unscheduled", "error")},
+        "top_errors": errors.most_common(4),
+        "rerun_sample": len(sample) if reruns > 1 else 0,
+        "varying": dict(varying),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=80)
+    parser.add_argument("--reruns", type=int, default=5)
+    parser.add_argument("--vendors", default=",".join(VENDORS))
+    parser.add_argument("--partners", default=",".join(VENDORS), help="families a node may carry beside the focus")
+    args = parser.parse_args()
+    if oracle.find_oracle() is None:
+        raise SystemExit(oracle.SKIP_REASON)
+    partners = tuple(p for p in args.partners.split(",") if p)
+    for family in args.vendors.split(","):
+        print(json.dumps(survey(family, args.cases, args.reruns, partners)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
