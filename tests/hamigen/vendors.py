@@ -105,7 +105,7 @@ def listed_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, di
     if b.handshake_key:
         ann.update(handshake(draw, b.handshake_key, now))
     total = sum(d["count"] for d in devs)
-    allocatable = {b.count: draw(st.sampled_from([str(total)] * 4 + ["0", None]))}
+    allocatable = {b.count: draw(st.sampled_from([str(total)] * 8 + ["0", None]))}
     capacity = dict(allocatable)
     if b.family == "amd" and one_in(draw, 7):
         capacity[b.count] = draw(st.sampled_from(["0", None]))  # AMD's health is status.capacity
@@ -257,7 +257,7 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
     if b.family == "nvidia":
         res = draw(nvidia.container_resources(True))
         return dict(res.get("limits") or res.get("requests") or {})
-    count = draw(amount([1, 1, 1, 2, 2, 3, 4, 0]))
+    count = draw(amount([1, 1, 1, 1, 2, 2, 2, 3, 4, 0]))
     asked = {b.count: count}
     if b.family == "hygon":
         asked[b.memory] = draw(amount([None, None, 0, 1000, 4000, 16384, 40000, 70000]))
@@ -273,7 +273,7 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
         asked[b.cores] = draw(amount([None, None, 0, 10, 50, 100, 150]))
     elif b.family == "amd":
         asked[b.memory] = draw(amount([None, None, 0, 8000, 32768, 65536, 300000]))
-        asked[b.cores] = draw(amount([None, None, None, 1, 25, 50, 100, 0, 150]))
+        asked[b.cores] = draw(amount([None] * 8 + [1, 25, 50, 100, 100] * 2 + [0, 150]))
     return {k: v for k, v in asked.items() if v is not None}
 
 
@@ -284,7 +284,7 @@ def vendor_container(draw, name: str, asks: list[Backend]) -> dict[str, Any]:
     for b in asks:
         limits.update(limits_for(draw, b))
     if limits:
-        where = draw(st.sampled_from(["limits"] * 6 + ["requests", "both"]))
+        where = draw(st.sampled_from(["limits"] * 10 + ["requests", "both"]))
         if where == "limits":
             c["resources"] = {"limits": limits}
         elif where == "requests":
@@ -370,7 +370,7 @@ def vendor_quotas(draw, backends: list[Backend]) -> list[dict[str, Any]]:
         b = draw(st.sampled_from(named))
         hard = {}
         if b.memory and draw(st.booleans()):
-            hard[f"limits.{b.memory}"] = str(draw(st.sampled_from([64, 4000, 20000, 100000, 1000000])))
+            hard[f"limits.{b.memory}"] = str(draw(st.sampled_from([4000, 20000, 100000, 1000000])))
         if b.cores and (draw(st.booleans()) or not hard):
             hard[f"limits.{b.cores}"] = str(draw(st.sampled_from([50, 100, 300, 1000])))
         out.append(
@@ -390,7 +390,7 @@ def vendor_cases(draw, family: str, partners: tuple[str, ...] = (), max_nodes: i
     now = int(time.time())
     focus = list(FAMILIES[family])
     partner_backends = [b for p in partners if p != family for b in FAMILIES[p]]
-    nodes, residents = [], []
+    nodes, residents, mixed = [], [], False
     uuids: dict[str, list[str]] = {}
     present: dict[str, Backend] = {}
     for n in range(draw(st.integers(1, max_nodes))):
@@ -400,6 +400,7 @@ def vendor_cases(draw, family: str, partners: tuple[str, ...] = (), max_nodes: i
             backends.append(draw(st.sampled_from(partner_backends)))
         obj, seen = draw(vendor_node(name, backends, now))
         nodes.append(obj)
+        mixed = mixed or len(backends) > 1
         for b in backends:
             present[b.common_word] = b
             uuids.setdefault(b.common_word, []).extend(d["id"] for d in seen[b.common_word])
@@ -421,4 +422,5 @@ def vendor_cases(draw, family: str, partners: tuple[str, ...] = (), max_nodes: i
         "node_policy": draw(st.sampled_from(nvidia.NODE_POLICIES)),
         "gpu_policy": draw(st.sampled_from(["spread", "binpack", "mutex", "spread", "binpack"])),
         "vendors": sorted(involved),
+        "mixed_nodes": mixed,
     }
