@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 from hamigen import model, oracle, seeding
-from hamigen.vendor_oracle import CHART_CONFIG, SKIP_REASON, oracle_calls, prepared
-from hamigen.vendor_specs import VENDORS
-from hamigen.vendors import vendor_cases
+from hamigen.vendor_oracle import CHART_CONFIG, HAMI_ARGS, SKIP_REASON, oracle_calls, prepared
+from hamigen.vendor_specs import FAMILIES, VENDORS, Backend
+from hamigen.vendors import colon_encoded, device_id, vendor_cases
 from hypothesis import given, note
 from hypothesis import strategies as st
 from test_hami_oracle import check_batch, hami_runs
@@ -131,3 +131,63 @@ def test_hami_answers_again_as_modelled(family):
         assert not found, f"{seeding.describe()}: HAMi answered again otherwise: {[d for _, d in found][:3]}"
 
     run()
+
+
+# --- each backend's registration, as the generator writes it, is one HAMi schedules ------------
+
+
+def plain_node(b: Backend) -> dict[str, Any]:
+    """node-0 with two healthy devices of `b`, registered in the generator's format for `b`."""
+    devices = [
+        {
+            "id": device_id(b, "node-0", i),
+            "index": i,
+            "count": 4,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": b.models[0][0] if b.models else b.common_word,
+            "numa": 0,
+            "mode": "hami-core",
+            "health": True,
+        }
+        for i in range(2)
+    ]
+    annotations, status = {}, {b.count: "8"}
+    if b.registration == "json":
+        annotations[b.register_key] = json.dumps(devices)
+    elif b.registration == "colon":
+        annotations[b.register_key] = colon_encoded(devices, [False, True])
+    elif b.family == "mthreads":
+        status = {b.cores: "32", b.memory: "192", b.count: "200"}
+    elif b.family == "cambricon":
+        status = {b.cores: "200", b.memory: "128", b.count: "200"}
+    else:
+        status = {b.count: "2"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-0", "annotations": annotations},
+        "status": {"capacity": status, "allocatable": status},
+    }
+
+
+BACKENDS = [pytest.param(b, id=b.common_word) for family in VENDORS for b in FAMILIES[family]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_as_registered_here_is_scheduled_by_hami(backend):
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "new", "namespace": "default", "uid": "uid-new"},
+        "spec": {"containers": [{"name": "c0", "image": "x", "resources": {"limits": {backend.count: "1"}}}]},
+    }
+    hami = oracle.run([plain_node(backend)], pod, "binpack", "spread", hami_args=HAMI_ARGS)
+    assert hami["node"] == "node-0", hami
+    assert hami["annotations"][backend.allocated].split(",")[0] in {
+        device_id(backend, "node-0", i) for i in range(2)
+    }, hami
+    if backend.family in ENABLED:
+        check_batch(
+            [prepared({"items": [plain_node(backend)], "pod": pod, "node_policy": "binpack", "gpu_policy": "spread"})]
+        )

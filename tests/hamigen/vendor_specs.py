@@ -42,8 +42,10 @@ class Backend:
     type_keys: tuple[str, ...] = ()  # use, nouse: read by HAMi's Fit
     uuid_keys: tuple[str, ...] = ()  # use, nouse
     inert_keys: tuple[str, ...] = ()  # defined by HAMi but never read by its Fit: must change nothing
-    models: tuple[tuple[str, int, int], ...] = ()  # registered (type, devmem MiB, devcore)
+    # Registered (type, devmem MiB, devcore); the last of several is a type without the vendor's word.
+    models: tuple[tuple[str, int, int], ...] = ()
     extra_annotations: tuple[str, ...] = ()  # vendor keys HAMi's PatchAnnotations writes
+    derived_id: str = ""  # capacity backends: the device IDs HAMi makes up, from node and index
     source: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
@@ -117,6 +119,7 @@ def iluvatar(chip: str) -> Backend:
 ILUVATAR_CHIPS = ("MR-V100", "MR-V50", "BI-V150", "BI-V100")  # the chart's iluvatars[]
 
 METAX = Backend(
+    derived_id="{node}-metax-{i}",
     family="metax",
     common_word="Metax-GPU",
     count="metax-tech.com/gpu",
@@ -135,6 +138,7 @@ METAX = Backend(
 METAX_TOPOLOGY = ("metax-tech.com/gpu.topology.losses", "metax-tech.com/gpu.topology.scores")
 
 MTHREADS = Backend(
+    derived_id="{node}-mthreads-{i}",
     family="mthreads",
     common_word="Mthreads",
     count="mthreads.com/vgpu",
@@ -157,6 +161,7 @@ MTHREADS = Backend(
 )
 
 CAMBRICON = Backend(
+    derived_id="{node}-cambricon-mlu-{i}",
     family="cambricon",
     common_word="MLU",
     count="cambricon.com/vmlu",
@@ -204,6 +209,7 @@ AMD = Backend(
 )
 
 ENFLAME = Backend(
+    derived_id="{node}-GCU-{i}",
     family="enflame",
     common_word="GCU",
     count="enflame.com/gcu",

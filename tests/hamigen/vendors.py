@@ -39,19 +39,26 @@ def device_prefix(b: Backend) -> str:
     return b.common_word.split("-")[0].lower()
 
 
+def device_id(b: Backend, node: str, i: int) -> str:
+    """The ID of device `i` of `b` on `node`: HAMi's own for capacity backends, ours otherwise."""
+    return b.derived_id.format(node=node, i=i) if b.derived_id else f"{device_prefix(b)}-{node}-{i}"
+
+
 @st.composite
 def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
     """Devices of a backend that registers a list (JSON or colon/comma)."""
     n = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 4, 8]))
-    model = draw(st.sampled_from(b.models))
+    # The last model of a backend is a type without the vendor's word (HAMi never offers it): rarer.
+    weighted = list(b.models[:-1]) * 3 + list(b.models[-1:])
+    model = draw(st.sampled_from(weighted))
     split = draw(st.sampled_from([1, 4, 10]))
     die = b is FAMILIES["vastai"][0] and draw(st.booleans())
     per_card = draw(st.sampled_from([1, 2, 4]))
     out = []
     for i in range(n):
-        this = draw(st.sampled_from(b.models)) if one_in(draw, 6) else model
+        this = draw(st.sampled_from(weighted)) if one_in(draw, 6) else model
         d: dict[str, Any] = {
-            "id": f"{device_prefix(b)}-{node}-{i}",
+            "id": device_id(b, node, i),
             "index": i,
             "count": draw(st.sampled_from([split, split, split, 1])),
             "devmem": this[1],
@@ -89,7 +96,7 @@ def handshake(draw, key: str, now: int) -> dict[str, str]:
 def listed_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, dict, dict, list]:
     """Annotations, capacity, allocatable and the devices HAMi will see, for a JSON or colon backend."""
     devs = draw(listed_devices(b, node))
-    state = draw(st.sampled_from(["ok"] * 14 + ["missing", "malformed", "empty"]))
+    state = draw(st.sampled_from(["ok"] * 24 + ["missing", "malformed", "empty"]))
     ann: dict[str, str] = {}
     if b.registration == "json":
         body = json.dumps(devs, separators=(",", ":"))
@@ -120,26 +127,26 @@ def capacity_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, 
     ann: dict[str, str] = {}
     if b.family == "metax":
         capacity = {b.count: str(cards)}
-        devs = [device_on(f"{node}-metax-{i}", i, 65536) for i in range(cards)]
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, 65536) for i in range(cards)]
         for key in METAX_TOPOLOGY:
             if one_in(draw, 3):
                 table = {str(k): draw(st.sampled_from([0, 10, 50, 100, 300])) for k in (1, 2, 4, 8)}
                 ann[key] = draw(st.sampled_from([json.dumps(table), json.dumps(table), "{bad", "{}"]))
     elif b.family == "enflame":
         capacity = {b.count: str(cards)}
-        devs = [device_on(f"{node}-GCU-{i}", i, 100) for i in range(cards)]
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, 100) for i in range(cards)]
     elif b.family == "mthreads":
         cores = cards * 16 + draw(st.sampled_from([0, 0, 0, 8]))
         memory = draw(st.sampled_from([96, 96, 64, 48])) * cards
         capacity = {b.cores: str(cores), b.memory: str(memory), b.count: str(cards * 100)}
         per = memory * 512 * 16 // cores if cores else 0
-        devs = [device_on(f"{node}-mthreads-{i}", i, per) for i in range(-(-cores // 16))]
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, per) for i in range(-(-cores // 16))]
     else:  # cambricon
         vcore = cards * 100 + draw(st.sampled_from([0, 0, 0, 50]))
         vmemory = draw(st.sampled_from([64, 96, 128])) * cards
         capacity = {b.cores: str(vcore), b.memory: str(vmemory), b.count: str(cards * 100)}
         per = vmemory * 256 * 100 // vcore if vcore else 0
-        devs = [device_on(f"{node}-cambricon-mlu-{i}", i, per) for i in range(-(-vcore // 100))]
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, per) for i in range(-(-vcore // 100))]
         lock = draw(st.sampled_from(["none"] * 5 + ["fresh", "stale", "garbage"]))
         if lock != "none":
             ann[CAMBRICON_LOCK] = lock_value(lock, now)
@@ -208,7 +215,7 @@ def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
 def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, Any]]) -> dict[str, Any]:
     """A pod HAMi placed earlier, holding devices of `b` through its allocated annotation."""
     n_app = draw(st.integers(1, 3))
-    uuids = [d["id"] for d in devs] or [f"{device_prefix(b)}-{node}-0"]
+    uuids = [d["id"] for d in devs] or [device_id(b, node, 0)]
     slots, containers = [], []
     for c in range(n_app):
         uses = c == 0 or draw(st.booleans())
