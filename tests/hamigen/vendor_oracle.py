@@ -40,8 +40,10 @@ def engine_settings() -> dict[str, Any]:
 
 # Extra HAMi runs of a case it decides at random (model.resolved): with two possible answers per
 # node, each is seen in 11 runs but for a chance of 1 in 1024. A node registering two backends is
-# one: HAMi lists its devices in Go's map order of vendors before an unstable sort, so devices of
-# equal score come in either order.
+# one: HAMi lists its devices in Go's map order of vendors, then sorts them with sort.Sort, which
+# keeps that order for equal devices up to 12 devices (insertion sort) but not above (pdqsort):
+# 8 Hygon + 8 NVIDIA devices give either of two Hygon devices, half the runs each; 6 + 6 or 13
+# Hygon alone always the same one. Every mixed node is rerun, the smaller ones at no harm.
 RERUNS = 10
 
 
