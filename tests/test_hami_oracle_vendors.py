@@ -191,3 +191,46 @@ def test_each_backend_as_registered_here_is_scheduled_by_hami(backend):
         check_batch(
             [prepared({"items": [plain_node(backend)], "pod": pod, "node_policy": "binpack", "gpu_policy": "spread"})]
         )
+
+
+def mixed_node(hygon: int, nvidia: int) -> dict[str, Any]:
+    dcu = "".join(f"dcu-{i},4,32768,100,DCU,0,true,{i},hami-core:" for i in range(hygon))
+    gpus = [
+        {"id": f"GPU-{i}", "index": i, "count": 4, "devmem": 32768, "devcore": 100, "type": "NVIDIA-T4", "health": True}
+        for i in range(nvidia)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "node-0",
+            "annotations": {"hami.io/node-dcu-register": dcu, "hami.io/node-nvidia-register": json.dumps(gpus)},
+        },
+        "status": {"allocatable": {"hygon.com/dcunum": str(4 * hygon), "nvidia.com/gpu": str(4 * nvidia)}},
+    }
+
+
+def test_mixed_node_device_choice_follows_go_map_order():
+    """8 Hygon + 8 NVIDIA devices: HAMi lists them in Go's map order of vendors and pdqsort keeps no
+    order among equals, so it gives either of two Hygon devices; model.resolved of the reruns takes
+    each, and no other device."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"hygon.com/dcunum": "1"}}}]},
+    }
+    call = dict(items=[mixed_node(8, 8)], pod=pod, node_policy="binpack", gpu_policy="spread", hami_args=HAMI_ARGS)
+    runs = oracle.run_many([call] * 16)
+    key = "hami.io/dcu-devices-allocated"
+    seen = {r["annotations"][key] for r in runs}
+    assert len(seen) == 2, seen  # each of 16 runs picks either: all alike once in 2**15
+    for answer in runs[:2]:
+        assert (
+            model.compare_device_annotations(model.resolved(runs, answer)["annotations"], answer["annotations"]) == []
+        )
+    stranger = {**runs[0], "annotations": {**runs[0]["annotations"], key: "dcu-3,DCU,32768,100:;"}}
+    stranger["annotations"]["hami.io/dcu-devices-to-allocate"] = "dcu-3,DCU,32768,100:;"
+    assert model.compare_device_annotations(model.resolved(runs, stranger)["annotations"], stranger["annotations"])
+    alone = oracle.run_many([{**call, "items": [mixed_node(6, 6)]}] * 8)
+    assert len({r["annotations"][key] for r in alone}) == 1, "12 devices or fewer: insertion sort keeps the order"
