@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 from hamigen import model, oracle, seeding
-from hamigen.vendor_oracle import CHART_CONFIG, HAMI_ARGS, SKIP_REASON, oracle_calls, prepared
+from hamigen.renaming import renamed
+from hamigen.vendor_configs import variant
+from hamigen.vendor_oracle import CHART_CONFIG, SKIP_REASON, hami_args, oracle_calls, prepared
 from hamigen.vendor_specs import FAMILIES, VENDORS, Backend
 from hamigen.vendors import colon_encoded, device_id, vendor_cases
 from hypothesis import given, note
@@ -182,7 +184,7 @@ def test_each_backend_as_registered_here_is_scheduled_by_hami(backend):
         "metadata": {"name": "new", "namespace": "default", "uid": "uid-new"},
         "spec": {"containers": [{"name": "c0", "image": "x", "resources": {"limits": {backend.count: "1"}}}]},
     }
-    hami = oracle.run([plain_node(backend)], pod, "binpack", "spread", hami_args=HAMI_ARGS)
+    hami = oracle.run([plain_node(backend)], pod, "binpack", "spread", hami_args=hami_args())
     assert hami["node"] == "node-0", hami
     assert hami["annotations"][backend.allocated].split(",")[0] in {
         device_id(backend, "node-0", i) for i in range(2)
@@ -220,7 +222,7 @@ def test_mixed_node_device_choice_follows_go_map_order():
         "metadata": {"name": "p", "namespace": "default", "uid": "u"},
         "spec": {"containers": [{"name": "c", "resources": {"limits": {"hygon.com/dcunum": "1"}}}]},
     }
-    call = dict(items=[mixed_node(8, 8)], pod=pod, node_policy="binpack", gpu_policy="spread", hami_args=HAMI_ARGS)
+    call = dict(items=[mixed_node(8, 8)], pod=pod, node_policy="binpack", gpu_policy="spread", hami_args=hami_args())
     runs = oracle.run_many([call] * 16)
     key = "hami.io/dcu-devices-allocated"
     seen = {r["annotations"][key] for r in runs}
@@ -234,3 +236,25 @@ def test_mixed_node_device_choice_follows_go_map_order():
     assert model.compare_device_annotations(model.resolved(runs, stranger)["annotations"], stranger["annotations"])
     alone = oracle.run_many([{**call, "items": [mixed_node(6, 6)]}] * 8)
     assert len({r["annotations"][key] for r in alone}) == 1, "12 devices or fewer: insertion sort keeps the order"
+
+
+# --- the chart's config varied for the vendor: names renamed, Hygon's memoryFactor -------------
+
+CONFIG_BATCHES = int(os.environ.get("HAMI_ORACLE_VENDOR_CONFIG_BATCHES", "10"))
+
+
+@st.composite
+def config_cases(draw, family: str) -> dict[str, Any]:
+    case = draw(vendor_cases(family, PARTNERS if family in ENABLED else VENDORS))
+    path, names = draw(variant(family))
+    return {**prepared(case, path), "items": renamed(case["items"], names), "pod": renamed(case["pod"], names)}
+
+
+@pytest.mark.parametrize("family", [family_param(f) for f in VENDORS if f != "nvidia"])
+def test_vendor_configs_match_hami(family):
+    @seeding.seeded_batches(CONFIG_BATCHES)
+    @given(st.lists(config_cases(family), min_size=BATCH, max_size=BATCH))
+    def run(batch):
+        check_batch(batch)
+
+    run()

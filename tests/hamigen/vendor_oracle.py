@@ -25,17 +25,20 @@ from hamigen import oracle, seeding
 from hamigen.vendor_specs import FAMILIES, TIME_ANNOTATIONS, VENDORS
 
 CHART_CONFIG = Path(oracle.REPO.parent / "shared" / "tools" / "hami-scheduler" / "device-config.yaml")
-HAMI_ARGS = f"--device-config-file={CHART_CONFIG} --enable-ascend=true --enable-iluvatar=true"
 SKIP_REASON = f"HAMi's chart device config not found at {CHART_CONFIG}"
 
 
+def hami_args(config: Path = CHART_CONFIG) -> str:
+    return f"--device-config-file={config} --enable-ascend=true --enable-iluvatar=true"
+
+
 @functools.cache
-def engine_settings() -> dict[str, Any]:
+def engine_settings(config: Path = CHART_CONFIG) -> dict[str, Any]:
     import orjson
     from hami_fast import _native
 
-    config = orjson.loads(_native.load_device_config(CHART_CONFIG.read_bytes(), str(CHART_CONFIG)))
-    return {"device_config": config, "vendors": {"enable_ascend": True, "enable_iluvatar": True}}
+    checked = orjson.loads(_native.load_device_config(config.read_bytes(), str(config)))
+    return {"device_config": checked, "vendors": {"enable_ascend": True, "enable_iluvatar": True}}
 
 
 # Extra HAMi runs of a case it decides at random (model.resolved): with two possible answers per
@@ -47,11 +50,11 @@ def engine_settings() -> dict[str, Any]:
 RERUNS = 10
 
 
-def prepared(case: dict[str, Any]) -> dict[str, Any]:
+def prepared(case: dict[str, Any], config: Path = CHART_CONFIG) -> dict[str, Any]:
     """The case as check_batch takes it: HAMi's flags, hami_fast's settings, and reruns where HAMi
     picks at random."""
     reruns = RERUNS if case.get("mixed_nodes") or random_in_hami(case["pod"]) else 0
-    return {**case, "hami_args": HAMI_ARGS, "settings": engine_settings(), "hami_reruns": reruns}
+    return {**case, "hami_args": hami_args(config), "settings": engine_settings(config), "hami_reruns": reruns}
 
 
 def random_in_hami(pod: dict[str, Any]) -> bool:
@@ -119,7 +122,7 @@ def oracle_calls(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
             pod=c["pod"],
             node_policy=c["node_policy"],
             gpu_policy=c["gpu_policy"],
-            hami_args=HAMI_ARGS,
+            hami_args=hami_args(),
         )
         for c in cases
     ]
