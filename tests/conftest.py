@@ -6,7 +6,7 @@ from kubeapi.fixtures import kubeapi, kubeapi_factory, kubeapi_tls  # noqa: F401
 # ---- the oracle suite's seed (tests/hamigen/seeding.py, docs/compatibility.md) ----------------------
 def pytest_terminal_summary(terminalreporter):
     if any(
-        "test_hami_oracle.py" in r.nodeid for rs in terminalreporter.stats.values() for r in rs if hasattr(r, "nodeid")
+        "test_hami_oracle" in r.nodeid for rs in terminalreporter.stats.values() for r in rs if hasattr(r, "nodeid")
     ):
         from hamigen.seeding import describe
 

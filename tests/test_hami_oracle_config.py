@@ -25,6 +25,7 @@ import pytest
 import yaml
 from hami_fast import _native
 from hamigen import oracle, seeding
+from hamigen.renaming import renamed
 from hamigen.strategies import cases
 from hypothesis import given
 from hypothesis import strategies as st
@@ -56,10 +57,8 @@ RESOURCE_KEYS = {
 def nvidia_variants(draw) -> dict[str, Any]:
     """The `nvidia:` settings a variant changes; a resource key mapped to None is left out."""
     out: dict[str, Any] = {}
-    for key, (chart, renamed) in RESOURCE_KEYS.items():
-        out[key] = draw(
-            st.sampled_from([chart, chart, renamed, None] if key != "resourceCountName" else [chart, renamed])
-        )
+    for key, (chart, other) in RESOURCE_KEYS.items():
+        out[key] = draw(st.sampled_from([chart, chart, other, None] if key != "resourceCountName" else [chart, other]))
     out["memoryFactor"] = draw(st.sampled_from([0, 1, 1, 2, 4]))
     out["defaultMemory"] = draw(st.sampled_from([0, 0, 1000, 3000]))
     out["defaultCores"] = draw(st.sampled_from([0, 0, 20, 50, 100]))
@@ -68,22 +67,6 @@ def nvidia_variants(draw) -> dict[str, Any]:
     out["runtimeClassName"] = draw(st.sampled_from(["", "", "nvidia"]))
     out["overwriteEnv"] = draw(st.booleans())
     return out
-
-
-def renamed(obj: Any, names: dict[str, str]) -> Any:
-    """`obj` with every resource key the variant renames (also as `limits.`/`requests.` quota keys)."""
-    if isinstance(obj, list):
-        return [renamed(o, names) for o in obj]
-    if not isinstance(obj, dict):
-        return obj
-    return {renamed_key(key, names): renamed(value, names) for key, value in obj.items()}
-
-
-def renamed_key(key: str, names: dict[str, str]) -> str:
-    if key.startswith(("limits.", "requests.")):
-        scope, resource = key.split(".", 1)
-        return f"{scope}.{names.get(resource, resource)}"
-    return names.get(key, key)
 
 
 def config_file(variant: dict[str, Any]) -> tuple[Path, dict[str, str]]:

@@ -28,6 +28,16 @@ from hamigen.strategies import requests_gpu
 
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+ALLOCATED_SUFFIX = "-devices-allocated"
+# Annotations other vendors' PatchAnnotations write beside their device lists; those holding a
+# time are compared for presence only.
+VENDOR_ANNOTATIONS = (
+    "CAMBRICON_DSMLU_ASSIGNED",
+    "CAMBRICON_DSMLU_PROFILE",
+    "mthreads.com/gpu-index",
+    "mthreads.com/predicate-node",
+)
+TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time",)
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
 FILTER_ERROR = "calcScore failed "
@@ -95,30 +105,16 @@ def engine_explain(
     return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, gpu_policy))
 
 
-def engine_devices_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, dict[str, str] | None]:
-    """What hami_fast would allocate on each node, each alone among the candidates: every backend's
-    `*-devices-allocated` annotation (None where the pod does not fit)."""
+def engine_allocations_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, dict[str, str] | None]:
+    """Every `-devices-allocated` annotation hami_fast writes on each node, each node alone among the
+    candidates; None where the pod does not go there."""
     out: dict[str, dict[str, str] | None] = {}
     for name in nodes:
         items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
         r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings"))
-        out[name] = allocations(r["annotations"]) if r["node"] == name else None
+        placed = r["node"] == name
+        out[name] = {k: v for k, v in r["annotations"].items() if k.endswith(ALLOCATED_SUFFIX)} if placed else None
     return out
-
-
-def allocations(annotations: dict[str, str]) -> dict[str, str]:
-    """Every backend's allocation annotation (`hami.io/<word>-devices-allocated`)."""
-    return {k: v for k, v in annotations.items() if k.startswith("hami.io/") and k.endswith("-devices-allocated")}
-
-
-def same_annotations(hami: dict[str, str], ours: dict[str, str]) -> list[str]:
-    """Every annotation Filter writes but the time stamp, both ways."""
-    keys = (set(hami) | set(ours)) - {"hami.io/vgpu-time"}
-    return [
-        f"annotation {k}: HAMi {hami.get(k)!r}, hami_fast {ours.get(k)!r}"
-        for k in sorted(keys)
-        if hami.get(k) != ours.get(k)
-    ]
 
 
 def effective_node_policy(case: dict[str, Any]) -> str:
@@ -170,12 +166,137 @@ def compare(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, Any], no
         if a.get("hami.io/vgpu-node") != ours["node"] or a.get(TO_ALLOCATE) != a.get(ALLOCATED):
             diffs.append(f"annotations: {a}")
         if hami["node"] == ours["node"]:
-            diffs += same_annotations(hami["annotations"], a)
-        per_node = hami.get("vendor_devices") or {
-            name: {ALLOCATED: d} for name, d in (hami.get("devices") or {}).items()
-        }
-        mine = engine_devices_per_node(case, sorted(per_node), now)
-        for name, devices in per_node.items():
-            if mine.get(name) != devices:
-                diffs.append(f"devices on {name}: HAMi {devices!r}, hami_fast {mine.get(name)!r}")
+            diffs += compare_device_annotations(hami["annotations"], a)
+        diffs += compare_devices_per_node(case, hami, now)
+    return diffs
+
+
+VASTAI_KEYS = ("hami.io/Vastai-devices-allocated", "hami.io/Vastai-devices-to-allocate")
+VASTAI_REGISTER = "hami.io/node-va-register"
+
+
+def vastai_dies(items: list[dict[str, Any]]) -> dict[str, str]:
+    """Every Vastai die registered in die mode, with its card (AIC)."""
+    out = {}
+    for obj in items:
+        if obj.get("kind") != "Node":
+            continue
+        try:
+            devices = orjson.loads((obj["metadata"].get("annotations") or {}).get(VASTAI_REGISTER, "[]"))
+        except orjson.JSONDecodeError:
+            continue
+        for d in devices if isinstance(devices, list) else []:
+            info = (d.get("custominfo") if isinstance(d, dict) else None) or {}
+            if info.get("DeviceStrategy") == "die" and isinstance(info.get("AIC"), str):
+                out[d.get("id")] = info["AIC"]
+    return out
+
+
+def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[str, str] | None:
+    """Vastai die-mode lists reduced to how many dies each container takes from each card, largest
+    first: HAMi takes cards of equal free dies in Go's map order (vastai/device.go:336-374), so which
+    of them is random, while the shape (and the node score, 181-219) is not."""
+    if annotations is None or not dies:
+        return annotations
+    out = dict(annotations)
+    for key in VASTAI_KEYS:
+        if key in out:
+            out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))
+    return out
+
+
+def canonical_answer(answer: dict[str, Any], dies: dict[str, str]) -> dict[str, Any]:
+    """An explain answer (HAMi's or hami_fast's) with its Vastai die-mode lists reduced (canonical)."""
+    if not dies:
+        return answer
+    vendor_devices = {n: canonical(v, dies) for n, v in (answer.get("vendor_devices") or {}).items()}
+    return {**answer, "annotations": canonical(answer.get("annotations"), dies), "vendor_devices": vendor_devices}
+
+
+def die_shape(slot: str, dies: dict[str, str]) -> str:
+    uuids = [entry.split(",")[0] for entry in slot.split(":") if entry]
+    if not uuids or not all(u in dies for u in uuids):
+        return slot
+    groups: dict[str, int] = {}
+    for u in uuids:
+        groups[dies[u]] = groups.get(dies[u], 0) + 1
+    return "dies " + "+".join(str(n) for n in sorted(groups.values(), reverse=True))
+
+
+def device_annotation_keys(annotations: dict[str, str]) -> set[str]:
+    """The node annotation and every backend's device lists and extras on a scheduled pod."""
+    return {
+        k
+        for k in annotations
+        if (k.startswith("hami.io/") and k.endswith((ALLOCATED_SUFFIX, "-devices-to-allocate")))
+        or k in VENDOR_ANNOTATIONS
+    } | {"hami.io/vgpu-node"}
+
+
+def compare_device_annotations(hami: dict[str, str], ours: dict[str, str]) -> list[str]:
+    diffs = []
+    for key in sorted(device_annotation_keys(hami) | device_annotation_keys(ours)):
+        if hami.get(key) != ours.get(key):
+            diffs.append(f"annotation {key}: HAMi {hami.get(key)!r}, hami_fast {ours.get(key)!r}")
+    for key in TIMED_VENDOR_ANNOTATIONS:
+        if (key in hami) != (key in ours):
+            diffs.append(f"annotation {key}: HAMi {'writes' if key in hami else 'does not write'} it")
+    return diffs
+
+
+def resolved(runs: list[dict[str, Any]], ours: dict[str, Any]) -> dict[str, Any]:
+    """HAMi's answer to compare hami_fast's with, from identical runs of a case HAMi decides at random
+    (a container asking two backends: Go's map order picks whose Fit runs first, so whose failure
+    reason a node gets; Vastai's die groups of equal size; a webhook error of two backends): per
+    node, the verdict and score hami_fast gave if some run gave it; the chosen node and annotations
+    of a run that chose hami_fast's node; every run's devices per node as `alternatives`."""
+    if len(runs) == 1:
+        return runs[0]
+    base = next((r for r in runs if (r.get("error") or "") == (ours.get("error") or "")), runs[0])
+    out = {**base, "failed": {}, "scores": {}}
+    nodes = set().union(*(set(r.get("failed") or {}) | set(r.get("scores") or {}) for r in runs))
+    for name in sorted(nodes):
+        pick = next((r for r in runs if node_verdict(r, name) == node_verdict(ours, name)), base)
+        if name in (pick.get("failed") or {}):
+            out["failed"][name] = pick["failed"][name]
+        if name in (pick.get("scores") or {}):
+            out["scores"][name] = pick["scores"][name]
+    chosen = [r for r in runs if r.get("node") == ours.get("node")] or [base]
+    a = ours.get("annotations") or {}
+    best = next((r for r in chosen if not compare_device_annotations(r.get("annotations") or {}, a)), chosen[0])
+    out["node"], out["annotations"] = best.get("node"), best.get("annotations") or {}
+    out["alternatives"] = {
+        field: {name: [(r.get(field) or {}).get(name) for r in runs] for r in runs for name in r.get(field) or {}}
+        for field in ("devices", "vendor_devices")
+    }
+    return out
+
+
+def node_verdict(answer: dict[str, Any], name: str) -> tuple[Any, Any]:
+    score = (answer.get("scores") or {}).get(name)
+    return (answer.get("failed") or {}).get(name), None if score is None else f32(score)
+
+
+def options(hami: dict[str, Any], field: str, name: str) -> list[Any]:
+    """What HAMi wrote in `field` for node `name`, in every run that was made."""
+    return ((hami.get("alternatives") or {}).get(field) or {}).get(name) or [(hami.get(field) or {}).get(name)]
+
+
+def compare_devices_per_node(case: dict[str, Any], hami: dict[str, Any], now: int) -> list[str]:
+    """The devices of every backend on every node that fits, against hami_fast's with that node alone
+    (`devices` holds NVIDIA's list, "" for a pod asking other vendors only; `vendor_devices` all)."""
+    nvidia = hami.get("devices") or {}
+    vendors = hami.get("vendor_devices") or {}
+    diffs = []
+    mine = engine_allocations_per_node(case, sorted(set(nvidia) | set(vendors)), now)
+    dies = vastai_dies(case["items"])
+    for name, allocated in mine.items():
+        allocated = canonical(allocated, dies)
+        if allocated is None:
+            diffs.append(f"devices on {name}: HAMi places the pod there, hami_fast does not (that node alone)")
+            continue
+        if name in nvidia and allocated.get(ALLOCATED) not in [v or None for v in options(hami, "devices", name)]:
+            diffs.append(f"devices on {name}: HAMi {nvidia[name]!r}, hami_fast {allocated.get(ALLOCATED)!r}")
+        if name in vendors and allocated not in options(hami, "vendor_devices", name):
+            diffs.append(f"vendor devices on {name}: HAMi {vendors[name]!r}, hami_fast {allocated!r}")
     return diffs

@@ -1,0 +1,279 @@
+"""Every vendor backend as HAMi v2.10.0 (commit 4707fb02) reads it: resources, node registration,
+pod annotations. Read from HAMi's source (`pkg/device/<vendor>/...`), cited as file:line.
+
+Shared by every backend:
+
+- Colon/comma registration (`devices.go:317-381`, DecodeNodeDevices): per device
+  `ID,count,devmem,devcore,type,numa,health[,index,mode]:` (7 or 9 fields), health a Go bool.
+- JSON registration (`devices.go:445-449`, UnMarshalNodeDevices): a list of DeviceInfo
+  (`devices.go:127-141`): `id`, `index`, `count`, `devmem`, `devcore`, `type`, `numa`, `mode`,
+  `health` (absent = false), `custominfo`.
+- Handshake (`devices.go:576-615`, CheckHealth): anything but `Requesting_<time>` → HAMi stamps it
+  and registers; `Requesting_` younger than 60 s → registered; older → registered only while
+  `status.allocatable[<count name>]` is above 0.
+- Candidates for a request of type T: devices whose lowercase Type contains lowercase T
+  (`sched/score.go:43-52`).
+- Pod device lists (`devices.go:451-484`): `UUID,Type,Usedmem,Usedcores:` per device, `;` per
+  container, under the backend's to-allocate and allocated keys; resident pods are read from every
+  allocated key when they carry `hami.io/vgpu-node` (`sched/scheduler.go:144-170`,
+  `devices.go:529-556`).
+- UUID pinning (`devices.go:693-713`, CheckUUID): comma list, entries trimmed; empty value ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One of HAMi's device backends (a key of its DevicesMap)."""
+
+    family: str  # the test's vendor name (parametrization id)
+    common_word: str  # the request Type and the key of the pod's device map
+    count: str
+    memory: str = ""
+    cores: str = ""
+    registration: str = "json"  # "json", "colon" or "capacity"
+    register_key: str = ""
+    handshake_key: str = ""
+    allocated: str = ""
+    to_allocate: str = ""
+    type_keys: tuple[str, ...] = ()  # use, nouse: read by HAMi's Fit
+    uuid_keys: tuple[str, ...] = ()  # use, nouse
+    inert_keys: tuple[str, ...] = ()  # defined by HAMi but never read by its Fit: must change nothing
+    # Registered (type, devmem MiB, devcore); the last of several is a type without the vendor's word.
+    models: tuple[tuple[str, int, int], ...] = ()
+    extra_annotations: tuple[str, ...] = ()  # vendor keys HAMi's PatchAnnotations writes
+    derived_id: str = ""  # capacity backends: the device IDs HAMi makes up, from node and index
+    source: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+
+HYGON = Backend(
+    family="hygon",
+    common_word="DCU",
+    count="hygon.com/dcunum",
+    memory="hygon.com/dcumem",  # x memoryFactor (chart: 1)
+    cores="hygon.com/dcucores",  # default 100
+    registration="colon",
+    register_key="hami.io/node-dcu-register",
+    handshake_key="hami.io/node-handshake-dcu",
+    allocated="hami.io/dcu-devices-allocated",
+    to_allocate="hami.io/dcu-devices-to-allocate",
+    type_keys=("hygon.com/use-dcutype", "hygon.com/nouse-dcutype"),
+    uuid_keys=("hygon.com/use-gpuuuid", "hygon.com/nouse-gpuuuid"),
+    models=(("DCU-Z100L", 32768, 100), ("DCU-K100_AI", 65536, 100), ("DCU", 16384, 100), ("Z100", 32768, 100)),
+    source={
+        "keys": "hygon/device.go:39-53,77-79",
+        "registration": "hygon/device.go:131-151 (DecodeNodeDevices)",
+        "requests": "hygon/device.go:168-239 (limits then requests; memory x memoryFactor; cores default 100)",
+        "fit": "hygon/device.go:264-369 (standard; type via CheckType)",
+    },
+)
+
+BIREN = Backend(
+    family="biren",
+    common_word="Biren",
+    count="birentech.com/gpu",
+    registration="json",
+    register_key="hami.io/node-biren-register",
+    handshake_key="hami.io/node-handshake-biren",
+    allocated="hami.io/Biren-devices-allocated",
+    to_allocate="hami.io/Biren-devices-to-allocate",
+    uuid_keys=("birentech.com/use-gpuuuid", "birentech.com/nouse-gpuuuid"),
+    inert_keys=("birentech.com/use-biren", "birentech.com/nouse-biren"),
+    models=(("Biren-BR104P", 32768, 0), ("Biren", 65536, 0), ("BR106", 32768, 0)),
+    source={
+        "keys": "biren/device.go:37-44,60-62",
+        "registration": "biren/device.go:71-91 (JSON; Devcore forced to 100)",
+        "requests": "biren/device.go:141-165 (count only; memory 100%, cores 0)",
+        "fit": "biren/device.go:190-249 (health, UUID, count, mutex; checkType ignores the type keys)",
+    },
+)
+
+
+def iluvatar(chip: str) -> Backend:
+    return Backend(
+        family="iluvatar",
+        common_word=chip,
+        count=f"iluvatar.ai/{chip}-vgpu",
+        memory=f"iluvatar.ai/{chip}.vMem",  # x256
+        cores=f"iluvatar.ai/{chip}.vCore",  # default 0; webhook sets count*100 when count > 1
+        registration="colon",
+        register_key=f"hami.io/node-{chip}-register",
+        handshake_key=f"hami.io/node-handshake-{chip}",
+        allocated=f"hami.io/{chip}-devices-allocated",
+        to_allocate=f"hami.io/{chip}-devices-to-allocate",
+        uuid_keys=(f"hami.io/use-{chip}-uuid", f"hami.io/no-use-{chip}-uuid"),
+        models=((chip, 32768, 100), (chip, 16384, 100)),
+        source={
+            "keys": "iluvatar/device.go:61-82 (per iluvatars[] entry; needs --enable-iluvatar)",
+            "webhook": "iluvatar/device.go:92-118 (core limit count*100, env SOL_CONTINER_NAME)",
+            "registration": "iluvatar/device.go:120-141 (DecodeNodeDevices)",
+            "requests": "iluvatar/device.go:201-254 (memory x256, cores default 0)",
+            "fit": "iluvatar/device.go:267-372 (standard)",
+        },
+    )
+
+
+ILUVATAR_CHIPS = ("MR-V100", "MR-V50", "BI-V150", "BI-V100")  # the chart's iluvatars[]
+
+METAX = Backend(
+    derived_id="{node}-metax-{i}",
+    family="metax",
+    common_word="Metax-GPU",
+    count="metax-tech.com/gpu",
+    registration="capacity",
+    allocated="hami.io/metax-gpu-devices-allocated",
+    to_allocate="hami.io/metax-gpu-devices-to-allocate",
+    source={
+        "keys": "metax/device.go:37-42,48-56",
+        "registration": "metax/device.go:67-89 (status.capacity count: <node>-metax-<i>, 65536 MiB, 100 cores)",
+        "health": "metax/device.go:128-132 (capacity > 0)",
+        "requests": "metax/device.go:134-154 (count; memory 100%, cores 100)",
+        "fit": "metax/device.go:223-334 (standard + one device per container set, 156-166)",
+        "score": "metax/device.go:168-214 (2000 - metax-tech.com/gpu.topology.losses|scores[devices])",
+    },
+)
+METAX_TOPOLOGY = ("metax-tech.com/gpu.topology.losses", "metax-tech.com/gpu.topology.scores")
+
+MTHREADS = Backend(
+    derived_id="{node}-mthreads-{i}",
+    family="mthreads",
+    common_word="Mthreads",
+    count="mthreads.com/vgpu",
+    memory="mthreads.com/sgpu-memory",  # x512; webhook: one of 2,4,8,16,32,64,96
+    cores="mthreads.com/sgpu-core",  # divided by count
+    registration="capacity",
+    allocated="hami.io/mthreads-vgpu-devices-allocated",
+    uuid_keys=("mthreads.ai/use-gpuuuid", "mthreads.ai/nouse-gpuuuid"),
+    extra_annotations=("mthreads.com/gpu-index", "mthreads.com/predicate-node", "mthreads.com/predicate-time"),
+    source={
+        "keys": "mthreads/device.go:41-57,72-82 (no to-allocate written)",
+        "webhook": "mthreads/device.go:94-128 (count > 0; count > 1 sets 16*count cores, 96*count memory; "
+        "memory outside [2..96] slices is an error)",
+        "registration": "mthreads/device.go:130-153 (capacity sgpu-core/16 devices <node>-mthreads-<i>, "
+        "Count 100, memory capacity*512*16/cores)",
+        "requests": "mthreads/device.go:202-264 (memory x512 / count, cores / count)",
+        "annotations": "mthreads/device.go:155-177 (gpu-index, predicate-node, predicate-time = now)",
+        "fit": "mthreads/device.go:289-406 (standard + same device across containers)",
+    },
+)
+
+CAMBRICON = Backend(
+    derived_id="{node}-cambricon-mlu-{i}",
+    family="cambricon",
+    common_word="MLU",
+    count="cambricon.com/vmlu",
+    memory="cambricon.com/mlu.smlu.vmemory",  # x256
+    cores="cambricon.com/mlu.smlu.vcore",  # default 100
+    registration="capacity",
+    allocated="hami.io/cambricon-mlu-devices-allocated",
+    to_allocate="hami.io/cambricon-mlu-devices-to-allocate",
+    uuid_keys=("cambricon.com/use-gpuuuid", "cambricon.com/nouse-gpuuuid"),
+    inert_keys=("cambricon.com/use-mlutype", "cambricon.com/nouse-mlutype"),
+    extra_annotations=("CAMBRICON_DSMLU_ASSIGNED", "CAMBRICON_DSMLU_PROFILE"),
+    source={
+        "keys": "cambricon/device.go:42-61,84-94",
+        "lock": "cambricon/device.go:125-153 (node annotation cambricon.com/dsmlu.lock, RFC 3339, 2 min)",
+        "registration": "cambricon/device.go:209-232 (capacity vcore/100 devices <node>-cambricon-mlu-<i>, "
+        "Count 100, memory capacity*256*100/vcore)",
+        "requests": "cambricon/device.go:250-310 (memory x256, cores default 100)",
+        "annotations": "cambricon/device.go:312-332 (CAMBRICON_DSMLU_ASSIGNED=false, PROFILE idx_cores_mem/256)",
+        "fit": "cambricon/device.go:378-488 (standard + quota per device, 351-376)",
+    },
+)
+CAMBRICON_LOCK = "cambricon.com/dsmlu.lock"
+
+AMD = Backend(
+    family="amd",
+    common_word="AMD",
+    count="amd.com/gpu",
+    memory="amd.com/gpumem",
+    cores="amd.com/gpucores",  # percent 1-100, default 100
+    registration="json",
+    register_key="hami.io/node-amd-register",
+    allocated="hami.io/amd-devices-allocated",
+    to_allocate="hami.io/amd-devices-to-allocate",
+    type_keys=("amd.com/use-gputype", "amd.com/nouse-gputype"),
+    uuid_keys=("amd.com/use-gpu-uuid", "amd.com/nouse-gpu-uuid"),
+    inert_keys=("amd.com/use-gpuuuid",),
+    models=(("AMD-Instinct-MI300X", 196608, 304), ("AMD-Instinct-MI210", 65536, 104), ("MI100", 32768, 120)),
+    source={
+        "keys": "amd/device.go:42-53,61-72",
+        "webhook": "amd/device.go:78-98 (core limit outside 1-100 is an error)",
+        "registration": "amd/device.go:100-118 (JSON); health 195-207 (status.capacity amd.com/gpu > 0)",
+        "requests": "amd/device.go:217-266 (limits only; memory <= 0 = whole card; cores %)",
+        "fit": "amd/device.go:279-372 (type substring 165-186; cores % of CUs, min 1; entry Type = device type)",
+    },
+)
+
+ENFLAME = Backend(
+    derived_id="{node}-GCU-{i}",
+    family="enflame",
+    common_word="GCU",
+    count="enflame.com/gcu",
+    registration="capacity",
+    allocated="hami.io/enflame-gcu-devices-allocated",
+    to_allocate="hami.io/enflame-gcu-devices-to-allocate",
+    source={
+        "keys": "enflame/gcu.go:31-47",
+        "health": "enflame/gcu.go:58-61 (capacity > 0)",
+        "registration": "enflame/gcu.go:67-89 (capacity count: <node>-GCU-<i>, Count 1)",
+        "requests": "enflame/gcu.go:91-111 (count; memory 100, cores 100)",
+        "fit": "enflame/gcu.go:144-192 (whole cards: a used device conflicts)",
+    },
+)
+
+VASTAI = Backend(
+    family="vastai",
+    common_word="Vastai",
+    count="vastaitech.com/va",
+    registration="json",
+    register_key="hami.io/node-va-register",
+    handshake_key="hami.io/node-handshake-va",
+    allocated="hami.io/Vastai-devices-allocated",
+    to_allocate="hami.io/Vastai-devices-to-allocate",
+    uuid_keys=("vastaitech.com/use-gpuuuid", "vastaitech.com/nouse-gpuuuid"),
+    inert_keys=("vastaitech.com/use-va", "vastaitech.com/nouse-va"),
+    models=(("Vastai-VA1", 16384, 0), ("Vastai", 32768, 0), ("VA10", 16384, 0)),
+    source={
+        "keys": "vastai/device.go:38-47,57-67",
+        "registration": "vastai/device.go:73-93 (JSON, Devcore forced to 100; custominfo DeviceStrategy/AIC)",
+        "requests": "vastai/device.go:143-167 (count only)",
+        "fit": "vastai/device.go:228-328 (die mode 389-403: every free die collected, then best AIC "
+        "combination 336-374; mutex rejects a die whose card is in use)",
+        "score": "vastai/device.go:181-219 (die mode: share of the largest AIC group per container)",
+    },
+)
+
+NVIDIA = Backend(
+    family="nvidia",
+    common_word="NVIDIA",
+    count="nvidia.com/gpu",
+    memory="nvidia.com/gpumem",
+    cores="nvidia.com/gpucores",
+    registration="json",
+    register_key="hami.io/node-nvidia-register",
+    handshake_key="hami.io/node-handshake",
+    allocated="hami.io/vgpu-devices-allocated",
+    to_allocate="hami.io/vgpu-devices-to-allocate",
+    source={"all": "tests/hamigen/strategies.py (the NVIDIA generator)"},
+)
+
+FAMILIES: dict[str, tuple[Backend, ...]] = {
+    "hygon": (HYGON,),
+    "biren": (BIREN,),
+    "iluvatar": tuple(iluvatar(c) for c in ILUVATAR_CHIPS),
+    "metax": (METAX,),
+    "mthreads": (MTHREADS,),
+    "cambricon": (CAMBRICON,),
+    "amd": (AMD,),
+    "enflame": (ENFLAME,),
+    "vastai": (VASTAI,),
+    "nvidia": (NVIDIA,),
+}
+VENDORS = tuple(FAMILIES)
+
+# Annotations HAMi writes that hold a time: compared for presence only.
+TIME_ANNOTATIONS = ("hami.io/vgpu-time", "mthreads.com/predicate-time")

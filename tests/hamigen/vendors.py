@@ -1,0 +1,433 @@
+"""Hypothesis strategies for clusters of every vendor HAMi v2.10 schedules, and pods asking them.
+
+A case (`vendor_cases(family, partners)`) is the NVIDIA generator's shape (strategies.cases) plus
+`vendors`: the backend families it involves. Each node registers the focus family exactly as that
+vendor's device plugin does (vendor_specs.py names each key and format with HAMi's file:line), now
+and then beside a partner family (mixed-vendor nodes, e.g. NVIDIA + Hygon); resident pods hold
+devices through each vendor's allocated annotation; devices may be unhealthy, registrations
+malformed or stale; the new pod asks the focus family (sometimes a partner too) with every resource,
+default, pinning and policy annotation that backend reads, sizes that need defaults or do not fit.
+
+Resident device lists are written positionally (one slot per container, empty for containers that
+ask nothing): HAMi and hami_fast must read those the same way, while HAMi misreads unpadded lists of
+backends keyed by model name (docs/compatibility.md), a kept difference modelled for NVIDIA only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from hypothesis import strategies as st
+
+from hamigen import strategies as nvidia
+from hamigen.vendor_specs import CAMBRICON_LOCK, FAMILIES, METAX_TOPOLOGY, Backend
+
+NAMESPACES = nvidia.NAMESPACES
+
+
+def one_in(draw, n: int) -> bool:
+    """True about once in `n` draws; hypothesis' simplest draw is False."""
+    return draw(st.sampled_from([False] * (n - 1) + [True]))
+
+
+# --- nodes -------------------------------------------------------------------------------------
+
+
+def device_prefix(b: Backend) -> str:
+    return b.common_word.split("-")[0].lower()
+
+
+def device_id(b: Backend, node: str, i: int) -> str:
+    """The ID of device `i` of `b` on `node`: HAMi's own for capacity backends, ours otherwise."""
+    return b.derived_id.format(node=node, i=i) if b.derived_id else f"{device_prefix(b)}-{node}-{i}"
+
+
+@st.composite
+def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
+    """Devices of a backend that registers a list (JSON or colon/comma)."""
+    n = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 4, 8]))
+    # The last model of a backend is a type without the vendor's word (HAMi never offers it): rarer.
+    weighted = list(b.models[:-1]) * 3 + list(b.models[-1:])
+    model = draw(st.sampled_from(weighted))
+    split = draw(st.sampled_from([1, 4, 10]))
+    die = b is FAMILIES["vastai"][0] and draw(st.booleans())
+    per_card = draw(st.sampled_from([1, 2, 4]))
+    out = []
+    for i in range(n):
+        this = draw(st.sampled_from(weighted)) if one_in(draw, 6) else model
+        d: dict[str, Any] = {
+            "id": device_id(b, node, i),
+            "index": i,
+            "count": draw(st.sampled_from([split, split, split, 1])),
+            "devmem": this[1],
+            "devcore": this[2],
+            "type": this[0],
+            "numa": draw(st.sampled_from([0, 0, i % 2])),
+            "mode": "hami-core",
+            "health": not one_in(draw, 10),
+        }
+        if die:
+            d["custominfo"] = {"DeviceStrategy": "die", "AIC": str(i // per_card)}
+        out.append(d)
+    return out
+
+
+def colon_encoded(devs: list[dict[str, Any]], short: list[bool]) -> str:
+    """HAMi's colon/comma registration (devices.go:391-417); `short` devices with 7 fields."""
+    parts = []
+    for d, seven in zip(devs, short, strict=True):
+        fields = [d["id"], d["count"], d["devmem"], d["devcore"], d["type"], d["numa"], str(d["health"]).lower()]
+        if not seven:
+            fields += [d["index"], d["mode"]]
+        parts.append(",".join(str(f) for f in fields) + ":")
+    return "".join(parts)
+
+
+def handshake(draw, key: str, now: int) -> dict[str, str]:
+    # A fresh "Requesting_" stamp: a HAMi that starts now does not register the node until the
+    # plugin answers (sched/scheduler.go:523-525).
+    kind = draw(st.sampled_from(["none", "none", "none", "reported", "reported", "fresh", "stale", "garbage"]))
+    return {} if kind == "none" else {key: nvidia.handshake_value(kind, now)}
+
+
+@st.composite
+def listed_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, dict, dict, list]:
+    """Annotations, capacity, allocatable and the devices HAMi will see, for a JSON or colon backend."""
+    devs = draw(listed_devices(b, node))
+    state = draw(st.sampled_from(["ok"] * 24 + ["missing", "malformed", "empty"]))
+    ann: dict[str, str] = {}
+    if b.registration == "json":
+        body = json.dumps(devs, separators=(",", ":"))
+        if one_in(draw, 6):  # an older plugin: no index, health left out when false
+            body = json.dumps([{k: v for k, v in d.items() if k != "index" and v is not False} for d in devs])
+        ann[b.register_key] = {"ok": body, "malformed": body[:-3], "empty": "[]"}.get(state, body)
+    else:
+        short = [one_in(draw, 5) for _ in devs]
+        body = colon_encoded(devs, short)
+        ann[b.register_key] = {"ok": body, "malformed": body.replace(",", ";", 1), "empty": ":"}.get(state, body)
+    if state == "missing":
+        del ann[b.register_key]
+    if b.handshake_key:
+        ann.update(handshake(draw, b.handshake_key, now))
+    total = sum(d["count"] for d in devs)
+    allocatable = {b.count: draw(st.sampled_from([str(total)] * 8 + ["0", None]))}
+    capacity = dict(allocatable)
+    if b.family == "amd" and one_in(draw, 7):
+        capacity[b.count] = draw(st.sampled_from(["0", None]))  # AMD's health is status.capacity
+    seen = devs if state == "ok" else []
+    return ann, capacity, allocatable, seen
+
+
+@st.composite
+def capacity_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, dict, dict, list]:
+    """Backends whose devices HAMi derives from `status.capacity` (vendor_specs: registration)."""
+    cards = draw(st.sampled_from([0, 1, 2, 2, 4, 4, 8]))
+    ann: dict[str, str] = {}
+    if b.family == "metax":
+        capacity = {b.count: str(cards)}
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, 65536) for i in range(cards)]
+        for key in METAX_TOPOLOGY:
+            if one_in(draw, 3):
+                table = {str(k): draw(st.sampled_from([0, 10, 50, 100, 300])) for k in (1, 2, 4, 8)}
+                ann[key] = draw(st.sampled_from([json.dumps(table), json.dumps(table), "{bad", "{}"]))
+    elif b.family == "enflame":
+        capacity = {b.count: str(cards)}
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, 100) for i in range(cards)]
+    elif b.family == "mthreads":
+        cores = cards * 16 + draw(st.sampled_from([0, 0, 0, 8]))
+        memory = draw(st.sampled_from([96, 96, 64, 48])) * cards
+        capacity = {b.cores: str(cores), b.memory: str(memory), b.count: str(cards * 100)}
+        per = memory * 512 * 16 // cores if cores else 0
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, per) for i in range(-(-cores // 16))]
+    else:  # cambricon
+        vcore = cards * 100 + draw(st.sampled_from([0, 0, 0, 50]))
+        vmemory = draw(st.sampled_from([64, 96, 128])) * cards
+        capacity = {b.cores: str(vcore), b.memory: str(vmemory), b.count: str(cards * 100)}
+        per = vmemory * 256 * 100 // vcore if vcore else 0
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, per) for i in range(-(-vcore // 100))]
+        lock = draw(st.sampled_from(["none"] * 5 + ["fresh", "stale", "garbage"]))
+        if lock != "none":
+            ann[CAMBRICON_LOCK] = lock_value(lock, now)
+    if one_in(draw, 9):
+        capacity = {}  # the device plugin is gone
+        devs = []
+    return ann, capacity, dict(capacity), devs
+
+
+def device_on(uuid: str, index: int, devmem: int) -> dict[str, Any]:
+    return {"id": uuid, "index": index, "devmem": devmem, "type": "", "health": True}
+
+
+def lock_value(kind: str, now: int) -> str:
+    if kind == "garbage":
+        return "yesterday"
+    age = 30 if kind == "fresh" else 3600
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - age))
+
+
+def registration(b: Backend, node: str, now: int) -> st.SearchStrategy:
+    if b.registration == "capacity":
+        return capacity_registration(b, node, now)
+    return listed_registration(b, node, now)
+
+
+@st.composite
+def vendor_node(draw, name: str, backends: list[Backend], now: int) -> tuple[dict, dict[str, list]]:
+    """One node registering `backends`: the Node object and the devices HAMi sees per backend."""
+    ann: dict[str, str] = {}
+    capacity: dict[str, str] = {"cpu": "8", "memory": "32Gi"}
+    allocatable = dict(capacity)
+    seen: dict[str, list] = {}
+    for b in backends:
+        if b.family == "nvidia":
+            obj, devs = draw(nvidia.node(name, now))
+            ann.update(obj["metadata"]["annotations"])
+            allocatable.update(obj["status"]["allocatable"])
+            capacity.update(obj["status"]["allocatable"])
+        else:
+            a, cap, alloc, devs = draw(registration(b, name, now))
+            ann.update(a)
+            capacity.update({k: v for k, v in cap.items() if v is not None})
+            allocatable.update({k: v for k, v in alloc.items() if v is not None})
+        seen[b.common_word] = devs
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": ann},
+        "status": {"capacity": capacity, "allocatable": allocatable},
+    }
+    return obj, seen
+
+
+# --- resident pods -----------------------------------------------------------------------------
+
+
+def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
+    """The Type HAMi writes in a pod's list: the CommonWord, AMD's the device's own type."""
+    if b.family != "amd":
+        return b.common_word
+    return next((d["type"] for d in devs if d["id"] == uuid), "AMD")
+
+
+@st.composite
+def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pod HAMi placed earlier, holding devices of `b` through its allocated annotation."""
+    n_app = draw(st.integers(1, 3))
+    uuids = [d["id"] for d in devs] or [device_id(b, node, 0)]
+    slots, containers = [], []
+    for c in range(n_app):
+        uses = c == 0 or draw(st.booleans())
+        res: dict[str, Any] = {}
+        picks: list[str] = []
+        if uses:
+            k = draw(st.integers(1, min(2, len(uuids))))
+            picks = draw(st.lists(st.sampled_from([*uuids, "gone-uuid"]), min_size=k, max_size=k, unique=True))
+            res = {"limits": {b.count: str(len(picks))}}
+        mem = draw(st.sampled_from([0, 1024, 4096, 8192, 16384, 65536]))
+        cores = draw(st.sampled_from([0, 0, 10, 50, 100]))
+        slots.append("".join(f"{u},{slot_type(b, u, devs)},{mem},{cores}:" for u in picks) + ";")
+        containers.append({"name": f"c{c}", "image": "x", **({"resources": res} if res else {})})
+    annotations = {"hami.io/vgpu-node": node, b.allocated: "".join(slots)}
+    if b.to_allocate:
+        annotations[b.to_allocate] = ";"
+    if one_in(draw, 26):
+        annotations[b.allocated] = draw(st.sampled_from([f"{uuids[0]},{b.common_word}:;", "x,y,lots,0:;"]))
+    phase = draw(st.sampled_from(["Running"] * 6 + ["Pending", "Succeeded", "Failed"]))
+    spec: dict[str, Any] = {"containers": containers}
+    if not one_in(draw, 8):
+        spec["nodeName"] = node  # else Filter assigned it and it is not bound yet
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"vres-{i}",
+            "namespace": draw(st.sampled_from(NAMESPACES)),
+            "uid": f"uid-vres-{i}",
+            "annotations": annotations,
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+# --- the new pod -------------------------------------------------------------------------------
+
+
+def amount(values: list[Any]) -> st.SearchStrategy[str | None]:
+    return st.sampled_from(values).map(lambda v: None if v is None else str(v))
+
+
+def limits_for(draw, b: Backend) -> dict[str, str]:
+    """The resources one container asks of `b`, with values that need defaults or do not fit."""
+    if b.family == "nvidia":
+        res = draw(nvidia.container_resources(True))
+        return dict(res.get("limits") or res.get("requests") or {})
+    count = draw(amount([1, 1, 1, 1, 2, 2, 2, 3, 4, 0]))
+    asked = {b.count: count}
+    if b.family == "hygon":
+        asked[b.memory] = draw(amount([None, None, 0, 1000, 4000, 16384, 40000, 70000]))
+        asked[b.cores] = draw(amount([None, None, 0, 30, 50, 100, 150]))
+    elif b.family == "iluvatar":
+        asked[b.memory] = draw(amount([None, None, 0, 16, 64, 128, 300]))
+        asked[b.cores] = draw(amount([None, None, 0, 30, 50, 100, 150]))
+    elif b.family == "mthreads":
+        asked[b.memory] = draw(amount([None, None, 2, 4, 8, 16, 32, 64, 96, 5, 200]))
+        asked[b.cores] = draw(amount([None, None, 0, 4, 8, 16]))
+    elif b.family == "cambricon":
+        asked[b.memory] = draw(amount([None, None, 0, 10, 32, 64, 300]))
+        asked[b.cores] = draw(amount([None, None, 0, 10, 50, 100, 150]))
+    elif b.family == "amd":
+        asked[b.memory] = draw(amount([None, None, 0, 8000, 32768, 65536, 300000]))
+        asked[b.cores] = draw(amount([None] * 8 + [1, 25, 50, 100, 100] * 2 + [0, 150]))
+    return {k: v for k, v in asked.items() if v is not None}
+
+
+@st.composite
+def vendor_container(draw, name: str, asks: list[Backend]) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "x"}
+    limits: dict[str, str] = {}
+    for b in asks:
+        limits.update(limits_for(draw, b))
+    if limits:
+        where = draw(st.sampled_from(["limits"] * 10 + ["requests", "both"]))
+        if where == "limits":
+            c["resources"] = {"limits": limits}
+        elif where == "requests":
+            c["resources"] = {"requests": limits}
+        else:
+            c["resources"] = {"requests": limits, "limits": {k: v for k, v in limits.items() if draw(st.booleans())}}
+    elif draw(st.booleans()):
+        c["resources"] = {"limits": {"cpu": "1"}}
+    if one_in(draw, 41):
+        c["securityContext"] = {"privileged": True}
+    return c
+
+
+def pin_values(draw, uuids: list[str]) -> str:
+    picks = draw(st.lists(st.sampled_from([*uuids, "gone-uuid"]), min_size=1, max_size=3, unique=True))
+    return draw(st.sampled_from([",", ", "])).join(picks) + draw(st.sampled_from(["", "", ","]))
+
+
+TYPE_WORDS = {
+    "hygon": ["Z100", "K100", "DCU", "z100l,k100", " Z100 ", ""],
+    "amd": ["MI300X", "mi210", "AMD", "MI300X,MI210", "Instinct", ""],
+}
+
+
+@st.composite
+def vendor_annotations(draw, asks: list[Backend], uuids: dict[str, list[str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for b in asks:
+        if b.family == "nvidia":
+            out.update(draw(nvidia.pod_annotations(uuids.get("NVIDIA", []))))
+            continue
+        for key in b.type_keys:
+            if one_in(draw, 5):
+                out[key] = draw(st.sampled_from(TYPE_WORDS[b.family]))
+        for key in b.uuid_keys:
+            if one_in(draw, 5):
+                out[key] = pin_values(draw, uuids.get(b.common_word) or [])
+        for key in b.inert_keys:
+            if one_in(draw, 9):
+                out[key] = draw(
+                    st.sampled_from(["x", uuids.get(b.common_word, ["x"])[0] if uuids.get(b.common_word) else "x"])
+                )
+    if one_in(draw, 6):
+        out["hami.io/gpu-scheduler-policy"] = draw(st.sampled_from(["mutex", "binpack", "spread", "mutex,binpack"]))
+    if one_in(draw, 6):
+        out["hami.io/node-scheduler-policy"] = draw(st.sampled_from(["binpack", "spread"]))
+    return out
+
+
+@st.composite
+def vendor_pod(draw, focus: list[Backend], partners: list[Backend], uuids: dict[str, list[str]]) -> dict[str, Any]:
+    """The pod: its first container asks a focus backend, others ask it, a partner, or nothing."""
+    first = draw(st.sampled_from(focus))
+    both = partners and one_in(draw, 4)
+    second = draw(st.sampled_from(partners)) if both else None
+    app = [draw(vendor_container("c0", [first, second] if second and draw(st.booleans()) else [first]))]
+    for i in range(1, draw(st.integers(1, 3))):
+        pick = draw(st.sampled_from(["none", "none", "focus", "partner"]))
+        asks = {"none": [], "focus": [first], "partner": [second] if second else []}[pick]
+        app.append(draw(vendor_container(f"c{i}", asks)))
+    init = [draw(vendor_container("init0", draw(st.sampled_from([[], [first]]))))] if one_in(draw, 6) else []
+    asked = [first, *([second] if second else [])]
+    metadata: dict[str, Any] = {"name": "new", "namespace": draw(st.sampled_from(NAMESPACES)), "uid": "uid-new"}
+    if ann := draw(vendor_annotations(asked, uuids)):
+        metadata["annotations"] = ann
+    spec: dict[str, Any] = {"containers": app}
+    if init:
+        spec["initContainers"] = init
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+# --- quotas and cases --------------------------------------------------------------------------
+
+
+@st.composite
+def vendor_quotas(draw, backends: list[Backend]) -> list[dict[str, Any]]:
+    """At most one quota per namespace on a backend's memory and core names (checked by HAMi's webhook)."""
+    out = []
+    named = [b for b in backends if b.memory or b.cores]
+    for i, ns in enumerate(NAMESPACES):
+        if not named or not one_in(draw, 5):
+            continue
+        b = draw(st.sampled_from(named))
+        hard = {}
+        if b.memory and draw(st.booleans()):
+            hard[f"limits.{b.memory}"] = str(draw(st.sampled_from([4000, 20000, 100000, 1000000])))
+        if b.cores and (draw(st.booleans()) or not hard):
+            hard[f"limits.{b.cores}"] = str(draw(st.sampled_from([50, 100, 300, 1000])))
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": f"vq{i}", "namespace": ns},
+                "spec": {"hard": hard},
+            }
+        )
+    return out
+
+
+@st.composite
+def vendor_cases(draw, family: str, partners: tuple[str, ...] = (), max_nodes: int = 3) -> dict[str, Any]:
+    """A cluster whose nodes register `family` (some beside a partner family) and a pod asking it."""
+    now = int(time.time())
+    focus = list(FAMILIES[family])
+    partner_backends = [b for p in partners if p != family for b in FAMILIES[p]]
+    nodes, residents, mixed = [], [], False
+    uuids: dict[str, list[str]] = {}
+    present: dict[str, Backend] = {}
+    for n in range(draw(st.integers(1, max_nodes))):
+        name = f"node-{n}"
+        backends = draw(st.lists(st.sampled_from(focus), min_size=1, max_size=min(2, len(focus)), unique=True))
+        if partner_backends and one_in(draw, 3):
+            backends.append(draw(st.sampled_from(partner_backends)))
+        obj, seen = draw(vendor_node(name, backends, now))
+        nodes.append(obj)
+        mixed = mixed or len(backends) > 1
+        for b in backends:
+            present[b.common_word] = b
+            uuids.setdefault(b.common_word, []).extend(d["id"] for d in seen[b.common_word])
+            for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
+                residents.append((b, name, seen[b.common_word]))
+    pods = [
+        draw(vendor_resident(i, b, name, devs)) for i, (b, name, devs) in enumerate(residents) if b.family != "nvidia"
+    ]
+    gpu_nodes = [(name, devs) for b, name, devs in residents if b.family == "nvidia"]
+    if gpu_nodes:
+        pods += [draw(nvidia.resident_pod(i, gpu_nodes)) for i in range(len(gpu_nodes))]
+    focus_present = [b for b in focus if b.common_word in present]
+    others = [b for b in present.values() if b.family != family]
+    pod = draw(vendor_pod(focus_present, others, uuids))
+    involved = {b.family for b in present.values()}
+    return {
+        "items": nodes + pods + draw(vendor_quotas(list(present.values()))),
+        "pod": pod,
+        "node_policy": draw(st.sampled_from(nvidia.NODE_POLICIES)),
+        "gpu_policy": draw(st.sampled_from(["spread", "binpack", "mutex", "spread", "binpack"])),
+        "vendors": sorted(involved),
+        "mixed_nodes": mixed,
+    }
