@@ -63,11 +63,20 @@ ENABLED = enabled()
 PARTNERS = tuple(v for v in VENDORS if v in ENABLED)
 
 
+# Placed by the engine, with the differences the suite still finds (docs/compatibility.md): the
+# webhook's quota on these backends' resources, and the score and NVIDIA annotations on a node
+# whose NVIDIA registration is pending beside another backend's.
+PLACED_WITH_DIFFERENCES = {"hygon", "biren", "iluvatar", "enflame"}
+
+
 def family_param(family: str):
     if family in ENABLED:
         return pytest.param(family, id=family)
-    mark = pytest.mark.xfail(reason=f"hami-fast does not schedule {family} yet", strict=False)
-    return pytest.param(family, id=family, marks=mark)
+    if family in PLACED_WITH_DIFFERENCES:
+        reason = f"hami-fast places {family} devices; the differences left are in docs/compatibility.md"
+    else:
+        reason = f"hami-fast does not schedule {family} yet"
+    return pytest.param(family, id=family, marks=pytest.mark.xfail(reason=reason, strict=False))
 
 
 def batches(family: str) -> st.SearchStrategy:

@@ -187,6 +187,8 @@ pub struct GpuNode {
     pub registration: crate::health::Registration,
     /// Whether HAMi's node cache holds the node, as registration passes left it.
     pub membership: crate::health::Membership,
+    /// The other backends whose devices HAMi's cache holds for this node (their ids).
+    pub vendor_members: Vec<u8>,
 }
 
 impl GpuNode {
@@ -267,6 +269,12 @@ impl GpuNode {
     /// Registered devices, and in HAMi's node cache at `now` (Unix seconds).
     pub fn is_registered_at(&self, now: i64) -> bool {
         self.is_registered() && self.membership.registered(&self.registration, !self.devices.is_empty(), now)
+    }
+
+    /// Whether another backend registered devices here (then HAMi's cache holds the node whatever
+    /// NVIDIA's registration says).
+    pub fn holds_vendor_devices(&self) -> bool {
+        self.devices.iter().any(|d| d.vendor != 0)
     }
 
     /// Whether [`Self::is_registered_at`] can change with `now` alone: before any registration

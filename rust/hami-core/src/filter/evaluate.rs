@@ -85,7 +85,16 @@ fn verdict(
     order_free: Option<&crate::request::ContainerRequest>,
     now: i64,
 ) -> std::result::Result<f64, FitFailure> {
-    match node.filter(|n| n.is_registered_at(now)) {
+    let node = match node {
+        Some(n) if n.is_registered_at(now) => Some(n),
+        // HAMi's cache holds the node for another backend: NVIDIA's devices are not in it.
+        Some(n) if n.holds_vendor_devices() && !ctx.request.asks_no_nvidia() => {
+            return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
+        }
+        Some(n) if n.holds_vendor_devices() => Some(n),
+        _ => None,
+    };
+    match node {
         None => Err(FitFailure::Node(Reason::NodeUnregistered)),
         Some(node) => match order_free {
             Some(r) => quick_fit(node, ctx, r),

@@ -96,7 +96,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                                 }
                                 if i == 0 {
                                     out.handshake = value;
+                                    continue;
                                 }
+                            }
+                            if let Some(value) = value {
+                                out.vendor.push((key, value));
                             }
                             continue;
                         }

@@ -173,8 +173,12 @@ impl ClusterState {
         }
         let status: NodeStatusView = parse_raw(view.status)
             .map_err(|e| Error::invalid(format!("Node {}", view.metadata.name), e).field("status"))?;
-        let (vendor_devices, skipped) = self.vendor_devices(&view.metadata.name, &view.metadata.annotations, &status);
+        let was_member =
+            self.nodes.get(view.metadata.name.as_ref()).map(|n| n.vendor_members.clone()).unwrap_or_default();
+        let (vendor_devices, members, skipped) =
+            self.vendor_devices(&view.metadata.name, &view.metadata.annotations, &status, &was_member);
         let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations, vendor_devices);
+        fresh.vendor_members = members;
         let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
         fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
         fresh.registration.requesting_keys = view.metadata.annotations.requesting_keys;
@@ -199,10 +203,16 @@ impl ClusterState {
         node: &str,
         ann: &crate::k8s::view::HamiAnnotations,
         status: &NodeStatusView,
-    ) -> (Vec<codec::Device>, Option<Error>) {
+        was_member: &[u8],
+    ) -> (Vec<codec::Device>, Vec<u8>, Option<Error>) {
         let mut out = Vec::new();
+        let mut members = Vec::new();
         let mut skipped = None;
         for (id, backend) in self.backends.with_ids() {
+            if !vendor_registered(backend, ann, was_member.contains(&id)) {
+                continue;
+            }
+            members.push(id);
             if let crate::vendor::RegisterFormat::Capacity { devmem, devcore } = backend.register_format {
                 let count = status.capacity.get(&backend.count_name).and_then(crate::k8s::Quantity::as_int);
                 out.extend(crate::vendor::capacity_devices(node, backend, count.unwrap_or(0), devmem, devcore, id));
@@ -225,7 +235,7 @@ impl ClusterState {
                 }
             }
         }
-        (out, skipped)
+        (out, members, skipped)
     }
 
     /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).
@@ -375,6 +385,19 @@ fn is_bound(spec: Option<&RawValue>) -> bool {
 fn mig_holds(value: Option<&str>) -> Box<[crate::model::MigHold]> {
     let Some(list) = value.and_then(|v| codec::decode_mig_allocations(v).ok()) else { return Box::default() };
     list.into_iter().map(|a| crate::model::MigHold { gpu: a.gpu_uuid.into(), placement: a.placement }).collect()
+}
+
+/// Whether HAMi's cache holds a backend's devices of a node, by the backend's handshake (the
+/// generic `CheckHealth`): a node whose handshake carries no request is registered on the next
+/// pass; one whose request is pending keeps what it had (a HAMi just started has nothing yet).
+/// HAMi's removal of a node whose request went unanswered for a minute without allocatable
+/// devices is not modelled for these backends.
+fn vendor_registered(backend: &crate::vendor::Backend, ann: &crate::k8s::view::HamiAnnotations, was: bool) -> bool {
+    if backend.handshake_key.is_empty() {
+        return true;
+    }
+    let requesting = ann.vendor_value(&backend.handshake_key).is_some_and(|v| v.contains("Requesting"));
+    !requesting || was
 }
 
 /// A non-zero fingerprint of the register annotation: HAMi's registration rule notices when it changes.
