@@ -63,9 +63,9 @@ ENABLED = enabled()
 PARTNERS = tuple(v for v in VENDORS if v in ENABLED)
 
 
-# Placed by the engine, with the differences the suite still finds (docs/compatibility.md): the
-# webhook's quota on these backends' resources, and the score and NVIDIA annotations on a node
-# whose NVIDIA registration is pending beside another backend's.
+# Placed by the engine, with the one difference the suite still finds (docs/compatibility.md): the
+# score and NVIDIA's annotations on a node whose NVIDIA registration is pending beside another
+# backend's (HAMi's cache then holds the other backend's devices only).
 PLACED_WITH_DIFFERENCES = {"hygon", "biren", "iluvatar", "enflame"}
 
 

@@ -197,7 +197,7 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
     }
     // HAMi checks the quota of every pod, with or without a resource limit the webhook saw
     // (a pod asking for vGPUs only in `requests` is counted too).
-    if exceeds_admission_quota(state, pod) {
+    if exceeds_admission_quota(state, pod) || exceeds_vendor_quota(state, pod) {
         return Verdict::Deny("exceeding resource quota".into());
     }
     Verdict::Patch(m.ops)
@@ -231,4 +231,33 @@ fn exceeds_admission_quota(state: &ClusterState, pod: &Pod) -> bool {
         return false;
     }
     q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
+}
+
+/// HAMi's admission quota for every other backend with a memory or core name: the pod's request
+/// as the backend reads it (app containers summed, init containers at their peak, per card times
+/// the count) against the namespace's limits on that backend's resources.
+fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod) -> bool {
+    let ns = &pod.metadata.namespace;
+    state.backends.iter().any(|b| {
+        if b.memory_name.is_empty() && b.core_name.is_empty() {
+            return false;
+        }
+        let (mut app, mut init) = ((0i64, 0i64), (0i64, 0i64));
+        for c in &pod.spec.containers {
+            if let Some(r) = crate::vendor::request::container_request(c, b) {
+                app = (app.0 + r.memreq * r.nums, app.1 + r.coresreq * r.nums);
+            }
+        }
+        for c in &pod.spec.init_containers {
+            if let Some(r) = crate::vendor::request::container_request(c, b) {
+                init = (init.0.max(r.memreq * r.nums), init.1.max(r.coresreq * r.nums));
+            }
+        }
+        let (mem, cores) = (app.0.max(init.0), app.1.max(init.1));
+        if mem == 0 && cores == 0 {
+            return false;
+        }
+        state.exceeds_vendor_quota(ns, &b.memory_name, mem, b.quota_factor())
+            || state.exceeds_vendor_quota(ns, &b.core_name, cores, 1)
+    })
 }

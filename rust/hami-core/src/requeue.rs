@@ -8,7 +8,7 @@
 //! pass. A requeued pod is not requeued again before Filter rejects it again: no retry loops.
 
 use crate::filter::{evaluate_nodes, Placement, Policies};
-use crate::model::{collapse, MigHold};
+use crate::model::MigHold;
 use crate::state::waiting::{Requeued, WaitingPod};
 use crate::state::{ClusterState, OwnFootprint, PodRecord};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -194,12 +194,12 @@ fn fit_on(
         eval.chosen.map(|(node, fit)| {
             let mig: Box<[MigHold]> =
                 fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
-            (node.to_owned(), collapse(&fit.slots, init_count, false), mig)
+            (node.to_owned(), fit.footprint(init_count), mig)
         })
     })?;
     let (node, footprint, mig) = chosen;
     let meta = &waiting.pod.metadata;
-    let mut record = state.record(&meta.namespace, &meta.name, &node, footprint);
+    let mut record = state.record_with_vendors(&meta.namespace, &meta.name, &node, footprint);
     record.mig = mig;
     Some(record)
 }

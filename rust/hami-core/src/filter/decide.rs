@@ -203,7 +203,7 @@ pub fn decide(
     };
     if record {
         let footprint = fit.footprint(placement.request.init_count);
-        let mut record = state.record(&meta.namespace, &meta.name, node, footprint);
+        let mut record = state.record_with_vendors(&meta.namespace, &meta.name, node, footprint);
         record.mig =
             fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
         state.reserve(key.to_owned(), record);

@@ -76,14 +76,11 @@ pub struct NodeFit {
 }
 
 impl NodeFit {
-    /// What the pod holds on the node's devices once placed, every backend's (HAMi's collapse of
-    /// init and app containers, per backend).
-    pub fn footprint(&self, init_count: usize) -> Vec<crate::model::Collapsed> {
-        let mut out = collapse(&self.slots, init_count, false);
-        for (_, devices) in &self.vendor {
-            out.extend(collapse(devices, init_count, false));
-        }
-        out
+    /// What the pod holds on the node's devices once placed (HAMi's collapse of init and app
+    /// containers, per backend): NVIDIA's, and the other backends'.
+    pub fn footprint(&self, init_count: usize) -> (Vec<crate::model::Collapsed>, crate::vendor::VendorFootprint) {
+        let vendor = self.vendor.iter().map(|(b, devices)| (b.clone(), collapse(devices, init_count, false))).collect();
+        (collapse(&self.slots, init_count, false), vendor)
     }
 }
 

@@ -285,6 +285,7 @@ impl ClusterState {
         let init_count = spec.init_containers.len();
         let init_done = status.init_succeeded(init_count);
         let mut footprint = Vec::new();
+        let mut vendor_footprint = Vec::new();
         if let Some(allocated) = ann.allocated.as_deref() {
             let mut slots = decode_pod_devices(allocated)
                 .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", codec::ALLOCATED_KEY)))?;
@@ -299,9 +300,9 @@ impl ClusterState {
             let Some(value) = ann.vendor_value(&backend.allocated_key) else { continue };
             let slots = decode_pod_devices(value)
                 .map_err(|e| Error::invalid(pod_name(), e).field(format!("annotation {}", backend.allocated_key)))?;
-            footprint.extend(collapse(&slots, init_count, init_done));
+            vendor_footprint.push((backend.clone(), collapse(&slots, init_count, init_done)));
         }
-        let mut record = self.record(&meta.namespace, &meta.name, node, footprint);
+        let mut record = self.record_with_vendors(&meta.namespace, &meta.name, node, (footprint, vendor_footprint));
         record.mig = mig_holds(ann.mig_allocations.as_deref());
         self.reserve(key, record);
         Ok(Applied::Pod)
@@ -366,6 +367,13 @@ impl ClusterState {
             cores: limit(&self.config.resource_core_name)?,
         };
         self.quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), limits);
+        let mut vendor = std::collections::BTreeMap::new();
+        for resource in self.backends.quota_resources() {
+            if let Some(value) = limit(&resource)? {
+                vendor.insert(resource, value);
+            }
+        }
+        self.vendor_quotas.entry(meta.namespace.to_string()).or_default().insert(meta.name.to_string(), vendor);
         Ok(())
     }
 }

@@ -23,9 +23,16 @@ pub struct PodRecord {
     pub name: Box<str>,
     pub node: Arc<str>,
     pub footprint: Box<[Collapsed]>,
+    /// How many of `footprint`'s entries are NVIDIA's (the first ones); the rest are the other
+    /// backends', whose usage NVIDIA's quota does not count.
+    pub nvidia_len: u32,
+    /// What it uses of the other backends' quota resources (`hygon.com/dcumem`, ...).
+    pub vendor_usage: Box<[(Arc<str>, i64)]>,
     /// The MIG instances it holds (`hami.io/vgpu-mig-allocations`), in annotation order.
     pub mig: Box<[MigHold]>,
 }
+
+pub use crate::vendor::VendorFootprint;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct QuotaLimits {
@@ -44,6 +51,10 @@ pub struct ClusterState {
     names: FxHashMap<Box<str>, Arc<str>>,
     quotas: HashMap<String, BTreeMap<String, QuotaLimits>>,
     ns_usage: HashMap<String, (i64, i64)>,
+    /// The other backends' quota limits per namespace and ResourceQuota (`limits.<resource>`).
+    pub(crate) vendor_quotas: HashMap<String, BTreeMap<String, BTreeMap<String, i64>>>,
+    /// The other backends' quota resources used per namespace.
+    vendor_ns_usage: HashMap<String, BTreeMap<String, i64>>,
     /// Task types of the most recently placed pods: FGD's target workload in the live scheduler.
     recent: std::collections::VecDeque<crate::frag::TaskType>,
     /// GPUs held for pending pods ([`reservations`]).
@@ -132,9 +143,36 @@ impl ClusterState {
             namespace: self.shared(namespace),
             name: name.into(),
             node: self.shared(node),
+            nvidia_len: footprint.len() as u32,
+            vendor_usage: Box::default(),
             footprint: footprint.into_boxed_slice(),
             mig: Box::default(),
         }
+    }
+
+    /// A record of NVIDIA's footprint followed by the other backends', with what those use of
+    /// their quota resources.
+    pub fn record_with_vendors(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        (mut footprint, vendor): (Vec<Collapsed>, VendorFootprint),
+    ) -> PodRecord {
+        let nvidia_len = footprint.len() as u32;
+        let mut usage: Vec<(Arc<str>, i64)> = Vec::new();
+        for (backend, entries) in vendor {
+            let mem: i64 = entries.iter().map(|c| c.mem).sum();
+            let cores: i64 = entries.iter().map(|c| c.cores).sum();
+            for (resource, amount) in [(&backend.memory_name, mem), (&backend.core_name, cores)] {
+                if !resource.is_empty() {
+                    usage.push((Arc::from(resource.as_str()), amount));
+                }
+            }
+            footprint.extend(entries);
+        }
+        let record = self.record(namespace, name, node, footprint);
+        PodRecord { nvidia_len, vendor_usage: usage.into_boxed_slice(), ..record }
     }
 
     /// Runs `look` on the cluster as it is without the pod `key`: its footprint taken out and the
@@ -272,11 +310,30 @@ impl ClusterState {
     }
 
     fn add_ns_usage(&mut self, record: &PodRecord, sign: i64) {
-        let mem: i64 = record.footprint.iter().map(|c| c.mem).sum();
-        let cores: i64 = record.footprint.iter().map(|c| c.cores).sum();
+        let nvidia = &record.footprint[..(record.nvidia_len as usize).min(record.footprint.len())];
+        let mem: i64 = nvidia.iter().map(|c| c.mem).sum();
+        let cores: i64 = nvidia.iter().map(|c| c.cores).sum();
         let entry = self.ns_usage.entry(record.namespace.to_string()).or_default();
         entry.0 = (entry.0 + sign * mem).max(0);
         entry.1 = (entry.1 + sign * cores).max(0);
+        if record.vendor_usage.is_empty() {
+            return;
+        }
+        let used = self.vendor_ns_usage.entry(record.namespace.to_string()).or_default();
+        for (resource, amount) in record.vendor_usage.iter() {
+            let total = used.entry(resource.to_string()).or_default();
+            *total = (*total + sign * amount).max(0);
+        }
+    }
+
+    /// Whether `amount` more of another backend's quota resource exceeds the namespace's tightest
+    /// limit (times the backend's quota factor, as HAMi's `FitQuota` scales it).
+    pub fn exceeds_vendor_quota(&self, namespace: &str, resource: &str, amount: i64, factor: i64) -> bool {
+        let Some(quotas) = self.vendor_quotas.get(namespace) else { return false };
+        let Some(limit) = quotas.values().filter_map(|q| q.get(resource)).min() else { return false };
+        let limit = if factor > 1 { limit * factor } else { *limit };
+        let used = self.vendor_ns_usage.get(namespace).and_then(|u| u.get(resource)).copied().unwrap_or(0);
+        used + amount > limit
     }
 
     /// The tightest vGPU quota of a namespace with its current usage; `None` without limits.

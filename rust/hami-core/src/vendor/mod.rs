@@ -91,7 +91,17 @@ impl Backend {
     pub fn request_type(&self) -> &str {
         &self.common_word
     }
+
+    /// What HAMi's `FitQuota` multiplies this backend's memory limit by (its `MemoryFactor`).
+    pub fn quota_factor(&self) -> i64 {
+        match self.memory_unit {
+            MemoryUnit::Factor(f) | MemoryUnit::Fixed(f) => f,
+        }
+    }
 }
+
+/// The other backends' footprints of a pod, each with its backend.
+pub type VendorFootprint = Vec<(std::sync::Arc<Backend>, Vec<crate::model::Collapsed>)>;
 
 /// The backends a device config sets up, in a fixed order (HAMi's own order is a Go map's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -125,6 +135,15 @@ impl Backends {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The resources a ResourceQuota can limit for these backends (`limits.<name>`): each
+    /// backend's memory and core names.
+    pub fn quota_resources(&self) -> Vec<String> {
+        let names = self.0.iter().flat_map(|b| [&b.memory_name, &b.core_name]);
+        let mut out: Vec<String> = names.filter(|n| !n.is_empty()).cloned().collect();
+        out.dedup();
+        out
     }
 }
 
