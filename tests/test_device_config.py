@@ -245,3 +245,46 @@ def test_a_dcu_pod_is_placed_on_dcu_devices_with_hygon_s_annotations(tmp_path):
     limits["hygon.com/dcunum"] = "3"
     out = orjson.loads(cluster.explain(orjson.dumps(pod), 0, None, None))
     assert out["failed"]["dcu-0"] == "1/3 CardInsufficientMemory, 2/3 AllocatedCardsInsufficientRequest", out
+
+
+def test_quota_is_kept_per_backend(tmp_path):
+    """A namespace's DCU usage counts against its DCU quota only: an NVIDIA pod is admitted under
+    an NVIDIA quota a DCU pod's memory would exceed, and a DCU pod is denied past the DCU quota."""
+    from hami_fast import _native
+
+    resident = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "r",
+            "namespace": "team",
+            "uid": "r1",
+            "annotations": {"hami.io/vgpu-node": "n", "hami.io/dcu-devices-allocated": "DCU-0,DCU,20000,50:;"},
+        },
+        "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Running"},
+    }
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "team"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": "10000", "limits.hygon.com/dcumem": "30000"}},
+    }
+    cluster = _native.Cluster()
+    cluster.apply_list_page(orjson.dumps({"kind": "List", "items": [resident, quota]}))
+
+    def admitted(limits: dict[str, str]) -> bool:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "team", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+        }
+        review = {"request": {"uid": "r", "namespace": "team", "object": pod}}
+        response = orjson.loads(cluster.admit(orjson.dumps(review)))["response"]
+        return response["allowed"]
+
+    assert admitted({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000"})
+    assert admitted({"hygon.com/dcunum": "1", "hygon.com/dcumem": "10000"})
+    assert not admitted({"hygon.com/dcunum": "1", "hygon.com/dcumem": "10001"})
+    assert not admitted({"hygon.com/dcunum": "2", "hygon.com/dcumem": "6000"}), "per card, times the count"
