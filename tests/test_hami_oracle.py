@@ -92,6 +92,7 @@ def compare_webhook(case: dict[str, Any], hami: dict[str, Any], ours: dict[str, 
     # The patched pod goes through Filter as kube-scheduler sends it (no second webhook pass,
     # which is not idempotent in HAMi either): the same verdict as explain's on the original.
     cluster, _ = model.engine_cluster(case["items"], case["node_policy"], case["gpu_policy"], case.get("settings"))
+    cluster.registration_pass(now)  # as serve's handshake loop does from its start (and explain before deciding)
     names = sorted(o["metadata"]["name"] for o in case["items"] if o.get("kind") == "Node")
     result = orjson.loads(cluster.decide(orjson.dumps({"Pod": patched, "NodeNames": names}), now, False).response)
     if ours.get("error"):

@@ -41,7 +41,7 @@ pytestmark = [
 ]
 
 # The vendor families hami_fast schedules today; NVIDIA here runs under the chart's full config.
-SUPPORTED: set[str] = {"nvidia"}
+SUPPORTED: set[str] = {"nvidia", "hygon", "biren", "iluvatar", "enflame"}
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))
 BATCHES = int(os.environ.get("HAMI_ORACLE_VENDOR_BATCHES", "50"))
@@ -63,19 +63,10 @@ ENABLED = enabled()
 PARTNERS = tuple(v for v in VENDORS if v in ENABLED)
 
 
-# Placed by the engine, with the one difference the suite still finds (docs/compatibility.md): the
-# score and NVIDIA's annotations on a node whose NVIDIA registration is pending beside another
-# backend's (HAMi's cache then holds the other backend's devices only).
-PLACED_WITH_DIFFERENCES = {"hygon", "biren", "iluvatar", "enflame"}
-
-
 def family_param(family: str):
     if family in ENABLED:
         return pytest.param(family, id=family)
-    if family in PLACED_WITH_DIFFERENCES:
-        reason = f"hami-fast places {family} devices; the differences left are in docs/compatibility.md"
-    else:
-        reason = f"hami-fast does not schedule {family} yet"
+    reason = f"hami-fast does not schedule {family} yet"
     return pytest.param(family, id=family, marks=pytest.mark.xfail(reason=reason, strict=False))
 
 

@@ -189,6 +189,11 @@ pub struct GpuNode {
     pub membership: crate::health::Membership,
     /// The other backends whose devices HAMi's cache holds for this node (their ids).
     pub vendor_members: Vec<u8>,
+    /// NVIDIA's devices while HAMi's cache holds the node for another backend only (NVIDIA's
+    /// registration pending), with their topology scores: out of the device list until then.
+    pub parked: Option<(Vec<Device>, Vec<Vec<i64>>)>,
+    /// The cordon annotation, to rebuild the device list as it was registered.
+    pub cordon: Option<String>,
 }
 
 impl GpuNode {
@@ -204,6 +209,7 @@ impl GpuNode {
             Some(v) => codec::decode_node_register(v)
                 .map_err(|e| e.in_field(format_args!("annotation {}", codec::REGISTER_KEY))),
         };
+        out.cordon = ann.cordon.as_deref().map(str::to_owned);
         let pair_scores = match ann.pair_scores.as_deref() {
             None => Ok(BTreeMap::new()),
             Some(v) => codec::decode_pair_scores(v)
@@ -271,6 +277,41 @@ impl GpuNode {
         self.is_registered() && self.membership.registered(&self.registration, !self.devices.is_empty(), now)
     }
 
+    /// Takes NVIDIA's devices out of the device list (`park`) while HAMi's cache holds the node for
+    /// another backend only, or puts them back first; true when the list changed (the usage must
+    /// then be counted again).
+    pub fn park_nvidia(&mut self, park: bool) -> bool {
+        match (park, self.parked.take()) {
+            (true, None) => {
+                let has_nvidia = self.devices.iter().any(|d| d.vendor == 0);
+                if !has_nvidia || !self.holds_vendor_devices() {
+                    return false;
+                }
+                let (nvidia, vendor): (Vec<Device>, Vec<Device>) =
+                    std::mem::take(&mut self.devices).into_iter().partition(|d| d.vendor == 0);
+                let pair = std::mem::take(&mut self.pair);
+                self.set_devices(vendor, &BTreeMap::new(), self.cordon.clone().as_deref());
+                self.parked = Some((nvidia, pair));
+                true
+            }
+            (false, Some((mut nvidia, pair))) => {
+                nvidia.append(&mut self.devices);
+                self.set_devices(nvidia, &BTreeMap::new(), self.cordon.clone().as_deref());
+                self.pair = pair;
+                true
+            }
+            (_, kept) => {
+                self.parked = kept;
+                false
+            }
+        }
+    }
+
+    /// Whether NVIDIA's devices are in the device list (not parked).
+    pub fn holds_nvidia_devices(&self) -> bool {
+        self.devices.iter().any(|d| d.vendor == 0)
+    }
+
     /// Whether another backend registered devices here (then HAMi's cache holds the node whatever
     /// NVIDIA's registration says).
     pub fn holds_vendor_devices(&self) -> bool {
@@ -298,9 +339,14 @@ impl GpuNode {
     }
 
     /// Adds (`sign = 1`) or removes (`sign = -1`) a pod's footprint; unknown UUIDs are skipped.
+    /// Like HAMi's usage snapshot, an entry counts on every device of that UUID (two backends
+    /// may register one id).
     pub fn account(&mut self, footprint: &[Collapsed], sign: i64) {
         for entry in footprint {
-            if let Some(i) = self.device_index(&entry.uuid) {
+            for i in 0..self.devices.len() {
+                if *self.devices[i].id != *entry.uuid {
+                    continue;
+                }
                 let (slots, mem, cores) = (sign * entry.slots.max(1), sign * entry.mem, sign * entry.cores);
                 let u = &mut self.usage[i];
                 u.used += slots;
@@ -425,5 +471,28 @@ mod tests {
         assert_eq!(released[0], Collapsed { uuid: "A".into(), mem: 700, cores: 50, slots: 2 });
         let only_init = collapse(&[vec![d("X", 1, 1)], vec![]], 1, true);
         assert!(only_init.is_empty());
+    }
+
+    #[test]
+    fn nvidia_parks_beside_another_backend_and_comes_back_first() {
+        let device = |id: &str, vendor: u8| Device {
+            id: id.into(),
+            count: 10,
+            devmem: 1000,
+            devcore: 100,
+            device_type: if vendor == 0 { "NVIDIA-T4".into() } else { "DCU".into() },
+            health: true,
+            vendor,
+            ..Device::default()
+        };
+        let mut node = GpuNode::with_devices("n", vec![device("GPU-0", 0), device("DCU-0", 1)], None);
+        assert!(node.park_nvidia(true));
+        assert_eq!(node.devices.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["DCU-0"]);
+        assert_eq!(node.totals.count, 10, "the score counts the other backend's devices only");
+        assert!(!node.park_nvidia(true), "already parked");
+        assert!(node.park_nvidia(false));
+        assert_eq!(node.devices.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["GPU-0", "DCU-0"]);
+        let mut nvidia_only = GpuNode::with_devices("m", vec![device("GPU-1", 0)], None);
+        assert!(!nvidia_only.park_nvidia(true), "nothing holds the node but NVIDIA");
     }
 }

@@ -87,8 +87,9 @@ fn verdict(
 ) -> std::result::Result<f64, FitFailure> {
     let node = match node {
         Some(n) if n.is_registered_at(now) => Some(n),
-        // HAMi's cache holds the node for another backend: NVIDIA's devices are not in it.
-        Some(n) if n.holds_vendor_devices() && !ctx.request.asks_no_nvidia() => {
+        // HAMi's cache holds the node for another backend: NVIDIA's devices are not in it (a
+        // registration pass parks them; before the first pass, no NVIDIA request may use them).
+        Some(n) if n.holds_vendor_devices() && n.holds_nvidia_devices() && !ctx.request.asks_no_nvidia() => {
             return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
         }
         Some(n) if n.holds_vendor_devices() => Some(n),

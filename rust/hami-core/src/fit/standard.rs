@@ -33,8 +33,10 @@ pub fn fit_request(
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     let picked = walk(node, usage, &typed, r, backend, ctx)?;
+    // HAMi adds the usage to the first device of that id in its sorted list (two backends may
+    // register one id).
     for d in &picked {
-        if let Some(i) = node.device_index(&d.uuid) {
+        if let Some(&i) = order.iter().find(|&&i| node.devices[i].id == d.uuid) {
             let u = &mut usage[i];
             u.used += 1;
             u.usedmem += i64::from(d.usedmem);

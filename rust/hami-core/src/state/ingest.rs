@@ -186,6 +186,7 @@ impl ClusterState {
         if let Some(old) = self.nodes.get(&fresh.name) {
             fresh.membership = old.membership;
         }
+        fresh.park_nvidia(fresh.membership.member == Some(false));
         match self.nodes.get(&fresh.name) {
             Some(old) if old.same_inventory(&fresh) => fresh.copy_usage_from(old),
             _ => self.rebuild_usage(&mut fresh),
@@ -239,7 +240,7 @@ impl ClusterState {
     }
 
     /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).
-    fn rebuild_usage(&self, node: &mut GpuNode) {
+    pub(super) fn rebuild_usage(&self, node: &mut GpuNode) {
         node.clear_usage();
         let name = node.name.clone();
         for record in self.pods.values().filter(|r| *r.node == *name) {

@@ -303,10 +303,24 @@ impl ClusterState {
             let cleaned_up = node.membership.pass(&node.registration, has_devices, now);
             writes.extend(crate::health::handshake_writes(&name, &node.registration, cleaned_up, now));
             if node.membership != before {
+                let parked = node.park_nvidia(node.membership.member == Some(false));
                 self.nodes.get_mut(&name);
+                if parked {
+                    self.recount(&name);
+                }
             }
         }
         writes
+    }
+
+    /// Counts a node's usage again from its pods (its device list changed).
+    fn recount(&mut self, name: &str) {
+        let Some(mut node) = self.nodes.get(name).cloned() else { return };
+        self.rebuild_usage(&mut node);
+        self.mark_holds_on(&mut node);
+        if let Some(slot) = self.nodes.get_mut(name) {
+            *slot = node;
+        }
     }
 
     fn add_ns_usage(&mut self, record: &PodRecord, sign: i64) {
