@@ -19,24 +19,7 @@ fn ratio(part: i64, whole: i64) -> f32 {
 /// device type is exactly `NVIDIA` (HAMi compares the model string with the vendor word; real
 /// models never match).
 pub fn device_score(d: &Device, u: &DeviceUsage, r: &ContainerRequest, w: &ScoringWeights) -> f32 {
-    let (count, core, mem) = (i64::from(d.count), i64::from(d.devcore), i64::from(d.devmem));
-    if count == 0 || core == 0 || mem == 0 {
-        return 0.0;
-    }
-    let (slots, cores, memory) = if d.device_type == VENDOR_NVIDIA {
-        let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET {
-            mem * r.mem_percentage / 100
-        } else {
-            r.memreq
-        };
-        (1, r.coresreq, m)
-    } else {
-        (0, 0, 0)
-    };
-    let slot_part = w.slot as f32 * ratio(slots + u.used, count);
-    let core_part = w.core as f32 * ratio(cores + u.usedcores, core);
-    let mem_part = w.memory as f32 * ratio(memory + u.usedmem, mem);
-    WEIGHT * (slot_part + core_part + mem_part)
+    typed_score(d, u, VENDOR_NVIDIA, (r.coresreq, r.memreq, r.mem_percentage), w)
 }
 
 /// HAMi's `ComputeScore` of a device for another vendor's request: it counts only on devices
@@ -48,17 +31,26 @@ pub fn vendor_device_score(
     request_type: &str,
     w: &ScoringWeights,
 ) -> f32 {
+    typed_score(d, u, request_type, (r.coresreq, r.memreq, r.mem_percentage), w)
+}
+
+/// HAMi's `ComputeScore` for one request of `request_type` asking (cores, MiB, memory %).
+#[inline]
+fn typed_score(
+    d: &Device,
+    u: &DeviceUsage,
+    request_type: &str,
+    (coresreq, memreq, mem_percentage): (i64, i64, i64),
+    w: &ScoringWeights,
+) -> f32 {
     let (count, core, mem) = (i64::from(d.count), i64::from(d.devcore), i64::from(d.devmem));
     if count == 0 || core == 0 || mem == 0 {
         return 0.0;
     }
     let (slots, cores, memory) = if d.device_type == request_type {
-        let m = if r.mem_percentage != 0 && r.mem_percentage != PERCENT_UNSET {
-            mem * r.mem_percentage / 100
-        } else {
-            r.memreq
-        };
-        (1, r.coresreq, m)
+        let m =
+            if mem_percentage != 0 && mem_percentage != PERCENT_UNSET { mem * mem_percentage / 100 } else { memreq };
+        (1, coresreq, m)
     } else {
         (0, 0, 0)
     };
