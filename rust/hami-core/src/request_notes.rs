@@ -54,7 +54,7 @@ fn container_notes(container: &Container, config: &Config) -> Vec<RequestNote> {
             Some(m) if m < 0 => Some(format!("{:?} is negative", q.0)),
             Some(m) if m > limit => Some(format!("{:?} is {m} MiB, more than {limit}{}", q.0, mib_hint(&q.0, m))),
             Some(m) => {
-                if has_suffix(&q.0) {
+                if has_binary_suffix(&q.0) {
                     notes.push(note(memory_name, format!("{:?} is read as {m} MiB{}", q.0, mib_hint(&q.0, m)), false));
                 }
                 None
@@ -80,6 +80,12 @@ fn container_notes(container: &Container, config: &Config) -> Vec<RequestNote> {
         _ => {}
     }
     notes
+}
+
+/// A quantity written with a binary unit (`16Gi`): a byte count written where MiB are counted. The
+/// API server itself rewrites a plain `30000` as `30k`, so decimal units alone say nothing.
+fn has_binary_suffix(quantity: &str) -> bool {
+    quantity.trim().ends_with('i') && has_suffix(quantity)
 }
 
 /// A quantity written with a unit (`16Gi`, `3k`), which the MiB-counting memory field multiplies out.
@@ -135,17 +141,19 @@ mod tests {
     }
 
     #[test]
-    fn a_memory_with_a_unit_is_noted_as_the_mib_it_is_read_as() {
+    fn a_memory_with_a_binary_unit_is_noted_as_the_mib_it_is_read_as() {
         assert_eq!(
             notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"1Gi"}"#),
             [
                 r#"container c: nvidia.com/gpumem: "1Gi" is read as 1073741824 MiB (the field counts MiB: for 1Gi of memory write 1024)"#
             ]
         );
-        assert_eq!(
-            notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"3k"}"#),
-            [r#"container c: nvidia.com/gpumem: "3k" is read as 3000 MiB (the field counts MiB)"#]
-        );
+    }
+
+    #[test]
+    fn a_decimal_unit_as_the_api_server_writes_30000_has_no_note() {
+        assert!(notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"30k"}"#).is_empty());
+        assert!(notes(r#"{"nvidia.com/gpu":1,"nvidia.com/gpumem":"3M"}"#).is_empty());
     }
 
     #[test]
