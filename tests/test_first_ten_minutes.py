@@ -20,6 +20,7 @@ import pytest
 import yaml
 from hami_fast import _native, manifests
 from hami_fast.cli import build_parser, main
+from hami_fast.descheduler.view import ClusterView
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -695,7 +696,7 @@ def test_a_pending_pod_that_can_never_fit_is_told_so_by_the_pending_plan_and_the
     proc = hami_fast("plan", "--snapshot", str(snap), "--objective", "pending", "--max-moves", "4")
     assert f"  team/huge can never fit, whatever moves: {never}" in proc.stdout.splitlines()
     assert "team/small can never fit" not in proc.stdout
-    data = gpumap.map_data([snap.read_bytes()], None, [])
+    data = gpumap.map_data(ClusterView.of_snapshot(snap.read_bytes()), [])
     assert {q["pod"]: q["never"] for q in data["pending"]} == {"team/huge": never, "team/small": None}
     assert '"can never fit: " + q.never' in gpumap.page_template()
 

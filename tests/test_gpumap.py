@@ -24,8 +24,10 @@ from typing import Any
 
 import orjson
 import pytest
+from hami_fast import _native
 from hami_fast.descheduler import gpumap
 from hami_fast.descheduler.api import ApiApp, Source
+from hami_fast.descheduler.view import ClusterView
 from serving import free_port
 from test_plan import pending_pod
 
@@ -104,7 +106,7 @@ def as_list(items: list[dict]) -> bytes:
 
 
 def map_of(items: list[dict]) -> dict:
-    return gpumap.map_data([as_list(items)], None, [])
+    return gpumap.map_data(ClusterView.of_snapshot(as_list(items)), [])
 
 
 def gpu_of(data: dict, node_name: str, index: int) -> dict:
@@ -209,11 +211,11 @@ def test_the_page_is_one_document_with_its_style_and_script_inlined():
 
 
 def test_a_source_error_still_serves_the_page():
-    class Broken(Source):
-        def inputs(self) -> list[bytes]:
-            return [b'{"kind": "List", "items": [{"kind": "Node", "metadata": {}}]}']
+    class Broken(ClusterView):
+        def fragmentation(self) -> bytes:
+            raise _native.EngineError("snapshot: node n1: annotation hami.io/node-nvidia-register: bad")
 
-    status, page, content_type = gpumap.GpuMap(Broken(), lambda: False).page(b"")
+    status, page, content_type = gpumap.GpuMap(Source(view=Broken()), lambda: False).page(b"")
     assert status == 200 and content_type == gpumap.HTML
     data = orjson.loads(page.decode().split('type="application/json">')[1].split("</script>")[0])
     assert data["error"] and "nodes" not in data
@@ -465,15 +467,22 @@ def test_page_in_chromium_shows_a_held_gpu(tmp_path):
 def test_page_refreshes_from_the_api(tmp_path):
     """The page loads one cluster; by its first poll the 90 %-used GPU's pod has gone: the grid follows."""
 
-    class Changing(Source):
-        calls = 0
+    view = ClusterView.of_snapshot(as_list(cluster()))
+    evil = next(i for i in cluster() if i["metadata"]["name"] == EVIL)
 
-        def inputs(self) -> list[bytes]:
-            self.calls += 1
-            items = cluster()
-            return [as_list(items if self.calls == 1 else [i for i in items if i["metadata"]["name"] != EVIL])]
+    class Changing(ClusterView):
+        """The view after the first map: the watch delivers the pod's deletion then."""
 
-    with serving(Changing()) as base:
+        def __init__(self) -> None:
+            self.objects, self.reflectors, self.config, self.reads = view.objects, [], None, 0
+
+        def generation(self) -> int:
+            self.reads += 1
+            if self.reads == 2:
+                self.objects.apply_watch_event(orjson.dumps({"type": "DELETED", "object": evil}))
+            return super().generation()
+
+    with serving(Source(view=Changing())) as base:
         dom = load(f"{base}/", tmp_path, "gpumap-refreshed.png", budget_ms=7000)
     assert dom.one("body").attrs.get("data-refreshed") == "1"
     gpu = cell(dom, "x<b>bold</b>&co", "gpu-0")

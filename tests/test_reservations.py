@@ -14,9 +14,10 @@ from descheduler_world import NS, FakeReplicaSetAndScheduler, fast, node, pod
 from hami_fast import _native
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.apply import RESERVATION, RESERVATION_EXPIRES, apply_for, clear_reservation
-from hami_fast.descheduler.auto import AutoMover, AutoOptions, waiting_for_vgpu
+from hami_fast.descheduler.auto import AutoMover, AutoOptions
 from hami_fast.descheduler.controller import Controller, ControllerLoop
 from hami_fast.descheduler.metrics import DeschedulerMetrics
+from hami_fast.descheduler.view import ClusterView
 from hami_fast.kube.client import KubeClient, load_api_client
 
 PENDING_PATCH = re.compile(rf"/namespaces/{NS}/pods/big$")
@@ -133,6 +134,12 @@ def test_a_malformed_reservation_is_one_line_and_ignored(kubeapi, client):
     assert decide(cluster, pending("small", mem=6000)).node is not None
 
 
+def waiting_for_vgpu(p: dict) -> bool:
+    """Whether the engine's view counts the pod as waiting for room that moves can make."""
+    view = ClusterView.of_snapshot(orjson.dumps({"kind": "List", "items": [node("n1"), p]}))
+    return [key for key, _ in view.waiting_for_moves()] == [f"{NS}/{p['metadata']['name']}"]
+
+
 def test_waiting_for_vgpu_reads_the_pod_scheduled_condition():
     assert waiting_for_vgpu(pending())
     assert not waiting_for_vgpu(pending(unschedulable=False))
@@ -142,6 +149,9 @@ def test_waiting_for_vgpu_reads_the_pod_scheduled_condition():
     bound = pending()
     bound["spec"]["nodeName"] = "n1"
     assert not waiting_for_vgpu(bound)
+    held = pending()
+    held["metadata"]["annotations"] = {RESERVATION: "n1/GPU-n1-0", RESERVATION_EXPIRES: "2999-01-01T00:00:00Z"}
+    assert not waiting_for_vgpu(held), "a pod with a live hold is being worked on already"
 
 
 @pytest.mark.parametrize(

@@ -199,7 +199,7 @@ def test_a_crashing_handler_is_500_without_traceback_or_the_protocol_error(exten
         raise RuntimeError("secret detail /etc/passwd")
 
     d_port, d_app = descheduler
-    monkeypatch.setattr(d_app.source, "inputs", boom)
+    monkeypatch.setattr(d_app.source.view, "fragmentation", boom)
     status, _, data = request(d_port, "GET", "/api/v1/fragmentation")
     assert status == 500 and error_of(data) == "internal error (RuntimeError); see the server log"
     assert b"Traceback" not in data and b"secret" not in data

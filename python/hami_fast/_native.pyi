@@ -79,6 +79,38 @@ class FilterDecision:
     def reason_counts(self) -> dict[str, int]: ...
 
 @final
+class ObjectCache:
+    """The planner's nodes and pods kept current one object at a time: a reflector feeds it as it
+    feeds :class:`Cluster`; plans, target checks, fragmentation, usage and holds are read from it
+    without listing the cluster. One parsed snapshot serves every reader until something changes or
+    a hold lapses. ``config`` as :class:`Cluster`'s. ``now`` (Unix seconds) defaults to the clock."""
+
+    def __init__(self, config: bytes | None = None) -> None: ...
+    def apply(self, objects: bytes, name: str = "snapshot") -> None:
+        """A ``List`` (``kubectl get nodes,pods -o json``) or one Node or Pod; ``name`` is what errors name."""
+    def apply_watch_event(self, line: bytes) -> tuple[str, str, str, int, str | None]:
+        """As :meth:`Cluster.apply_watch_event`."""
+    def apply_list_page(self, page: bytes) -> tuple[str, str, list[str], list[str]]:
+        """As :meth:`Cluster.apply_list_page`."""
+    def retain(self, kind: str, keys: list[str]) -> int:
+        """As :meth:`Cluster.retain`."""
+    def generation(self) -> int:
+        """Changes so far: equal numbers mean nothing changed in between."""
+    def plan(self, options: bytes, now: int | None = None) -> bytes:
+        """:func:`plan` on these objects; the options may name a waiting pod as ``for_pod_key``."""
+    def fragmentation(self, now: int | None = None) -> bytes:
+        """:func:`fragmentation` on these objects."""
+    def validate_target(self, pod: str, node: str, gpus: list[str], now: int | None = None) -> bytes:
+        """:func:`validate_target` on these objects."""
+    def usage(self) -> bytes:
+        """As :meth:`Cluster.usage`."""
+    def holds(self, now: int | None = None) -> bytes:
+        """As :meth:`Cluster.holds`."""
+    def waiting_for_moves(self, now: int | None = None) -> list[tuple[str, str]]:
+        """The pods waiting for room that moving other pods can make, in queue order (kube-scheduler's
+        last attempt failed for such a reason, no live hold is theirs): ``[(namespace/name, uid)]``."""
+    def node_count(self) -> int: ...
+
 class Cluster:
     """Nodes, pods and quotas kept in Rust; per-device usage maintained incrementally.
 

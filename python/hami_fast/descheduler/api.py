@@ -3,57 +3,55 @@ plus the pinning webhook on POST /webhook. Read-only apart from the webhook's pl
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
 
-from hami_fast import _native
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.cache import ObjectStore
 from hami_fast.descheduler.gpumap import GpuMap
+from hami_fast.descheduler.view import ClusterView
 from hami_fast.descheduler.webhook import Pinner
 from hami_fast.kube.client import KubeClient
 from hami_fast.server.router import HttpError, Route, Router, json_body
 
 
 class Source:
-    """Where the API reads the cluster: the live API server, or a fixed snapshot (offline)."""
+    """Where the API reads the cluster: the view the reflectors keep current and the placement
+    informer's store (live), or a fixed snapshot (offline). Nothing here lists the cluster."""
 
     def __init__(
         self,
         client: KubeClient | None = None,
         snapshot: bytes | None = None,
         config: bytes | None = None,
-        max_age: float = 2.0,
+        view: ClusterView | None = None,
+        placement_store: ObjectStore | None = None,
     ) -> None:
-        self.client, self.snapshot, self.config, self.max_age = client, snapshot, config, max_age
-        self._cached: tuple[float, list[bytes]] | None = None
-        self._lock = threading.Lock()
-
-    def inputs(self) -> list[bytes]:
-        """Nodes and pods as LIST bytes; one LIST pair serves every request within `max_age` seconds."""
-        if self.client is None:
-            return [self.snapshot or b'{"kind": "List", "items": []}']
-        with self._lock:
-            now = time.monotonic()
-            if self._cached is None or now - self._cached[0] > self.max_age:
-                self._cached = (now, k.snapshot_inputs(self.client))
-            return self._cached[1]
+        self.client, self.config = client, config
+        if view is None:
+            view = ClusterView.of_snapshot(snapshot or b'{"kind": "List", "items": []}', config)
+        self.view, self.placement_store = view, placement_store
 
     def placements(self) -> list[dict[str, Any]]:
-        return k.list_placements(self.client) if self.client is not None else []
+        return self.placement_store.items() if self.placement_store is not None else []
+
+    def synced_view(self) -> ClusterView:
+        """The view once its first LIST is in (a request right after start waits for it)."""
+        if self.view.wait_synced(SYNC_WAIT_SECONDS):
+            return self.view
+        raise HttpError(503, "the descheduler has not read the cluster yet (nodes and pods still listing); retry")
+
+
+SYNC_WAIT_SECONDS = 10.0
 
 
 def cluster_info(source: Source, leading: bool) -> dict[str, Any]:
-    inputs = source.inputs()
-    cluster = _native.Cluster(source.config)
-    for blob in inputs:
-        cluster.apply(blob)
-    usage = orjson.loads(cluster.usage())
-    frag = orjson.loads(_native.fragmentation(inputs, source.config))
+    view = source.synced_view()
+    usage = view.usage()
+    frag = orjson.loads(view.fragmentation())
     nodes = []
     for n in usage:
         devices = []
@@ -159,11 +157,11 @@ class ApiApp(Router):
         )
 
     def fragmentation(self, _: bytes) -> bytes:
-        return _native.fragmentation(self.source.inputs(), self.source.config)
+        return self.source.synced_view().fragmentation()
 
     def plan(self, body: bytes) -> bytes:
         json_body(body)
-        return _native.plan(self.source.inputs(), body.strip() or b"{}", self.source.config)
+        return self.source.synced_view().plan_bytes(body.strip() or b"{}")
 
     def validate(self, body: bytes) -> bytes:
         """Dry-fit a placement target: `{"pod": "ns/name", "nodeName": .., "gpuDevices": [..]}`."""
@@ -174,7 +172,7 @@ class ApiApp(Router):
             raise HttpError(400, f"request body: field {exc} is required; want {VALIDATE_SHAPE}") from None
         except (TypeError, AttributeError) as exc:
             raise HttpError(400, f"request body: want {VALIDATE_SHAPE}: {exc}") from None
-        return _native.validate_target(self.source.inputs(), pod, node, gpus, self.source.config)
+        return self.source.synced_view().validate_target(pod, node, gpus)
 
     def webhook(self, body: bytes) -> bytes:
         return (self.pinner or Pinner(None)).admit(body)

@@ -30,14 +30,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
-from hami_fast import _native
 from hami_fast.descheduler import kube as k
-from hami_fast.descheduler.apply import MANAGED_BY, RESERVATION, RESERVATION_EXPIRES, apply_for
+from hami_fast.descheduler.apply import MANAGED_BY, apply_for
 from hami_fast.descheduler.ledger import Full, MoveLedger
 from hami_fast.descheduler.metrics import DeschedulerMetrics
-from hami_fast.descheduler.planner import plan
+from hami_fast.descheduler.view import ClusterView
 from hami_fast.kube import times
 from hami_fast.kube.client import KubeClient, path_of
 from hami_fast.kube.errors import ApiError
@@ -45,9 +42,6 @@ from hami_fast.kube.events import event_body
 
 log = logging.getLogger("hami_fast.descheduler.auto")
 
-# Why a pod cannot be placed that moving other pods can change: the engine's Filter reasons, as
-# kube-scheduler copies them into the PodScheduled condition, and kube-scheduler's own count check.
-VGPU_REASONS = (*_native.REASONS_MOVES_CAN_CLEAR, "Insufficient nvidia.com/")
 DEFAULT_SELECTOR = "hami-fast.io/movable=true"
 COMPONENT = "hami-fast-descheduler"
 BY_AUTO = "hami-fast-descheduler-auto"  # the managed-by label of the placements this mode creates
@@ -68,28 +62,6 @@ class AutoOptions:
     max_concurrent_moves: int = 2
     record_namespace: str = "kube-system"
     record_name: str = "hami-gpu-descheduler-auto-moves"
-
-
-def waiting_for_vgpu(pod: dict[str, Any]) -> bool:
-    """Pending, unbound, not terminating, and its last scheduling attempt failed for a vGPU reason."""
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    if status.get("phase") not in (None, "", "Pending") or spec.get("nodeName") or meta.get("deletionTimestamp"):
-        return False
-    for c in status.get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-            return any(r in (c.get("message") or "") for r in VGPU_REASONS)
-    return False
-
-
-def holds_reservation(pod: dict[str, Any], now: float) -> bool:
-    """A live hold is being worked on already (its moves run, or the scheduler is about to place it)."""
-    ann = (pod.get("metadata") or {}).get("annotations") or {}
-    if RESERVATION not in ann:
-        return False
-    try:
-        return times.parse(ann.get(RESERVATION_EXPIRES) or "").timestamp() > now
-    except ValueError:
-        return False
 
 
 def pod_key(pod: dict[str, Any]) -> str:
@@ -131,8 +103,10 @@ class AutoMover:
         leading: Callable[[], bool] | None = None,
         stop: threading.Event | None = None,
         ledger: MoveLedger | None = None,
+        view: ClusterView | None = None,
     ) -> None:
         self.client, self.options, self.metrics = client, options, metrics
+        self.view = view or ClusterView.watching(client, stop or threading.Event())
         self.leading = leading or (lambda: True)
         self.stop = stop or threading.Event()
         self.ledger = ledger or MoveLedger(client, options.record_namespace, options.record_name, manager=BY_AUTO)
@@ -236,30 +210,29 @@ class AutoMover:
         budget = self.budget(now)
         if budget <= 0:
             return "budget_spent", None
-        inputs = k.snapshot_inputs(self.client)
+        if not self.view.running():
+            self.view.relist()  # one-shot use: no reflectors keep the view current
         busy_nodes = sorted(self.busy_nodes())  # left out of the plans: moves in flight change them
-        pods = orjson.loads(inputs[1]).get("items") or []
         busy = self.busy_pods()
-        waiting = [p for p in pods if waiting_for_vgpu(p) and not holds_reservation(p, now) and pod_key(p) not in busy]
+        waiting = [(key, uid) for key, uid in self.view.waiting_for_moves() if key not in busy]
         if not waiting:
             return "idle", None
-        waiting.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", pod_key(p)))
         movable = [key for key in self.opted_in() if key not in busy]
-        for pod in waiting:
-            result = plan(
-                inputs,
-                min(budget, self.options.max_moves_per_pod),
-                baseline=False,
-                for_pod=pod,
-                movable=movable,
-                exclude_nodes=busy_nodes,
-            )
+        for key, uid in waiting:
+            options = {
+                "max_moves": min(budget, self.options.max_moves_per_pod),
+                "baseline": False,
+                "for_pod_key": key,
+                "movable": movable,
+                "exclude_nodes": busy_nodes,
+            }
+            result = self.view.plan(options)
             if not result["unblocked"] or not result["moves"]:
                 continue
             if self.options.dry_run:
-                self.announce(pod, result)
-                return "dry_run", {"pod": pod_key(pod), "dry_run": True, "moves": result["moves"], "moved": 0}
-            run = self.start(pod_key(pod), result)
+                self.announce(key, uid, result)
+                return "dry_run", {"pod": key, "dry_run": True, "moves": result["moves"], "moved": 0}
+            run = self.start(key, result)
             return "started", {"pod": run.pod, "dry_run": False, "moves": result["moves"], "run": run.run_id}
         return "no_plan", None
 
@@ -373,25 +346,23 @@ class AutoMover:
         namespace, name = result["move"]["pod"].split("/", 1)
         return k.get_pod(self.client, namespace, name) is None
 
-    def announce(self, pod: dict[str, Any], result: dict[str, Any]) -> None:
+    def announce(self, pod: str, uid: str, result: dict[str, Any]) -> None:
         moves = "; ".join(
             f"{m['pod']} {m['from']['node']}/{','.join(m['from']['gpus'])} -> {m['to']['node']}/{','.join(m['to']['gpus'])}"
             for m in result["moves"]
         )
         target = result["target"]
         message = f"dry run: would move {moves}; then it fits on {target['node']}/{','.join(target['gpus'])}"
-        log.info("%s: %s", pod_key(pod), message)
-        meta = pod["metadata"]
-        if (meta.get("uid", ""), message) in self.announced:
+        log.info("%s: %s", pod, message)
+        if (uid, message) in self.announced:
             return
-        self.announced.add((meta.get("uid", ""), message))
-        body = event_body(
-            meta["namespace"], meta["name"], meta.get("uid", ""), "Normal", "WouldMove", message, COMPONENT
-        )
+        self.announced.add((uid, message))
+        namespace, name = pod.split("/", 1)
+        body = event_body(namespace, name, uid, "Normal", "WouldMove", message, COMPONENT)
         try:
-            self.client.request("POST", path_of("api", "v1", "namespaces", meta["namespace"], "events"), body=body)
+            self.client.request("POST", path_of("api", "v1", "namespaces", namespace, "events"), body=body)
         except ApiError as exc:
-            log.warning("event for %s not posted: %s", pod_key(pod), exc)
+            log.warning("event for %s not posted: %s", pod, exc)
 
 
 class AutoLoop(threading.Thread):

@@ -217,6 +217,7 @@ class Runtime:
         from hami_fast.descheduler.api import ApiApp, Source, webhook_app
         from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts
         from hami_fast.descheduler.planner import snapshot_bytes
+        from hami_fast.descheduler.view import ClusterView
         from hami_fast.descheduler.webhook import Pinner
         from hami_fast.kube.lease import LeaseElector
 
@@ -233,7 +234,8 @@ class Runtime:
             from hami_fast.kube.client import KubeClient, load_api_client
 
             client = KubeClient(load_api_client(args.kubeconfig), args.kube_qps, args.kube_burst)
-            source = Source(client=client, config=engine_config)
+            # One view of the cluster (nodes and pods, watched) for the controller, --auto and the API.
+            self.view = ClusterView.watching(client, self.stop, engine_config)
             if args.leader_elect:
                 self.elector = LeaseElector(client, args.lease_namespace, args.lease_name, self.stop)
                 self.leading = self.elector.leading
@@ -254,6 +256,10 @@ class Runtime:
                 config=engine_config,
                 scheduler_name=args.scheduler_name,
                 stop=self.stop,
+                view=self.view,
+            )
+            source = Source(
+                client, config=engine_config, view=self.view, placement_store=self.controller.placements.store
             )
             # One placement informer feeds the controller and the webhook (every replica watches; only the leader acts).
             pinner = Pinner(
@@ -302,7 +308,9 @@ class Runtime:
             record_name=a.moves_configmap,
         )
         log.info("automatic mode on%s: pods matching %r may move", " (dry run)" if a.dry_run else "", a.selector)
-        mover = AutoMover(client, options, self.controller.metrics, leading=self.leading.is_set, stop=self.stop)
+        mover = AutoMover(
+            client, options, self.controller.metrics, leading=self.leading.is_set, stop=self.stop, view=self.view
+        )
         return AutoLoop(mover, self.leading, self.stop)
 
     def start(self) -> None:

@@ -22,7 +22,6 @@ from typing import Any
 
 import orjson
 
-from hami_fast import _native
 from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
@@ -30,6 +29,7 @@ from hami_fast.descheduler.cache import Informer, pinned_by, placement_informer,
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.status import expired
 from hami_fast.descheduler.status import stamp_age as _age
+from hami_fast.descheduler.view import ClusterView
 from hami_fast.descheduler.webhook import labels_match
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.errors import ApiError, Conflict, NotFound
@@ -131,12 +131,14 @@ class Controller:
         metrics: DeschedulerMetrics | None = None,
         stop: threading.Event | None = None,
         placements: Informer | None = None,
+        view: ClusterView | None = None,
     ) -> None:
         self.client, self.timeouts, self.dry_run, self.config = client, timeouts or Timeouts(), dry_run, config
         self.scheduler_name = scheduler_name
         self.stop = stop or threading.Event()
         self.placements = placements or placement_informer(client, self.stop)
         self.pods = pod_informer(client, self.stop, scheduler_name)
+        self.view = view or ClusterView.watching(client, self.stop, config)
         self.metrics = metrics or DeschedulerMetrics(self.placements.store, self.pods.store)
         self.queue = WorkQueue()
         self.next_attempt: dict[str, float] = {}
@@ -188,9 +190,10 @@ class Controller:
     def start_informers(self) -> None:
         self.placements.start()
         self.pods.start()
+        self.view.start()
 
     def synced(self) -> bool:
-        return self.placements.synced() and self.pods.synced()
+        return self.placements.synced() and self.pods.synced() and self.view.synced()
 
     # -- status helpers ----------------------------------------------------------------------
 
@@ -262,6 +265,7 @@ class Controller:
         if not self.placements.started:
             self.placements.relist()
             self.pods.relist()
+            self.view.relist()
         for placement in self.placements.store.items():
             try:
                 self.reconcile(placement)
@@ -284,14 +288,14 @@ class Controller:
         elif phase == s.DELETING:
             self.deleting(placement)
 
-    def _target_check(self, placement: dict[str, Any], pod_key: str) -> dict[str, Any]:
+    def _target_check(self, placement: dict[str, Any], pod: dict[str, Any] | None) -> dict[str, Any]:
+        """The target checked on the watched view, with the evictee and the target node just read."""
         spec = placement.get("spec") or {}
-        inputs = k.snapshot_inputs(self.client)
-        return orjson.loads(
-            _native.validate_target(
-                inputs, pod_key, spec.get("nodeName", ""), list(spec.get("gpuDevices") or []), self.config
-            )
-        )
+        node_name = spec.get("nodeName", "")
+        node = k.get_node(self.client, node_name) if node_name else None
+        self.view.refresh(*(orjson.dumps(o) for o in (pod, node) if o is not None))
+        pod_key = f"{placement['metadata']['namespace']}/{spec['evictPod']}" if spec.get("evictPod") else ""
+        return orjson.loads(self.view.validate_target(pod_key, node_name, list(spec.get("gpuDevices") or [])))
 
     def validate(self, placement: dict[str, Any]) -> None:
         spec = placement.get("spec") or {}
@@ -309,11 +313,12 @@ class Controller:
                 return self.fail(placement, (s.VALIDATED, False, s.DUPLICATE_REQ_ID, message))
         evictee = spec.get("evictPod") or ""
         pod_key = f"{meta['namespace']}/{evictee}" if evictee else ""
+        pod = k.get_pod(self.client, meta["namespace"], evictee) if evictee else None
         if evictee:
-            problem = self.evictee_problem(placement, k.get_pod(self.client, meta["namespace"], evictee))
+            problem = self.evictee_problem(placement, pod)
             if problem:
                 return self.fail(placement, (s.VALIDATED, False, s.INVALID_EVICTEE, problem))
-        result = self._target_check(placement, pod_key)
+        result = self._target_check(placement, pod)
         if not result["ok"]:
             message = f"{result['field']}: invalid target: {result['message']}"
             return self.fail(placement, (s.VALIDATED, False, s.INVALID_TARGET, message))
@@ -400,7 +405,7 @@ class Controller:
         if problem:
             return self.fail(placement, (s.VALIDATED, False, s.INVALID_EVICTEE, problem))
         # Re-check the target right before evicting: the cluster may have moved since validation.
-        result = self._target_check(placement, f"{namespace}/{name}")
+        result = self._target_check(placement, pod)
         if not result["ok"]:
             message = f"{result['field']}: target no longer valid: {result['message']}; nothing was evicted"
             return self.fail(placement, (s.VALIDATED, False, s.TARGET_GONE, message))

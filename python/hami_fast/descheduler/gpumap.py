@@ -1,10 +1,10 @@
 """The GPU map on the descheduler's port: `GET /` (one page, no external assets; its HTML, CSS and
 JavaScript are in `assets/`) and `GET /api/v1/map` (the JSON the page polls).
 
-Every number comes from the engine: per-GPU usage from `Cluster.usage()`, fragmentation from
-`fragmentation()`, the pending vGPU pods and the moves from `plan()`, the live holds (GPUs reserved
-for a pending pod, `hami-fast.io/reservation`) from `Cluster.holds()`. This module only joins them
-by node name and renders them.
+Every number comes from the engine, all from one view of the cluster (`view.ClusterView`, one
+parsed state per change): per-GPU usage, fragmentation, the pending vGPU pods and the moves of the
+planner, the live holds (GPUs reserved for a pending pod, `hami-fast.io/reservation`). This module
+only joins them by node name and renders them.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import orjson
 
 from hami_fast import _native
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.view import ClusterView
 from hami_fast.kube.client import ApiError
-from hami_fast.server.router import Route
+from hami_fast.server.router import HttpError, Route
 
 # The page shows what this many moves would do: first for the pending vGPU pods (the objective
 # `--auto` applies), and when nothing is pending, the moves that free whole GPUs.
@@ -33,9 +34,8 @@ REFRESH_SECONDS = 5
 HTML = "text/html; charset=utf-8"
 
 
-def _plan(inputs: list[bytes], config: bytes | None, objective: str) -> dict[str, Any]:
-    options = {"objective": objective, "max_moves": MAP_MAX_MOVES, "baseline": False}
-    return orjson.loads(_native.plan(inputs, orjson.dumps(options), config))
+def _plan(view: ClusterView, objective: str) -> dict[str, Any]:
+    return view.plan({"objective": objective, "max_moves": MAP_MAX_MOVES, "baseline": False})
 
 
 def _gpu(d: dict[str, Any]) -> dict[str, Any]:
@@ -64,21 +64,18 @@ def _placement(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def map_data(inputs: list[bytes], config: bytes | None, placements: list[dict[str, Any]]) -> dict[str, Any]:
+def map_data(view: ClusterView, placements: list[dict[str, Any]]) -> dict[str, Any]:
     """Nodes with their GPUs and fragmentation, the pending vGPU pods, the plan and the placements."""
-    cluster = _native.Cluster(config)
-    for blob in inputs:
-        cluster.apply(blob)
-    holds = orjson.loads(cluster.holds(int(time.time())))  # drops the lapsed ones first
-    usage = orjson.loads(cluster.usage())
+    holds = view.holds()  # drops the lapsed ones first
+    usage = view.usage()
     registered = {(n["name"], d["uuid"]) for n in usage for d in n["devices"]}
-    frag = orjson.loads(_native.fragmentation(inputs, config))
+    frag = orjson.loads(view.fragmentation())
     frag_by_node = {n["node"]: n for n in frag["nodes"]}
-    plan = _plan(inputs, config, "pending")
+    plan = _plan(view, "pending")
     placed = {p["pod"]: p for p in plan["placements"]}
     pending = [dict(q, placement=placed.get(q["pod"])) for q in plan["queue"]]
     if not pending:
-        plan = _plan(inputs, config, "free-gpus")
+        plan = _plan(view, "free-gpus")
     nodes = []
     for n in usage:
         measure = frag_by_node.get(n["name"]) or {}
@@ -110,20 +107,21 @@ def map_data(inputs: list[bytes], config: bytes | None, placements: list[dict[st
 
 
 class GpuMap:
-    """The two routes. The map is recomputed only when the source hands out new inputs (the live
-    source re-LISTs at most every `max_age` seconds, a snapshot never)."""
+    """The two routes. The map is recomputed only when the cluster or the placements changed, or
+    when it is older than a refresh (a hold may have lapsed meanwhile)."""
 
     def __init__(self, source: Any, leading: Callable[[], bool]) -> None:
         self.source, self.leading = source, leading
         self._lock = threading.Lock()
-        self._cached: tuple[list[bytes], list[dict[str, Any]], dict[str, Any]] | None = None
+        self._cached: tuple[tuple[int, float], list[dict[str, Any]], dict[str, Any]] | None = None
 
     def data(self) -> dict[str, Any]:
-        inputs, placements = self.source.inputs(), self.source.placements()
+        view: ClusterView = self.source.synced_view()
+        placements = self.source.placements()
         with self._lock:
-            cached = self._cached
-            if cached is None or not _same(cached[0], inputs) or cached[1] != placements:
-                cached = (inputs, placements, map_data(inputs, self.source.config, placements))
+            now, cached = time.monotonic(), self._cached
+            if cached is None or cached[1] != placements or self._stale(cached[0], view.generation(), now):
+                cached = ((view.generation(), now), placements, map_data(view, placements))
                 self._cached = cached
         live = self.source.client is not None
         head = {
@@ -134,22 +132,22 @@ class GpuMap:
         }
         return {**head, **cached[2]}
 
+    @staticmethod
+    def _stale(made: tuple[int, float], generation: int, now: float) -> bool:
+        return made[0] != generation or now - made[1] >= REFRESH_SECONDS
+
     def json(self, _body: bytes) -> tuple[int, bytes]:
         return 200, orjson.dumps(self.data())
 
     def page(self, _body: bytes) -> tuple[int, bytes, str]:
         try:
             data: dict[str, Any] = self.data()
-        except (ApiError, _native.EngineError, ValueError) as exc:
+        except (ApiError, HttpError, _native.EngineError, ValueError) as exc:
             data = {"error": str(exc), "refreshSeconds": REFRESH_SECONDS}
         return 200, render_page(data), HTML
 
     def routes(self) -> list[Route]:
         return [Route("GET", "/", self.page), Route("GET", "/api/v1/map", self.json)]
-
-
-def _same(a: list[bytes], b: list[bytes]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def script_json(data: dict[str, Any]) -> str:

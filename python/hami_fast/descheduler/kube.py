@@ -69,6 +69,13 @@ def snapshot_inputs(client: KubeClient) -> list[bytes]:
     return [nodes, pods]
 
 
+def get_node(client: KubeClient, name: str) -> dict[str, Any] | None:
+    try:
+        return client.request("GET", path_of("api", "v1", "nodes", name)).json()
+    except NotFound:
+        return None
+
+
 def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return client.get_pod(namespace, name)

@@ -8,6 +8,8 @@ use pyo3::types::PyBytes;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 
+mod objects;
+
 create_exception!(
     hami_fast._native,
     EngineError,
@@ -582,6 +584,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         hami_core::fit::Reason::ALL.iter().filter(|r| r.moves_can_clear()).map(|r| r.as_str()).collect();
     m.add("REASONS_MOVES_CAN_CLEAR", pyo3::types::PyTuple::new(m.py(), clearable)?)?;
     m.add_class::<Cluster>()?;
+    m.add_class::<objects::ObjectCache>()?;
     m.add_function(wrap_pyfunction!(yaml_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(load_device_config, m)?)?;
     m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;

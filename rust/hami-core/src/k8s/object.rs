@@ -175,12 +175,37 @@ pub struct ObjectStatus {
     pub phase: String,
     #[serde(deserialize_with = "lenient")]
     pub allocatable: ResourceList,
+    #[serde(deserialize_with = "lenient")]
+    pub conditions: Vec<PodCondition>,
 }
 
 impl ObjectStatus {
     pub fn is_terminal(&self) -> bool {
         matches!(self.phase.as_str(), "Succeeded" | "Failed")
     }
+
+    /// kube-scheduler's message when its last attempt found no node (`PodScheduled` False,
+    /// reason `Unschedulable`).
+    pub fn unschedulable_message(&self) -> Option<&str> {
+        self.conditions
+            .iter()
+            .find(|c| c.condition_type == "PodScheduled" && c.status == "False" && c.reason == "Unschedulable")
+            .map(|c| c.message.as_str())
+    }
+}
+
+/// One of a Pod's `status.conditions`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PodCondition {
+    #[serde(rename = "type", deserialize_with = "nullable")]
+    pub condition_type: String,
+    #[serde(deserialize_with = "nullable")]
+    pub status: String,
+    #[serde(deserialize_with = "nullable")]
+    pub reason: String,
+    #[serde(deserialize_with = "nullable")]
+    pub message: String,
 }
 
 /// Any Node or Pod in full, parsed once: what the planner reads of a snapshot item.

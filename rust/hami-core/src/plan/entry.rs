@@ -1,8 +1,8 @@
 //! The binding's entry points: Kubernetes objects and options in, plan and measures JSON out.
 
 use super::{
-    baseline_queue, plan, round3, unblock, unblock_queue, validate_target, workload_from_spec, Immovable, Objective,
-    PendingPod, Snapshot, Strategy,
+    baseline_queue, plan, round3, unblock, unblock_queue, validate_target, workload_from_spec, Immovable, ObjectCache,
+    Objective, PendingPod, Snapshot, Strategy,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -52,7 +52,8 @@ pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baselin
 /// Options of [`plan_bytes`] (JSON): `{"max_moves": N | null, "max_moves_pct": 5.0,
 /// "objective": "free-gpus"|"frag", "workload": "typical"|"whole-gpu"|[task types],
 /// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null, "max_moves_per_pod": N | null,
-/// "movable": [pods] | null, "exclude_nodes": [nodes] | null}`.
+/// "for_pod_key": "namespace/name" | null (a pending pod of the snapshot), "movable": [pods] | null,
+/// "exclude_nodes": [nodes] | null}`.
 #[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct PlanOptions {
@@ -63,6 +64,8 @@ pub struct PlanOptions {
     pub planner: String,
     pub baseline: bool,
     pub for_pod: Option<serde_json::Value>,
+    /// As `for_pod`, a pod of the snapshot waiting for vGPU resources (`namespace/name`).
+    pub for_pod_key: Option<String>,
     /// Objective `pending`: the most moves spent on one pending pod.
     pub max_moves_per_pod: Option<usize>,
     /// Only these pods (`namespace/name`) may be moved (the automatic mode's opt-in); all when absent.
@@ -82,6 +85,7 @@ impl Default for PlanOptions {
             planner: "drain".into(),
             baseline: true,
             for_pod: None,
+            for_pod_key: None,
             max_moves_per_pod: None,
             movable: None,
             exclude_nodes: None,
@@ -96,22 +100,35 @@ pub const PER_POD_DEFAULT_MOVES: usize = 8;
 /// `--for` budgets at least this many moves when none is given (5 % of a small cluster's pods is 0).
 pub const FOR_MIN_DEFAULT_MOVES: usize = 10;
 
+impl PlanOptions {
+    fn from_bytes(options: &[u8]) -> Result<Self> {
+        if options.is_empty() {
+            return Ok(Self::default());
+        }
+        serde_json::from_slice(options).map_err(|e| Error::config("plan options", e))
+    }
+
+    fn left_out(&self) -> HashSet<&str> {
+        self.exclude_nodes.iter().flatten().map(String::as_str).collect()
+    }
+}
+
 /// The binding's entry point (`hami-fast plan`, `kubectl hami plan`, `POST /api/v1/plan`):
 /// objects in, plan JSON out.
 pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>> {
-    let options: PlanOptions = if options.is_empty() {
-        PlanOptions::default()
-    } else {
-        serde_json::from_slice(options).map_err(|e| Error::config("plan options", e))?
-    };
+    let options = PlanOptions::from_bytes(options)?;
+    let snapshot = Snapshot::from_objects_except(inputs, config, &options.left_out())?;
+    plan_snapshot(snapshot, &options, config)
+}
+
+/// The plan JSON of `options` on `snapshot`.
+fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, config: &Config) -> Result<Vec<u8>> {
     let objective = Objective::parse(&options.objective)?;
     let strategy = match (objective, Strategy::parse(&options.planner)?) {
         (_, Strategy::Greedy) => Strategy::Greedy,
         (Objective::FreeGpus | Objective::Pending, _) => Strategy::FreeGpus,
         (Objective::Frag, s) => s,
     };
-    let left_out: HashSet<&str> = options.exclude_nodes.iter().flatten().map(String::as_str).collect();
-    let mut snapshot = Snapshot::from_objects_except(inputs, config, &left_out)?;
     if let Some(w) = workload_from_spec(&options.workload)? {
         snapshot.workload = w;
     }
@@ -124,9 +141,8 @@ pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<V
         }
     }
     let pct_budget = ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize;
-    let out = match &options.for_pod {
-        Some(pod) => {
-            let pending = PendingPod::from_value(pod, config)?;
+    let out = match for_pod(&snapshot, options, config)? {
+        Some(pending) => {
             let budget = options.max_moves.unwrap_or(pct_budget.max(FOR_MIN_DEFAULT_MOVES));
             unblock(&snapshot, &pending, budget).to_json(&snapshot)
         }
@@ -143,9 +159,27 @@ pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<V
     serde_json::to_vec(&out).map_err(Error::internal)
 }
 
+/// The pending pod the plan is for: given in full, or named among the snapshot's waiting pods.
+fn for_pod(snapshot: &Snapshot, options: &PlanOptions, config: &Config) -> Result<Option<PendingPod>> {
+    if let Some(pod) = &options.for_pod {
+        return PendingPod::from_value(pod, config).map(Some);
+    }
+    let Some(key) = &options.for_pod_key else { return Ok(None) };
+    match snapshot.pending.iter().find(|p| p.key == *key) {
+        Some(pending) => Ok(Some(pending.clone())),
+        None => {
+            Err(Error::invalid("plan options", format!("pod {key} is not waiting for vGPU resources"))
+                .field("for_pod_key"))
+        }
+    }
+}
+
 /// Cluster and per-node fragmentation as JSON (`/api/v1/fragmentation`).
 pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>> {
-    let snapshot = Snapshot::from_objects(inputs, config)?;
+    fragmentation_json(&Snapshot::from_objects(inputs, config)?)
+}
+
+fn fragmentation_json(snapshot: &Snapshot) -> Result<Vec<u8>> {
     let out = serde_json::json!({
         "cluster": snapshot.measures(),
         "workload_types": snapshot.workload.types.len(),
@@ -174,8 +208,11 @@ pub fn validate_target_bytes(
     gpus: &[String],
     config: &Config,
 ) -> Result<Vec<u8>> {
-    let snapshot = Snapshot::from_objects(inputs, config)?;
-    let out = match validate_target(&snapshot, pod, node, gpus) {
+    target_check_json(&Snapshot::from_objects(inputs, config)?, pod, node, gpus)
+}
+
+fn target_check_json(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[String]) -> Result<Vec<u8>> {
+    let out = match validate_target(snapshot, pod, node, gpus) {
         Ok(uuids) => TargetCheck { ok: true, uuids, message: String::new(), field: "" },
         Err(why) => {
             let field = why.field().unwrap_or_default();
@@ -183,4 +220,24 @@ pub fn validate_target_bytes(
         }
     };
     serde_json::to_vec(&out).map_err(Error::internal)
+}
+
+/// The same entry points on objects kept current from watches: no LIST, one snapshot shared by
+/// every reader until something changes.
+impl ObjectCache {
+    pub fn plan_bytes(&mut self, options: &[u8], now: i64) -> Result<Vec<u8>> {
+        let options = PlanOptions::from_bytes(options)?;
+        let left_out = options.left_out();
+        let snapshot =
+            if left_out.is_empty() { (*self.shared_snapshot(now)).clone() } else { self.snapshot(&left_out, now) };
+        plan_snapshot(snapshot, &options, &self.config)
+    }
+
+    pub fn fragmentation_bytes(&mut self, now: i64) -> Result<Vec<u8>> {
+        fragmentation_json(&self.shared_snapshot(now))
+    }
+
+    pub fn validate_target_bytes(&mut self, pod: &str, node: &str, gpus: &[String], now: i64) -> Result<Vec<u8>> {
+        target_check_json(&self.shared_snapshot(now), pod, node, gpus)
+    }
 }

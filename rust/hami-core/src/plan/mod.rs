@@ -27,6 +27,9 @@ mod measures;
 #[cfg(test)]
 mod mig_tests;
 mod objective;
+mod objects;
+#[cfg(test)]
+mod objects_tests;
 mod planner;
 mod pod;
 mod rejection;
@@ -43,6 +46,7 @@ pub use entry::{
 };
 pub use measures::{Measures, NodeMeasure};
 pub use objective::{workload_from_spec, Objective};
+pub use objects::{ObjectCache, WaitingPod};
 pub use planner::{plan, plan_on, Move, Place, PlanResult, Strategy};
 pub use pod::{Immovable, MigInstance, PlanPod, Seat};
 pub use rejection::Rejection;

@@ -1,19 +1,16 @@
 //! The planner's working state, built from Kubernetes objects through the engine's own state.
 
-use super::{movable, pod_host_request, resident_instances, Owner, PendingPod, PlanPod};
+use super::objects::{CachedPod, ObjectCache};
+use super::{movable, pod_host_request, resident_instances, PendingPod, PlanPod};
 use crate::codec::MIG_ALLOCATIONS_KEY;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::frag::Workload;
-use crate::k8s::quantity::{cpu_milli, memory_mib};
-use crate::k8s::Envelope;
-use crate::k8s::{Object, Pod};
 use crate::model::{GpuNode, HostResources};
 use crate::policy::node as np;
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use crate::state::reservations::Reservation;
-use crate::state::ClusterState;
 use std::collections::{HashMap, HashSet};
 
 /// Nodes (with usage) and GPU-holding pods: the planner's working state.
@@ -28,25 +25,6 @@ pub struct Snapshot {
     /// GPUs held for pending pods (owner key, hold), unexpired when the snapshot was read: their
     /// GPUs are marked RESERVED on `nodes`, so no move lands there.
     pub holds: Vec<(String, Reservation)>,
-}
-
-/// An item's kind: its own, else its list's (`NodeList` -> `Node`).
-fn kind_of<'a>(object: &'a Object, list_kind: &'a str) -> &'a str {
-    if object.kind.is_empty() {
-        list_kind.strip_suffix("List").unwrap_or("")
-    } else {
-        &object.kind
-    }
-}
-
-/// Whether `object` is one of the `left_out` nodes or a pod bound to one.
-fn is_left_out(object: &Object, list_kind: &str, left_out: &HashSet<&str>) -> bool {
-    !left_out.is_empty()
-        && match kind_of(object, list_kind) {
-            "Node" => left_out.contains(object.metadata.name.as_str()),
-            "Pod" => left_out.contains(object.spec.node_name.as_str()),
-            _ => false,
-        }
 }
 
 /// The wall clock in Unix seconds: a snapshot drops the holds that have lapsed.
@@ -64,60 +42,28 @@ impl Snapshot {
     /// [`Self::from_objects`] as if the inputs held neither the nodes named in `left_out` nor the
     /// pods bound to them.
     pub fn from_objects_except(inputs: &[&[u8]], config: &Config, left_out: &HashSet<&str>) -> Result<Self> {
-        let mut cluster = ClusterState::new(config.clone());
-        let mut pods: Vec<(Pod, String, Owner)> = Vec::new();
-        let mut allocatable: HashMap<String, (i64, i64)> = HashMap::new();
-        let mut host_used: HashMap<String, (i64, i64, i64)> = HashMap::new();
+        let mut objects = ObjectCache::new(config.clone());
         for (n, bytes) in inputs.iter().enumerate() {
-            let env: Envelope =
-                serde_json::from_slice(bytes).map_err(|e| Error::decode(format!("snapshot input {n}"), e))?;
-            let items: Vec<&[u8]> = match &env.items {
-                Some(items) => items.iter().map(|r| r.get().as_bytes()).collect(),
-                None => vec![*bytes],
-            };
-            let list_kind = if env.items.is_some() { env.kind.as_str() } else { "" };
-            for item in items {
-                let object = serde_json::from_slice::<Object>(item).ok();
-                if object.as_ref().is_some_and(|o| is_left_out(o, list_kind, left_out)) {
-                    continue;
-                }
-                // The engine's state takes every item (one without `kind` takes the list's); an
-                // item it cannot use (e.g. a malformed annotation) is left out of the plan.
-                let _ = cluster.apply_item(item, list_kind);
-                let Some(object) = object else { continue };
-                match kind_of(&object, list_kind) {
-                    "Node" => {
-                        let a = &object.status.allocatable;
-                        let cpu = a.get("cpu").and_then(|q| cpu_milli(&q.0));
-                        let mem = a.get("memory").and_then(|q| memory_mib(&q.0));
-                        if let (Some(cpu), Some(mem)) = (cpu, mem) {
-                            allocatable.insert(object.metadata.name, (cpu, mem));
-                        }
-                    }
-                    "Pod" => {
-                        let owner = object.metadata.controller().map(|(k, n)| (k.to_owned(), n.to_owned()));
-                        let (pod, status) = object.into_pod();
-                        if !pod.spec.node_name.is_empty() && !status.is_terminal() {
-                            let (cpu, mem) = pod_host_request(&pod);
-                            let e = host_used.entry(pod.spec.node_name.clone()).or_insert((0, 0, 0));
-                            *e = (e.0 + cpu, e.1 + mem, e.2 + 1);
-                        }
-                        pods.push((pod, status.phase, owner));
-                    }
-                    _ => {}
-                }
-            }
+            objects.apply_input(bytes, &format!("snapshot input {n}"))?;
         }
-        cluster.expire_holds(unix_now());
+        Ok(objects.snapshot(left_out, unix_now()))
+    }
+
+    /// The snapshot of `objects` but the `left_out` nodes and the pods bound to them; the caller
+    /// has dropped the lapsed holds.
+    pub(super) fn assemble(objects: &ObjectCache, left_out: &HashSet<&str>) -> Self {
+        let (cluster, config) = (&objects.cluster, &objects.config);
         let mut holds: Vec<(String, Reservation)> =
             cluster.reservations().iter().map(|(k, r)| (k.clone(), r.clone())).collect();
         holds.sort_by(|a, b| a.1.pod.cmp(&b.1.pod));
-        let mut nodes: Vec<GpuNode> = cluster.nodes.values().cloned().collect();
+        let mut nodes: Vec<GpuNode> =
+            cluster.nodes.values().filter(|n| !left_out.contains(n.name.as_str())).cloned().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let host_used = host_used(objects);
         for n in &mut nodes {
-            if let Some(&(cpu, mem)) = allocatable.get(&n.name) {
+            if let Some(&(cpu, mem)) = objects.allocatable.get(&n.name) {
                 let (cpu_requested, memory_requested, pods_requested) =
-                    host_used.get(&n.name).copied().unwrap_or_default();
+                    host_used.get(n.name.as_str()).copied().unwrap_or_default();
                 n.host = Some(HostResources {
                     cpu_milli: cpu,
                     memory_mib: mem,
@@ -131,28 +77,32 @@ impl Snapshot {
         let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let mut out = Vec::new();
         let mut pending = Vec::new();
-        for (pod, phase, owner) in pods {
+        let whole = objects.pods.values().filter_map(|p| match p {
+            CachedPod::Whole { pod, phase, owner, .. } => Some((&**pod, phase, owner)),
+            CachedPod::Host { .. } => None,
+        });
+        for (pod, phase, owner) in whole {
             let key = pod.reservation_key();
             let Some(record) = cluster.pod(&key) else {
                 let waiting = pod.spec.node_name.is_empty() && matches!(phase.as_str(), "Pending" | "");
                 if waiting && pod.metadata.deletion_timestamp.is_none() {
-                    pending.extend(PendingPod::from_pod(&pod, config).ok());
+                    pending.extend(PendingPod::from_pod(pod, config).ok());
                 }
                 continue;
             };
             let Some(&node) = index.get(&*record.node) else { continue };
-            let request = PodRequest::from_pod(&pod, config);
+            let request = PodRequest::from_pod(pod, config);
             let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
             let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
-            let blocked = movable(&pod, &phase, &owner, &request);
-            let host = pod_host_request(&pod);
+            let blocked = movable(pod, phase, owner, &request);
+            let host = pod_host_request(pod);
             let mig = resident_instances(&record.mig, || pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY));
             out.push(PlanPod {
                 namespace: pod.metadata.namespace.clone(),
                 name: pod.metadata.name.clone(),
                 uid: pod.metadata.uid.clone(),
                 labels: pod.metadata.labels.clone(),
-                owner,
+                owner: owner.clone(),
                 node,
                 footprint: record.footprint.to_vec(),
                 mig,
@@ -167,6 +117,27 @@ impl Snapshot {
         let workload =
             Workload::typical(out.iter().filter_map(|p| np::live_task_type(&nodes[p.node], &p.footprint)), 95.0);
         pending.sort_by(PendingPod::queue_order);
-        Ok(Self { nodes, index, pods: out, workload, pending, holds })
+        Self { nodes, index, pods: out, workload, pending, holds }
     }
+}
+
+/// Per node: the CPU and memory its running pods request, and how many there are.
+fn host_used(objects: &ObjectCache) -> HashMap<&str, (i64, i64, i64)> {
+    let mut used: HashMap<&str, (i64, i64, i64)> = HashMap::new();
+    for p in objects.pods.values() {
+        let (node, (cpu, mem)) = match p {
+            CachedPod::Host { node, cpu, memory } => (node.as_str(), (*cpu, *memory)),
+            CachedPod::Whole { pod, phase, .. } if !pod.spec.node_name.is_empty() && !is_terminal(phase) => {
+                (pod.spec.node_name.as_str(), pod_host_request(pod))
+            }
+            CachedPod::Whole { .. } => continue,
+        };
+        let e = used.entry(node).or_insert((0, 0, 0));
+        *e = (e.0 + cpu, e.1 + mem, e.2 + 1);
+    }
+    used
+}
+
+fn is_terminal(phase: &str) -> bool {
+    matches!(phase, "Succeeded" | "Failed")
 }

@@ -5,7 +5,7 @@ use serde_json::json;
 use std::collections::{HashMap, HashSet};
 
 /// A node with `gpus` GPUs of 1000 MiB, split count 10; `unhealthy` lists indexes.
-fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Value {
+pub(super) fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Value {
     let devices: Vec<serde_json::Value> = (0..gpus)
         .map(|i| json!({"id": format!("{name}-g{i}"), "index": i, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": !unhealthy.contains(&i)}))
         .collect();
@@ -13,7 +13,7 @@ fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Value {
 }
 
 /// A pod of `mem` MiB per GPU on the given GPUs of `node`; `owned` adds a ReplicaSet owner.
-fn pod(name: &str, node: &str, gpus: &[u32], mem: i64, owned: bool) -> serde_json::Value {
+pub(super) fn pod(name: &str, node: &str, gpus: &[u32], mem: i64, owned: bool) -> serde_json::Value {
     let alloc: String = gpus.iter().map(|g| format!("{node}-g{g},NVIDIA,{mem},0:")).collect::<String>() + ";";
     running(name, node, &alloc, gpus.len(), mem, owned)
 }
