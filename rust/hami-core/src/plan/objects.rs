@@ -5,12 +5,14 @@
 //! descheduler plans, validates and draws the GPU map without listing the cluster. A one-shot
 //! snapshot (`hami-fast plan`, a file) goes through the same type.
 
-use super::{pod_host_request, Owner, Snapshot};
+use super::{movable, pod_host_request, Owner, PendingPod, PlanPod, Snapshot};
+use crate::codec::MIG_ALLOCATIONS_KEY;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fit::Reason;
 use crate::k8s::quantity::{cpu_milli, memory_mib};
 use crate::k8s::{Envelope, ListPage, Object, ObjectKey, Pod, WatchEvent};
+use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use crate::state::{ClusterState, EventInfo, ListInfo};
 use serde::Serialize;
@@ -20,10 +22,61 @@ use std::sync::Arc;
 /// What the planner keeps of a pod.
 #[derive(Debug, Clone)]
 pub(super) enum CachedPod {
-    /// A pod that holds, asks for or annotates GPUs: read in full.
-    Whole { pod: Box<Pod>, phase: String, owner: Owner, unschedulable: Option<String> },
+    /// A pod that holds, asks for or annotates GPUs: what the planner reads of it, derived once.
+    Whole(Box<WholePod>),
     /// Any other pod running on a node: only its CPU and memory request counts there.
     Host { node: String, cpu: i64, memory: i64 },
+}
+
+/// A GPU pod as every snapshot reads it, derived when its event arrives rather than per snapshot.
+#[derive(Debug, Clone)]
+pub(super) struct WholePod {
+    /// Where the engine keeps its allocation (the UID, else `namespace/name`).
+    pub reservation_key: String,
+    /// The pod as the planner moves it, but for where it sits: node, footprint and MIG instances
+    /// come from the engine's record when a snapshot is taken.
+    pub placed: PlanPod,
+    pub mig_annotation: Option<String>,
+    /// The pod as a pending one, if it waits for vGPU resources (unbound, Pending, not terminating).
+    pub pending: Option<PendingPod>,
+    /// Its node while it runs there (bound, not terminal): its CPU and memory count there.
+    pub running_on: Option<String>,
+    /// kube-scheduler's last message when it found no node.
+    pub unschedulable: Option<String>,
+}
+
+impl WholePod {
+    fn new(pod: &Pod, phase: String, owner: Owner, unschedulable: Option<String>, config: &Config) -> Self {
+        let request = PodRequest::from_pod(pod, config);
+        let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
+        let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
+        let blocked = movable(pod, &phase, &owner, &request);
+        let unbound = pod.spec.node_name.is_empty();
+        let waiting = unbound && matches!(phase.as_str(), "Pending" | "") && pod.metadata.deletion_timestamp.is_none();
+        let terminal = matches!(phase.as_str(), "Succeeded" | "Failed");
+        Self {
+            reservation_key: pod.reservation_key(),
+            placed: PlanPod {
+                namespace: pod.metadata.namespace.clone(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+                labels: pod.metadata.labels.clone(),
+                owner,
+                node: 0,
+                footprint: Vec::new(),
+                mig: Vec::new(),
+                request,
+                hints,
+                gpu_policy,
+                host: pod_host_request(pod),
+                blocked,
+            },
+            mig_annotation: pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY).cloned(),
+            pending: waiting.then(|| PendingPod::from_pod(pod, config).ok()).flatten(),
+            running_on: (!unbound && !terminal).then(|| pod.spec.node_name.clone()),
+            unschedulable,
+        }
+    }
 }
 
 /// Nodes and pods as the planner reads them, kept current one object at a time.
@@ -168,7 +221,7 @@ impl ObjectCache {
         let running = !pod.spec.node_name.is_empty() && !status.is_terminal();
         let entry = if whole {
             let unschedulable = status.unschedulable_message().map(str::to_owned);
-            CachedPod::Whole { pod: Box::new(pod), phase: status.phase, owner, unschedulable }
+            CachedPod::Whole(Box::new(WholePod::new(&pod, status.phase, owner, unschedulable, &self.config)))
         } else if running {
             let (cpu, memory) = pod_host_request(&pod);
             CachedPod::Host { node: pod.spec.node_name, cpu, memory }
@@ -226,7 +279,7 @@ impl ObjectCache {
             .iter()
             .filter(|p| !held.contains(p.key.as_str()))
             .filter(|p| match self.pods.get(&p.key) {
-                Some(CachedPod::Whole { unschedulable: Some(message), .. }) => clearable(message),
+                Some(CachedPod::Whole(w)) => w.unschedulable.as_deref().is_some_and(clearable),
                 _ => false,
             })
             .map(|p| WaitingPod { pod: p.key.clone(), uid: p.uid.clone(), created: p.created.clone() })

@@ -1,15 +1,12 @@
 //! The planner's working state, built from Kubernetes objects through the engine's own state.
 
 use super::objects::{CachedPod, ObjectCache};
-use super::{movable, pod_host_request, resident_instances, PendingPod, PlanPod};
-use crate::codec::MIG_ALLOCATIONS_KEY;
+use super::{resident_instances, PendingPod, PlanPod};
 use crate::config::Config;
 use crate::error::Result;
 use crate::frag::Workload;
 use crate::model::{GpuNode, HostResources};
 use crate::policy::node as np;
-use crate::policy::{GpuPolicy, PodHints};
-use crate::request::PodRequest;
 use crate::state::reservations::Reservation;
 use std::collections::{HashMap, HashSet};
 
@@ -52,7 +49,7 @@ impl Snapshot {
     /// The snapshot of `objects` but the `left_out` nodes and the pods bound to them; the caller
     /// has dropped the lapsed holds.
     pub(super) fn assemble(objects: &ObjectCache, left_out: &HashSet<&str>) -> Self {
-        let (cluster, config) = (&objects.cluster, &objects.config);
+        let cluster = &objects.cluster;
         let mut holds: Vec<(String, Reservation)> =
             cluster.reservations().iter().map(|(k, r)| (k.clone(), r.clone())).collect();
         holds.sort_by(|a, b| a.1.pod.cmp(&b.1.pod));
@@ -78,39 +75,20 @@ impl Snapshot {
         let mut out = Vec::new();
         let mut pending = Vec::new();
         let whole = objects.pods.values().filter_map(|p| match p {
-            CachedPod::Whole { pod, phase, owner, .. } => Some((&**pod, phase, owner)),
+            CachedPod::Whole(w) => Some(&**w),
             CachedPod::Host { .. } => None,
         });
-        for (pod, phase, owner) in whole {
-            let key = pod.reservation_key();
-            let Some(record) = cluster.pod(&key) else {
-                let waiting = pod.spec.node_name.is_empty() && matches!(phase.as_str(), "Pending" | "");
-                if waiting && pod.metadata.deletion_timestamp.is_none() {
-                    pending.extend(PendingPod::from_pod(pod, config).ok());
-                }
+        for w in whole {
+            let Some(record) = cluster.pod(&w.reservation_key) else {
+                pending.extend(w.pending.clone());
                 continue;
             };
             let Some(&node) = index.get(&*record.node) else { continue };
-            let request = PodRequest::from_pod(pod, config);
-            let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
-            let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
-            let blocked = movable(pod, phase, owner, &request);
-            let host = pod_host_request(pod);
-            let mig = resident_instances(&record.mig, || pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY));
             out.push(PlanPod {
-                namespace: pod.metadata.namespace.clone(),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
-                labels: pod.metadata.labels.clone(),
-                owner: owner.clone(),
                 node,
                 footprint: record.footprint.to_vec(),
-                mig,
-                request,
-                hints,
-                gpu_policy,
-                host,
-                blocked,
+                mig: resident_instances(&record.mig, || w.mig_annotation.as_ref()),
+                ..w.placed.clone()
             });
         }
         out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -127,17 +105,13 @@ fn host_used(objects: &ObjectCache) -> HashMap<&str, (i64, i64, i64)> {
     for p in objects.pods.values() {
         let (node, (cpu, mem)) = match p {
             CachedPod::Host { node, cpu, memory } => (node.as_str(), (*cpu, *memory)),
-            CachedPod::Whole { pod, phase, .. } if !pod.spec.node_name.is_empty() && !is_terminal(phase) => {
-                (pod.spec.node_name.as_str(), pod_host_request(pod))
-            }
-            CachedPod::Whole { .. } => continue,
+            CachedPod::Whole(w) => match &w.running_on {
+                Some(node) => (node.as_str(), w.placed.host),
+                None => continue,
+            },
         };
         let e = used.entry(node).or_insert((0, 0, 0));
         *e = (e.0 + cpu, e.1 + mem, e.2 + 1);
     }
     used
-}
-
-fn is_terminal(phase: &str) -> bool {
-    matches!(phase, "Succeeded" | "Failed")
 }
