@@ -746,3 +746,37 @@ def test_object_store_follows_the_reflector_contract():
         (f"{NS}/a", "Pending", "DeletingOldPod"),
         (f"{NS}/a", "DeletingOldPod", None),
     ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "allowed"),
+    [
+        (None, s.PENDING, True),
+        (None, s.FAILED, True),
+        (None, s.DELETING, False),
+        (s.PENDING, s.PENDING, True),
+        (s.PENDING, s.DELETING, True),
+        (s.PENDING, s.COMPLETED, True),
+        (s.DELETING, s.COMPLETED, True),
+        (s.DELETING, s.PENDING, False),
+        (s.COMPLETED, s.FAILED, False),
+        (s.FAILED, s.FAILED, False),
+        (s.PARTIAL, s.PENDING, False),
+    ],
+)
+def test_phases_change_only_as_the_state_machine_allows(old, new, allowed):
+    placement = {"metadata": {"namespace": "ns", "name": "pl"}, "status": {"phase": old} if old else {}}
+    if allowed:
+        s.check_transition(placement, new)
+    else:
+        with pytest.raises(s.IllegalTransition) as refused:
+            s.check_transition(placement, new)
+        assert str(refused.value) == f"placement ns/pl: phase {old or '(none)'} cannot become {new}"
+
+
+def test_a_write_the_state_machine_refuses_reaches_no_api(cluster, client):
+    controller = Controller(client)
+    done = {"metadata": {"namespace": "ns", "name": "pl", "uid": "u"}, "status": {"phase": s.COMPLETED}}
+    cluster.clear_log()
+    assert controller._write(done, phase=s.FAILED, message="late failure") is None
+    assert cluster.requests() == [] and done["status"] == {"phase": s.COMPLETED}

@@ -229,7 +229,13 @@ class Controller:
     def _write(
         self, placement: dict[str, Any], condition: s.Condition | None = None, **changes: Any
     ) -> dict[str, Any] | None:
-        """One status write through the status subresource, guarded by the cached resourceVersion."""
+        """One status write through the status subresource, guarded by the cached resourceVersion;
+        a phase change the state machine does not allow is refused (logged, nothing written)."""
+        try:
+            s.check_transition(placement, changes.get("phase"))
+        except s.IllegalTransition as exc:
+            log.error("%s", exc)
+            return None
         status = placement.setdefault("status", {})
         generation = int(placement["metadata"].get("generation") or 1)
         old_phase, new_phase = status.get("phase"), changes.get("phase")

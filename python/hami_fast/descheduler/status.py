@@ -29,6 +29,34 @@ PENDING, DELETING, PARTIAL, COMPLETED, FAILED = "Pending", "DeletingOldPod", "Pa
 FINAL = (PARTIAL, COMPLETED, FAILED)
 OPEN = (PENDING, DELETING)
 
+# Every phase change a placement may make, in one place; a final phase never changes. A Pending
+# placement is validated again when its spec changes (Pending -> Pending); its pinned pod may bind
+# before any eviction (no evictPod), hence Pending -> Completed/PartiallyCompleted.
+TRANSITIONS: dict[str | None, frozenset[str]] = {
+    None: frozenset({PENDING, FAILED}),
+    PENDING: frozenset({PENDING, DELETING, PARTIAL, COMPLETED, FAILED}),
+    DELETING: frozenset({PARTIAL, COMPLETED, FAILED}),
+    PARTIAL: frozenset(),
+    COMPLETED: frozenset(),
+    FAILED: frozenset(),
+}
+
+
+class IllegalTransition(ValueError):
+    """A write that would move a placement's phase where the state machine does not go."""
+
+
+def check_transition(placement: dict[str, Any], new_phase: str | None) -> None:
+    """Raises IllegalTransition unless `new_phase` (None: the phase stays) may follow the placement's."""
+    old = (placement.get("status") or {}).get("phase") or None
+    if new_phase is None or (new_phase == old and old not in FINAL):
+        return
+    if new_phase not in TRANSITIONS.get(old, frozenset()):
+        meta = placement.get("metadata") or {}
+        name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        raise IllegalTransition(f"placement {name}: phase {old or '(none)'} cannot become {new_phase}")
+
+
 VALIDATED, EVICTION, CLAIMED, REPLACEMENT, SCHEDULED = (
     "Validated",
     "EvictionRequested",

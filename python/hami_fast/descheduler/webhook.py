@@ -372,6 +372,11 @@ class Pinner:
 
     def _fail_at_admission(self, placement: dict[str, Any], problem: str) -> None:
         """Never leave an unschedulable pin: the pod is admitted as it is, the placement fails."""
+        try:
+            s.check_transition(placement, s.FAILED)
+        except s.IllegalTransition as exc:
+            log.error("%s", exc)
+            return
         status = placement.setdefault("status", {})
         message = f"target no longer valid at admission: {problem}; nothing was pinned"
         status.update(phase=s.FAILED, message=message)
