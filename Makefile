@@ -87,7 +87,8 @@ bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK node
 	HAMI_FAST_E2E_SCALE_NODES=$(BENCH_E2E_NODES) HAMI_FAST_E2E_SCALE_PODS=$(BENCH_E2E_PODS) \
 	HAMI_FAST_E2E_SCALE_RUNS=$(BENCH_E2E_RUNS) HAMI_FAST_E2E_SCALE_DEFAULT_RUNS=$(BENCH_E2E_DEFAULT_RUNS) \
 	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
-	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock" -v -s -rs
+	HAMI_FAST_E2E_RELEASE_PAIRS=20 HAMI_FAST_E2E_RELEASE_HAMI_BUDGET=330 \
+	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock or holder_goes" -v -s -rs
 
 # GPU map: the page in headless Chromium (Debian's package); screenshots in $(ARTIFACTS)/gpumap/
 ARTIFACTS ?= $(CURDIR)/artifacts

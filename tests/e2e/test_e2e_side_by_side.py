@@ -6,7 +6,10 @@
    untouched, and both schedulers' hami_gpu_* gauges equal to what the API holds;
 2. a pod that fits nowhere gets the same reasons from both;
 3. no lock stalls: N pods onto 2 nodes with an Allocate delay, HAMi vs hami-fast (the figure is
-   printed; `make bench-e2e` runs the issue's 40 pods / 1 s).
+   printed; `make bench-e2e` runs the issue's 40 pods / 1 s);
+4. retry at release: pods Pending because a terminating pod still holds their GPU bind when it
+   goes, hami-fast and HAMi (the times are printed; `make bench-e2e` runs 20 pairs each and gives
+   HAMi kube-scheduler's full 5-minute unschedulable flush).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from controlplane import wait_for
 from sidebyside import (
     BIND_PHASE,
     FAST,
+    GPU_MEM,
     HAMI,
     BindTracker,
     DevicePlugin,
@@ -46,6 +50,13 @@ PODS_PER_PHASE = int(os.environ.get("HAMI_FAST_E2E_SWITCH_PODS", "12"))
 LOCK_PODS = int(os.environ.get("HAMI_FAST_E2E_LOCK_PODS", "12"))
 LOCK_DELAY = float(os.environ.get("HAMI_FAST_E2E_LOCK_DELAY", "1.0"))
 LOCK_HAMI_BUDGET = float(os.environ.get("HAMI_FAST_E2E_LOCK_HAMI_BUDGET", "240"))
+RELEASE_PAIRS = int(os.environ.get("HAMI_FAST_E2E_RELEASE_PAIRS", "4"))
+RELEASE_HAMI_BUDGET = float(os.environ.get("HAMI_FAST_E2E_RELEASE_HAMI_BUDGET", "45"))
+RELEASE_FAST_BUDGET = 60.0
+
+
+def release_nodes(which: str) -> list[str]:
+    return [f"rel-{which}-{i}" for i in range(RELEASE_PAIRS)]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +70,10 @@ def sbs(e2e_workdir, require_side_by_side):
         register_nodes(cp.api, NODES, gpus=4, labels={"pool": "switch"})
         register_nodes(cp.api, ["lock-hami-0", "lock-hami-1"], gpus=2, labels={"pool": "lock-hami"})
         register_nodes(cp.api, ["lock-fast-0", "lock-fast-1"], gpus=2, labels={"pool": "lock-fast"})
-        s.wait_nodes_registered([*NODES, "lock-hami-0", "lock-hami-1", "lock-fast-0", "lock-fast-1"])
+        for which in (FAST, HAMI):
+            register_nodes(cp.api, release_nodes(which), gpus=1, labels={"pool": f"rel-{which}"})
+        rel = [*release_nodes(FAST), *release_nodes(HAMI)]
+        s.wait_nodes_registered([*NODES, "lock-hami-0", "lock-hami-1", "lock-fast-0", "lock-fast-1", *rel])
         plugin = DevicePlugin(cp.api, delay=0.2).start()
         s.plugin = plugin
         yield s
@@ -217,3 +231,87 @@ def test_no_lock_stalls_pods_onto_two_nodes_with_an_allocate_delay(sbs) -> None:
         (Path(out) / "lock.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     assert fast["bound"] == LOCK_PODS and fast["binding_failed_events"] == 0
     assert fast["nodes"] == ["lock-fast-0", "lock-fast-1"]
+
+
+def whole_gpu_pod(name: str, namespace: str, which: str) -> dict:
+    return gpu_pod(name, namespace, {"nvidia.com/gpu": 1, "nvidia.com/gpumem": GPU_MEM}, {"pool": f"rel-{which}"})
+
+
+def unschedulable(api, namespace: str, names: list[str]) -> bool:
+    pods = {p["metadata"]["name"]: p for p in list_pods(api, namespace)}
+    return all(
+        any(c.get("reason") == "Unschedulable" for c in (pods.get(n, {}).get("status") or {}).get("conditions") or [])
+        for n in names
+    )
+
+
+def finish(api, namespace: str, name: str) -> None:
+    """What the kubelet writes when the pod's containers exit 0 (a Job's pod done)."""
+    done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    status = {"phase": "Succeeded", "containerStatuses": [{"name": "main", "ready": False, "state": done}]}
+    api.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status", {"status": status})
+
+
+def release_run(s: SideBySide, which: str, budget: float, how: str) -> dict:
+    """`RELEASE_PAIRS` 1-GPU nodes, each held whole by a pod; as many pods asking the same wait
+    (Unschedulable). `deleted`: every holder is deleted with a grace period (it keeps its GPU while
+    it terminates), then goes (force-deleted, as the kubelet removes it); `finished`: every holder's
+    containers exit (phase Succeeded, the pod object stays, as a Job's does). How long from then
+    until each waiting pod is bound."""
+    ns = f"rel-{which}-{how}"
+    s.use(which)
+    create_namespace(s.api, ns)
+    holders = [f"holder-{i}" for i in range(RELEASE_PAIRS)]
+    waiters = [f"waiter-{i}" for i in range(RELEASE_PAIRS)]
+    create_pods(s.api, [whole_gpu_pod(n, ns, which) for n in holders])
+    wait_for(f"{ns}: holders allocated", lambda: all_allocated(s.api, ns, len(holders)), 120, 0.5)
+    tracker = BindTracker(s.api, ns)
+    create_pods(s.api, [whole_gpu_pod(n, ns, which) for n in waiters])
+    wait_for(f"{ns}: waiting pods Unschedulable", lambda: unschedulable(s.api, ns, waiters), 120, 0.5)
+    if how == "deleted":
+        for name in holders:
+            s.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds=30")
+    time.sleep(3)
+    terminating_held = not any(f"{ns}/{n}" in tracker.bound for n in waiters)
+    t0 = time.time()
+    for name in holders:
+        if how == "deleted":
+            s.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds=0")
+        else:
+            finish(s.api, ns, name)
+    try:
+        wait_for(
+            f"{which}: waiting pods bound", lambda: all(f"{ns}/{n}" in tracker.bound for n in waiters), budget, 0.2
+        )
+    except TimeoutError:
+        pass
+    tracker.stop()
+    waits = sorted(tracker.bound[f"{ns}/{n}"] - t0 for n in waiters if f"{ns}/{n}" in tracker.bound)
+    for name in waiters + (holders if how == "finished" else []):
+        s.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds=0")
+    wait_for(f"{ns}: emptied", lambda: not list_pods(s.api, ns), 60, 0.5)
+    return {
+        "scheduler": which,
+        "holder": how,
+        "pairs": RELEASE_PAIRS,
+        "bound": len(waits),
+        "budget_s": budget,
+        "p50_s": round(statistics.median(waits), 2) if waits else None,
+        "max_s": round(waits[-1], 2) if waits else None,
+        "terminating_holder_kept_its_gpu": terminating_held,
+    }
+
+
+@pytest.mark.parametrize("how", ["deleted", "finished"])
+def test_pods_waiting_for_a_gpu_bind_when_its_holder_goes(sbs, how) -> None:
+    fast = release_run(sbs, FAST, RELEASE_FAST_BUDGET, how)
+    hami = release_run(sbs, HAMI, RELEASE_HAMI_BUDGET, how)
+    log(f"retry at release ({how}), {RELEASE_PAIRS} pairs, time from the holder gone to the waiting pod bound:")
+    for r in (fast, hami):
+        log(f"  {r}")
+    out = os.environ.get("HAMI_FAST_E2E_RESULTS")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / f"release-{how}.json").write_text(json.dumps({"runs": [fast, hami]}, indent=2) + "\n")
+    assert fast["terminating_holder_kept_its_gpu"], "a terminating pod's GPU was given away before it went"
+    assert fast["bound"] == RELEASE_PAIRS, fast
