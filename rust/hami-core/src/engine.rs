@@ -152,9 +152,10 @@ impl Engine {
         preemptions(&mut self.state, &self.policies, now, PREEMPT_PASS_BUDGET)
     }
 
-    /// Drops a pod's hold on GPUs (a preemption not carried out); true if it had one.
+    /// Drops the hold [`Engine::preempt`] took for a preemption not carried out; true if it had one.
+    /// No node counts as changed: the pod is not looked at again before one does.
     pub fn unhold(&mut self, key: &str) -> bool {
-        self.state.unhold(key)
+        self.state.unhold_tentative(key)
     }
 
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.

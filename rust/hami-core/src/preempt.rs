@@ -10,7 +10,9 @@
 //!
 //! The evaluation is a what-if: set-aside pods are taken out untracked and put back before the
 //! answer, so no node counts as changed. The pods a pass chooses are held at once (the GPUs the
-//! Fit chose, as the descheduler's reservation holds them), so two preemptors never share victims.
+//! Fit chose, as the descheduler's reservation holds them), so two preemptors never share victims;
+//! that hold is tentative too, and dropping it (a PodDisruptionBudget forbids the evictions) is
+//! no change that would make anyone look again: no retry loop.
 
 use crate::filter::{evaluate_nodes, Placement, Policies};
 use crate::state::reservations::Reservation;
@@ -274,7 +276,7 @@ pub fn preemptions(state: &mut ClusterState, policies: &Policies, now: i64, budg
             gpus: choice.gpus.iter().map(|g| Box::from(g.as_str())).collect(),
             expires: now + PREEMPT_HOLD_SECONDS,
         };
-        if state.hold(&key, hold).is_err() {
+        if state.hold_tentatively(&key, hold).is_err() {
             continue;
         }
         taken.insert(choice.node.clone());
@@ -286,13 +288,6 @@ pub fn preemptions(state: &mut ClusterState, policies: &Policies, now: i64, budg
             priority: waiting.priority,
             choice,
         });
-    }
-    // The holds just taken logged their nodes: that is no news for the pods looked at.
-    let now_position = state.nodes.log_position();
-    for w in state.waiting_mut().iter_mut().map(|(_, w)| w) {
-        if w.preempt_seen == Some(position) {
-            w.preempt_seen = Some(now_position);
-        }
     }
     out
 }

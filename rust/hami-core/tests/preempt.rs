@@ -173,13 +173,16 @@ fn the_freed_gpus_are_held_for_the_preemptor_and_nothing_is_chosen_twice() {
 }
 
 #[test]
-fn a_hold_dropped_lets_the_pod_be_looked_at_again() {
+fn a_dropped_preemption_is_not_tried_again_before_a_node_changes() {
     let mut e = engine(&[("n1", 1)], &[holder("low", 0, "n1", 0, GPU_MEM)]);
     let first = preempt_for(&mut e, &pending("urgent", 100, GPU_MEM), &["n1"]);
     assert!(e.unhold(&first[0].key));
+    assert!(e.state.reservations().is_empty());
+    assert!(e.preempt(NOW).preemptions.is_empty(), "the dropped hold is no news: no retry loop");
+    apply(&mut e, &holder("newcomer", 0, "n1", 0, 1));
     let again = e.preempt(NOW).preemptions;
-    assert_eq!(again.len(), 1, "the dropped hold changed the node");
-    assert_eq!(victims(&again[0]), ["low"]);
+    assert_eq!(again.len(), 1, "a node changed: looked at again");
+    assert_eq!(victims(&again[0]), ["low", "newcomer"], "equal priorities: by key");
 }
 
 #[test]
