@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from hami_fast import annotations as keys
+from helm_chart import container, needs_helm, render
 from k8s_objects import filter_args, gpu_node, gpu_pod
 from kubeapi.fixtures import wait_for
 from serving import Service
@@ -215,3 +216,23 @@ def test_preemption_is_off_with_the_flag(one_gpu) -> None:
         rejected(svc, one_gpu, pending("urgent", 100))
         assert not one_gpu.requests("POST", "*/eviction")
         assert one_gpu.get("pods", "low", "default") is not None
+
+
+def test_the_flag_is_on_by_default_and_false_turns_it_off() -> None:
+    import argparse
+
+    from hami_fast import config
+
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    assert config.load(parser.parse_args([]), environ={}).vgpu_preemption is True
+    assert config.load(parser.parse_args(["--vgpu-preemption=false"]), environ={}).vgpu_preemption is False
+    assert config.load(parser.parse_args([]), environ={"HAMI_FAST_VGPU_PREEMPTION": "false"}).vgpu_preemption is False
+
+
+@needs_helm
+def test_the_chart_passes_the_flag() -> None:
+    extender = "vgpu-scheduler-extender"
+    assert "--vgpu-preemption=true" in container(render(), "hf-hami-fast-scheduler", extender)["args"]
+    off = render({"scheduler": {"vgpuPreemption": False}})
+    assert "--vgpu-preemption=false" in container(off, "hf-hami-fast-scheduler", extender)["args"]

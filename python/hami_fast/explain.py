@@ -224,10 +224,14 @@ def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], t
 
 
 def render_preemption(report: dict[str, Any] | None) -> list[str]:
-    """Whether evicting lower-priority pods would unblock the pod, and which (the engine's choice)."""
+    """Whether evicting lower-priority pods would unblock the pod, and which (the engine's choice).
+    Nothing for a pod of priority 0 or less that preemption would not help: most pods have no
+    priority, and saying so for each would be noise."""
     if not report:
         return []
     priority = report["priority"]
+    if not report["possible"] and priority <= 0:
+        return []
     if not report["possible"]:
         return [f"preemption (priority {priority}): would not unblock it: {report['reason']}"]
     victims = report["victims"]
