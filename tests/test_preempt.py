@@ -185,7 +185,11 @@ def test_a_victim_that_does_not_go_leaves_the_hold_to_expire_and_no_gpu_is_grant
         assert len(evictions(one_gpu, "stuck")) == 1, "a terminating pod is never evicted again"
         # The stuck pod finally goes: the preemptor is retried (put back in kube-scheduler's queue).
         one_gpu.patch("pods", "stuck", {"metadata": {"finalizers": None}}, "default")
-        wait_for(lambda: keys.REQUEUED_AT in one_gpu.get("pods", "urgent", "default")["metadata"]["annotations"], 5, "retried")
+        wait_for(
+            lambda: keys.REQUEUED_AT in one_gpu.get("pods", "urgent", "default")["metadata"]["annotations"],
+            5,
+            "retried",
+        )
 
 
 def test_a_restart_evicts_nothing_twice_and_keeps_the_hold(one_gpu) -> None:

@@ -53,10 +53,14 @@ def explain(tmp_path: Path, snapshot: Path, pod: dict[str, Any], capsys, *flags:
 
 def test_explain_names_the_victims_that_would_unblock_the_pod(tmp_path, snapshot, capsys) -> None:
     out = explain(tmp_path, snapshot, pending("urgent", 100), capsys)
-    assert "preemption (priority 100): would unblock it on node-0 (GPU-node-0-0) by evicting 1 lower-priority pod:" in out
+    assert (
+        "preemption (priority 100): would unblock it on node-0 (GPU-node-0-0) by evicting 1 lower-priority pod:" in out
+    )
     assert "  default/low (priority 10)" in out and "default/mid" not in out.split("preemption")[1]
     result = json.loads(explain(tmp_path, snapshot, pending("urgent", 100), capsys, "--output", "json"))
-    assert result["preemption"]["victims"] == [{"key": "uid-default-low", "namespace": "default", "name": "low", "priority": 10}]
+    assert result["preemption"]["victims"] == [
+        {"key": "uid-default-low", "namespace": "default", "name": "low", "priority": 10}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -77,5 +81,7 @@ def test_kubectl_hami_why_names_the_victims(kubeapi, capsys) -> None:
     kubeapi.create(pending("urgent", 60))
     assert kubectl_main(["--kubeconfig", kubeapi.kubeconfig, "why", "urgent"]) == 0
     out = capsys.readouterr().out
-    assert "preemption (priority 60): would unblock it on node-0 (GPU-node-0-0) by evicting 1 lower-priority pod:" in out
+    assert (
+        "preemption (priority 60): would unblock it on node-0 (GPU-node-0-0) by evicting 1 lower-priority pod:" in out
+    )
     assert "  default/low (priority 10)" in out

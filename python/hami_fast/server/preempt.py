@@ -182,9 +182,7 @@ class Preemptor(threading.Thread):
                 self.api.evict(pod, dry_run=True)
             except ApiError as exc:
                 why = "a PodDisruptionBudget forbids evicting" if isinstance(exc, TooManyRequests) else "cannot evict"
-                message = (
-                    f"vGPU preemption on node {preemption['node']} not done: {why} {who(v)}: {exc.message}"
-                )
+                message = f"vGPU preemption on node {preemption['node']} not done: {why} {who(v)}: {exc.message}"
                 self.emit(_ref_of(preemption), "Warning", "PreemptionBlocked", message, self.component)
                 log.info("preemption blocked", extra={"pod": _key(preemption), "victim": who(v), "error": str(exc)})
                 return True
