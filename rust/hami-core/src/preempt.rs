@@ -17,7 +17,7 @@
 use crate::filter::{evaluate_nodes, Placement, Policies};
 use crate::state::reservations::Reservation;
 use crate::state::{ClusterState, OwnFootprint, PodRecord};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +25,9 @@ use std::sync::Arc;
 /// Fit looks one pass makes at most (each well under a microsecond's work per GPU): the engine is
 /// locked meanwhile. A pass that stops short says so; the pods it did not reach come next.
 pub const PREEMPT_PASS_BUDGET: usize = 20_000;
+
+/// Fit looks one pod gets at most in a pass (its best node within them is taken).
+pub const PREEMPT_POD_BUDGET: usize = 5_000;
 
 /// How long the GPUs chosen for a preemptor stay held in the engine before the serving side
 /// writes the reservation (which then decides the expiry) or drops it.
@@ -99,29 +102,85 @@ struct Lower {
     mem: i64,
 }
 
+/// The pods that may be evicted (not already terminating), by node: built once per pass.
+#[derive(Debug, Default)]
+pub struct Residents {
+    by_node: FxHashMap<Arc<str>, Vec<Lower>>,
+    /// The lowest priority among them: a pod at or below it has no victims anywhere.
+    lowest: i32,
+}
+
+impl Residents {
+    pub fn of(state: &ClusterState) -> Self {
+        let mut out = Self { by_node: FxHashMap::default(), lowest: i32::MAX };
+        for (key, rec) in state.pods() {
+            if rec.terminating || key.starts_with('\0') {
+                continue;
+            }
+            let mem = rec.footprint.iter().map(|c| c.mem).sum();
+            out.lowest = out.lowest.min(rec.priority);
+            let lower = Lower { key: key.clone(), priority: rec.priority, mem };
+            out.by_node.entry(rec.node.clone()).or_default().push(lower);
+        }
+        out
+    }
+
+    /// The pods below `priority` on each of `nodes`, by node name.
+    fn below(&self, priority: i32, nodes: &[String]) -> BTreeMap<String, Vec<Lower>> {
+        let mut out = BTreeMap::new();
+        if priority <= self.lowest {
+            return out;
+        }
+        for node in nodes {
+            let Some(pods) = self.by_node.get(node.as_str()) else { continue };
+            let lower: Vec<Lower> = pods.iter().filter(|p| p.priority < priority).cloned().collect();
+            if !lower.is_empty() {
+                out.insert(node.clone(), lower);
+            }
+        }
+        out
+    }
+}
+
+/// Fit looks left, and the node (by name) where looking stopped when they ran out.
+#[derive(Debug, Clone, Default)]
+pub struct Budget {
+    pub left: usize,
+    pub stopped_at: Option<String>,
+}
+
+impl Budget {
+    pub fn new(left: usize) -> Self {
+        Self { left, stopped_at: None }
+    }
+}
+
 /// The victims for the pod of `placement` (key `key`, priority `priority`) on the best of `nodes`,
-/// within `budget` Fit looks (decremented).
+/// within `budget`: when it runs out, the best node found so far (else where it stopped).
+#[allow(clippy::too_many_arguments)]
 pub fn choose_victims(
     state: &mut ClusterState,
+    residents: &Residents,
     placement: &Placement,
     key: &str,
     priority: i32,
     nodes: &[String],
     now: i64,
-    budget: &mut usize,
+    budget: &mut Budget,
 ) -> Result<Choice, NoVictims> {
-    let by_node = lower_priority_by_node(state, priority, nodes);
+    let by_node = residents.below(priority, nodes);
     if by_node.is_empty() {
         return Err(NoVictims::NoLowerPriority);
     }
     let mut best: Option<((i32, i64, usize), Choice)> = None;
     let mut reached_all = true;
     for (node, pods) in by_node {
-        if *budget < pods.len() + 2 {
+        if budget.left < pods.len() + 2 {
             reached_all = false;
+            budget.stopped_at = Some(node);
             break;
         }
-        *budget -= pods.len() + 2;
+        budget.left -= pods.len() + 2;
         let Some(choice) = victims_on_node(state, placement, key, &node, pods, now) else { continue };
         let rank = rank(&choice.victims);
         if best.as_ref().is_none_or(|(r, _)| rank < *r) {
@@ -141,20 +200,6 @@ fn rank(victims: &[Victim]) -> (i32, i64, usize) {
     let highest = victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN);
     let sum = victims.iter().map(|v| i64::from(v.priority) + (1 << 31)).sum();
     (highest, sum, victims.len())
-}
-
-/// The pods below `priority` on each of `nodes` (by node name), not already terminating.
-fn lower_priority_by_node(state: &ClusterState, priority: i32, nodes: &[String]) -> BTreeMap<String, Vec<Lower>> {
-    let allowed: FxHashSet<&str> = nodes.iter().map(String::as_str).collect();
-    let mut out: BTreeMap<String, Vec<Lower>> = BTreeMap::new();
-    for (key, rec) in state.pods() {
-        if rec.priority >= priority || rec.terminating || !allowed.contains(&*rec.node) || key.starts_with('\0') {
-            continue;
-        }
-        let mem = rec.footprint.iter().map(|c| c.mem).sum();
-        out.entry(rec.node.to_string()).or_default().push(Lower { key: key.clone(), priority: rec.priority, mem });
-    }
-    out
 }
 
 /// Sets every lower pod aside, then gives back the most important first while the pod still fits.
@@ -250,23 +295,38 @@ pub fn preemptions(state: &mut ClusterState, policies: &Policies, now: i64, budg
     state.expire_holds(now);
     let order = eligible_in_queue_order(state);
     let position = state.nodes.log_position();
+    let residents = Residents::of(state);
     let mut out = PreemptPass::default();
     let mut left = budget;
     let mut taken: FxHashSet<String> = FxHashSet::default();
     for key in order {
-        let Some(waiting) = state.waiting().get(&key).cloned() else { continue };
-        let nodes: Vec<String> = waiting.candidates.iter().filter(|n| !taken.contains(*n)).cloned().collect();
-        let Ok(placement) = Placement::new(state, &waiting.pod, policies) else { continue };
-        let chosen = match placement.request.is_empty() {
-            true => Err(NoVictims::NoLowerPriority),
-            false => choose_victims(state, &placement, &key, waiting.priority, &nodes, now, &mut left),
-        };
-        if chosen == Err(NoVictims::OutOfBudget) {
+        if left == 0 {
             out.more = true;
             break;
         }
+        let Some(waiting) = state.waiting().get(&key).cloned() else { continue };
+        let from = waiting.preempt_from.as_deref().unwrap_or("");
+        let nodes: Vec<String> =
+            waiting.candidates.iter().filter(|n| !taken.contains(*n) && n.as_str() >= from).cloned().collect();
+        let Ok(placement) = Placement::new(state, &waiting.pod, policies) else { continue };
+        // Each pod gets at most its share, so that one pod with many nodes cannot stall the pass:
+        // it gets the best node found within it (kube-scheduler samples candidates too), else the
+        // next pass goes on from where this one stopped.
+        let mut share = Budget::new(left.min(PREEMPT_POD_BUDGET));
+        let before = share.left;
+        let chosen = match placement.request.is_empty() {
+            true => Err(NoVictims::NoLowerPriority),
+            false => choose_victims(state, &residents, &placement, &key, waiting.priority, &nodes, now, &mut share),
+        };
+        left -= before - share.left;
         if let Some(w) = state.waiting_mut().get_mut(&key) {
-            w.preempt_seen = Some(position);
+            match (&chosen, share.stopped_at) {
+                (Err(NoVictims::OutOfBudget), Some(at)) => {
+                    w.preempt_from = Some(at);
+                    out.more = true;
+                }
+                _ => (w.preempt_from, w.preempt_seen) = (None, Some(position)),
+            }
         }
         let Ok(choice) = chosen else { continue };
         let meta = &waiting.pod.metadata;
@@ -320,7 +380,11 @@ pub fn report(
     let priority = spec.priority.unwrap_or(0);
     let chosen = match spec.preemption_policy.as_deref() {
         Some("Never") => Err(NoVictims::PolicyNever),
-        _ => choose_victims(state, placement, key, priority, nodes, now, &mut PREEMPT_PASS_BUDGET.clone()),
+        _ => {
+            let residents = Residents::of(state);
+            let mut budget = Budget::new(PREEMPT_PASS_BUDGET);
+            choose_victims(state, &residents, placement, key, priority, nodes, now, &mut budget)
+        }
     };
     match chosen {
         Ok(c) => PreemptionReport {

@@ -204,3 +204,27 @@ fn explain_names_the_victims_or_why_there_are_none() {
     let fits = explain(&mut e, &pending("urgent", 100, GPU_MEM));
     assert_eq!((fits["node"].as_str(), fits.get("preemption")), (Some("n2"), None), "it fits: no preemption");
 }
+
+#[test]
+fn a_pass_over_budget_stops_short_and_every_pass_gets_one_pod_further() {
+    let holders: Vec<Value> = ["a", "b", "c"].iter().map(|n| holder(&format!("low-{n}"), 0, n, 0, GPU_MEM)).collect();
+    let mut e = engine(&[("a", 1), ("b", 1), ("c", 1)], &holders);
+    for (i, name) in ["p0", "p1", "p2"].iter().enumerate() {
+        let pod = pending(name, 100 - i as i32, GPU_MEM);
+        assert_eq!(filter(&mut e, &pod, &["a", "b", "c"]), Outcome::Unschedulable);
+    }
+    let (mut chosen, mut passes) = (Vec::new(), 0);
+    loop {
+        let pass = hami_core::preempt::preemptions(&mut e.state, &e.policies, NOW, 3);
+        chosen.extend(pass.preemptions.into_iter().map(|p| (p.name, p.choice.node)));
+        passes += 1;
+        if !pass.more {
+            break;
+        }
+    }
+    // One node's looks per pass: p0 takes a; p1 finds a held, then takes b; p2 finds a, then b
+    // held, then takes c, each pass going on from the node where the last stopped.
+    assert_eq!(passes, 6);
+    let expected = [("p0", "a"), ("p1", "b"), ("p2", "c")].map(|(p, n)| (p.to_owned(), n.to_owned()));
+    assert_eq!(chosen, expected, "priority order; a held node is not chosen again");
+}

@@ -27,6 +27,8 @@ pub struct WaitingPod {
     /// The node change log's position when preemption last looked for victims for it (kept across
     /// rejections): it looks again only once a node has changed since.
     pub preempt_seen: Option<u64>,
+    /// Where preemption's last look ran out of work (a node name): the next goes on from there.
+    pub preempt_from: Option<String>,
 }
 
 /// Where a requeued pod is expected to go: its footprint counts against the node until Filter
@@ -43,7 +45,17 @@ impl WaitingPod {
     pub fn new(pod: Arc<Pod>, candidates: Arc<[String]>, seen: u64, quota_room: Option<(i64, i64)>) -> Self {
         let priority = pod.spec.priority.unwrap_or(0);
         let created = pod.metadata.creation_timestamp.clone().unwrap_or_default();
-        Self { pod, priority, created, candidates, seen, quota_room, requeued: None, preempt_seen: None }
+        Self {
+            pod,
+            priority,
+            created,
+            candidates,
+            seen,
+            quota_room,
+            requeued: None,
+            preempt_seen: None,
+            preempt_from: None,
+        }
     }
 
     /// Whether it may evict lower-priority pods: not with `preemptionPolicy: Never`.
