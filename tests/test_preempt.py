@@ -162,6 +162,19 @@ def test_a_pdb_that_forbids_the_eviction_stops_the_preemption(one_gpu) -> None:
         assert sample(svc, "hami_fast_preemptions_total", result="blocked") == 1
 
 
+def test_an_unreachable_victim_drops_the_hold_and_evicts_no_one(one_gpu) -> None:
+    one_gpu.create(running("low"))
+    one_gpu.fail("GET", "/api/v1/namespaces/default/pods/low", status=503, times=None)
+    with Service(kubeconfig=one_gpu.kubeconfig) as svc:
+        started(svc)
+        wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the victim in the engine")
+        rejected(svc, one_gpu, pending("urgent", 100))
+        svc.runtime.preemptor.wake()
+        wait_for(lambda: sample(svc, "hami_fast_preemptions_total", result="failed") == 1, 5, "the failure counted")
+        assert holds(svc) == [] and not one_gpu.requests("POST", "*/eviction")
+        assert keys.RESERVATION not in (one_gpu.get("pods", "urgent", "default")["metadata"].get("annotations") or {})
+
+
 def stuck(name: str) -> dict[str, Any]:
     """A low-priority running pod that does not go when evicted (a finalizer keeps it)."""
     return running(name, finalizers=["example.com/keep"])

@@ -142,7 +142,13 @@ class Preemptor(threading.Thread):
         return done
 
     def carry_out(self, preemption: dict[str, Any]) -> int:
-        victims = self._victims(preemption)
+        try:
+            victims = self._victims(preemption)
+        except ApiError as exc:  # the API server unreachable: nothing done, the hold dropped
+            self.cluster.unhold(preemption["key"])
+            self.metrics.preemptions.labels("failed").inc()
+            log.warning("preemption victims not read", extra={"pod": _key(preemption), "error": str(exc)})
+            return 0
         refused = victims is None or self._refused(preemption, victims)
         if victims is None or refused:
             self.cluster.unhold(preemption["key"])
