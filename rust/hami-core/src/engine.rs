@@ -228,7 +228,10 @@ impl Engine {
                 (chosen, eval.scores(), eval.failed_map(), ranked, verdicts)
             });
             let preemption = match chosen {
-                None => Some(crate::preempt::report(state, &placement, &key, &names, now)),
+                None => {
+                    let nodes: Vec<&str> = names.iter().map(String::as_str).collect();
+                    Some(crate::preempt::report(state, &placement, &key, &nodes, now))
+                }
                 Some(_) => None,
             };
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));

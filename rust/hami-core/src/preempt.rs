@@ -19,7 +19,6 @@ use crate::state::reservations::Reservation;
 use crate::state::{ClusterState, OwnFootprint, PodRecord};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Fit looks one pass makes at most (each well under a microsecond's work per GPU): the engine is
@@ -125,20 +124,9 @@ impl Residents {
         out
     }
 
-    /// The pods below `priority` on each of `nodes`, by node name.
-    fn below(&self, priority: i32, nodes: &[String]) -> BTreeMap<String, Vec<Lower>> {
-        let mut out = BTreeMap::new();
-        if priority <= self.lowest {
-            return out;
-        }
-        for node in nodes {
-            let Some(pods) = self.by_node.get(node.as_str()) else { continue };
-            let lower: Vec<Lower> = pods.iter().filter(|p| p.priority < priority).cloned().collect();
-            if !lower.is_empty() {
-                out.insert(node.clone(), lower);
-            }
-        }
-        out
+    /// The pods below `priority` on `node`.
+    fn below(&self, node: &str, priority: i32) -> Vec<&Lower> {
+        self.by_node.get(node).map_or_else(Vec::new, |pods| pods.iter().filter(|p| p.priority < priority).collect())
     }
 }
 
@@ -155,8 +143,9 @@ impl Budget {
     }
 }
 
-/// The victims for the pod of `placement` (key `key`, priority `priority`) on the best of `nodes`,
-/// within `budget`: when it runs out, the best node found so far (else where it stopped).
+/// The victims for the pod of `placement` (key `key`, priority `priority`) on the best of `nodes`
+/// (looked at by name), within `budget`: when it runs out, the best node found so far (else where
+/// it stopped).
 #[allow(clippy::too_many_arguments)]
 pub fn choose_victims(
     state: &mut ClusterState,
@@ -164,24 +153,29 @@ pub fn choose_victims(
     placement: &Placement,
     key: &str,
     priority: i32,
-    nodes: &[String],
+    nodes: &[&str],
     now: i64,
     budget: &mut Budget,
 ) -> Result<Choice, NoVictims> {
-    let by_node = residents.below(priority, nodes);
-    if by_node.is_empty() {
+    if priority <= residents.lowest {
         return Err(NoVictims::NoLowerPriority);
     }
-    let mut best: Option<((i32, i64, usize), Choice)> = None;
-    let mut reached_all = true;
-    for (node, pods) in by_node {
+    let mut names = nodes.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    let (mut best, mut any_lower): (Option<((i32, i64, usize), Choice)>, bool) = (None, false);
+    for node in names {
+        let pods = residents.below(node, priority);
+        if pods.is_empty() {
+            continue;
+        }
+        any_lower = true;
         if budget.left < pods.len() + 2 {
-            reached_all = false;
-            budget.stopped_at = Some(node);
+            budget.stopped_at = Some(node.to_owned());
             break;
         }
         budget.left -= pods.len() + 2;
-        let Some(choice) = victims_on_node(state, placement, key, &node, pods, now) else { continue };
+        let Some(choice) = victims_on_node(state, placement, key, node, pods, now) else { continue };
         let rank = rank(&choice.victims);
         if best.as_ref().is_none_or(|(r, _)| rank < *r) {
             best = Some((rank, choice));
@@ -189,8 +183,9 @@ pub fn choose_victims(
     }
     match best {
         Some((_, choice)) => Ok(choice),
-        None if reached_all => Err(NoVictims::DoesNotFit),
-        None => Err(NoVictims::OutOfBudget),
+        None if !any_lower => Err(NoVictims::NoLowerPriority),
+        None if budget.stopped_at.is_some() => Err(NoVictims::OutOfBudget),
+        None => Err(NoVictims::DoesNotFit),
     }
 }
 
@@ -208,11 +203,11 @@ fn victims_on_node(
     placement: &Placement,
     key: &str,
     node: &str,
-    mut pods: Vec<Lower>,
+    mut pods: Vec<&Lower>,
     now: i64,
 ) -> Option<Choice> {
     pods.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.mem.cmp(&b.mem)).then_with(|| a.key.cmp(&b.key)));
-    let aside: Vec<(Lower, PodRecord)> = pods
+    let aside: Vec<(&Lower, PodRecord)> = pods
         .into_iter()
         .filter_map(|p| {
             let record = state.pod(&p.key)?.clone();
@@ -222,7 +217,7 @@ fn victims_on_node(
         .collect();
     let choice = reprieve(state, placement, key, node, &aside, now);
     for (p, record) in aside {
-        state.reserve_tentatively(p.key, record);
+        state.reserve_tentatively(p.key.clone(), record);
     }
     choice
 }
@@ -233,7 +228,7 @@ fn reprieve(
     placement: &Placement,
     key: &str,
     node: &str,
-    aside: &[(Lower, PodRecord)],
+    aside: &[(&Lower, PodRecord)],
     now: i64,
 ) -> Option<Choice> {
     fit_gpus(state, placement, key, node, now)?;
@@ -294,6 +289,9 @@ pub fn preemptions(state: &mut ClusterState, policies: &Policies, now: i64, budg
     }
     state.expire_holds(now);
     let order = eligible_in_queue_order(state);
+    if order.is_empty() {
+        return PreemptPass::default();
+    }
     let position = state.nodes.log_position();
     let residents = Residents::of(state);
     let mut out = PreemptPass::default();
@@ -306,8 +304,8 @@ pub fn preemptions(state: &mut ClusterState, policies: &Policies, now: i64, budg
         }
         let Some(waiting) = state.waiting().get(&key).cloned() else { continue };
         let from = waiting.preempt_from.as_deref().unwrap_or("");
-        let nodes: Vec<String> =
-            waiting.candidates.iter().filter(|n| !taken.contains(*n) && n.as_str() >= from).cloned().collect();
+        let nodes: Vec<&str> =
+            waiting.candidates.iter().map(String::as_str).filter(|n| !taken.contains(*n) && *n >= from).collect();
         let Ok(placement) = Placement::new(state, &waiting.pod, policies) else { continue };
         // Each pod gets at most its share, so that one pod with many nodes cannot stall the pass:
         // it gets the best node found within it (kube-scheduler samples candidates too), else the
@@ -373,7 +371,7 @@ pub fn report(
     state: &mut ClusterState,
     placement: &Placement,
     key: &str,
-    nodes: &[String],
+    nodes: &[&str],
     now: i64,
 ) -> PreemptionReport {
     let spec = &placement.pod.spec;
