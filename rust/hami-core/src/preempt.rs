@@ -28,6 +28,10 @@ pub const PREEMPT_PASS_BUDGET: usize = 20_000;
 /// Fit looks one pod gets at most in a pass (its best node within them is taken).
 pub const PREEMPT_POD_BUDGET: usize = 5_000;
 
+/// Nodes where the pod would fit after evictions found before the best of them is taken, as
+/// kube-scheduler stops its dry run after a sample of candidates (at least 100 of them there).
+pub const PREEMPT_CANDIDATES: usize = 32;
+
 /// How long the GPUs chosen for a preemptor stay held in the engine before the serving side
 /// writes the reservation (which then decides the expiry) or drops it.
 pub const PREEMPT_HOLD_SECONDS: i64 = 60;
@@ -164,7 +168,11 @@ pub fn choose_victims(
     names.sort_unstable();
     names.dedup();
     let (mut best, mut any_lower): (Option<((i32, i64, usize), Choice)>, bool) = (None, false);
+    let mut found = 0;
     for node in names {
+        if found == PREEMPT_CANDIDATES {
+            break;
+        }
         let pods = residents.below(node, priority);
         if pods.is_empty() {
             continue;
@@ -176,6 +184,7 @@ pub fn choose_victims(
         }
         budget.left -= pods.len() + 2;
         let Some(choice) = victims_on_node(state, placement, key, node, pods, now) else { continue };
+        found += 1;
         let rank = rank(&choice.victims);
         if best.as_ref().is_none_or(|(r, _)| rank < *r) {
             best = Some((rank, choice));

@@ -228,3 +228,17 @@ fn a_pass_over_budget_stops_short_and_every_pass_gets_one_pod_further() {
     let expected = [("p0", "a"), ("p1", "b"), ("p2", "c")].map(|(p, n)| (p.to_owned(), n.to_owned()));
     assert_eq!(chosen, expected, "priority order; a held node is not chosen again");
 }
+
+#[test]
+fn the_choice_is_made_among_the_first_candidate_nodes_found() {
+    let n = hami_core::preempt::PREEMPT_CANDIDATES + 1;
+    let names: Vec<String> = (0..n).map(|i| format!("n{i:03}")).collect();
+    let mut holders: Vec<Value> =
+        names[..n - 1].iter().map(|name| holder(&format!("{name}-low"), 50, name, 0, GPU_MEM)).collect();
+    holders.push(holder("last-lowest", 1, &names[n - 1], 0, GPU_MEM));
+    let nodes: Vec<(&str, u32)> = names.iter().map(|name| (name.as_str(), 1)).collect();
+    let mut e = engine(&nodes, &holders);
+    let offered: Vec<&str> = names.iter().map(String::as_str).collect();
+    let [p] = &preempt_for(&mut e, &pending("urgent", 100, GPU_MEM), &offered)[..] else { panic!() };
+    assert_eq!(p.choice.node, "n000", "the node past the sample is not looked at");
+}
