@@ -23,10 +23,10 @@ use std::sync::Arc;
 
 /// Fit looks one pass makes at most (each well under a microsecond's work per GPU): the engine is
 /// locked meanwhile. A pass that stops short says so; the pods it did not reach come next.
-pub const PREEMPT_PASS_BUDGET: usize = 20_000;
+pub const PREEMPT_PASS_BUDGET: usize = 5_000;
 
 /// Fit looks one pod gets at most in a pass (its best node within them is taken).
-pub const PREEMPT_POD_BUDGET: usize = 5_000;
+pub const PREEMPT_POD_BUDGET: usize = 2_500;
 
 /// Nodes where the pod would fit after evictions found before the best of them is taken, as
 /// kube-scheduler stops its dry run after a sample of candidates (at least 100 of them there).
