@@ -629,6 +629,8 @@ def test_scheduler_rbac_is_least_privilege():
         ("", "pods", "watch"),
         ("", "pods", "patch"),
         ("", "pods/binding", "create"),
+        ("", "pods/eviction", "create"),
+        ("", "pods/status", "patch"),
         ("", "nodes", "get"),
         ("", "nodes", "list"),
         ("", "nodes", "watch"),

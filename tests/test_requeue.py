@@ -43,6 +43,7 @@ def pending(name: str, priority: int = 0, created: str = "2026-01-01T00:00:00Z",
 
 
 def serve(kubeapi, **options: Any) -> Service:
+    options.setdefault("vgpu_preemption", False)  # retry at release alone: the waiting pods' priorities must not evict
     return Service(kubeconfig=kubeapi.kubeconfig, **options)
 
 

@@ -156,6 +156,7 @@ schema = {
                     "nodeLockRetryTimeout": OPTDURATION,
                     "extenderHTTPTimeout": {"type": "number", "exclusiveMinimum": 0},
                     "forceOverwriteDefaultScheduler": B,
+                    "vgpuPreemption": B,
                     "livenessProbe": B,
                     "leaderElect": B,
                     "replicas": {"type": "integer", "minimum": 1},

@@ -148,13 +148,20 @@ class Cluster:
         """After a release of vGPU capacity: the pods Filter rejected that fit now, in kube-scheduler's
         queue order (priority, then age), each marked requeued until Filter sees it again; and
         whether the pass stopped short of some waiting pods (its work is bounded: call again)."""
+    def preempt(self, now: int) -> bytes:
+        """The waiting pods that evicting lower-priority pods unblocks now, JSON ``{"preemptions":
+        [{"key", "namespace", "name", "uid", "priority", "node", "gpus", "victims": [{"key",
+        "namespace", "name", "priority"}]}], "more"}``; the GPUs chosen for each are held at once."""
+    def unhold(self, pod_key: str) -> bool:
+        """Drop the GPUs held for a pod (a preemption not carried out); True if it had a hold."""
     def waiting_count(self) -> int:
         """How many pods Filter rejected wait for a release."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
         """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go:
         ``{"node", "annotations", "failed", "scores", "ranked", "node_policy", "verdicts", "notes", "error"}``,
         ``verdicts`` each failing node once (``{"reason", "others", "detail"}``), ``notes`` the request
-        fields HAMi reads otherwise than written."""
+        fields HAMi reads otherwise than written; for a pod that fits nowhere, ``preemption``:
+        ``{"possible", "priority", "node", "gpus", "victims", "reason"}``."""
     def registration_pass(self, now: int) -> bytes:
         """One of HAMi's registration passes: JSON list of ``{"node", "key", "value"}`` handshake writes."""
     def headroom(self, pod: bytes) -> bytes:

@@ -133,6 +133,13 @@ class Config:
         },
     )
     requeue_burst: int = field(default=10, metadata={"help": "requeue patches allowed at once"})
+    vgpu_preemption: bool = field(
+        default=True,
+        metadata={
+            "help": "evict the fewest lower-priority pods that free the vGPU a pending pod needs (its priority "
+            "class allowing preemption; PodDisruptionBudgets honoured) and hold the freed GPUs for it"
+        },
+    )
     event_queue_size: int = field(
         default=20_000,
         metadata={

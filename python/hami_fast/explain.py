@@ -218,7 +218,29 @@ def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], t
     if result["error"] or result["node"]:
         return text
     lines = render_headroom(orjson.loads(cluster.headroom(pod)))
-    return text + "\n\nwhat would have to change:\n" + "\n".join("  " + line for line in lines)
+    text += "\n\nwhat would have to change:\n" + "\n".join("  " + line for line in lines)
+    preemption = render_preemption(result.get("preemption"))
+    return text + ("\n\n" + "\n".join(preemption) if preemption else "")
+
+
+def render_preemption(report: dict[str, Any] | None) -> list[str]:
+    """Whether evicting lower-priority pods would unblock the pod, and which (the engine's choice).
+    Nothing for a pod of priority 0 or less that preemption would not help: most pods have no
+    priority, and saying so for each would be noise."""
+    if not report:
+        return []
+    priority = report["priority"]
+    if not report["possible"] and priority <= 0:
+        return []
+    if not report["possible"]:
+        return [f"preemption (priority {priority}): would not unblock it: {report['reason']}"]
+    victims = report["victims"]
+    gpus = ", ".join(report["gpus"])
+    head = (
+        f"preemption (priority {priority}): would unblock it on {report['node']} ({gpus}) by evicting "
+        f"{_plural(len(victims), 'lower-priority pod')}:"
+    )
+    return [head, *(f"  {v['namespace']}/{v['name']} (priority {v['priority']})" for v in victims)]
 
 
 #: `hami-fast explain`'s exit status, for scripts (documented in the README).

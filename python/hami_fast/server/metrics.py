@@ -285,6 +285,20 @@ class Metrics:
             "Requeue patches the API server refused or did not answer (the pod then waits for the next release)",
             registry=self.registry,
         )
+        self.preemptions = Labelled(
+            Counter(
+                "hami_fast_preemptions",
+                "vGPU preemptions by outcome: done (every victim evicted), incomplete (a victim refused; the "
+                "hold expires), blocked (a PodDisruptionBudget or a victim gone; nothing evicted), failed",
+                ["result"],
+                registry=self.registry,
+            )
+        )
+        self.preemption_victims = Counter(
+            "hami_fast_preemption_victims",
+            "Lower-priority pods evicted to free vGPU for a pending pod",
+            registry=self.registry,
+        )
         waiting = Gauge(
             "hami_fast_waiting_pods",
             "Pods Filter rejected for vGPU reasons, waiting for a release",

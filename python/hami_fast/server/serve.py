@@ -29,10 +29,15 @@ from hami_fast.manifests import load_objects, require_nodes
 from hami_fast.server.app import App
 from hami_fast.server.listen import ListenError, probe, start_listening
 from hami_fast.server.metrics import Metrics, serve_metrics
+from hami_fast.server.preempt import PreemptionApi, Preemptor
 from hami_fast.server.requeue import Requeuer, TokenBucket
 from hami_fast.server.scheduler import Scheduler
 
 log = logging.getLogger("hami_fast.serve")
+
+# Preemptions carried out per second at most, and at once: each evicts pods, so few and deliberate.
+PREEMPTIONS_PER_SECOND = 1.0
+PREEMPTION_BURST = 3
 
 
 @dataclass
@@ -50,6 +55,7 @@ class Runtime:
     events: Any = None
     event_sink: kube_events.EventSink | None = None
     requeuer: Requeuer | None = None
+    preemptor: Preemptor | None = None
 
 
 def scheduler_leading() -> threading.Event:
@@ -115,9 +121,10 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
         config, cluster, KubeWriter(client, node_locks, pods), sink.emit, metrics, gate.synced, leader.leading
     )
     requeuer = _requeuer(config, cluster, scheduler, stop)
-    reflectors[0].on_event = lambda node, line: _node_event(scheduler, node_locks, node, line, requeuer)
-    if requeuer:
-        reflectors[1].on_event = reflectors[2].on_event = lambda _key, _line: requeuer.wake()
+    preemptor = _preemptor(config, cluster, scheduler, client, sink.emit, stop)
+    wakers = [t.wake for t in (requeuer, preemptor) if t is not None]
+    reflectors[0].on_event = lambda node, line: _node_event(scheduler, node_locks, node, line, wakers)
+    reflectors[1].on_event = reflectors[2].on_event = lambda _key, _line: _wake(wakers)
     handshake = Handshaker(cluster, kube_node_patcher(client, node_locks.observe), leader.leading, gate.synced, stop)
     threads = [*reflectors, gate, handshake, *([leader] if isinstance(leader, LeaseFollower) else [])]
     runtime = Runtime(
@@ -126,7 +133,26 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
     if requeuer:
         runtime.threads.append(requeuer)
         runtime.requeuer = requeuer
+    if preemptor:
+        runtime.threads.append(preemptor)
+        runtime.preemptor = preemptor
     return runtime
+
+
+def _wake(wakers: list[Any]) -> None:
+    for wake in wakers:
+        wake()
+
+
+def _preemptor(
+    config: Config, cluster: Cluster, scheduler: Scheduler, client: Any, emit: Any, stop: threading.Event
+) -> Preemptor | None:
+    """vGPU-aware preemption (off with --vgpu-preemption=false): a few preemptions a second at most."""
+    if not config.vgpu_preemption:
+        return None
+    bucket = TokenBucket(PREEMPTIONS_PER_SECOND, PREEMPTION_BURST)
+    api = PreemptionApi(client)
+    return Preemptor(cluster, api, emit, scheduler.metrics, scheduler.ready, stop, bucket, config.scheduler_name)
 
 
 def _requeuer(config: Config, cluster: Cluster, scheduler: Scheduler, stop: threading.Event) -> Requeuer | None:
@@ -138,7 +164,7 @@ def _requeuer(config: Config, cluster: Cluster, scheduler: Scheduler, stop: thre
     return Requeuer(cluster, scheduler.writer.patch_pod, scheduler.metrics, scheduler.ready, stop, bucket)
 
 
-def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes, requeuer: Requeuer | None) -> None:
+def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes, wakers: list[Any]) -> None:
     """Every node event keeps the node's lock and resourceVersion for the next lock read (saving its
     GET) and wakes the binds queued on the node once its lock is gone; events that still show a lock
     (heartbeats, the lock just taken) wake nobody. Expiry and dangling owners are caught by the
@@ -155,8 +181,7 @@ def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes, r
         node_locks.observe(node, meta)
     if scheduler.binds.waiting_on(node) and not (meta.get("annotations") or {}).get(LOCK_KEY):
         scheduler.binds.node_changed(node)
-    if requeuer:
-        requeuer.wake()
+    _wake(wakers)
 
 
 class SyncGate(threading.Thread):

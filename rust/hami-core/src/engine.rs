@@ -13,6 +13,7 @@ use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult}
 use crate::k8s::Pod;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
+use crate::preempt::{preemptions, PreemptPass, PreemptionReport, PREEMPT_PASS_BUDGET};
 use crate::request::unsupported_vendor;
 use crate::request_notes::{request_notes, RequestNote};
 use crate::requeue::{fits_after_release, RequeuePass, REQUEUE_PASS_BUDGET};
@@ -145,6 +146,18 @@ impl Engine {
         fits_after_release(&mut self.state, &self.policies, now, REQUEUE_PASS_BUDGET)
     }
 
+    /// The waiting pods that preemption unblocks now, with their victims; the GPUs chosen for each
+    /// are held at once (see [`crate::preempt`]).
+    pub fn preempt(&mut self, now: i64) -> PreemptPass {
+        preemptions(&mut self.state, &self.policies, now, PREEMPT_PASS_BUDGET)
+    }
+
+    /// Drops the hold [`Engine::preempt`] took for a preemption not carried out; true if it had one.
+    /// No node counts as changed: the pod is not looked at again before one does.
+    pub fn unhold(&mut self, key: &str) -> bool {
+        self.state.unhold_tentative(key)
+    }
+
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.
     pub fn explain(
         &mut self,
@@ -169,6 +182,9 @@ impl Engine {
             verdicts: BTreeMap<String, Verdict>,
             /// Where HAMi reads the pod's request otherwise than written (a capped `gpucores`).
             notes: Vec<String>,
+            /// When it fits nowhere: whether evicting lower-priority pods would make room, and which.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            preemption: Option<PreemptionReport>,
             error: String,
         }
         let result = (|| -> Result<Explain> {
@@ -211,6 +227,13 @@ impl Engine {
                     eval.failed.iter().map(|(n, f)| ((*n).to_owned(), f.verdict(state.nodes.get(n), now))).collect();
                 (chosen, eval.scores(), eval.failed_map(), ranked, verdicts)
             });
+            let preemption = match chosen {
+                None => {
+                    let nodes: Vec<&str> = names.iter().map(String::as_str).collect();
+                    Some(crate::preempt::report(state, &placement, &key, &nodes, now))
+                }
+                Some(_) => None,
+            };
             let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
             let node_policy = placement.node_policy.as_str().to_owned();
             let notes = notes.iter().map(ToString::to_string).collect();
@@ -224,6 +247,7 @@ impl Engine {
                 reserved,
                 verdicts,
                 notes,
+                preemption,
                 error: String::new(),
             })
         })();

@@ -12,8 +12,8 @@
 //! - [`state`] (the cluster state and its ingest);
 //! - [`filter`], [`mutate`] (decisions), [`webhook`] (the AdmissionReview envelope);
 //! - [`replay`] (trace replay), [`headroom`] (what a pod lacks to fit), [`plan`]
-//!   (defragmentation), [`requeue`] (which rejected pods fit after a release), [`engine`] (the
-//!   entry points).
+//!   (defragmentation), [`requeue`] (which rejected pods fit after a release), [`preempt`] (which
+//!   lower-priority pods to evict for one), [`engine`] (the entry points).
 
 pub mod annotations;
 pub mod codec;
@@ -32,6 +32,7 @@ pub mod model;
 pub mod mutate;
 pub mod plan;
 pub mod policy;
+pub mod preempt;
 pub mod replay;
 pub mod request;
 pub mod request_notes;

@@ -146,6 +146,23 @@ impl Cluster {
         Ok((pass.pods.into_iter().map(RequeuedPod::from).collect(), pass.more))
     }
 
+    /// The waiting pods that evicting lower-priority pods unblocks now: JSON
+    /// `{"preemptions": [{"key", "namespace", "name", "uid", "priority", "node", "gpus",
+    /// "victims": [{"key", "namespace", "name", "priority"}]}], "more"}`. The GPUs chosen for each
+    /// are held at once; [`Cluster::unhold`] drops a hold that is not carried out.
+    fn preempt<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, || {
+            serde_json::to_vec(&self.lock().preempt(now))
+                .map_err(|e| hami_core::Error::internal(format!("encode preemptions: {e}")))
+        })?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Drops the GPUs held for a pod (a preemption not carried out); true if it had a hold.
+    fn unhold(&self, py: Python<'_>, pod_key: &str) -> PyResult<bool> {
+        run(py, || Ok(self.lock().unhold(pod_key)))
+    }
+
     /// How many pods Filter rejected wait for a release.
     fn waiting_count(&self) -> usize {
         self.lock().state.waiting().len()

@@ -129,6 +129,8 @@ pub struct PodSpec {
     pub scheduling_group: SchedulingGroup,
     /// Resolved from the priority class at admission; kube-scheduler orders its queue by it.
     pub priority: Option<i32>,
+    /// `Never`: the pod waits without evicting anyone (copied from its priority class at admission).
+    pub preemption_policy: Option<String>,
 }
 
 /// `spec.schedulingGroup` (Kubernetes' workload API): the PodGroup a pod belongs to.

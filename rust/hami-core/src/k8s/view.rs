@@ -146,6 +146,8 @@ pub struct MetaView<'a> {
     pub resource_version: Cow<'a, str>,
     #[serde(borrow)]
     pub annotations: HamiAnnotations<'a>,
+    /// Set once the object is being deleted (a pod in its termination grace period).
+    pub deletion_timestamp: Option<IgnoredAny>,
 }
 
 impl MetaView<'_> {
@@ -196,6 +198,8 @@ pub struct PodSpecView {
     pub init_containers: Vec<IgnoredAny>,
     #[serde(deserialize_with = "crate::k8s::object::nullable")]
     pub containers: Vec<IgnoredAny>,
+    /// Resolved from the priority class at admission (0 when unset, as kube-scheduler reads it).
+    pub priority: Option<i32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

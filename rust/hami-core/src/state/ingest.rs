@@ -273,6 +273,8 @@ impl ClusterState {
             self.unhold(&key);
             let mut record = self.record(&meta.namespace, &meta.name, node, Vec::new());
             record.mig = mig_holds(Some(mig));
+            record.terminating = meta.deletion_timestamp.is_some();
+            record.priority = parse_raw::<PodSpecView>(view.spec).ok().and_then(|s| s.priority).unwrap_or(0);
             self.reserve(key, record);
             return Ok(Applied::Pod);
         }
@@ -305,6 +307,8 @@ impl ClusterState {
         }
         let mut record = self.record_with_vendors(&meta.namespace, &meta.name, node, (footprint, vendor_footprint));
         record.mig = mig_holds(ann.mig_allocations.as_deref());
+        record.priority = spec.priority.unwrap_or(0);
+        record.terminating = meta.deletion_timestamp.is_some();
         self.reserve(key, record);
         Ok(Applied::Pod)
     }

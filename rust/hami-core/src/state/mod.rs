@@ -30,6 +30,10 @@ pub struct PodRecord {
     pub vendor_usage: Box<[(Arc<str>, i64)]>,
     /// The MIG instances it holds (`hami.io/vgpu-mig-allocations`), in annotation order.
     pub mig: Box<[MigHold]>,
+    /// `spec.priority` (0 when unset): who may preempt it.
+    pub priority: i32,
+    /// In its termination grace period: already going, never chosen to go again.
+    pub terminating: bool,
 }
 
 pub use crate::vendor::VendorFootprint;
@@ -128,6 +132,11 @@ impl ClusterState {
         self.pods.get(uid)
     }
 
+    /// Every pod whose devices count, by key (UID, else `namespace/name`).
+    pub fn pods(&self) -> impl Iterator<Item = (&String, &PodRecord)> {
+        self.pods.iter()
+    }
+
     fn shared(&mut self, name: &str) -> Arc<str> {
         if let Some(shared) = self.names.get(name) {
             return shared.clone();
@@ -147,6 +156,8 @@ impl ClusterState {
             vendor_usage: Box::default(),
             footprint: footprint.into_boxed_slice(),
             mig: Box::default(),
+            priority: 0,
+            terminating: false,
         }
     }
 

@@ -107,7 +107,17 @@ impl ClusterState {
     /// Holds `r`'s GPUs for `owner` (replacing its previous hold), unless it has lapsed at `now`
     /// or another pod holds one of them already.
     pub fn hold(&mut self, owner: &str, r: Reservation) -> Result<()> {
-        self.unhold(owner);
+        self.hold_on(owner, r, true)
+    }
+
+    /// [`Self::hold`] for a hold that may be dropped again with [`Self::unhold_tentative`] (a
+    /// preemption not carried out yet): the node change log does not see it.
+    pub fn hold_tentatively(&mut self, owner: &str, r: Reservation) -> Result<()> {
+        self.hold_on(owner, r, false)
+    }
+
+    fn hold_on(&mut self, owner: &str, r: Reservation, tracked: bool) -> Result<()> {
+        self.unhold_on(owner, tracked);
         for gpu in &r.gpus {
             if let Some((other, held)) = self.holds.holder(&r.node, gpu) {
                 if other != owner {
@@ -119,7 +129,7 @@ impl ClusterState {
                 }
             }
         }
-        if let Some(node) = self.nodes.get_mut(&r.node) {
+        if let Some(node) = self.node_mut(&r.node, tracked) {
             mark(node, &r.gpus, true);
         }
         self.holds.next_expiry = self.holds.next_expiry.min(r.expires);
@@ -129,8 +139,17 @@ impl ClusterState {
 
     /// Drops `owner`'s hold; true if it had one.
     pub fn unhold(&mut self, owner: &str) -> bool {
+        self.unhold_on(owner, true)
+    }
+
+    /// Drops a hold taken with [`Self::hold_tentatively`] that nothing acted on: no node changed.
+    pub fn unhold_tentative(&mut self, owner: &str) -> bool {
+        self.unhold_on(owner, false)
+    }
+
+    fn unhold_on(&mut self, owner: &str, tracked: bool) -> bool {
         let Some(r) = self.holds.by_owner.remove(owner) else { return false };
-        if let Some(node) = self.nodes.get_mut(&r.node) {
+        if let Some(node) = self.node_mut(&r.node, tracked) {
             mark(node, &r.gpus, false);
         }
         self.holds.recompute_expiry();

@@ -24,6 +24,11 @@ pub struct WaitingPod {
     pub quota_room: Option<(i64, i64)>,
     /// Set once it is put back in kube-scheduler's queue: it is not again until Filter rejects it again.
     pub requeued: Option<Requeued>,
+    /// The node change log's position when preemption last looked for victims for it (kept across
+    /// rejections): it looks again only once a node has changed since.
+    pub preempt_seen: Option<u64>,
+    /// Where preemption's last look ran out of work (a node name): the next goes on from there.
+    pub preempt_from: Option<String>,
 }
 
 /// Where a requeued pod is expected to go: its footprint counts against the node until Filter
@@ -40,7 +45,22 @@ impl WaitingPod {
     pub fn new(pod: Arc<Pod>, candidates: Arc<[String]>, seen: u64, quota_room: Option<(i64, i64)>) -> Self {
         let priority = pod.spec.priority.unwrap_or(0);
         let created = pod.metadata.creation_timestamp.clone().unwrap_or_default();
-        Self { pod, priority, created, candidates, seen, quota_room, requeued: None }
+        Self {
+            pod,
+            priority,
+            created,
+            candidates,
+            seen,
+            quota_room,
+            requeued: None,
+            preempt_seen: None,
+            preempt_from: None,
+        }
+    }
+
+    /// Whether it may evict lower-priority pods: not with `preemptionPolicy: Never`.
+    pub fn may_preempt(&self) -> bool {
+        self.pod.spec.preemption_policy.as_deref() != Some("Never")
     }
 
     /// kube-scheduler's queue order: higher priority first, then older first.
@@ -78,8 +98,12 @@ impl Waiting {
         self.by_key.get_mut(key)
     }
 
-    /// Records (or renews) a rejected pod; a rejection clears an earlier requeue. The entry it replaces.
-    fn remember(&mut self, key: String, pod: WaitingPod) -> Option<WaitingPod> {
+    /// Records (or renews) a rejected pod; a rejection clears an earlier requeue, not when preemption
+    /// last looked. The entry it replaces.
+    fn remember(&mut self, key: String, mut pod: WaitingPod) -> Option<WaitingPod> {
+        if let Some(before) = self.by_key.get(&key) {
+            pod.preempt_seen = before.preempt_seen;
+        }
         self.by_key.insert(key, pod)
     }
 

@@ -1,0 +1,237 @@
+"""vGPU-aware preemption, carried out: the engine names a pending pod, the node, the GPUs and the
+lower-priority victims (and holds those GPUs at once); this thread checks the victims'
+PodDisruptionBudgets with a dry-run eviction, writes the hold on the pod (the descheduler's
+reservation, which survives restarts), sets `status.nominatedNodeName` as kube-scheduler does, evicts
+the victims with their own grace period, and posts Events on both sides. Nothing is decided here
+(docs/pending-pods.md)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from hami_fast._native import Cluster
+from hami_fast.descheduler.apply import write_reservation
+from hami_fast.kube.client import MERGE_PATCH, KubeClient, pod_path
+from hami_fast.kube.errors import ApiError, NotFound, TooManyRequests
+from hami_fast.server.metrics import Metrics
+from hami_fast.server.requeue import TokenBucket
+
+log = logging.getLogger("hami_fast.preempt")
+
+# The hold lasts the victims' longest grace period plus this margin, for kube-scheduler to come back.
+HOLD_MARGIN = 60.0
+DEFAULT_GRACE = 30.0  # a pod's terminationGracePeriodSeconds when unset
+
+Emit = Callable[[dict[str, Any], str, str, str, str], None]
+
+
+@dataclass
+class PreemptionApi:
+    """The API calls a preemption makes."""
+
+    client: KubeClient
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.client.get_pod(namespace, name)
+        except NotFound:
+            return None
+
+    def evict(self, pod: dict[str, Any], dry_run: bool) -> None:
+        """policy/v1 Eviction with the pod's UID as precondition; a 429 means a PDB forbids it."""
+        meta = pod["metadata"]
+        options: dict[str, Any] = {"preconditions": {"uid": meta["uid"]}}
+        if dry_run:
+            options["dryRun"] = ["All"]
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "deleteOptions": options,
+        }
+        path = pod_path(meta["namespace"], meta["name"], "eviction")
+        self.client.request("POST", path, body=orjson.dumps(body))
+
+    def hold(self, preemption: dict[str, Any], ttl: float) -> None:
+        pod = f"{preemption['namespace']}/{preemption['name']}"
+        gpus = {"pod": pod, "uid": preemption["uid"], "node": preemption["node"], "gpus": preemption["gpus"]}
+        write_reservation(self.client, gpus, ttl)
+
+    def nominate(self, preemption: dict[str, Any]) -> None:
+        body = {"metadata": {"uid": preemption["uid"]}, "status": {"nominatedNodeName": preemption["node"]}}
+        path = pod_path(preemption["namespace"], preemption["name"], "status")
+        self.client.request("PATCH", path, body=orjson.dumps(body), content_type=MERGE_PATCH)
+
+
+def who(victim: dict[str, Any]) -> str:
+    return f"{victim['namespace']}/{victim['name']} (priority {victim['priority']})"
+
+
+def grace_of(pod: dict[str, Any]) -> float:
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return DEFAULT_GRACE if grace is None else float(grace)
+
+
+def ref(pod: dict[str, Any]) -> dict[str, Any]:
+    """What an Event names of a pod."""
+    meta = pod.get("metadata") or pod
+    keys = ("namespace", "name", "uid", "resourceVersion")
+    return {k: meta[k] for k in keys if meta.get(k)}
+
+
+class Preemptor(threading.Thread):
+    """Asks the engine after every wake (a Filter rejection, a pod or node event) and every `period`
+    seconds, at most once per `min_gap`, and carries out the preemptions it names as the rate allows."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        api: PreemptionApi,
+        emit: Emit,
+        metrics: Metrics,
+        ready: Callable[[], bool],
+        stop: threading.Event,
+        bucket: TokenBucket,
+        component: str,
+        period: float = 2.0,
+        min_gap: float = 0.2,
+        hold_margin: float = HOLD_MARGIN,
+    ) -> None:
+        super().__init__(name="preempt", daemon=True)
+        self.cluster, self.api, self.emit, self.metrics, self.ready = cluster, api, emit, metrics, ready
+        self.stop_event, self.bucket, self.component = stop, bucket, component
+        self.period, self.min_gap, self.hold_margin = period, min_gap, hold_margin
+        self.woken = threading.Event()
+        self.passes = 0
+
+    def wake(self) -> None:
+        self.woken.set()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.woken.wait(self.period)
+            self.woken.clear()
+            if self.stop_event.is_set():
+                return
+            if self.ready():
+                try:
+                    self.preempt_once()
+                except Exception:  # a bug must not end preemption silently
+                    log.exception("preemption pass failed")
+            self.passes += 1
+            self.stop_event.wait(self.min_gap)
+
+    def preempt_once(self) -> int:
+        """One pass; how many preemptions were carried out."""
+        answer = orjson.loads(self.cluster.preempt(int(time.time())))
+        if answer["more"]:
+            self.wake()
+        done = 0
+        for preemption in answer["preemptions"]:
+            if not self.bucket.take(self.stop_event):
+                self.cluster.unhold(preemption["key"])  # stopping: the next leader decides again
+                continue
+            done += self.carry_out(preemption)
+        return done
+
+    def carry_out(self, preemption: dict[str, Any]) -> int:
+        try:
+            victims = self._victims(preemption)
+        except ApiError as exc:  # the API server unreachable: nothing done, the hold dropped
+            self.cluster.unhold(preemption["key"])
+            self.metrics.preemptions.labels("failed").inc()
+            log.warning("preemption victims not read", extra={"pod": _key(preemption), "error": str(exc)})
+            return 0
+        refused = victims is None or self._refused(preemption, victims)
+        if victims is None or refused:
+            self.cluster.unhold(preemption["key"])
+            self.metrics.preemptions.labels("blocked").inc()
+            return 0
+        ttl = max([grace_of(v) for v in victims], default=DEFAULT_GRACE) + self.hold_margin
+        try:
+            self.api.hold(preemption, ttl)
+        except ApiError as exc:
+            self.cluster.unhold(preemption["key"])
+            self.metrics.preemptions.labels("failed").inc()
+            log.warning("preemption hold not written", extra={"pod": _key(preemption), "error": str(exc)})
+            return 0
+        self._nominate(preemption)
+        gone = [v for v, pod in zip(preemption["victims"], victims, strict=True) if self._evict(preemption, v, pod)]
+        self._announce(preemption, gone, ttl)
+        self.metrics.preemptions.labels("done" if len(gone) == len(victims) else "incomplete").inc()
+        self.metrics.preemption_victims.inc(len(gone))
+        return 1
+
+    def _victims(self, preemption: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Each victim as the API server has it now; None when one is gone or already going (the
+        engine sees that change and looks again)."""
+        pods = []
+        for v in preemption["victims"]:
+            pod = self.api.get_pod(v["namespace"], v["name"])
+            meta = (pod or {}).get("metadata") or {}
+            if pod is None or meta.get("deletionTimestamp") or (v["key"] != meta.get("uid") and "/" not in v["key"]):
+                return None
+            pods.append(pod)
+        return pods
+
+    def _refused(self, preemption: dict[str, Any], victims: list[dict[str, Any]]) -> bool:
+        """A dry-run eviction of every victim: the first a PodDisruptionBudget (or anything) refuses."""
+        for v, pod in zip(preemption["victims"], victims, strict=True):
+            try:
+                self.api.evict(pod, dry_run=True)
+            except ApiError as exc:
+                why = "a PodDisruptionBudget forbids evicting" if isinstance(exc, TooManyRequests) else "cannot evict"
+                message = f"vGPU preemption on node {preemption['node']} not done: {why} {who(v)}: {exc.message}"
+                self.emit(_ref_of(preemption), "Warning", "PreemptionBlocked", message, self.component)
+                log.info("preemption blocked", extra={"pod": _key(preemption), "victim": who(v), "error": str(exc)})
+                return True
+        return False
+
+    def _nominate(self, preemption: dict[str, Any]) -> None:
+        try:
+            self.api.nominate(preemption)
+        except ApiError as exc:  # the hold is what keeps the GPUs; the nomination is information
+            log.warning("nominatedNodeName not set", extra={"pod": _key(preemption), "error": str(exc)})
+
+    def _evict(self, preemption: dict[str, Any], victim: dict[str, Any], pod: dict[str, Any]) -> bool:
+        try:
+            self.api.evict(pod, dry_run=False)
+        except ApiError as exc:
+            message = (
+                f"{who(victim)} was not evicted ({exc.message}); the GPUs held for this pod on node "
+                f"{preemption['node']} stay held until the hold expires, then the pod is retried"
+            )
+            self.emit(_ref_of(preemption), "Warning", "PreemptionIncomplete", message, self.component)
+            log.warning("victim not evicted", extra={"pod": _key(preemption), "victim": who(victim), "error": str(exc)})
+            return False
+        message = (
+            f"Preempted by {_key(preemption)} (priority {preemption['priority']}) for vGPU on node "
+            f"{preemption['node']}: GPUs {', '.join(preemption['gpus'])} are held for it"
+        )
+        self.emit(ref(pod), "Normal", "Preempted", message, self.component)
+        return True
+
+    def _announce(self, preemption: dict[str, Any], gone: list[dict[str, Any]], ttl: float) -> None:
+        if not gone:
+            return
+        message = (
+            f"Evicting {len(gone)} lower-priority pod(s) on node {preemption['node']} to free vGPU for this pod: "
+            f"{', '.join(who(v) for v in gone)}; GPUs {', '.join(preemption['gpus'])} held for {ttl:.0f} s"
+        )
+        self.emit(_ref_of(preemption), "Normal", "Preempting", message, self.component)
+        log.info("preempting", extra={"pod": _key(preemption), "node": preemption["node"], "victims": len(gone)})
+
+
+def _key(preemption: dict[str, Any]) -> str:
+    return f"{preemption['namespace']}/{preemption['name']}"
+
+
+def _ref_of(preemption: dict[str, Any]) -> dict[str, Any]:
+    return {"namespace": preemption["namespace"], "name": preemption["name"], "uid": preemption["uid"]}
