@@ -94,7 +94,7 @@ def hami_vs_itself(case: dict[str, Any], runs: list[dict[str, Any]], probe: dict
     """What a further HAMi run (`probe`) answers that `model.resolved` of the earlier runs does not
     allow: a case marked deterministic must give the same answer every time (but for node-score
     ties), one marked random an answer among those the reruns saw."""
-    dies = model.vastai_dies(case["items"])
+    dies = model.device_groups(case["items"])
     probe = model.canonical_answer(probe, dies)
     hami = model.resolved([model.canonical_answer(r, dies) for r in runs], probe)
     if (hami.get("error") or "") != (probe.get("error") or ""):
