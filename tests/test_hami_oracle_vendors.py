@@ -145,7 +145,7 @@ def plain_node(b: Backend) -> dict[str, Any]:
             "id": device_id(b, "node-0", i),
             "index": i,
             "count": 4,
-            "devmem": 32768,
+            "devmem": 65536 if b.family == "ascend" else 32768,  # Ascend's webhook asks memoryAllocatable
             "devcore": 100,
             "type": b.models[0][0] if b.models else b.common_word,
             "numa": 0,
