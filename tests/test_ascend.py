@@ -74,7 +74,11 @@ def test_a_bad_register_annotation_skips_that_chip_only():
 
 
 def test_custominfo_that_is_not_an_object_is_a_bad_registration():
-    c, errors = cluster(node("n", {"hami.io/node-register-Ascend910B3": npus("Ascend910B3", ["x"]).replace('{"NetworkID": "x"}', '"x"')}))
+    c, errors = cluster(
+        node(
+            "n", {"hami.io/node-register-Ascend910B3": npus("Ascend910B3", ["x"]).replace('{"NetworkID": "x"}', '"x"')}
+        )
+    )
     assert errors and "hami.io/node-register-Ascend910B3" in errors[0], errors
 
 
@@ -95,7 +99,11 @@ def test_memory_is_rounded_up_to_a_template_and_named_in_the_runtime_list():
     ("limits", "annotations", "message"),
     [
         ({B3: "1", f"{B3}-memory": "70000"}, None, "huawei.com/Ascend910B3-memory 70000 is invalid"),
-        ({B3: "1", f"{B3}-core": "5"}, None, "huawei.com/Ascend910B3-core is only supported in hami-core (soft split) mode"),
+        (
+            {B3: "1", f"{B3}-core": "5"},
+            None,
+            "huawei.com/Ascend910B3-core is only supported in hami-core (soft split) mode",
+        ),
         ({B3: "2", f"{B3}-memory": "100"}, None, "vNPU not supported for multiple devices"),
         ({"huawei.com/Ascend910C": "3"}, None, "Ascend910C device request must be 1 or 2*n, got 3"),
     ],
@@ -110,7 +118,9 @@ def test_the_webhook_refuses_as_hami_words_it(limits, annotations, message):
 def test_the_soft_split_needs_a_node_that_runs_it():
     register = npus("Ascend910B3", [0, 0])
     off = node("off", {"hami.io/node-register-Ascend910B3": register, "hami-vnpu-core": "false"})
-    on = node("on", {"hami.io/node-register-Ascend910B3": register.replace("Ascend910B3-", "on-"), "hami-vnpu-core": "true"})
+    on = node(
+        "on", {"hami.io/node-register-Ascend910B3": register.replace("Ascend910B3-", "on-"), "hami-vnpu-core": "true"}
+    )
     c, _ = cluster(off, on)
     soft = {"huawei.com/vnpu-mode": "hami-core"}
     out = explain(c, pod({B3: "1", f"{B3}-memory": "1000", f"{B3}-core": "30"}, soft))
@@ -128,7 +138,9 @@ def test_several_npus_come_from_the_largest_network_group():
 
 def test_the_network_score_counts_the_largest_group_share():
     one = node("one", {"hami.io/node-register-Ascend910B3": npus("Ascend910B3", [0, 0])})
-    split = node("split", {"hami.io/node-register-Ascend910B3": npus("Ascend910B3", [0, 1]).replace("Ascend910B3-", "s-")})
+    split = node(
+        "split", {"hami.io/node-register-Ascend910B3": npus("Ascend910B3", [0, 1]).replace("Ascend910B3-", "s-")}
+    )
     c, _ = cluster(one, split)
     scores = explain(c, pod({B3: "2"}))["scores"]
     assert (scores["one"], scores["split"]) == (10.0, 5.0), scores

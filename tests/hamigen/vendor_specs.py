@@ -247,6 +247,7 @@ VASTAI = Backend(
     },
 )
 
+
 def ascend(chip: str, devmem: int, aicore: int) -> Backend:
     return Backend(
         family="ascend",

@@ -140,7 +140,11 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
 
 /// The node's score with what the other backends' `ScoreNode` adds (Ascend's network groups), in
 /// HAMi's float32.
-fn with_vendor_scores(base: f64, node: &GpuNode, placed: &[(std::sync::Arc<crate::vendor::Backend>, PodDevices)]) -> f64 {
+fn with_vendor_scores(
+    base: f64,
+    node: &GpuNode,
+    placed: &[(std::sync::Arc<crate::vendor::Backend>, PodDevices)],
+) -> f64 {
     let added: f32 = placed
         .iter()
         .filter_map(|(b, slots)| Some(vnpu::score(node, b.vnpu.as_deref()?, b.request_type(), slots)))

@@ -70,9 +70,9 @@ impl HamiAnnotations<'_> {
 fn is_vendor_key(key: &str) -> bool {
     key == crate::annotations::VNPU_CORE_NODE_KEY
         || key.starts_with("hami.io/")
-        && (key.ends_with("-devices-allocated")
-            || (key.starts_with("hami.io/node-") && key.ends_with("-register"))
-            || key.starts_with("hami.io/node-register-"))
+            && (key.ends_with("-devices-allocated")
+                || (key.starts_with("hami.io/node-") && key.ends_with("-register"))
+                || key.starts_with("hami.io/node-register-"))
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {

@@ -227,7 +227,10 @@ mod tests {
             "huawei.com/Ascend910B3-core is only supported in hami-core (soft split) mode"
         );
         assert!(admit(&b, v, asked(1, None, Some(0)), false).is_ok());
-        assert_eq!(admit(&b, v, asked(2, Some(100), None), false).unwrap_err(), "vNPU not supported for multiple devices");
+        assert_eq!(
+            admit(&b, v, asked(2, Some(100), None), false).unwrap_err(),
+            "vNPU not supported for multiple devices"
+        );
         assert!(admit(&b, v, asked(2, Some(100), None), true).is_ok());
     }
 
@@ -237,7 +240,10 @@ mod tests {
         let v = b.vnpu.as_deref().unwrap();
         assert_eq!(admit(&b, v, asked(1, None, None), false).unwrap().count, Some(2));
         assert_eq!(admit(&b, v, asked(4, None, None), false).unwrap().count, None);
-        assert_eq!(admit(&b, v, asked(3, None, None), false).unwrap_err(), "Ascend910C device request must be 1 or 2*n, got 3");
+        assert_eq!(
+            admit(&b, v, asked(3, None, None), false).unwrap_err(),
+            "Ascend910C device request must be 1 or 2*n, got 3"
+        );
     }
 
     #[test]
