@@ -59,8 +59,8 @@ pub fn fit(
 /// The numeric `NetworkID` HAMi finds for a candidate: that of the device with its UUID among the
 /// request's backend's own registered devices (the last such), none for another backend's.
 fn registered_network(node: &GpuNode, r: &VendorRequest, uuid: &str) -> Option<i64> {
-    let own = node.devices.iter().filter(|d| d.id == uuid && d.vendor == r.backend_id);
-    own.last().and_then(|d| d.network.number())
+    let own = node.devices.iter().rfind(|d| d.id == uuid && d.vendor == r.backend_id);
+    own.and_then(|d| d.network.number())
 }
 
 /// HAMi's Ascend `ScoreNode` of one backend's placement on `node`, weighted (0 but for `Ascend910*`).
