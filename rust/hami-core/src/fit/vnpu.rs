@@ -77,3 +77,100 @@ pub fn score(node: &GpuNode, vnpu: &Vnpu, type_word: &str, slots: &[Vec<Containe
     let containers: Vec<Vec<_>> = slots.iter().map(|s| s.iter().map(|d| network(&d.uuid)).collect()).collect();
     network_score(&containers) * NETWORK_WEIGHT
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{Device, NetworkId};
+    use crate::device_config::DeviceConfig;
+    use crate::policy::{GpuPolicy, PodHints};
+    use crate::request::PodRequest;
+    use crate::vendor::Backend;
+    use std::sync::Arc;
+
+    fn chip(word: &str) -> Arc<Backend> {
+        let all = ascend::backends(DeviceConfig::chart_default());
+        Arc::new(all.into_iter().find(|b| b.common_word == word).unwrap())
+    }
+
+    fn npus(word: &str, networks: &[NetworkId], healthy: &[bool]) -> GpuNode {
+        let devices = networks
+            .iter()
+            .zip(healthy)
+            .enumerate()
+            .map(|(i, (network, health))| Device {
+                id: format!("npu-{i}"),
+                index: i as u32,
+                count: 4,
+                devmem: 65536,
+                devcore: 20,
+                device_type: word.into(),
+                health: *health,
+                network: *network,
+                vendor: 1,
+                ..Device::default()
+            })
+            .collect();
+        GpuNode::with_devices("n", devices, None)
+    }
+
+    fn request(b: &Arc<Backend>, nums: i64, coresreq: i64) -> VendorRequest {
+        VendorRequest { backend: b.clone(), backend_id: 1, nums, memreq: 1000, mem_percentage: 0, coresreq }
+    }
+
+    fn run(node: &GpuNode, r: &VendorRequest, hints: &PodHints) -> Result<Vec<String>, String> {
+        let pod = PodRequest::default();
+        let policy = GpuPolicy::parse("spread");
+        let ctx = PodContext { request: &pod, hints, gpu_policy: &policy, quota: None, device_preference: None };
+        let typed: Vec<usize> = (0..node.devices.len()).collect();
+        let vnpu = r.backend.vnpu.as_deref().unwrap();
+        fit(node, &node.usage, &typed, r, &ctx, vnpu)
+            .map(|devices| devices.into_iter().map(|d| d.uuid).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    fn soft_split() -> PodHints {
+        PodHints { vendor_filters: vec![(ascend::MODE_KEY.into(), ascend::HAMI_CORE.into())], ..PodHints::default() }
+    }
+
+    #[test]
+    fn soft_split_needs_the_node_and_counts_cores_out_of_100() {
+        let b = chip("Ascend910B3");
+        let mut node = npus("Ascend910B3", &[NetworkId::Absent; 2], &[true; 2]);
+        assert_eq!(run(&node, &request(&b, 1, 50), &soft_split()), Err("1/2 ModeNotFit".into()));
+        node.vnpu_core = Some("true".into());
+        assert_eq!(run(&node, &request(&b, 1, 50), &soft_split()), Ok(vec!["npu-1".into()]));
+        assert_eq!(
+            run(&node, &request(&b, 1, 50), &PodHints::default()),
+            Err("2/2 CardInsufficientCore".into()),
+            "the hard split counts the card's 20 AI cores"
+        );
+    }
+
+    #[test]
+    fn several_npus_from_the_largest_network_group() {
+        let b = chip("Ascend910B3");
+        let n = NetworkId::Number;
+        let node = npus("Ascend910B3", &[n(0), n(1), n(1), n(0), n(1)], &[true; 5]);
+        let hints = PodHints::default();
+        assert_eq!(run(&node, &request(&b, 2, 0), &hints), Ok(vec!["npu-4".into(), "npu-2".into()]));
+        assert_eq!(run(&node, &request(&b, 1, 0), &hints), Ok(vec!["npu-4".into()]));
+        let slots = vec![vec![crate::codec::ContainerDevice {
+            uuid: "npu-4".into(),
+            device_type: "Ascend910B3".into(),
+            usedmem: 0,
+            usedcores: 0,
+        }]];
+        assert_eq!(score(&node, b.vnpu.as_deref().unwrap(), "Ascend910B3", &slots), 10.0);
+    }
+
+    #[test]
+    fn too_few_whole_910c_cards_say_how_many_npus_they_gave() {
+        let b = chip("Ascend910C");
+        let node = npus("Ascend910C", &[NetworkId::Number(0); 4], &[true, false, true, false]);
+        assert_eq!(
+            run(&node, &request(&b, 2, 0), &PodHints::default()),
+            Err("0/2 AllocatedCardsInsufficientRequest, 2/2 CardNotHealth".into())
+        );
+    }
+}
