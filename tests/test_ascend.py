@@ -156,3 +156,27 @@ def test_910c_takes_whole_cards_only():
     assert taken == ["Ascend910C-2", "Ascend910C-3"], "1 becomes 2 (superPod), one whole card"
     out = explain(c, pod({"huawei.com/Ascend910C": "4"}))
     assert out["failed"]["n"] == "1/4 CardNotHealth, 2/4 AllocatedCardsInsufficientRequest", out
+
+
+def test_a_chip_s_runtime_class_and_overwrite_env_from_the_config():
+    """A chip whose config names `runtimeClassName` and sets `overwriteEnv`: a pod asking it gets
+    the runtime class; a container not asking it gets `ASCEND_VISIBLE_DEVICES=""`."""
+    import yaml
+
+    from hamigen.vendor_oracle import CHART_CONFIG
+
+    if not CHART_CONFIG.exists():
+        pytest.skip(f"HAMi's chart device config not found at {CHART_CONFIG}")
+    config = yaml.safe_load(CHART_CONFIG.read_text())
+    chip = next(c for c in config["vnpus"]["configs"] if c["commonWord"] == "Ascend910B3")
+    chip.update(runtimeClassName="ascend", overwriteEnv=True)
+    text = yaml.safe_dump(config).encode()
+    checked = orjson.loads(_native.load_device_config(text, "varied.yaml"))
+    c = _native.Cluster(orjson.dumps({"device_config": checked, "vendors": {"enable_ascend": True}}))
+    asking = pod({B3: "1"})
+    asking["spec"]["containers"].append({"name": "side", "image": "x"})
+    ops = json.loads(base64.b64decode(admit(c, asking)["patch"]))
+    by_path = {op["path"]: op["value"] for op in ops}
+    assert by_path["/spec/runtimeClassName"] == "ascend", ops
+    assert by_path["/spec/containers/1/env"] == [{"name": "ASCEND_VISIBLE_DEVICES", "value": ""}], ops
+    assert "/spec/containers/0/env" not in by_path, "the container asking the chip keeps its env"

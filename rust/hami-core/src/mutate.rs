@@ -22,6 +22,8 @@ pub struct PatchOp {
 pub struct Mutation {
     pub has_resource: bool,
     pub ops: Vec<PatchOp>,
+    /// The runtime class of the first Ascend chip asked whose config names one.
+    pub vendor_runtime_class: Option<String>,
 }
 
 fn escape(segment: &str) -> String {
@@ -129,12 +131,12 @@ pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Resul
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m.ops)?;
+        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m)?;
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
         let base = format!("/spec/containers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m.ops)?;
+        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m)?;
     }
     Ok(m)
 }
@@ -146,14 +148,23 @@ fn mutate_for_vendors(
     base: &str,
     backends: &Backends,
     soft_split: bool,
-    ops: &mut Vec<PatchOp>,
+    m: &mut Mutation,
 ) -> Result<bool> {
     let mut has = false;
+    let ops = &mut m.ops;
     for b in backends.iter() {
-        let Some(count) = c.resources().limit(&b.count_name).cloned() else { continue };
+        let Some(count) = c.resources().limit(&b.count_name).cloned() else {
+            if b.vnpu.as_deref().is_some_and(|v| v.overwrite_env) {
+                add_env(c, base, "ASCEND_VISIBLE_DEVICES", "", ops);
+            }
+            continue;
+        };
         has = true;
         if let Some(vnpu) = b.vnpu.as_deref() {
             admit_vnpu(c, base, b, vnpu, soft_split, ops)?;
+            if !vnpu.runtime_class_name.is_empty() && m.vendor_runtime_class.is_none() {
+                m.vendor_runtime_class = Some(vnpu.runtime_class_name.clone());
+            }
         }
         if b.admission == Admission::CoresPerCardAndContainerName {
             if let Some(n) = count.as_int().filter(|n| *n > 1) {
@@ -247,12 +258,9 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
                 return Verdict::Deny("pod has node assigned".into());
             }
         }
-        if pod.spec.runtime_class_name.is_none() && !cfg.runtime_class_name.is_empty() {
-            m.ops.push(PatchOp {
-                op: "add",
-                path: "/spec/runtimeClassName".into(),
-                value: json!(cfg.runtime_class_name),
-            });
+        let class = m.vendor_runtime_class.clone().or_else(|| Some(cfg.runtime_class_name.clone()));
+        if let Some(class) = class.filter(|c| pod.spec.runtime_class_name.is_none() && !c.is_empty()) {
+            m.ops.push(PatchOp { op: "add", path: "/spec/runtimeClassName".into(), value: json!(class) });
         }
     }
     // HAMi checks the quota of every pod, with or without a resource limit the webhook saw

@@ -29,6 +29,10 @@ pub struct Vnpu {
     pub network_groups: bool,
     /// Several NPUs are taken by whole cards of two (the 910C).
     pub card_pairs: bool,
+    /// `overwriteEnv`: a container not asking the chip gets `ASCEND_VISIBLE_DEVICES=""`.
+    pub overwrite_env: bool,
+    /// `runtimeClassName`: set on a pod asking the chip that names none.
+    pub runtime_class_name: String,
 }
 
 pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
@@ -64,6 +68,8 @@ fn backend(chip: &AscendChip, soft_split_default: bool) -> Backend {
             soft_split_default,
             network_groups: word.starts_with("Ascend910"),
             card_pairs: word == "Ascend910C",
+            overwrite_env: chip.overwrite_env,
+            runtime_class_name: chip.runtime_class_name.clone(),
         })),
     }
 }
