@@ -132,7 +132,7 @@ def check_batch(batch: list[dict[str, Any]]) -> None:
         ours = model.engine_explain(
             case["items"], case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings")
         )
-        dies = model.vastai_dies(case["items"])
+        dies = model.device_groups(case["items"])
         shown = model.canonical_answer(ours, dies)
         hami = model.resolved([model.canonical_answer(a, dies) for a in answers], shown)
         diffs = model.compare(case, hami, shown, now) + compare_webhook(case, hami, ours, now)

@@ -41,7 +41,7 @@ pytestmark = [
 ]
 
 # The vendor families hami_fast schedules today; NVIDIA here runs under the chart's full config.
-SUPPORTED: set[str] = {"nvidia", "hygon", "biren", "iluvatar", "enflame"}
+SUPPORTED: set[str] = {"nvidia", "hygon", "biren", "iluvatar", "enflame", "ascend"}
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))
 BATCHES = int(os.environ.get("HAMI_ORACLE_VENDOR_BATCHES", "50"))
@@ -94,7 +94,7 @@ def hami_vs_itself(case: dict[str, Any], runs: list[dict[str, Any]], probe: dict
     """What a further HAMi run (`probe`) answers that `model.resolved` of the earlier runs does not
     allow: a case marked deterministic must give the same answer every time (but for node-score
     ties), one marked random an answer among those the reruns saw."""
-    dies = model.vastai_dies(case["items"])
+    dies = model.device_groups(case["items"])
     probe = model.canonical_answer(probe, dies)
     hami = model.resolved([model.canonical_answer(r, dies) for r in runs], probe)
     if (hami.get("error") or "") != (probe.get("error") or ""):
@@ -145,7 +145,7 @@ def plain_node(b: Backend) -> dict[str, Any]:
             "id": device_id(b, "node-0", i),
             "index": i,
             "count": 4,
-            "devmem": 32768,
+            "devmem": 65536 if b.family == "ascend" else 32768,  # Ascend's webhook asks memoryAllocatable
             "devcore": 100,
             "type": b.models[0][0] if b.models else b.common_word,
             "numa": 0,

@@ -67,3 +67,33 @@ def test_device_annotations_compared_include_every_backend_and_extras():
     assert any("CAMBRICON_DSMLU_PROFILE" in d for d in diffs)
     assert any("predicate-time" in d for d in diffs)
     assert model.compare_device_annotations(hami, dict(hami)) == []
+
+
+def ascend_node(chip: str, networks: list[int]) -> dict:
+    register = [{"id": f"n{i}", "index": i, "custominfo": {"NetworkID": net}} for i, net in enumerate(networks)]
+    key = f"hami.io/node-register-{chip}"
+    return {"kind": "Node", "metadata": {"name": "n", "annotations": {key: json.dumps(register)}}}
+
+
+def test_several_ascend_npus_compare_by_their_network_groups():
+    """Equal network groups are taken in Go's map order: the shape is compared, and the runtime list
+    without UUIDs; one NPU, or NPUs split over groups otherwise, still differ."""
+    groups = model.device_groups([ascend_node("Ascend910B3", [0, 0, 1, 1])])
+    key, runtime = "hami.io/Ascend910B3-devices-allocated", "huawei.com/Ascend910B3"
+
+    def seen(uuids: list[str]) -> dict:
+        slot = "".join(f"{u},Ascend910B3,100,0:" for u in uuids) + ";"
+        listed = json.dumps([{"UUID": u, "memory": 100} for u in uuids])
+        return model.canonical({key: slot, runtime: listed}, groups)
+
+    assert seen(["n0", "n1"]) == seen(["n3", "n2"]) == {key: "dies 2;", runtime: '[{"memory":100},{"memory":100}]'}
+    assert seen(["n0", "n2"]) != seen(["n0", "n1"])
+    assert seen(["n0"]) != seen(["n2"]), "one NPU is HAMi's first candidate, not a random one"
+
+
+def test_910c_npus_group_by_card():
+    groups = model.device_groups([ascend_node("Ascend910C", [0, 0, 0, 0])])
+    key = "hami.io/Ascend910C-devices-allocated"
+    whole = model.canonical({key: "n2,Ascend910C,0,0:n3,Ascend910C,0,0:;"}, groups)
+    halves = model.canonical({key: "n1,Ascend910C,0,0:n2,Ascend910C,0,0:;"}, groups)
+    assert whole == {key: "dies 2;"} and halves == {key: "dies 1+1;"}

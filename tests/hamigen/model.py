@@ -18,6 +18,7 @@ The kept differences (docs/compatibility.md) are modelled here, never skipped:
 from __future__ import annotations
 
 import copy
+import re
 import struct
 from typing import Any
 
@@ -37,7 +38,7 @@ VENDOR_ANNOTATIONS = (
     "mthreads.com/gpu-index",
     "mthreads.com/predicate-node",
 )
-TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time",)
+TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time", "predicate-time")
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
 FILTER_ERROR = "calcScore failed "
@@ -192,17 +193,76 @@ def vastai_dies(items: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
+ASCEND_REGISTER = "hami.io/node-register-Ascend"
+ASCEND_LIST = re.compile(r"hami\.io/(Ascend[^/]*)-devices-(allocated|to-allocate)")
+
+
+def ascend_groups(items: list[dict[str, Any]]) -> dict[str, str]:
+    """Every registered NPU HAMi groups when a container takes several: a 910C by its card (index
+    // 2), another Ascend910* by its numeric NetworkID."""
+    out = {}
+    for obj in items:
+        if obj.get("kind") != "Node":
+            continue
+        for key, value in (obj["metadata"].get("annotations") or {}).items():
+            if not key.startswith(ASCEND_REGISTER + "910"):
+                continue
+            try:
+                devices = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                continue
+            for d in devices if isinstance(devices, list) else []:
+                if not isinstance(d, dict):
+                    continue
+                network = (d.get("custominfo") or {}).get("NetworkID")
+                if key.endswith("910C"):
+                    out[d.get("id")] = f"card {int(d.get('index') or 0) // 2}"
+                elif isinstance(network, int | float) and not isinstance(network, bool):
+                    out[d.get("id")] = f"net {int(network)}"
+    return out
+
+
+def device_groups(items: list[dict[str, Any]]) -> dict[str, str]:
+    """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards."""
+    return {**vastai_dies(items), **ascend_groups(items)}
+
+
 def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[str, str] | None:
     """Vastai die-mode lists reduced to how many dies each container takes from each card, largest
     first: HAMi takes cards of equal free dies in Go's map order (vastai/device.go:336-374), so which
-    of them is random, while the shape (and the node score, 181-219) is not."""
+    of them is random, while the shape (and the node score, 181-219) is not. Likewise a container's
+    several Ascend NPUs: network groups of equal size, and whole 910C cards, come in map order
+    (ascend/device.go:682-800); the shape shows the grouping (and the node score) and whether the
+    cards taken are whole, and the `huawei.com/<chip>` list then loses its UUIDs."""
     if annotations is None or not dies:
         return annotations
     out = dict(annotations)
     for key in VASTAI_KEYS:
         if key in out:
             out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))
+    for key in list(out):
+        if match := ASCEND_LIST.fullmatch(key):
+            out[key] = ";".join(npu_shape(slot, dies) for slot in out[key].split(";"))
+            runtime = f"huawei.com/{match.group(1)}"
+            if out[key] != annotations[key] and runtime in out:
+                out[runtime] = without_uuids(out[runtime])
     return out
+
+
+def npu_shape(slot: str, groups: dict[str, str]) -> str:
+    """A container's Ascend NPUs as their group shape when it took several (one is not random)."""
+    return die_shape(slot, groups) if slot.count(":") > 1 else slot
+
+
+def without_uuids(runtime: str) -> str:
+    try:
+        entries = orjson.loads(runtime)
+    except orjson.JSONDecodeError:
+        return runtime
+    if not isinstance(entries, list):
+        return runtime
+    kept = [{k: v for k, v in e.items() if k != "UUID"} for e in entries if isinstance(e, dict)]
+    return orjson.dumps(sorted(kept, key=lambda e: orjson.dumps(e, option=orjson.OPT_SORT_KEYS))).decode()
 
 
 def canonical_answer(answer: dict[str, Any], dies: dict[str, str]) -> dict[str, Any]:
@@ -230,6 +290,7 @@ def device_annotation_keys(annotations: dict[str, str]) -> set[str]:
         for k in annotations
         if (k.startswith("hami.io/") and k.endswith((ALLOCATED_SUFFIX, "-devices-to-allocate")))
         or k in VENDOR_ANNOTATIONS
+        or k.startswith("huawei.com/Ascend")
     } | {"hami.io/vgpu-node"}
 
 
@@ -289,7 +350,7 @@ def compare_devices_per_node(case: dict[str, Any], hami: dict[str, Any], now: in
     vendors = hami.get("vendor_devices") or {}
     diffs = []
     mine = engine_allocations_per_node(case, sorted(set(nvidia) | set(vendors)), now)
-    dies = vastai_dies(case["items"])
+    dies = device_groups(case["items"])
     for name, allocated in mine.items():
         allocated = canonical(allocated, dies)
         if allocated is None:

@@ -1,5 +1,5 @@
 """HAMi's chart device config varied for one vendor family: its resources renamed, Hygon's
-`memoryFactor` changed. The cluster and pod of a case are renamed to match, as an operator's would
+`memoryFactor` changed, Ascend's `memoryFactor`, `superPod` and `hamiVnpuCore`. The cluster and pod of a case are renamed to match, as an operator's would
 be (the NVIDIA variants are test_hami_oracle_config's)."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ SECTIONS = {
     "amd": ("amd", NAME_KEYS),
     "enflame": ("enflame", ("resourceNameGCU",)),
     "vastai": ("vastai", NAME_KEYS[:1]),
+    "ascend": ("vnpus", ("resourceName", "resourceMemoryName", "resourceCoreName")),
 }
 
 
@@ -38,6 +39,8 @@ def variant(draw, family: str) -> tuple[Path, dict[str, str]]:
     config = yaml.safe_load(CHART_CONFIG.read_text())
     section, keys = SECTIONS[family]
     entries = config[section] if isinstance(config[section], list) else [config[section]]
+    if family == "ascend":
+        entries = config[section]["configs"]
     names: dict[str, str] = {}
     for entry in entries:
         for key in keys:
@@ -46,6 +49,11 @@ def variant(draw, family: str) -> tuple[Path, dict[str, str]]:
                 entry[key] = names[entry[key]]
     if family == "hygon":
         config["hygon"]["memoryFactor"] = draw(st.sampled_from([1, 2, 4]))
+    if family == "ascend":
+        config["vnpus"]["hamiVnpuCore"] = draw(st.booleans())
+        for entry in entries:
+            entry["memoryFactor"] = draw(st.sampled_from([1, 1, 2]))
+            entry["superPod"] = entry.get("superPod", False) != draw(st.sampled_from([False, False, True]))
     text = yaml.safe_dump(config, sort_keys=False).encode()
     path = CONFIG_DIR / f"device-config-{abs(hash(text))}.yaml"
     path.write_bytes(text)

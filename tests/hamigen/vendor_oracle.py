@@ -59,9 +59,22 @@ def prepared(case: dict[str, Any], config: Path = CHART_CONFIG) -> dict[str, Any
 
 def random_in_hami(pod: dict[str, Any]) -> bool:
     """The pod asks two backends (their order is Go's map order, in the webhook and in each
-    container's Fit), or Vastai (die groups of equal size are taken in map order)."""
+    container's Fit), or Vastai (die groups of equal size are taken in map order), or several
+    Ascend910 NPUs (network groups and 910C cards likewise: the shape is compared, model.canonical,
+    but which ones a container took changes what the next one finds)."""
     asked = backends_asked(pod)
-    return len(asked) > 1 or "Vastai" in asked
+    return len(asked) > 1 or "Vastai" in asked or several_npus(pod)
+
+
+def several_npus(pod: dict[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        res = c.get("resources") or {}
+        for name, value in {**(res.get("requests") or {}), **(res.get("limits") or {})}.items():
+            count = name.startswith("huawei.com/Ascend910") and not name.endswith(("-memory", "-core"))
+            if count and (value not in ("0", "1") or name.endswith("910C")):
+                return True
+    return False
 
 
 def backends_asked(pod: dict[str, Any]) -> set[str]:

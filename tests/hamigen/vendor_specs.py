@@ -247,6 +247,54 @@ VASTAI = Backend(
     },
 )
 
+
+def ascend(chip: str, devmem: int, aicore: int) -> Backend:
+    return Backend(
+        family="ascend",
+        common_word=chip,
+        count=f"huawei.com/{chip}",
+        memory=f"huawei.com/{chip}-memory",  # x memoryFactor (chart: 1, or unset)
+        cores=f"huawei.com/{chip}-core",  # default 0; only in the soft split (hami-core)
+        registration="json",
+        register_key=f"hami.io/node-register-{chip}",
+        handshake_key=f"hami.io/node-handshake-{chip}",
+        allocated=f"hami.io/{chip}-devices-allocated",
+        to_allocate=f"hami.io/{chip}-devices-to-allocate",
+        uuid_keys=(f"hami.io/use-{chip}-uuid", f"hami.io/no-use-{chip}-uuid"),
+        # The plugin writes its CommonWord as the type; the last is a type HAMi never offers.
+        models=((chip, devmem, aicore), (chip, devmem, 100), ("Ascend", devmem, aicore)),
+        extra_annotations=(f"huawei.com/{chip}", "predicate-time"),
+        source={
+            "keys": "ascend/device.go:83-110 (per vnpus.configs[] chip; needs --enable-ascend)",
+            "webhook": "ascend/device.go:119-196 (910C superPod 1 -> 2, odd refused; -core only in hami-core; "
+            "memory rounded to the smallest template, else memoryAllocatable, else refused; several "
+            "devices need the whole card)",
+            "registration": "ascend/device.go:198-216 (JSON; custominfo.NetworkID); plugin: "
+            "ascend-device-plugin internal/server/register.go (index i, type = CommonWord, NetworkID "
+            "0 for idx <= 3 else 1, 0 on the 910C; node annotation hami-vnpu-core true/false)",
+            "requests": "ascend/device.go:327-412 (memory x memoryFactor; cores default 0)",
+            "annotations": "ascend/device.go:218-258 (huawei.com/<chip> [{UUID,temp,memory,core}], predicate-time)",
+            "fit": "ascend/device.go:503-665 (ModeNotFit; soft split counts cores of 100; Ascend910* with "
+            "NetworkIDs: every card collected, largest network groups first, 682-733; 910C: whole cards "
+            "of two, 735-800)",
+            "score": "ascend/device.go:414-456 (share of the largest network group per container, x10)",
+        },
+    )
+
+
+# The chart's vnpus.configs[]: chip, memory the plugin registers, AI cores.
+ASCEND_CHIPS = (
+    ("Ascend910A", 32768, 30),
+    ("Ascend910B2", 65536, 24),
+    ("Ascend910B3", 65536, 20),
+    ("Ascend910B4-1", 65536, 20),
+    ("Ascend910B4", 32768, 20),
+    ("Ascend310P", 21527, 8),
+    ("Ascend910C", 65536, 20),
+)
+ASCEND_MODE = "huawei.com/vnpu-mode"
+ASCEND_NODE_MODE = "hami-vnpu-core"
+
 NVIDIA = Backend(
     family="nvidia",
     common_word="NVIDIA",
@@ -271,9 +319,10 @@ FAMILIES: dict[str, tuple[Backend, ...]] = {
     "amd": (AMD,),
     "enflame": (ENFLAME,),
     "vastai": (VASTAI,),
+    "ascend": tuple(ascend(*c) for c in ASCEND_CHIPS),
     "nvidia": (NVIDIA,),
 }
 VENDORS = tuple(FAMILIES)
 
 # Annotations HAMi writes that hold a time: compared for presence only.
-TIME_ANNOTATIONS = ("hami.io/vgpu-time", "mthreads.com/predicate-time")
+TIME_ANNOTATIONS = ("hami.io/vgpu-time", "mthreads.com/predicate-time", "predicate-time")

@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from hamigen import strategies as nvidia
-from hamigen.vendor_specs import CAMBRICON_LOCK, FAMILIES, METAX_TOPOLOGY, Backend
+from hamigen.vendor_specs import ASCEND_MODE, ASCEND_NODE_MODE, CAMBRICON_LOCK, FAMILIES, METAX_TOPOLOGY, Backend
 
 NAMESPACES = nvidia.NAMESPACES
 
@@ -45,8 +45,43 @@ def device_id(b: Backend, node: str, i: int) -> str:
 
 
 @st.composite
+def ascend_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
+    """NPUs as HAMi's Ascend plugin registers them (register.go): index i, its CommonWord as type,
+    numa 0, `custominfo.NetworkID` on Ascend910* chips (0 up to index 3, then 1; 0 on the 910C),
+    here also in other groups, missing on one NPU, not a number, or absent."""
+    n = draw(st.sampled_from([1, 2, 4, 4, 6, 8, 8, 8]))
+    model = draw(st.sampled_from(list(b.models[:-1]) * 4 + list(b.models[-1:])))
+    count = draw(st.sampled_from([1, 4, 7]))
+    networks = draw(st.sampled_from(["plugin"] * 3 + ["groups"] * 3 + ["none", "partial", "string"]))
+    if not b.common_word.startswith("Ascend910") and draw(st.booleans()):
+        networks = "none"
+    out = []
+    for i in range(n):
+        d: dict[str, Any] = {
+            "id": device_id(b, node, i),
+            "index": i,
+            "count": count,
+            "devmem": model[1],
+            "devcore": model[2],
+            "type": model[0],
+            "numa": 0,
+            "health": not one_in(draw, 9),
+        }
+        plugin_id = 0 if b.common_word == "Ascend910C" or i <= 3 else 1
+        network: Any = plugin_id if networks != "groups" else draw(st.sampled_from([0, 1, 2]))
+        if networks == "string" and i == 0:
+            network = str(network)
+        if networks != "none" and not (networks == "partial" and i == n - 1):
+            d["custominfo"] = {"NetworkID": network}
+        out.append(d)
+    return out
+
+
+@st.composite
 def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
     """Devices of a backend that registers a list (JSON or colon/comma)."""
+    if b.family == "ascend":
+        return draw(ascend_devices(b, node))
     n = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 4, 8]))
     # The last model of a backend is a type without the vendor's word (HAMi never offers it): rarer.
     weighted = list(b.models[:-1]) * 3 + list(b.models[-1:])
@@ -192,6 +227,8 @@ def vendor_node(draw, name: str, backends: list[Backend], now: int) -> tuple[dic
             capacity.update({k: v for k, v in cap.items() if v is not None})
             allocatable.update({k: v for k, v in alloc.items() if v is not None})
         seen[b.common_word] = devs
+    if any(b.family == "ascend" for b in backends) and not one_in(draw, 4):
+        ann[ASCEND_NODE_MODE] = draw(st.sampled_from(["true", "false", "false"]))
     obj = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -280,6 +317,14 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
         asked[b.cores] = draw(amount([None, None, 0, 10, 50, 100, 150]))
     elif b.family == "amd":
         asked[b.memory] = draw(amount([None, None, 0, 8000, 32768, 65536, 300000]))
+    elif b.family == "ascend":
+        asked[b.count] = draw(amount([1] * 6 + [2, 2, 2, 4, 4, 8, 3, 0]))
+        sizes = [None] * 4 + [0, 1000, 3000, 3072, 6000, 8192, 9000, 16384, 17000, 32768, 40000, 65536, 70000]
+        several = asked[b.count] not in ("0", "1")
+        # Several NPUs need the whole card but in the soft split: mostly no memory then.
+        asked[b.memory] = None if several and not one_in(draw, 4) else draw(amount(sizes))
+        # Cores are refused outside the soft split: rare.
+        asked[b.cores] = draw(amount([None] * 8 + [0, 5, 10, 50, 100, 150]))
         asked[b.cores] = draw(amount([None] * 8 + [1, 25, 50, 100, 100] * 2 + [0, 150]))
     return {k: v for k, v in asked.items() if v is not None}
 
@@ -334,6 +379,8 @@ def vendor_annotations(draw, asks: list[Backend], uuids: dict[str, list[str]]) -
                 out[key] = draw(
                     st.sampled_from(["x", uuids.get(b.common_word, ["x"])[0] if uuids.get(b.common_word) else "x"])
                 )
+    if any(b.family == "ascend" for b in asks) and draw(st.booleans()):
+        out[ASCEND_MODE] = draw(st.sampled_from(["hami-core", "hami-core", "hami-core", "other"]))
     if one_in(draw, 6):
         out["hami.io/gpu-scheduler-policy"] = draw(st.sampled_from(["mutex", "binpack", "spread", "mutex,binpack"]))
     if one_in(draw, 6):
@@ -360,7 +407,17 @@ def vendor_pod(draw, focus: list[Backend], partners: list[Backend], uuids: dict[
     spec: dict[str, Any] = {"containers": app}
     if init:
         spec["initContainers"] = init
+    soft_split = (metadata.get("annotations") or {}).get(ASCEND_MODE) == "hami-core"
+    if any(b.family == "ascend" for b in asked) and not soft_split and not one_in(draw, 5):
+        drop_ascend_cores(init + app)  # else most pods would be refused for them
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def drop_ascend_cores(containers: list[dict[str, Any]]) -> None:
+    for c in containers:
+        for part in (c.get("resources") or {}).values():
+            for name in [n for n in part if n.startswith("huawei.com/") and n.endswith("-core")]:
+                del part[name]
 
 
 # --- quotas and cases --------------------------------------------------------------------------
@@ -396,6 +453,8 @@ def vendor_cases(draw, family: str, partners: tuple[str, ...] = (), max_nodes: i
     """A cluster whose nodes register `family` (some beside a partner family) and a pod asking it."""
     now = int(time.time())
     focus = list(FAMILIES[family])
+    if family == "ascend":  # seven chips: a case draws one or two, so that its nodes share them
+        focus = draw(st.lists(st.sampled_from(focus), min_size=1, max_size=2, unique=True))
     partner_backends = [b for p in partners if p != family for b in FAMILIES[p]]
     nodes, residents, mixed = [], [], False
     uuids: dict[str, list[str]] = {}

@@ -55,6 +55,9 @@ pub const RESERVATION_EXPIRES_KEY: &str = "hami-fast.io/reservation-expires";
 /// is an update of the pod, which moves it out of kube-scheduler's unschedulable pods.
 pub const REQUEUED_KEY: &str = "hami-fast.io/requeued-at";
 
+/// Ascend: the node annotation saying whether its NPUs run the soft split (`"true"`).
+pub const VNPU_CORE_NODE_KEY: &str = "hami-vnpu-core";
+
 /// Every key above by its constant's name (exported to Python as `hami_fast._native.ANNOTATIONS`).
 pub const ALL: &[(&str, &str)] = &[
     ("REGISTER_KEY", REGISTER_KEY),

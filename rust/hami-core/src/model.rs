@@ -194,6 +194,8 @@ pub struct GpuNode {
     pub parked: Option<(Vec<Device>, Vec<Vec<i64>>)>,
     /// The cordon annotation, to rebuild the device list as it was registered.
     pub cordon: Option<String>,
+    /// The `hami-vnpu-core` annotation: whether its Ascend NPUs run the soft split.
+    pub vnpu_core: Option<String>,
 }
 
 impl GpuNode {

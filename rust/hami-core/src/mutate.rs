@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::k8s::{Container, Pod, Quantity, Resources};
 use crate::request::PodRequest;
 use crate::state::ClusterState;
-use crate::vendor::{Admission, Backends};
+use crate::vendor::{ascend, Admission, Backend, Backends};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -22,6 +22,8 @@ pub struct PatchOp {
 pub struct Mutation {
     pub has_resource: bool,
     pub ops: Vec<PatchOp>,
+    /// The runtime class of the first Ascend chip asked whose config names one.
+    pub vendor_runtime_class: Option<String>,
 }
 
 fn escape(segment: &str) -> String {
@@ -42,6 +44,18 @@ fn add_limit(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Ve
         PatchOp { op: "add", path: format!("{base}/resources"), value: json!({"limits": { name: q }}) }
     };
     resources.limits.get_or_insert_with(Default::default).insert(name.to_owned(), Quantity(q));
+    ops.push(op);
+}
+
+/// Sets a request, as [`add_limit`] a limit (the container has resources: it asks a device).
+fn set_request(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Vec<PatchOp>) {
+    let q = value.to_string();
+    let resources = c.resources.get_or_insert_with(Resources::default);
+    let op = match resources.requests {
+        None => PatchOp { op: "add", path: format!("{base}/resources/requests"), value: json!({ name: q }) },
+        Some(_) => PatchOp { op: "add", path: format!("{base}/resources/requests/{}", escape(name)), value: json!(q) },
+    };
+    resources.requests.get_or_insert_with(Default::default).insert(name.to_owned(), Quantity(q));
     ops.push(op);
 }
 
@@ -113,26 +127,45 @@ fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<P
 /// backends'; used by the webhook and `explain`.
 pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Result<Mutation> {
     let mut m = Mutation::default();
+    let soft_split = pod.metadata.annotations.get(ascend::MODE_KEY).is_some_and(|v| v == ascend::HAMI_CORE);
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops);
+        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m)?;
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
         let base = format!("/spec/containers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops);
+        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m)?;
     }
     Ok(m)
 }
 
 /// The other backends' `MutateAdmission`: whether the container asks for one (its count resource
 /// in the limits), and the defaults a backend sets ([`Admission`]).
-fn mutate_for_vendors(c: &mut Container, base: &str, backends: &Backends, ops: &mut Vec<PatchOp>) -> bool {
+fn mutate_for_vendors(
+    c: &mut Container,
+    base: &str,
+    backends: &Backends,
+    soft_split: bool,
+    m: &mut Mutation,
+) -> Result<bool> {
     let mut has = false;
+    let ops = &mut m.ops;
     for b in backends.iter() {
-        let Some(count) = c.resources().limit(&b.count_name).cloned() else { continue };
+        let Some(count) = c.resources().limit(&b.count_name).cloned() else {
+            if b.vnpu.as_deref().is_some_and(|v| v.overwrite_env) {
+                add_env(c, base, "ASCEND_VISIBLE_DEVICES", "", ops);
+            }
+            continue;
+        };
         has = true;
+        if let Some(vnpu) = b.vnpu.as_deref() {
+            admit_vnpu(c, base, b, vnpu, soft_split, ops)?;
+            if !vnpu.runtime_class_name.is_empty() && m.vendor_runtime_class.is_none() {
+                m.vendor_runtime_class = Some(vnpu.runtime_class_name.clone());
+            }
+        }
         if b.admission == Admission::CoresPerCardAndContainerName {
             if let Some(n) = count.as_int().filter(|n| *n > 1) {
                 add_limit(c, base, &b.core_name, n * 100, ops);
@@ -144,7 +177,45 @@ fn mutate_for_vendors(c: &mut Container, base: &str, backends: &Backends, ops: &
             }
         }
     }
-    has
+    Ok(has)
+}
+
+/// Ascend's webhook on a container asking a chip: its count and memory as HAMi rewrites them.
+fn admit_vnpu(
+    c: &mut Container,
+    base: &str,
+    b: &Backend,
+    vnpu: &ascend::Vnpu,
+    soft_split: bool,
+    ops: &mut Vec<PatchOp>,
+) -> Result<()> {
+    let res = c.resources();
+    let asked = ascend::AskedLimits {
+        count: res.limit(&b.count_name).and_then(ceil_value).unwrap_or(0),
+        memory: res.limit(&b.memory_name).and_then(ceil_value),
+        cores: (!b.core_name.is_empty()).then(|| res.get(&b.core_name).and_then(ceil_value)).flatten(),
+    };
+    let counted_in_requests = res.requests.as_ref().is_some_and(|r| r.contains_key(&b.count_name));
+    let admitted = ascend::admit(b, vnpu, asked, soft_split).map_err(|m| Error::invalid("", m))?;
+    if let Some(n) = admitted.count {
+        add_limit(c, base, &b.count_name, n, ops);
+        if counted_in_requests {
+            set_request(c, base, &b.count_name, n, ops);
+        }
+    }
+    if !b.memory_name.is_empty() {
+        add_limit(c, base, &b.memory_name, admitted.memory, ops);
+        set_request(c, base, &b.memory_name, admitted.memory, ops);
+    }
+    Ok(())
+}
+
+/// A quantity's value rounded up to an integer (Go's `Quantity.Value()`).
+fn ceil_value(q: &Quantity) -> Option<i64> {
+    q.as_int().or_else(|| {
+        let milli = crate::k8s::quantity::cpu_milli(&q.0)?;
+        Some(milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0))
+    })
 }
 
 /// What the webhook answers.
@@ -187,12 +258,9 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
                 return Verdict::Deny("pod has node assigned".into());
             }
         }
-        if pod.spec.runtime_class_name.is_none() && !cfg.runtime_class_name.is_empty() {
-            m.ops.push(PatchOp {
-                op: "add",
-                path: "/spec/runtimeClassName".into(),
-                value: json!(cfg.runtime_class_name),
-            });
+        let class = m.vendor_runtime_class.clone().or_else(|| Some(cfg.runtime_class_name.clone()));
+        if let Some(class) = class.filter(|c| pod.spec.runtime_class_name.is_none() && !c.is_empty()) {
+            m.ops.push(PatchOp { op: "add", path: "/spec/runtimeClassName".into(), value: json!(class) });
         }
     }
     // HAMi checks the quota of every pod, with or without a resource limit the webhook saw

@@ -13,7 +13,7 @@ pub use lock::{format_node_lock, parse_node_lock, NodeLock};
 pub use mig::{decode_mig_allocations, encode_mig_allocations, MigAllocation};
 pub use register::{
     decode_node_register, decode_pair_scores, decode_vendor_register, encode_node_register, Device, MigPlacement,
-    MigProfile,
+    MigProfile, NetworkId,
 };
 
 pub use crate::annotations::*;

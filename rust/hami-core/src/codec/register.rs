@@ -75,6 +75,9 @@ pub struct Device {
     pub mig_profiles: Vec<MigProfile>,
     #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_false")]
     pub health: bool,
+    /// `custominfo.NetworkID` (Ascend's plugin writes it: the NPU's network group).
+    #[serde(default, rename = "custominfo", deserialize_with = "network_id_of", skip_serializing)]
+    pub network: NetworkId,
     /// Which backend registered it: 0 NVIDIA, else the id of a [`crate::vendor::Backends`] entry.
     #[serde(skip)]
     pub vendor: u8,
@@ -149,7 +152,43 @@ fn decode_legacy_device(segment: &str) -> Result<Device> {
         mode,
         mig_profiles: Vec::new(),
         health,
+        network: NetworkId::Absent,
         vendor: 0,
+    })
+}
+
+/// A device's `custominfo.NetworkID` as HAMi's Ascend backend reads it: present or not, and a
+/// JSON number (truncated to an integer, Go's `int(float64)`) or something else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NetworkId {
+    /// No `custominfo`, or no `NetworkID` in it.
+    #[default]
+    Absent,
+    Number(i64),
+    /// Present but not a number: it counts as present, but in no group.
+    Other,
+}
+
+impl NetworkId {
+    pub fn is_present(self) -> bool {
+        self != Self::Absent
+    }
+
+    pub fn number(self) -> Option<i64> {
+        match self {
+            Self::Number(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// `custominfo` must be an object (or null) for the registration to decode, as Go's `map[string]any`.
+fn network_id_of<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<NetworkId, D::Error> {
+    let info = Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)?;
+    Ok(match info.as_ref().and_then(|m| m.get("NetworkID")) {
+        None => NetworkId::Absent,
+        Some(serde_json::Value::Number(n)) => NetworkId::Number(n.as_f64().map_or(0, |f| f as i64)),
+        Some(_) => NetworkId::Other,
     })
 }
 

@@ -10,7 +10,7 @@ use crate::k8s::extender::{ExtenderFilterResult, NodeItems};
 use crate::k8s::view::ObjectView;
 use crate::model::{GpuNode, MigHold};
 use crate::state::ClusterState;
-use crate::vendor::Backends;
+use crate::vendor::{ascend, Backends};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -53,6 +53,11 @@ pub fn allocation_annotations(
         let devices = encode_pod_devices_as_hami(placed.unwrap_or(&empty), padded);
         out.insert(backend.to_allocate_key.clone(), devices.clone());
         out.insert(backend.allocated_key.clone(), devices);
+        if let Some(vnpu) = backend.vnpu.as_deref() {
+            let runtime = ascend::runtime_annotation(vnpu, placed.unwrap_or(&empty), fit.vnpu_soft_split);
+            out.insert(format!("huawei.com/{}", backend.common_word), runtime);
+            out.insert(ascend::PREDICATE_TIME_KEY.to_owned(), now.to_string());
+        }
     }
     out
 }

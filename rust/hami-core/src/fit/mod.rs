@@ -4,6 +4,7 @@ pub mod mig;
 pub mod reason;
 pub mod standard;
 pub mod verdict;
+pub mod vnpu;
 
 use crate::codec::{ContainerDevice, MigAllocation, MigPlacement, PodDevices, VENDOR_NVIDIA};
 use crate::model::{
@@ -73,6 +74,8 @@ pub struct NodeFit {
     /// The MIG instances chosen, `container_index` being the slot in `slots` (init containers
     /// first); [`crate::filter::allocation_annotations`] renumbers them as HAMi writes them.
     pub mig: Vec<MigAllocation>,
+    /// The pod asks Ascend's soft split (its runtime annotation then names no template).
+    pub vnpu_soft_split: bool,
 }
 
 impl NodeFit {
@@ -131,7 +134,25 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
         }
         vendor.fit(node, &mut app.usage, &mut order, ctx, slot)?;
     }
-    Ok(NodeFit { score, slots, vendor: vendor.placed, mig })
+    let score = with_vendor_scores(score, node, &vendor.placed);
+    Ok(NodeFit { score, slots, vendor: vendor.placed, mig, vnpu_soft_split: vnpu::soft_split(ctx) })
+}
+
+/// The node's score with what the other backends' `ScoreNode` adds (Ascend's network groups), in
+/// HAMi's float32.
+fn with_vendor_scores(
+    base: f64,
+    node: &GpuNode,
+    placed: &[(std::sync::Arc<crate::vendor::Backend>, PodDevices)],
+) -> f64 {
+    let added: f32 = placed
+        .iter()
+        .filter_map(|(b, slots)| Some(vnpu::score(node, b.vnpu.as_deref()?, b.request_type(), slots)))
+        .sum();
+    if added == 0.0 {
+        return base;
+    }
+    f64::from(base as f32 + added)
 }
 
 /// The other vendors' placements of a pod on one node, container by container.
@@ -436,7 +457,8 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     let mut asking = request.vendor.iter().enumerate().filter(|(_, r)| !r.is_empty());
     let (slot, requests) = asking.next()?;
     let single = asking.next().is_none() && requests.len() == 1;
-    (single && !request.is_init(slot)).then(|| &requests[0])
+    // Ascend chooses among the cards that pass and scores the choice: walked in full.
+    (single && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
 }
 
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the

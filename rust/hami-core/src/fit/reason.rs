@@ -20,6 +20,7 @@ pub enum Reason {
     CardComputeUnitsExhausted,
     /// No MIG profile with the requested memory has a free placement on the GPU.
     CardMigTopologyInfeasible,
+    ModeNotFit,
     AllocatedCardsInsufficientRequest,
     NodeInsufficientDevice,
     NodeUnregistered,
@@ -29,7 +30,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 20;
     pub const ALL: [Reason; Self::COUNT] = [
         Self::CardNotHealth,
         Self::CardCordoned,
@@ -44,6 +45,7 @@ impl Reason {
         Self::CardInsufficientCore,
         Self::CardComputeUnitsExhausted,
         Self::CardMigTopologyInfeasible,
+        Self::ModeNotFit,
         Self::AllocatedCardsInsufficientRequest,
         Self::NodeInsufficientDevice,
         Self::NodeUnregistered,
@@ -67,6 +69,7 @@ impl Reason {
             Self::CardInsufficientCore => "CardInsufficientCore",
             Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
             Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
+            Self::ModeNotFit => "ModeNotFit",
             Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
             Self::NodeInsufficientDevice => "NodeInsufficientDevice",
             Self::NodeUnregistered => "node unregistered",
@@ -133,6 +136,8 @@ pub enum FitFailure {
     /// HAMi's `AddResourceUsage` found no MIG instance for a card Fit chose (the topology-aware
     /// choice can keep picks in another order than Fit checked them); the card's UUID.
     MigAllocation(String),
+    /// Too few whole 910C cards: HAMi writes how many NPUs the pairs gave, even 0, over the request.
+    Pairs { counts: ReasonCounts, picked: usize, request: usize },
 }
 
 impl FitFailure {
@@ -144,6 +149,11 @@ impl FitFailure {
             Self::Host(rs) => rs.clone(),
             // HAMi's ParseReason finds no "<n>/<m> <Reason>" entry in that message.
             Self::MigAllocation(_) => Vec::new(),
+            Self::Pairs { counts, .. } => {
+                let mut out: Vec<Reason> = counts.iter().map(|(r, _)| r).collect();
+                out.push(Reason::AllocatedCardsInsufficientRequest);
+                out
+            }
         }
     }
 }
@@ -160,6 +170,12 @@ impl fmt::Display for FitFailure {
             Self::Host(rs) => {
                 let words: Vec<&str> = rs.iter().map(|r| r.as_str()).collect();
                 f.write_str(&words.join(", "))
+            }
+            Self::Pairs { counts, picked, request } => {
+                let mut parts: Vec<String> = counts.iter().map(|(r, n)| format!("{n}/{request} {r}")).collect();
+                parts.push(format!("{picked}/{request} {}", Reason::AllocatedCardsInsufficientRequest));
+                parts.sort();
+                f.write_str(&parts.join(", "))
             }
             Self::MigAllocation(uuid) => {
                 write!(f, "AddResourceUsage failed for device {uuid}: MIG profile and placement allocation failed")

@@ -32,7 +32,10 @@ pub fn fit_request(
     if r.nums > typed.len() as i64 {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
-    let picked = walk(node, usage, &typed, r, backend, ctx)?;
+    let picked = match backend.vnpu.as_deref() {
+        Some(vnpu) => super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?,
+        None => walk(node, usage, &typed, r, backend, ctx)?,
+    };
     // HAMi adds the usage to the first device of that id in its sorted list (two backends may
     // register one id).
     for d in &picked {
@@ -47,7 +50,7 @@ pub fn fit_request(
 }
 
 /// HAMi's `getNodeResources`: the device's type contains the request's, ignoring case.
-fn of_type(device_type: &str, request_type: &str) -> bool {
+pub(super) fn of_type(device_type: &str, request_type: &str) -> bool {
     let (hay, needle) = (device_type.as_bytes(), request_type.as_bytes());
     needle.is_empty() || hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
 }
@@ -65,7 +68,7 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
             continue;
         }
         typed += 1;
-        match card_check(node, i, u, backend, ctx, memory_of(r, d), cores) {
+        match card_check(node, i, u, backend, ctx, memory_of(r, d), cores, false) {
             Some(reason) => reasons.bump(reason, 1),
             None => eligible += 1,
         }
@@ -103,37 +106,81 @@ fn walk(
     backend: &Backend,
     ctx: &PodContext,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
+    let scan = scan(node, usage, typed, r, backend, ctx, WalkRule::default());
+    if scan.complete {
+        return Ok(scan.picked.into_iter().map(|(_, d)| d).collect());
+    }
+    Err(scan.failure(typed.len()))
+}
+
+/// How a walk takes the cards that pass: the first `nums` (HAMi's standard Fit), or every one for a
+/// backend that chooses among them afterwards; and whether the card's cores count as 100 (Ascend's
+/// soft split).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct WalkRule {
+    pub collect_all: bool,
+    pub soft_split: bool,
+}
+
+/// The cards a walk took (node device index and the entry written), and why the others failed.
+pub(super) struct Scan {
+    pub picked: Vec<(usize, ContainerDevice)>,
+    pub reasons: ReasonCounts,
+    /// The request's `nums` cards were taken (never set when collecting all).
+    pub complete: bool,
+}
+
+impl Scan {
+    /// HAMi's reason when too few cards were taken.
+    pub fn failure(mut self, cards: usize) -> FitFailure {
+        if !self.picked.is_empty() {
+            self.reasons.bump(Reason::AllocatedCardsInsufficientRequest, self.picked.len());
+        }
+        FitFailure::Cards { counts: self.reasons, cards }
+    }
+}
+
+pub(super) fn scan(
+    node: &GpuNode,
+    usage: &[DeviceUsage],
+    typed: &[usize],
+    r: &VendorRequest,
+    backend: &Backend,
+    ctx: &PodContext,
+    rule: WalkRule,
+) -> Scan {
     let cores = r.coresreq.min(100);
     let mut need = r.nums;
-    let mut picked = Vec::new();
-    let mut reasons = ReasonCounts::default();
+    let mut scan = Scan { picked: Vec::new(), reasons: ReasonCounts::default(), complete: false };
     for &i in typed.iter().rev() {
         let (d, u) = (&node.devices[i], &usage[i]);
         let memreq = memory_of(r, d);
-        if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores) {
-            reasons.bump(reason, 1);
+        if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores, rule.soft_split) {
+            scan.reasons.bump(reason, 1);
             continue;
         }
         if need > 0 {
-            need -= 1;
+            if !rule.collect_all {
+                need -= 1;
+            }
             let usedmem = if backend.checks == FitChecks::SlotsOnly { 0 } else { memreq as i32 };
-            picked.push(ContainerDevice {
+            let entry = ContainerDevice {
                 uuid: d.id.clone(),
                 device_type: backend.request_type().to_owned(),
                 usedmem,
                 usedcores: cores as i32,
-            });
+            };
+            scan.picked.push((i, entry));
         }
-        if need == 0 {
-            return Ok(picked);
+        if need == 0 && !rule.collect_all {
+            scan.complete = true;
+            return scan;
         }
     }
-    if !picked.is_empty() {
-        reasons.bump(Reason::AllocatedCardsInsufficientRequest, picked.len());
-    }
-    Err(FitFailure::Cards { counts: reasons, cards: typed.len() })
+    scan
 }
 
+#[allow(clippy::too_many_arguments)]
 fn card_check(
     node: &GpuNode,
     i: usize,
@@ -142,10 +189,12 @@ fn card_check(
     ctx: &PodContext,
     memreq: i64,
     cores: i64,
+    soft_split: bool,
 ) -> Option<Reason> {
     let (d, hot) = (&node.devices[i], &node.hot[i]);
     let hints = ctx.hints;
-    let (total_mem, total_core) = (i64::from(d.devmem), i64::from(d.devcore));
+    let total_core = if soft_split { 100 } else { i64::from(d.devcore) };
+    let total_mem = i64::from(d.devmem);
     if !hot.has(HEALTHY) {
         Some(Reason::CardNotHealth)
     } else if hot.has(RESERVED) {

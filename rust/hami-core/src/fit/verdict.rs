@@ -43,6 +43,7 @@ impl FitFailure {
             Self::Node(r) => *r,
             Self::Host(rs) => rs.first().copied().unwrap_or(Reason::InsufficientCpu),
             Self::MigAllocation(_) => Reason::CardMigTopologyInfeasible,
+            Self::Pairs { .. } => Reason::AllocatedCardsInsufficientRequest,
         }
     }
 

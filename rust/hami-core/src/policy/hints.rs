@@ -74,9 +74,10 @@ pub struct PodHints {
     pub vendor_filters: Vec<(String, String)>,
 }
 
-/// A use/nouse type or UUID annotation of a vendor other than NVIDIA.
+/// A use/nouse type or UUID annotation of a vendor other than NVIDIA, or Ascend's vNPU mode.
 fn is_vendor_filter(key: &str) -> bool {
-    !key.starts_with("nvidia.com/") && (key.ends_with("type") || key.ends_with("uuid")) && key.contains("use-")
+    key == crate::vendor::ascend::MODE_KEY
+        || !key.starts_with("nvidia.com/") && (key.ends_with("type") || key.ends_with("uuid")) && key.contains("use-")
 }
 
 fn parse_go_bool(value: &str) -> bool {

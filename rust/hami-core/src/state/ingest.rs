@@ -179,6 +179,8 @@ impl ClusterState {
             self.vendor_devices(&view.metadata.name, &view.metadata.annotations, &status, &was_member);
         let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations, vendor_devices);
         fresh.vendor_members = members;
+        fresh.vnpu_core =
+            view.metadata.annotations.vendor_value(crate::annotations::VNPU_CORE_NODE_KEY).map(str::to_owned);
         let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
         fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
         fresh.registration.requesting_keys = view.metadata.annotations.requesting_keys;

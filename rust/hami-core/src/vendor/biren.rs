@@ -24,6 +24,7 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         register_format: RegisterFormat::Json,
         devcore: Some(100),
         fixed_request: None,
+        vnpu: None,
         checks: FitChecks::SlotsOnly,
     })
 }

@@ -25,6 +25,7 @@ pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
         register_format: RegisterFormat::Capacity { devmem: 100, devcore: 100 },
         devcore: None,
         fixed_request: Some((100, 100)),
+        vnpu: None,
         checks: FitChecks::Exclusive,
     })
 }

@@ -25,6 +25,7 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         register_format: RegisterFormat::Legacy,
         devcore: None,
         fixed_request: None,
+        vnpu: None,
         checks: FitChecks::Standard,
     })
 }

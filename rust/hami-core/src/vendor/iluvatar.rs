@@ -29,6 +29,7 @@ pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
                 register_format: RegisterFormat::Legacy,
                 devcore: None,
                 fixed_request: None,
+                vnpu: None,
                 checks: FitChecks::Standard,
             }
         })

@@ -5,6 +5,8 @@
 //! request it, how a request is read, and which of the standard Fit's checks it applies. The
 //! backends a device config sets up are [`Backends::from_config`].
 
+pub mod ascend;
+pub mod ascend_topology;
 mod biren;
 mod enflame;
 mod hygon;
@@ -54,6 +56,9 @@ pub enum Admission {
     /// A count over 1 sets the core limit to 100 per card; the container's name goes into
     /// `SOL_CONTINER_NAME` unless set (Iluvatar).
     CoresPerCardAndContainerName,
+    /// Ascend's: memory rounded to a vNPU template, 910C pairs, the soft split's rules
+    /// ([`ascend::admit`]).
+    Vnpu,
 }
 
 /// One non-NVIDIA backend HAMi's scheduler runs, as data.
@@ -84,6 +89,8 @@ pub struct Backend {
     pub checks: FitChecks,
     /// A request whose memory (MiB) and cores are fixed whatever the container asks (Enflame GCU).
     pub fixed_request: Option<(i64, i64)>,
+    /// Ascend's vNPU rules: templates, the soft split, network groups and 910C pairs.
+    pub vnpu: Option<Box<ascend::Vnpu>>,
 }
 
 impl Backend {
@@ -116,6 +123,9 @@ impl Backends {
         list.extend(enflame::gcu_backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
+        }
+        if config.vendors.enable_ascend {
+            list.extend(ascend::backends(devices));
         }
         Self(list.into_iter().map(std::sync::Arc::new).collect())
     }

@@ -10,6 +10,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VendorRequest {
     pub backend: Arc<Backend>,
+    /// The backend's id in the cluster's [`Backends`] (its devices carry it); 0 when read without them.
+    pub backend_id: u8,
     pub nums: i64,
     pub memreq: i64,
     pub mem_percentage: i64,
@@ -27,7 +29,13 @@ pub fn vendor_requests(pod: &Pod, backends: &Backends) -> Vec<Vec<VendorRequest>
         .init_containers
         .iter()
         .chain(&pod.spec.containers)
-        .map(|c| backends.iter().filter_map(|b| container_request(c, b)).collect())
+        .map(|c| {
+            backends
+                .with_ids()
+                .zip(backends.iter())
+                .filter_map(|((id, _), b)| container_request(c, b).map(|r| VendorRequest { backend_id: id, ..r }))
+                .collect()
+        })
         .collect();
     if per_container.iter().all(Vec::is_empty) {
         return Vec::new();
@@ -44,7 +52,7 @@ pub fn container_request(c: &Container, b: &Arc<Backend>) -> Option<VendorReques
         return None;
     }
     if let Some((memreq, coresreq)) = b.fixed_request {
-        return Some(VendorRequest { backend: b.clone(), nums, memreq, mem_percentage: 100, coresreq });
+        return Some(VendorRequest { backend: b.clone(), backend_id: 0, nums, memreq, mem_percentage: 100, coresreq });
     }
     let memreq = memory(res.get(&b.memory_name), b)?;
     let coresreq = match res.get(&b.core_name).and_then(Quantity::as_int) {
@@ -53,7 +61,7 @@ pub fn container_request(c: &Container, b: &Arc<Backend>) -> Option<VendorReques
         Some(c) => c,
     };
     let mem_percentage = if memreq == 0 { 100 } else { 0 };
-    Some(VendorRequest { backend: b.clone(), nums, memreq, mem_percentage, coresreq })
+    Some(VendorRequest { backend: b.clone(), backend_id: 0, nums, memreq, mem_percentage, coresreq })
 }
 
 /// The memory asked, in MiB; `None` when out of range (the request is dropped).
