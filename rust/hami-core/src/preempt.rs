@@ -167,7 +167,8 @@ pub fn choose_victims(
     let mut names = nodes.to_vec();
     names.sort_unstable();
     names.dedup();
-    let (mut best, mut any_lower): (Option<((i32, i64, usize), Choice)>, bool) = (None, false);
+    let mut best: Option<(Rank, Choice)> = None;
+    let mut any_lower = false;
     let mut found = 0;
     for node in names {
         if found == PREEMPT_CANDIDATES {
@@ -198,9 +199,12 @@ pub fn choose_victims(
     }
 }
 
+/// A node's rank as a preemption target: lower is better.
+type Rank = (i32, i64, usize);
+
 /// kube-scheduler's order of candidate nodes, after PDB violations (checked at eviction here):
 /// lowest highest priority, lowest shifted sum, fewest; node names break ties (nodes come in order).
-fn rank(victims: &[Victim]) -> (i32, i64, usize) {
+fn rank(victims: &[Victim]) -> Rank {
     let highest = victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN);
     let sum = victims.iter().map(|v| i64::from(v.priority) + (1 << 31)).sum();
     (highest, sum, victims.len())
