@@ -60,6 +60,10 @@ def gone(api, name: str) -> bool:
     return bool(found["metadata"].get("deletionTimestamp"))
 
 
+def reasons_of(api, name: str) -> set[str]:
+    return {e["reason"] for e in events_for(api, name)}
+
+
 def test_a_high_priority_pod_evicts_the_low_priority_holder_and_binds_on_its_gpu(cluster, node):
     api = cluster.api
     api.create(pods_path(), pod("holder-low", "e2e-low"))
@@ -69,9 +73,9 @@ def test_a_high_priority_pod_evicts_the_low_priority_holder_and_binds_on_its_gpu
     bound = wait_bound(cluster, "urgent", timeout=120)
     assert bound["spec"]["nodeName"] == node
     assert gone(api, "holder-low")
-    reasons = {e["reason"] for e in events_for(api, "holder-low")}
-    assert "Preempted" in reasons, reasons
-    assert "Preempting" in {e["reason"] for e in events_for(api, "urgent")}
+    # Events are posted in the background, after the eviction.
+    wait_for("a Preempted event on the victim", lambda: "Preempted" in reasons_of(api, "holder-low"), timeout=30)
+    wait_for("a Preempting event on the preemptor", lambda: "Preempting" in reasons_of(api, "urgent"), timeout=30)
     # The pod of equal priority evicted no one and is still pending.
     _alive(cluster)
     same = get_pod(api, "same-low")
