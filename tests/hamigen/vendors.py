@@ -211,6 +211,10 @@ def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
     return next((d["type"] for d in devs if d["id"] == uuid), "AMD")
 
 
+# Cores a resident holds per device: AMD's are compute units (a card has 104 to 304 of them).
+RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304]}
+
+
 @st.composite
 def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, Any]]) -> dict[str, Any]:
     """A pod HAMi placed earlier, holding devices of `b` through its allocated annotation."""
@@ -226,7 +230,7 @@ def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, An
             picks = draw(st.lists(st.sampled_from([*uuids, "gone-uuid"]), min_size=k, max_size=k, unique=True))
             res = {"limits": {b.count: str(len(picks))}}
         mem = draw(st.sampled_from([0, 1024, 4096, 8192, 16384, 65536]))
-        cores = draw(st.sampled_from([0, 0, 10, 50, 100]))
+        cores = draw(st.sampled_from(RESIDENT_CORES.get(b.family, [0, 0, 10, 50, 100])))
         slots.append("".join(f"{u},{slot_type(b, u, devs)},{mem},{cores}:" for u in picks) + ";")
         containers.append({"name": f"c{c}", "image": "x", **({"resources": res} if res else {})})
     annotations = {"hami.io/vgpu-node": node, b.allocated: "".join(slots)}

@@ -116,21 +116,29 @@ pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Resul
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops);
+        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops)?;
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
         let base = format!("/spec/containers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops);
+        m.has_resource |= mutate_for_vendors(c, &base, backends, &mut m.ops)?;
     }
     Ok(m)
 }
 
 /// The other backends' `MutateAdmission`: whether the container asks for one (its count resource
-/// in the limits), and the defaults a backend sets ([`Admission`]).
-fn mutate_for_vendors(c: &mut Container, base: &str, backends: &Backends, ops: &mut Vec<PatchOp>) -> bool {
+/// in the limits), and the defaults a backend sets ([`Admission`]); `Err` with the message HAMi
+/// fails the pod with.
+fn mutate_for_vendors(c: &mut Container, base: &str, backends: &Backends, ops: &mut Vec<PatchOp>) -> Result<bool> {
     let mut has = false;
     for b in backends.iter() {
+        if b.admission == Admission::CorePercent {
+            if let Some(message) = crate::vendor::amd::admission_error(c, b) {
+                return Err(Error::invalid("", message));
+            }
+            has |= crate::vendor::amd::routes(c, b);
+            continue;
+        }
         let Some(count) = c.resources().limit(&b.count_name).cloned() else { continue };
         has = true;
         if b.admission == Admission::CoresPerCardAndContainerName {
@@ -144,7 +152,7 @@ fn mutate_for_vendors(c: &mut Container, base: &str, backends: &Backends, ops: &
             }
         }
     }
-    has
+    Ok(has)
 }
 
 /// What the webhook answers.

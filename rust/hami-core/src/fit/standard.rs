@@ -6,7 +6,7 @@ use crate::codec::ContainerDevice;
 use crate::model::{DeviceUsage, GpuNode, HEALTHY, RESERVED};
 use crate::policy::device::{sort_devices, vendor_device_score};
 use crate::request::VendorRequest;
-use crate::vendor::{Backend, FitChecks};
+use crate::vendor::{amd, Backend, FitChecks};
 
 /// Places one vendor request of a container: HAMi sorts the node's whole device list by the GPU
 /// policy, keeps the devices whose type contains the request's type, and walks them from the end.
@@ -57,7 +57,6 @@ fn of_type(device_type: &str, request_type: &str) -> bool {
 /// in, so the cards are counted, not sorted. The chosen node alone needs the ordered walk.
 pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<f64, FitFailure> {
     let backend = &*r.backend;
-    let cores = r.coresreq.min(100);
     let (mut typed, mut eligible) = (0usize, 0usize);
     let mut reasons = ReasonCounts::default();
     for (i, (d, u)) in node.devices.iter().zip(&node.usage).enumerate() {
@@ -65,7 +64,8 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
             continue;
         }
         typed += 1;
-        match card_check(node, i, u, backend, ctx, memory_of(r, d), cores) {
+        let (memreq, cores) = share(r, d, backend);
+        match card_check(node, i, u, backend, ctx, memreq, cores) {
             Some(reason) => reasons.bump(reason, 1),
             None => eligible += 1,
         }
@@ -81,6 +81,17 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
         reasons.bump(Reason::AllocatedCardsInsufficientRequest, eligible);
     }
     Err(FitFailure::Cards { counts: reasons, cards: typed })
+}
+
+/// What a request takes of one card, (MiB, cores), as its backend counts them; cores the card
+/// cannot give are `i64::MAX` (no card has that many free).
+fn share(r: &VendorRequest, d: &crate::codec::Device, backend: &Backend) -> (i64, i64) {
+    if backend.checks == FitChecks::ComputeUnits {
+        let (total_mem, total_core) = (i64::from(d.devmem), i64::from(d.devcore));
+        let memory = amd::card_memory(r.memreq, total_mem);
+        return (memory, amd::card_cores(r.coresreq, memory, total_mem, total_core).unwrap_or(i64::MAX));
+    }
+    (memory_of(r, d), r.coresreq.min(100))
 }
 
 /// The memory a request takes of one card: its MiB, else its share of the card.
@@ -103,13 +114,12 @@ fn walk(
     backend: &Backend,
     ctx: &PodContext,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
-    let cores = r.coresreq.min(100);
     let mut need = r.nums;
     let mut picked = Vec::new();
     let mut reasons = ReasonCounts::default();
     for &i in typed.iter().rev() {
         let (d, u) = (&node.devices[i], &usage[i]);
-        let memreq = memory_of(r, d);
+        let (memreq, cores) = share(r, d, backend);
         if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores) {
             reasons.bump(reason, 1);
             continue;
@@ -119,7 +129,7 @@ fn walk(
             let usedmem = if backend.checks == FitChecks::SlotsOnly { 0 } else { memreq as i32 };
             picked.push(ContainerDevice {
                 uuid: d.id.clone(),
-                device_type: backend.request_type().to_owned(),
+                device_type: entry_type(backend, d).to_owned(),
                 usedmem,
                 usedcores: cores as i32,
             });
@@ -162,6 +172,8 @@ fn card_check(
         Some(Reason::ExclusiveDeviceAllocateConflict)
     } else if backend.checks == FitChecks::SlotsOnly {
         None
+    } else if backend.checks == FitChecks::ComputeUnits {
+        capacity_check(total_mem - u.usedmem, total_core - u.usedcores, memreq, cores)
     } else if total_mem - u.usedmem < memreq {
         Some(Reason::CardInsufficientMemory)
     } else if total_core - u.usedcores < cores {
@@ -172,6 +184,25 @@ fn card_check(
         Some(Reason::CardComputeUnitsExhausted)
     } else {
         None
+    }
+}
+
+/// Free memory, then free cores, and nothing more.
+fn capacity_check(free_mem: i64, free_cores: i64, memreq: i64, cores: i64) -> Option<Reason> {
+    if free_mem < memreq {
+        Some(Reason::CardInsufficientMemory)
+    } else if free_cores < cores {
+        Some(Reason::CardInsufficientCore)
+    } else {
+        None
+    }
+}
+
+/// The type an allocation entry names: the request's, or the card's own model (AMD).
+fn entry_type<'a>(backend: &'a Backend, d: &'a crate::codec::Device) -> &'a str {
+    match backend.checks {
+        FitChecks::ComputeUnits => &d.device_type,
+        _ => backend.request_type(),
     }
 }
 

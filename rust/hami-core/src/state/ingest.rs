@@ -210,7 +210,7 @@ impl ClusterState {
         let mut members = Vec::new();
         let mut skipped = None;
         for (id, backend) in self.backends.with_ids() {
-            if !vendor_registered(backend, ann, was_member.contains(&id)) {
+            if !vendor_registered(backend, ann, status, was_member.contains(&id)) {
                 continue;
             }
             members.push(id);
@@ -401,7 +401,19 @@ fn mig_holds(value: Option<&str>) -> Box<[crate::model::MigHold]> {
 /// pass; one whose request is pending keeps what it had (a HAMi just started has nothing yet).
 /// HAMi's removal of a node whose request went unanswered for a minute without allocatable
 /// devices is not modelled for these backends.
-fn vendor_registered(backend: &crate::vendor::Backend, ann: &crate::k8s::view::HamiAnnotations, was: bool) -> bool {
+///
+/// A backend whose health is its capacity (AMD) is held while the node's capacity of its count
+/// resource is a non-zero integer.
+fn vendor_registered(
+    backend: &crate::vendor::Backend,
+    ann: &crate::k8s::view::HamiAnnotations,
+    status: &NodeStatusView,
+    was: bool,
+) -> bool {
+    if backend.health == crate::vendor::Health::Capacity {
+        let count = status.capacity.get(&backend.count_name).map_or(Some(0), crate::k8s::Quantity::as_int);
+        return count.is_some_and(|c| c != 0);
+    }
     if backend.handshake_key.is_empty() {
         return true;
     }

@@ -25,5 +25,6 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         devcore: Some(100),
         fixed_request: None,
         checks: FitChecks::SlotsOnly,
+        ..Backend::default()
     })
 }

@@ -26,5 +26,6 @@ pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
         devcore: None,
         fixed_request: Some((100, 100)),
         checks: FitChecks::Exclusive,
+        ..Backend::default()
     })
 }

@@ -26,5 +26,6 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         devcore: None,
         fixed_request: None,
         checks: FitChecks::Standard,
+        ..Backend::default()
     })
 }

@@ -30,6 +30,7 @@ pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
                 devcore: None,
                 fixed_request: None,
                 checks: FitChecks::Standard,
+                ..Backend::default()
             }
         })
         .collect()

@@ -5,6 +5,7 @@
 //! request it, how a request is read, and which of the standard Fit's checks it applies. The
 //! backends a device config sets up are [`Backends::from_config`].
 
+pub mod amd;
 mod biren;
 mod enflame;
 mod hygon;
@@ -23,12 +24,19 @@ pub enum MemoryUnit {
     Fixed(i64),
 }
 
+impl Default for MemoryUnit {
+    fn default() -> Self {
+        Self::Factor(1)
+    }
+}
+
 /// How a backend's device plugin writes its register annotation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RegisterFormat {
     /// HAMi's `UUID,count,mem,core,type,numa,health[,index,mode]:` form (`DecodeNodeDevices`).
     Legacy,
     /// A JSON array of devices (`UnMarshalNodeDevices`).
+    #[default]
     Json,
     /// No annotation: one device per unit of the count resource's capacity, named
     /// `<node>-<word>-<i>`, with this memory and these cores (Enflame GCU).
@@ -36,28 +44,58 @@ pub enum RegisterFormat {
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FitChecks {
     /// Health, type, UUID, slots, mutex, memory, cores, exclusive use, compute exhausted.
+    #[default]
     Standard,
     /// Health, type, UUID, slots and mutex only; no memory or cores are granted (Biren).
     SlotsOnly,
     /// Health and type, then a card anyone uses is refused (Enflame GCU: whole cards).
     Exclusive,
+    /// Health, type, UUID, slots, mutex, then memory (none asked: the whole card) and cores as a
+    /// share of the card's compute units ([`amd::card_cores`]); no exclusive or exhausted rule, and
+    /// the device's own type in the allocation (AMD).
+    ComputeUnits,
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
     /// Nothing more (Hygon).
+    #[default]
     Route,
     /// A count over 1 sets the core limit to 100 per card; the container's name goes into
     /// `SOL_CONTINER_NAME` unless set (Iluvatar).
     CoresPerCardAndContainerName,
+    /// The core limit must be an integer percentage 1..=100 (else the webhook fails the pod); the
+    /// memory or core resource alone also routes the pod (AMD).
+    CorePercent,
+}
+
+/// How a backend reads a container's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestFormat {
+    /// Limits, then requests; memory in [`MemoryUnit`]s; `default_cores` when none is named.
+    #[default]
+    Standard,
+    /// Limits only; memory in MiB; cores a percentage 1..=100, 100 when none is named; a value
+    /// out of range drops the request ([`amd::container_request`]).
+    CorePercent,
+}
+
+/// When HAMi keeps a node's devices of a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Health {
+    /// By the handshake annotation, if the backend has one.
+    #[default]
+    Handshake,
+    /// While the node's capacity of the count resource is above 0 (AMD).
+    Capacity,
 }
 
 /// One non-NVIDIA backend HAMi's scheduler runs, as data.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Backend {
     /// HAMi's `CommonWord`: the request type, and the key of its devices in HAMi's maps.
     pub common_word: String,
@@ -84,6 +122,8 @@ pub struct Backend {
     pub checks: FitChecks,
     /// A request whose memory (MiB) and cores are fixed whatever the container asks (Enflame GCU).
     pub fixed_request: Option<(i64, i64)>,
+    pub request_format: RequestFormat,
+    pub health: Health,
 }
 
 impl Backend {
@@ -114,6 +154,7 @@ impl Backends {
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
+        list.extend(amd::backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
