@@ -52,7 +52,9 @@ def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
     weighted = list(b.models[:-1]) * 3 + list(b.models[-1:])
     model = draw(st.sampled_from(weighted))
     split = draw(st.sampled_from([1, 4, 10]))
-    die = b is FAMILIES["vastai"][0] and draw(st.booleans())
+    # Vastai: whole cards (no custominfo) or dies of cards (AIC); now and then a plugin's other
+    # custominfo shapes, which HAMi's die mode and die-mode score read differently.
+    strategy = draw(st.sampled_from(VASTAI_STRATEGIES)) if b is FAMILIES["vastai"][0] else "card"
     per_card = draw(st.sampled_from([1, 2, 4]))
     out = []
     for i in range(n):
@@ -68,10 +70,23 @@ def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
             "mode": "hami-core",
             "health": not one_in(draw, 10),
         }
-        if die:
-            d["custominfo"] = {"DeviceStrategy": "die", "AIC": str(i // per_card)}
+        if strategy != "card":
+            d["custominfo"] = vastai_info(draw, strategy, str(i // per_card))
         out.append(d)
     return out
+
+
+VASTAI_STRATEGIES = ["card"] * 4 + ["die"] * 4 + ["named-card", "aic-only"]
+
+
+def vastai_info(draw, strategy: str, card: str) -> dict[str, Any]:
+    """A Vastai device's custominfo (vastai/device.go: DeviceStrategy and AIC); a die without its
+    card now and then (HAMi's combination leaves it out)."""
+    if strategy == "named-card":
+        return {"DeviceStrategy": "card", "AIC": card}
+    if strategy == "aic-only":
+        return {"AIC": card}
+    return {"DeviceStrategy": "die"} if one_in(draw, 15) else {"DeviceStrategy": "die", "AIC": card}
 
 
 def colon_encoded(devs: list[dict[str, Any]], short: list[bool]) -> str:

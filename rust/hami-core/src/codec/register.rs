@@ -75,6 +75,9 @@ pub struct Device {
     pub mig_profiles: Vec<MigProfile>,
     #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_false")]
     pub health: bool,
+    /// A vendor plugin's own facts about the device (Vastai's die mode: `DeviceStrategy`, `AIC`).
+    #[serde(default, rename = "custominfo", skip_serializing_if = "Option::is_none")]
+    pub custom_info: Option<Box<serde_json::Map<String, serde_json::Value>>>,
     /// Which backend registered it: 0 NVIDIA, else the id of a [`crate::vendor::Backends`] entry.
     #[serde(skip)]
     pub vendor: u8,
@@ -149,6 +152,7 @@ fn decode_legacy_device(segment: &str) -> Result<Device> {
         mode,
         mig_profiles: Vec::new(),
         health,
+        custom_info: None,
         vendor: 0,
     })
 }

@@ -131,6 +131,9 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
         }
         vendor.fit(node, &mut app.usage, &mut order, ctx, slot)?;
     }
+    // HAMi adds the backends' ScoreNode to the node's score in float32.
+    let extra = standard::vendor_scores(node, &vendor.placed, ctx);
+    let score = if extra == 0.0 { score } else { f64::from(score as f32 + extra) };
     Ok(NodeFit { score, slots, vendor: vendor.placed, mig })
 }
 
@@ -145,6 +148,18 @@ impl<'r> VendorSlots<'r> {
         Self { request, placed: Vec::new() }
     }
 
+    /// The devices of `backend` the pod's earlier containers of `slot`'s phase (init or app) took,
+    /// for a backend whose Fit reads them (HAMi passes Fit the phase's allocations so far).
+    fn held_in_phase(&self, backend: &crate::vendor::Backend, slot: usize) -> Vec<&str> {
+        if backend.checks != crate::vendor::FitChecks::SameDevices {
+            return Vec::new();
+        }
+        let init = self.request.init_count;
+        let phase = if slot < init { 0..slot } else { init..slot };
+        let Some((_, placed)) = self.placed.iter().find(|(b, _)| **b == *backend) else { return Vec::new() };
+        placed[phase].iter().flatten().map(|d| d.uuid.as_str()).collect()
+    }
+
     /// Places container `slot`'s vendor requests after its NVIDIA one (HAMi takes a container's
     /// requests in Go map order; the backends' devices are disjoint, so only ties could differ).
     fn fit(
@@ -156,7 +171,8 @@ impl<'r> VendorSlots<'r> {
         slot: usize,
     ) -> Result<(), FitFailure> {
         for r in self.request.vendor_requests(slot) {
-            let devices = standard::fit_request(node, usage, order, r, ctx)?;
+            let held = self.held_in_phase(&r.backend, slot);
+            let devices = standard::fit_request(node, usage, order, r, ctx, &held)?;
             let at = match self.placed.iter().position(|(b, _)| b == &r.backend) {
                 Some(at) => at,
                 None => {
@@ -436,7 +452,9 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     let mut asking = request.vendor.iter().enumerate().filter(|(_, r)| !r.is_empty());
     let (slot, requests) = asking.next()?;
     let single = asking.next().is_none() && requests.len() == 1;
-    (single && !request.is_init(slot)).then(|| &requests[0])
+    // A backend that scores the node by the devices taken needs them picked.
+    let unscored = requests.first().is_some_and(|r| r.backend.score == crate::vendor::NodeScore::Zero);
+    (single && unscored && !request.is_init(slot)).then(|| &requests[0])
 }
 
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the
@@ -456,7 +474,7 @@ pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Resu
         if plain && usable && fits_capacity(h, u, r.resolved_memory(i64::from(h.devmem)), cores, mutex) {
             eligible += 1;
             if eligible >= nums {
-                return Ok(node_score(&node.totals));
+                return Ok(standard::with_tables(node_score(&node.totals), node, ctx));
             }
         } else if !plain {
             break;
@@ -501,7 +519,7 @@ fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: u
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     if eligible >= nums {
-        return Ok(node_score(&node.totals));
+        return Ok(standard::with_tables(node_score(&node.totals), node, ctx));
     }
     if eligible > 0 {
         reasons.bump(Reason::AllocatedCardsInsufficientRequest, eligible);

@@ -20,6 +20,8 @@ pub enum Reason {
     CardComputeUnitsExhausted,
     /// No MIG profile with the requested memory has a free placement on the GPU.
     CardMigTopologyInfeasible,
+    /// A backend's own rule refused the card (MetaX GPU: another card than the pod's earlier ones).
+    CardNotFoundCustomFilterRule,
     AllocatedCardsInsufficientRequest,
     NodeInsufficientDevice,
     NodeUnregistered,
@@ -29,7 +31,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 20;
     pub const ALL: [Reason; Self::COUNT] = [
         Self::CardNotHealth,
         Self::CardCordoned,
@@ -44,6 +46,7 @@ impl Reason {
         Self::CardInsufficientCore,
         Self::CardComputeUnitsExhausted,
         Self::CardMigTopologyInfeasible,
+        Self::CardNotFoundCustomFilterRule,
         Self::AllocatedCardsInsufficientRequest,
         Self::NodeInsufficientDevice,
         Self::NodeUnregistered,
@@ -67,6 +70,7 @@ impl Reason {
             Self::CardInsufficientCore => "CardInsufficientCore",
             Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
             Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
+            Self::CardNotFoundCustomFilterRule => "CardNotFoundCustomFilterRule",
             Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
             Self::NodeInsufficientDevice => "NodeInsufficientDevice",
             Self::NodeUnregistered => "node unregistered",

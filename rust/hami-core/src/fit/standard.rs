@@ -6,7 +6,7 @@ use crate::codec::ContainerDevice;
 use crate::model::{DeviceUsage, GpuNode, HEALTHY, RESERVED};
 use crate::policy::device::{sort_devices, vendor_device_score};
 use crate::request::VendorRequest;
-use crate::vendor::{amd, Backend, FitChecks};
+use crate::vendor::{amd, vastai, Backend, FitChecks, NodeScore};
 
 /// Places one vendor request of a container: HAMi sorts the node's whole device list by the GPU
 /// policy, keeps the devices whose type contains the request's type, and walks them from the end.
@@ -17,6 +17,7 @@ pub fn fit_request(
     order: &mut [usize],
     r: &VendorRequest,
     ctx: &PodContext,
+    held: &[&str],
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let backend = &*r.backend;
     let request_type = backend.request_type();
@@ -32,7 +33,7 @@ pub fn fit_request(
     if r.nums > typed.len() as i64 {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
-    let picked = walk(node, usage, &typed, r, backend, ctx)?;
+    let picked = walk(node, usage, &typed, r, ctx, held)?;
     // HAMi adds the usage to the first device of that id in its sorted list (two backends may
     // register one id).
     for d in &picked {
@@ -75,7 +76,7 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     if eligible >= nums {
-        return Ok(crate::policy::device::node_score(&node.totals));
+        return Ok(with_tables(crate::policy::device::node_score(&node.totals), node, ctx));
     }
     if eligible > 0 {
         reasons.bump(Reason::AllocatedCardsInsufficientRequest, eligible);
@@ -111,32 +112,50 @@ fn walk(
     usage: &[DeviceUsage],
     typed: &[usize],
     r: &VendorRequest,
-    backend: &Backend,
     ctx: &PodContext,
+    held: &[&str],
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
+    let backend = &*r.backend;
+    let dies = backend.checks == FitChecks::Dies && vastai::die_mode(typed.first().map(|&i| &node.devices[i]));
+    let busy_cards = match dies && ctx.gpu_policy.mutex {
+        true => {
+            typed.iter().filter(|&&i| usage[i].used > 0).filter_map(|&i| vastai::card_of(&node.devices[i])).collect()
+        }
+        false => Vec::new(),
+    };
     let mut need = r.nums;
     let mut picked = Vec::new();
+    let mut collected = Vec::new();
     let mut reasons = ReasonCounts::default();
     for &i in typed.iter().rev() {
         let (d, u) = (&node.devices[i], &usage[i]);
         let (memreq, cores) = share(r, d, backend);
-        if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores) {
+        let on_busy_card = || vastai::card_of(d).is_some_and(|c| busy_cards.contains(&c));
+        let another_card = || held.iter().any(|h| *h != d.id);
+        let check = card_check(node, i, u, backend, ctx, memreq, cores)
+            .or_else(|| on_busy_card().then_some(Reason::ExclusiveDeviceAllocateConflict))
+            .or_else(|| another_card().then_some(Reason::CardNotFoundCustomFilterRule));
+        if let Some(reason) = check {
             reasons.bump(reason, 1);
+            continue;
+        }
+        if dies {
+            collected.push(i);
+            picked.push(entry(backend, d, 0, cores));
             continue;
         }
         if need > 0 {
             need -= 1;
-            let usedmem = if backend.checks == FitChecks::SlotsOnly { 0 } else { memreq as i32 };
-            picked.push(ContainerDevice {
-                uuid: d.id.clone(),
-                device_type: entry_type(backend, d).to_owned(),
-                usedmem,
-                usedcores: cores as i32,
-            });
+            let usedmem = if matches!(backend.checks, FitChecks::SlotsOnly | FitChecks::Dies) { 0 } else { memreq };
+            picked.push(entry(backend, d, usedmem, cores));
         }
         if need == 0 {
             return Ok(picked);
         }
+    }
+    let nums = usize::try_from(r.nums).unwrap_or(usize::MAX);
+    if dies && picked.len() >= nums {
+        return Ok(keep_dies(node, nums, &collected, picked));
     }
     if !picked.is_empty() {
         reasons.bump(Reason::AllocatedCardsInsufficientRequest, picked.len());
@@ -170,7 +189,7 @@ fn card_check(
         Some(Reason::CardTimeSlicingExhausted)
     } else if ctx.gpu_policy.mutex && u.used > 0 {
         Some(Reason::ExclusiveDeviceAllocateConflict)
-    } else if backend.checks == FitChecks::SlotsOnly {
+    } else if matches!(backend.checks, FitChecks::SlotsOnly | FitChecks::Dies) {
         None
     } else if backend.checks == FitChecks::ComputeUnits {
         capacity_check(total_mem - u.usedmem, total_core - u.usedcores, memreq, cores)
@@ -184,6 +203,66 @@ fn card_check(
         Some(Reason::CardComputeUnitsExhausted)
     } else {
         None
+    }
+}
+
+/// An allocation entry for card `d`.
+fn entry(backend: &Backend, d: &crate::codec::Device, usedmem: i64, cores: i64) -> ContainerDevice {
+    ContainerDevice {
+        uuid: d.id.clone(),
+        device_type: entry_type(backend, d).to_owned(),
+        usedmem: usedmem as i32,
+        usedcores: cores as i32,
+    }
+}
+
+/// The dies a die-mode request keeps of those collected: all when just enough, else HAMi's choice.
+fn keep_dies(node: &GpuNode, nums: usize, collected: &[usize], picked: Vec<ContainerDevice>) -> Vec<ContainerDevice> {
+    if picked.len() == nums {
+        return picked;
+    }
+    let devices: Vec<&crate::codec::Device> = collected.iter().map(|&i| &node.devices[i]).collect();
+    vastai::best_dies(nums, &devices).into_iter().map(|k| picked[k].clone()).collect()
+}
+
+/// HAMi's `ScoreNode` of the backends a pod was placed on, and of a node's score tables (every
+/// pod gets those), added up (float32).
+pub fn vendor_scores(
+    node: &GpuNode,
+    placed: &[(std::sync::Arc<Backend>, crate::codec::PodDevices)],
+    ctx: &PodContext,
+) -> f32 {
+    let taken = |b: &Backend| placed.iter().filter(|(p, _)| **p == *b).flat_map(|(_, c)| c).map(Vec::len).sum();
+    let tables = placed.iter().find(|(b, _)| b.score == NodeScore::Topology).map_or(0, |(b, _)| taken(b));
+    let mut total = table_score(node, ctx, tables as i64);
+    for (backend, containers) in placed {
+        if backend.score == NodeScore::DieShare {
+            let device = |uuid: &str| node.devices.iter().find(|d| d.id == uuid);
+            let held: Vec<Vec<&crate::codec::Device>> =
+                containers.iter().map(|c| c.iter().filter_map(|e| device(&e.uuid)).collect()).collect();
+            total += vastai::die_share(&held);
+        }
+    }
+    total
+}
+
+/// What the node's score tables add for a pod taking `taken` of its devices: the table of the pod's
+/// node policy (binpack: losses, spread: scores), nothing for a node without one or another policy.
+pub fn table_score(node: &GpuNode, ctx: &PodContext, taken: i64) -> f32 {
+    let Some(tables) = node.score_tables.as_deref() else { return 0.0 };
+    let table = match ctx.hints.node_policy.unwrap_or_default() {
+        crate::policy::NodePolicy::Binpack => tables.binpack.as_deref(),
+        crate::policy::NodePolicy::Spread => tables.spread.as_deref(),
+        crate::policy::NodePolicy::Scored(_) => None,
+    };
+    table.map_or(0.0, |t| crate::vendor::metax::topology_score(t, taken))
+}
+
+/// A node score with what its score tables add for a pod that takes none of their devices.
+pub fn with_tables(score: f64, node: &GpuNode, ctx: &PodContext) -> f64 {
+    match node.score_tables.is_some() {
+        false => score,
+        true => f64::from(score as f32 + table_score(node, ctx, 0)),
     }
 }
 

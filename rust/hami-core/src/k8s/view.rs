@@ -64,10 +64,12 @@ impl HamiAnnotations<'_> {
     }
 }
 
-/// A key of another vendor's registration or allocation (NVIDIA's own have fields of their own).
+/// A key of another vendor's registration, allocation or node score table (NVIDIA's own have
+/// fields of their own).
 fn is_vendor_key(key: &str) -> bool {
-    key.starts_with("hami.io/")
-        && (key.ends_with("-devices-allocated") || (key.starts_with("hami.io/node-") && key.ends_with("-register")))
+    (key.starts_with("hami.io/")
+        && (key.ends_with("-devices-allocated") || (key.starts_with("hami.io/node-") && key.ends_with("-register"))))
+        || key.starts_with(crate::annotations::METAX_TOPOLOGY_PREFIX)
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {

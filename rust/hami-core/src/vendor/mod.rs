@@ -10,7 +10,9 @@ mod biren;
 mod enflame;
 mod hygon;
 mod iluvatar;
+pub mod metax;
 pub mod request;
+pub mod vastai;
 
 use crate::config::Config;
 use crate::device_config::DeviceConfig;
@@ -40,7 +42,7 @@ pub enum RegisterFormat {
     Json,
     /// No annotation: one device per unit of the count resource's capacity, named
     /// `<node>-<word>-<i>`, with this memory and these cores (Enflame GCU).
-    Capacity { devmem: i32, devcore: i32 },
+    Capacity { devmem: i32, devcore: i32, id_word: &'static str },
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -57,6 +59,26 @@ pub enum FitChecks {
     /// share of the card's compute units ([`amd::card_cores`]); no exclusive or exhausted rule, and
     /// the device's own type in the allocation (AMD).
     ComputeUnits,
+    /// Health, type, UUID, slots and mutex only, as `SlotsOnly`; in die mode every eligible die is
+    /// collected and the fullest cards taken, and `mutex` refuses a die whose card is in use
+    /// ([`vastai`]).
+    Dies,
+    /// Standard, then a card other than those the pod's earlier containers (of its init or app
+    /// phase) took is refused, `CardNotFoundCustomFilterRule` (MetaX GPU).
+    SameDevices,
+}
+
+/// What a backend adds to a node's score (HAMi's `ScoreNode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeScore {
+    /// Nothing.
+    #[default]
+    Zero,
+    /// Per container, the share of its devices on its largest card ([`vastai::die_share`]).
+    DieShare,
+    /// The node's topology table for the policy, by the number of devices the pod takes; every
+    /// pod placed on a node with these devices gets it ([`metax`]).
+    Topology,
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
@@ -124,6 +146,7 @@ pub struct Backend {
     pub fixed_request: Option<(i64, i64)>,
     pub request_format: RequestFormat,
     pub health: Health,
+    pub score: NodeScore,
 }
 
 impl Backend {
@@ -155,6 +178,8 @@ impl Backends {
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
         list.extend(amd::backend(devices));
+        list.extend(vastai::backend(devices));
+        list.extend(metax::gpu_backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
@@ -189,18 +214,17 @@ impl Backends {
 }
 
 /// The devices HAMi derives from a node's capacity of `backend`'s count resource: `count` cards
-/// named `<node>-<word>-<i>`, each with one slot.
+/// named `<node>-<id_word>-<i>`, each with one slot.
 pub fn capacity_devices(
     node: &str,
     backend: &Backend,
     count: i64,
-    devmem: i32,
-    devcore: i32,
+    (devmem, devcore, id_word): (i32, i32, &str),
     id: u8,
 ) -> Vec<crate::codec::Device> {
     (0..count.max(0))
         .map(|i| crate::codec::Device {
-            id: format!("{node}-{}-{i}", backend.common_word),
+            id: format!("{node}-{id_word}-{i}"),
             index: i as u32,
             count: 1,
             devmem,
