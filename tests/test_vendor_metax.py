@@ -72,3 +72,20 @@ def test_a_bad_table_is_reported_and_scored_as_empty():
     out, errors = explain(items, [{"metax-tech.com/gpu": "1"}])
     assert len(errors) == 1 and "Node mx-0" in errors[0] and LOSSES in errors[0], errors
     assert out["scores"]["mx-0"] - out["scores"]["mx-1"] == 2000.0, out["scores"]
+
+
+def test_an_nvidia_pod_on_a_metax_node_gets_the_table_s_entry_for_no_device():
+    """HAMi pads every pod's device map with the node's MetaX type, so its MetaX score runs for an
+    NVIDIA pod too, with 0 devices taken."""
+    gpus = [
+        {"id": f"GPU-{i}", "index": i, "count": 4, "devmem": 32768, "devcore": 100, "type": "NVIDIA-T4", "health": True}
+        for i in range(2)
+    ]
+    items = []
+    for name, tables in [("mixed-0", {LOSSES: json.dumps({"0": 5, "1": 7})}), ("mixed-1", {})]:
+        item = node(name, {"hami.io/node-nvidia-register": json.dumps(gpus), **tables}, cards=2)
+        item["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+        items.append(item)
+    out, _ = explain(items, [{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}])
+    assert out["scores"] == {"mixed-0": 1995.0, "mixed-1": 0.0}, out["scores"]
+    assert out["node"] == "mixed-0"
