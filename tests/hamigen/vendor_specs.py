@@ -198,7 +198,14 @@ AMD = Backend(
     type_keys=("amd.com/use-gputype", "amd.com/nouse-gputype"),
     uuid_keys=("amd.com/use-gpu-uuid", "amd.com/nouse-gpu-uuid"),
     inert_keys=("amd.com/use-gpuuuid",),
-    models=(("AMD-Instinct-MI300X", 196608, 304), ("AMD-Instinct-MI210", 65536, 104), ("MI100", 32768, 120)),
+    # The plugin's product names; a card registered as plain "AMD" has the backend's word as its
+    # type, so HAMi pads the pod's AMD list per container as it does the other backends'.
+    models=(
+        ("AMD-Instinct-MI300X", 196608, 304),
+        ("AMD-Instinct-MI210", 65536, 104),
+        ("AMD", 65536, 104),
+        ("MI100", 32768, 120),
+    ),
     source={
         "keys": "amd/device.go:42-53,61-72",
         "webhook": "amd/device.go:78-98 (core limit outside 1-100 is an error)",

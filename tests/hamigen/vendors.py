@@ -87,7 +87,9 @@ def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
     weighted = list(b.models[:-1]) * 3 + list(b.models[-1:])
     model = draw(st.sampled_from(weighted))
     split = draw(st.sampled_from([1, 4, 10]))
-    die = b is FAMILIES["vastai"][0] and draw(st.booleans())
+    # Vastai: whole cards (no custominfo) or dies of cards (AIC); now and then a plugin's other
+    # custominfo shapes, which HAMi's die mode and die-mode score read differently.
+    strategy = draw(st.sampled_from(VASTAI_STRATEGIES)) if b is FAMILIES["vastai"][0] else "card"
     per_card = draw(st.sampled_from([1, 2, 4]))
     out = []
     for i in range(n):
@@ -103,10 +105,23 @@ def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
             "mode": "hami-core",
             "health": not one_in(draw, 10),
         }
-        if die:
-            d["custominfo"] = {"DeviceStrategy": "die", "AIC": str(i // per_card)}
+        if strategy != "card":
+            d["custominfo"] = vastai_info(draw, strategy, str(i // per_card))
         out.append(d)
     return out
+
+
+VASTAI_STRATEGIES = ["card"] * 4 + ["die"] * 4 + ["named-card", "aic-only"]
+
+
+def vastai_info(draw, strategy: str, card: str) -> dict[str, Any]:
+    """A Vastai device's custominfo (vastai/device.go: DeviceStrategy and AIC); a die without its
+    card now and then (HAMi's combination leaves it out)."""
+    if strategy == "named-card":
+        return {"DeviceStrategy": "card", "AIC": card}
+    if strategy == "aic-only":
+        return {"AIC": card}
+    return {"DeviceStrategy": "die"} if one_in(draw, 15) else {"DeviceStrategy": "die", "AIC": card}
 
 
 def colon_encoded(devs: list[dict[str, Any]], short: list[bool]) -> str:
@@ -248,6 +263,10 @@ def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
     return next((d["type"] for d in devs if d["id"] == uuid), "AMD")
 
 
+# Cores a resident holds per device: AMD's are compute units (a card has 104 to 304 of them).
+RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304]}
+
+
 @st.composite
 def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, Any]]) -> dict[str, Any]:
     """A pod HAMi placed earlier, holding devices of `b` through its allocated annotation."""
@@ -263,7 +282,7 @@ def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, An
             picks = draw(st.lists(st.sampled_from([*uuids, "gone-uuid"]), min_size=k, max_size=k, unique=True))
             res = {"limits": {b.count: str(len(picks))}}
         mem = draw(st.sampled_from([0, 1024, 4096, 8192, 16384, 65536]))
-        cores = draw(st.sampled_from([0, 0, 10, 50, 100]))
+        cores = draw(st.sampled_from(RESIDENT_CORES.get(b.family, [0, 0, 10, 50, 100])))
         slots.append("".join(f"{u},{slot_type(b, u, devs)},{mem},{cores}:" for u in picks) + ";")
         containers.append({"name": f"c{c}", "image": "x", **({"resources": res} if res else {})})
     annotations = {"hami.io/vgpu-node": node, b.allocated: "".join(slots)}

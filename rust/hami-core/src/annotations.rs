@@ -16,6 +16,9 @@ pub const NODE_HANDSHAKE_KEYS: [&str; 5] = [
     "hami.io/node-handshake-biren",
 ];
 
+/// MetaX's per-node topology tables (`.losses`, `.scores`), read by its GPU backend's node score.
+pub const METAX_TOPOLOGY_PREFIX: &str = "metax-tech.com/gpu.topology.";
+
 // A pod's allocation (written by Filter and Bind).
 pub const VGPU_NODE_KEY: &str = "hami.io/vgpu-node";
 pub const VGPU_TIME_KEY: &str = "hami.io/vgpu-time";

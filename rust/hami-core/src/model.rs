@@ -196,6 +196,16 @@ pub struct GpuNode {
     pub cordon: Option<String>,
     /// The `hami-vnpu-core` annotation: whether its Ascend NPUs run the soft split.
     pub vnpu_core: Option<String>,
+    /// A backend's node score tables (MetaX GPU), when the node has that backend's devices.
+    pub score_tables: Option<Box<ScoreTables>>,
+}
+
+/// A node's score tables by the number of devices a pod takes: for binpack (losses) and spread
+/// (scores), each absent when the node has no such annotation; one that does not parse is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScoreTables {
+    pub binpack: Option<Vec<(i64, i64)>>,
+    pub spread: Option<Vec<(i64, i64)>>,
 }
 
 impl GpuNode {

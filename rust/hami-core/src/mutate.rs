@@ -142,7 +142,8 @@ pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Resul
 }
 
 /// The other backends' `MutateAdmission`: whether the container asks for one (its count resource
-/// in the limits), and the defaults a backend sets ([`Admission`]).
+/// in the limits), and the defaults a backend sets ([`Admission`]); `Err` with the message HAMi
+/// fails the pod with.
 fn mutate_for_vendors(
     c: &mut Container,
     base: &str,
@@ -153,6 +154,13 @@ fn mutate_for_vendors(
     let mut has = false;
     let ops = &mut m.ops;
     for b in backends.iter() {
+        if b.admission == Admission::CorePercent {
+            if let Some(message) = crate::vendor::amd::admission_error(c, b) {
+                return Err(Error::invalid("", message));
+            }
+            has |= crate::vendor::amd::routes(c, b);
+            continue;
+        }
         let Some(count) = c.resources().limit(&b.count_name).cloned() else {
             if b.vnpu.as_deref().is_some_and(|v| v.overwrite_env) {
                 add_env(c, base, "ASCEND_VISIBLE_DEVICES", "", ops);

@@ -75,9 +75,10 @@ pub struct Device {
     pub mig_profiles: Vec<MigProfile>,
     #[serde(default, deserialize_with = "crate::k8s::nullable", skip_serializing_if = "is_false")]
     pub health: bool,
-    /// `custominfo.NetworkID` (Ascend's plugin writes it: the NPU's network group).
-    #[serde(default, rename = "custominfo", deserialize_with = "network_id_of", skip_serializing)]
-    pub network: NetworkId,
+    /// A vendor plugin's own facts about the device (Vastai's die mode: `DeviceStrategy`, `AIC`;
+    /// Ascend's `NetworkID`). An object or null, as Go's `map[string]any`.
+    #[serde(default, rename = "custominfo", skip_serializing_if = "Option::is_none")]
+    pub custom_info: Option<Box<serde_json::Map<String, serde_json::Value>>>,
     /// Which backend registered it: 0 NVIDIA, else the id of a [`crate::vendor::Backends`] entry.
     #[serde(skip)]
     pub vendor: u8,
@@ -152,7 +153,7 @@ fn decode_legacy_device(segment: &str) -> Result<Device> {
         mode,
         mig_profiles: Vec::new(),
         health,
-        network: NetworkId::Absent,
+        custom_info: None,
         vendor: 0,
     })
 }
@@ -182,14 +183,15 @@ impl NetworkId {
     }
 }
 
-/// `custominfo` must be an object (or null) for the registration to decode, as Go's `map[string]any`.
-fn network_id_of<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<NetworkId, D::Error> {
-    let info = Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)?;
-    Ok(match info.as_ref().and_then(|m| m.get("NetworkID")) {
-        None => NetworkId::Absent,
-        Some(serde_json::Value::Number(n)) => NetworkId::Number(n.as_f64().map_or(0, |f| f as i64)),
-        Some(_) => NetworkId::Other,
-    })
+impl Device {
+    /// `custominfo.NetworkID` (Ascend's plugin writes it: the NPU's network group).
+    pub fn network(&self) -> NetworkId {
+        match self.custom_info.as_ref().and_then(|m| m.get("NetworkID")) {
+            None => NetworkId::Absent,
+            Some(serde_json::Value::Number(n)) => NetworkId::Number(n.as_f64().map_or(0, |f| f as i64)),
+            Some(_) => NetworkId::Other,
+        }
+    }
 }
 
 /// Go's `strconv.ParseBool`.

@@ -24,13 +24,15 @@ impl<'a> Placement<'a> {
         let mut request = PodRequest::from_pod(pod, &state.config);
         request.vendor = crate::vendor::request::vendor_requests(pod, &state.backends);
         // HAMi passes a pod without vGPU requests through before it reads any hint annotation.
-        let hints = if request.is_empty() {
+        let mut hints = if request.is_empty() {
             PodHints::default()
         } else {
             PodHints::from_annotations(&pod.metadata.annotations)
                 .map_err(|e| e.in_object(format_args!("Pod {}", pod.key())))?
         };
         let node_policy = hints.node_policy.unwrap_or(policies.node);
+        // The fit reads the policy where a backend's node score depends on it (MetaX GPU).
+        hints.node_policy = Some(node_policy);
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| policies.gpu.clone());
         let holds = state.reservations();
         let held =

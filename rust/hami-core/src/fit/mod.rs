@@ -134,25 +134,16 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
         }
         vendor.fit(node, &mut app.usage, &mut order, ctx, slot)?;
     }
-    let score = with_vendor_scores(score, node, &vendor.placed);
+    // HAMi adds the backends' ScoreNode (Ascend's network groups, Vastai's dies, MetaX's
+    // topology) to the node's score in float32.
+    let extra = standard::vendor_scores(node, &vendor.placed, ctx) + vnpu_scores(node, &vendor.placed);
+    let score = if extra == 0.0 { score } else { f64::from(score as f32 + extra) };
     Ok(NodeFit { score, slots, vendor: vendor.placed, mig, vnpu_soft_split: vnpu::soft_split(ctx) })
 }
 
-/// The node's score with what the other backends' `ScoreNode` adds (Ascend's network groups), in
-/// HAMi's float32.
-fn with_vendor_scores(
-    base: f64,
-    node: &GpuNode,
-    placed: &[(std::sync::Arc<crate::vendor::Backend>, PodDevices)],
-) -> f64 {
-    let added: f32 = placed
-        .iter()
-        .filter_map(|(b, slots)| Some(vnpu::score(node, b.vnpu.as_deref()?, b.request_type(), slots)))
-        .sum();
-    if added == 0.0 {
-        return base;
-    }
-    f64::from(base as f32 + added)
+/// What Ascend's `ScoreNode` adds for the NPUs taken (its network groups).
+fn vnpu_scores(node: &GpuNode, placed: &[(std::sync::Arc<crate::vendor::Backend>, PodDevices)]) -> f32 {
+    placed.iter().filter_map(|(b, slots)| Some(vnpu::score(node, b.vnpu.as_deref()?, b.request_type(), slots))).sum()
 }
 
 /// The other vendors' placements of a pod on one node, container by container.
@@ -166,6 +157,18 @@ impl<'r> VendorSlots<'r> {
         Self { request, placed: Vec::new() }
     }
 
+    /// The devices of `backend` the pod's earlier containers of `slot`'s phase (init or app) took,
+    /// for a backend whose Fit reads them (HAMi passes Fit the phase's allocations so far).
+    fn held_in_phase(&self, backend: &crate::vendor::Backend, slot: usize) -> Vec<&str> {
+        if backend.checks != crate::vendor::FitChecks::SameDevices {
+            return Vec::new();
+        }
+        let init = self.request.init_count;
+        let phase = if slot < init { 0..slot } else { init..slot };
+        let Some((_, placed)) = self.placed.iter().find(|(b, _)| **b == *backend) else { return Vec::new() };
+        placed[phase].iter().flatten().map(|d| d.uuid.as_str()).collect()
+    }
+
     /// Places container `slot`'s vendor requests after its NVIDIA one (HAMi takes a container's
     /// requests in Go map order; the backends' devices are disjoint, so only ties could differ).
     fn fit(
@@ -177,7 +180,8 @@ impl<'r> VendorSlots<'r> {
         slot: usize,
     ) -> Result<(), FitFailure> {
         for r in self.request.vendor_requests(slot) {
-            let devices = standard::fit_request(node, usage, order, r, ctx)?;
+            let held = self.held_in_phase(&r.backend, slot);
+            let devices = standard::fit_request(node, usage, order, r, ctx, &held)?;
             let at = match self.placed.iter().position(|(b, _)| b == &r.backend) {
                 Some(at) => at,
                 None => {
@@ -457,8 +461,10 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     let mut asking = request.vendor.iter().enumerate().filter(|(_, r)| !r.is_empty());
     let (slot, requests) = asking.next()?;
     let single = asking.next().is_none() && requests.len() == 1;
-    // Ascend chooses among the cards that pass and scores the choice: walked in full.
-    (single && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
+    // A backend that scores the node by the devices taken needs them picked; Ascend chooses among
+    // the cards that pass and scores the choice: walked in full.
+    let unscored = requests.first().is_some_and(|r| r.backend.score == crate::vendor::NodeScore::Zero);
+    (single && unscored && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
 }
 
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the
@@ -478,7 +484,7 @@ pub fn quick_fit(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest) -> Resu
         if plain && usable && fits_capacity(h, u, r.resolved_memory(i64::from(h.devmem)), cores, mutex) {
             eligible += 1;
             if eligible >= nums {
-                return Ok(node_score(&node.totals));
+                return Ok(standard::with_tables(node_score(&node.totals), node, ctx));
             }
         } else if !plain {
             break;
@@ -523,7 +529,7 @@ fn quick_verdict(node: &GpuNode, ctx: &PodContext, r: &ContainerRequest, nums: u
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     if eligible >= nums {
-        return Ok(node_score(&node.totals));
+        return Ok(standard::with_tables(node_score(&node.totals), node, ctx));
     }
     if eligible > 0 {
         reasons.bump(Reason::AllocatedCardsInsufficientRequest, eligible);

@@ -21,6 +21,8 @@ pub enum Reason {
     /// No MIG profile with the requested memory has a free placement on the GPU.
     CardMigTopologyInfeasible,
     ModeNotFit,
+    /// A backend's own rule refused the card (MetaX GPU: another card than the pod's earlier ones).
+    CardNotFoundCustomFilterRule,
     AllocatedCardsInsufficientRequest,
     NodeInsufficientDevice,
     NodeUnregistered,
@@ -30,7 +32,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const COUNT: usize = 20;
+    pub const COUNT: usize = 21;
     pub const ALL: [Reason; Self::COUNT] = [
         Self::CardNotHealth,
         Self::CardCordoned,
@@ -46,6 +48,7 @@ impl Reason {
         Self::CardComputeUnitsExhausted,
         Self::CardMigTopologyInfeasible,
         Self::ModeNotFit,
+        Self::CardNotFoundCustomFilterRule,
         Self::AllocatedCardsInsufficientRequest,
         Self::NodeInsufficientDevice,
         Self::NodeUnregistered,
@@ -70,6 +73,7 @@ impl Reason {
             Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
             Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
             Self::ModeNotFit => "ModeNotFit",
+            Self::CardNotFoundCustomFilterRule => "CardNotFoundCustomFilterRule",
             Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
             Self::NodeInsufficientDevice => "NodeInsufficientDevice",
             Self::NodeUnregistered => "node unregistered",

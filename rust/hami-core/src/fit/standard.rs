@@ -6,7 +6,7 @@ use crate::codec::ContainerDevice;
 use crate::model::{DeviceUsage, GpuNode, HEALTHY, RESERVED};
 use crate::policy::device::{sort_devices, vendor_device_score};
 use crate::request::VendorRequest;
-use crate::vendor::{Backend, FitChecks};
+use crate::vendor::{amd, vastai, Backend, FitChecks, NodeScore};
 
 /// Places one vendor request of a container: HAMi sorts the node's whole device list by the GPU
 /// policy, keeps the devices whose type contains the request's type, and walks them from the end.
@@ -17,6 +17,7 @@ pub fn fit_request(
     order: &mut [usize],
     r: &VendorRequest,
     ctx: &PodContext,
+    held: &[&str],
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let backend = &*r.backend;
     let request_type = backend.request_type();
@@ -34,7 +35,7 @@ pub fn fit_request(
     }
     let picked = match backend.vnpu.as_deref() {
         Some(vnpu) => super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?,
-        None => walk(node, usage, &typed, r, backend, ctx)?,
+        None => walk(node, usage, &typed, r, ctx, held)?,
     };
     // HAMi adds the usage to the first device of that id in its sorted list (two backends may
     // register one id).
@@ -60,7 +61,6 @@ pub(super) fn of_type(device_type: &str, request_type: &str) -> bool {
 /// in, so the cards are counted, not sorted. The chosen node alone needs the ordered walk.
 pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<f64, FitFailure> {
     let backend = &*r.backend;
-    let cores = r.coresreq.min(100);
     let (mut typed, mut eligible) = (0usize, 0usize);
     let mut reasons = ReasonCounts::default();
     for (i, (d, u)) in node.devices.iter().zip(&node.usage).enumerate() {
@@ -68,7 +68,8 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
             continue;
         }
         typed += 1;
-        match card_check(node, i, u, backend, ctx, memory_of(r, d), cores, false) {
+        let (memreq, cores) = share(r, d, backend);
+        match card_check(node, i, u, backend, ctx, memreq, cores, false) {
             Some(reason) => reasons.bump(reason, 1),
             None => eligible += 1,
         }
@@ -78,12 +79,23 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     if eligible >= nums {
-        return Ok(crate::policy::device::node_score(&node.totals));
+        return Ok(with_tables(crate::policy::device::node_score(&node.totals), node, ctx));
     }
     if eligible > 0 {
         reasons.bump(Reason::AllocatedCardsInsufficientRequest, eligible);
     }
     Err(FitFailure::Cards { counts: reasons, cards: typed })
+}
+
+/// What a request takes of one card, (MiB, cores), as its backend counts them; cores the card
+/// cannot give are `i64::MAX` (no card has that many free).
+fn share(r: &VendorRequest, d: &crate::codec::Device, backend: &Backend) -> (i64, i64) {
+    if backend.checks == FitChecks::ComputeUnits {
+        let (total_mem, total_core) = (i64::from(d.devmem), i64::from(d.devcore));
+        let memory = amd::card_memory(r.memreq, total_mem);
+        return (memory, amd::card_cores(r.coresreq, memory, total_mem, total_core).unwrap_or(i64::MAX));
+    }
+    (memory_of(r, d), r.coresreq.min(100))
 }
 
 /// The memory a request takes of one card: its MiB, else its share of the card.
@@ -103,23 +115,30 @@ fn walk(
     usage: &[DeviceUsage],
     typed: &[usize],
     r: &VendorRequest,
-    backend: &Backend,
     ctx: &PodContext,
+    held: &[&str],
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
-    let scan = scan(node, usage, typed, r, backend, ctx, WalkRule::default());
-    if scan.complete {
-        return Ok(scan.picked.into_iter().map(|(_, d)| d).collect());
+    let backend = &*r.backend;
+    let dies = backend.checks == FitChecks::Dies && vastai::die_mode(typed.first().map(|&i| &node.devices[i]));
+    let rule = WalkRule { collect_all: dies, dies, held, ..WalkRule::default() };
+    let scan = scan(node, usage, typed, r, backend, ctx, rule);
+    let nums = usize::try_from(r.nums).unwrap_or(usize::MAX);
+    if scan.complete || (dies && scan.picked.len() >= nums) {
+        let (collected, picked): (Vec<usize>, Vec<ContainerDevice>) = scan.picked.into_iter().unzip();
+        return Ok(if dies { keep_dies(node, nums, &collected, picked) } else { picked });
     }
     Err(scan.failure(typed.len()))
 }
 
 /// How a walk takes the cards that pass: the first `nums` (HAMi's standard Fit), or every one for a
-/// backend that chooses among them afterwards; and whether the card's cores count as 100 (Ascend's
-/// soft split).
+/// backend that chooses among them afterwards; whether the card's cores count as 100 (Ascend's
+/// soft split); Vastai's die mode; the cards the pod's earlier containers hold (MetaX GPU: no other).
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct WalkRule {
+pub(super) struct WalkRule<'a> {
     pub collect_all: bool,
     pub soft_split: bool,
+    pub dies: bool,
+    pub held: &'a [&'a str],
 }
 
 /// The cards a walk took (node device index and the entry written), and why the others failed.
@@ -149,28 +168,36 @@ pub(super) fn scan(
     ctx: &PodContext,
     rule: WalkRule,
 ) -> Scan {
-    let cores = r.coresreq.min(100);
+    let busy_cards: Vec<&str> = match rule.dies && ctx.gpu_policy.mutex {
+        true => {
+            typed.iter().filter(|&&i| usage[i].used > 0).filter_map(|&i| vastai::card_of(&node.devices[i])).collect()
+        }
+        false => Vec::new(),
+    };
     let mut need = r.nums;
     let mut scan = Scan { picked: Vec::new(), reasons: ReasonCounts::default(), complete: false };
     for &i in typed.iter().rev() {
         let (d, u) = (&node.devices[i], &usage[i]);
-        let memreq = memory_of(r, d);
-        if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores, rule.soft_split) {
+        let (memreq, cores) = share(r, d, backend);
+        let on_busy_card = || vastai::card_of(d).is_some_and(|c| busy_cards.contains(&c));
+        let another_card = || rule.held.iter().any(|h| *h != d.id);
+        let check = card_check(node, i, u, backend, ctx, memreq, cores, rule.soft_split)
+            .or_else(|| on_busy_card().then_some(Reason::ExclusiveDeviceAllocateConflict))
+            .or_else(|| another_card().then_some(Reason::CardNotFoundCustomFilterRule));
+        if let Some(reason) = check {
             scan.reasons.bump(reason, 1);
+            continue;
+        }
+        if rule.dies {
+            scan.picked.push((i, entry(backend, d, 0, cores)));
             continue;
         }
         if need > 0 {
             if !rule.collect_all {
                 need -= 1;
             }
-            let usedmem = if backend.checks == FitChecks::SlotsOnly { 0 } else { memreq as i32 };
-            let entry = ContainerDevice {
-                uuid: d.id.clone(),
-                device_type: backend.request_type().to_owned(),
-                usedmem,
-                usedcores: cores as i32,
-            };
-            scan.picked.push((i, entry));
+            let usedmem = if matches!(backend.checks, FitChecks::SlotsOnly | FitChecks::Dies) { 0 } else { memreq };
+            scan.picked.push((i, entry(backend, d, usedmem, cores)));
         }
         if need == 0 && !rule.collect_all {
             scan.complete = true;
@@ -209,8 +236,10 @@ fn card_check(
         Some(Reason::CardTimeSlicingExhausted)
     } else if ctx.gpu_policy.mutex && u.used > 0 {
         Some(Reason::ExclusiveDeviceAllocateConflict)
-    } else if backend.checks == FitChecks::SlotsOnly {
+    } else if matches!(backend.checks, FitChecks::SlotsOnly | FitChecks::Dies) {
         None
+    } else if backend.checks == FitChecks::ComputeUnits {
+        capacity_check(total_mem - u.usedmem, total_core - u.usedcores, memreq, cores)
     } else if total_mem - u.usedmem < memreq {
         Some(Reason::CardInsufficientMemory)
     } else if total_core - u.usedcores < cores {
@@ -221,6 +250,85 @@ fn card_check(
         Some(Reason::CardComputeUnitsExhausted)
     } else {
         None
+    }
+}
+
+/// An allocation entry for card `d`.
+fn entry(backend: &Backend, d: &crate::codec::Device, usedmem: i64, cores: i64) -> ContainerDevice {
+    ContainerDevice {
+        uuid: d.id.clone(),
+        device_type: entry_type(backend, d).to_owned(),
+        usedmem: usedmem as i32,
+        usedcores: cores as i32,
+    }
+}
+
+/// The dies a die-mode request keeps of those collected: all when just enough, else HAMi's choice.
+fn keep_dies(node: &GpuNode, nums: usize, collected: &[usize], picked: Vec<ContainerDevice>) -> Vec<ContainerDevice> {
+    if picked.len() == nums {
+        return picked;
+    }
+    let devices: Vec<&crate::codec::Device> = collected.iter().map(|&i| &node.devices[i]).collect();
+    vastai::best_dies(nums, &devices).into_iter().map(|k| picked[k].clone()).collect()
+}
+
+/// HAMi's `ScoreNode` of the backends a pod was placed on, and of a node's score tables (every
+/// pod gets those), added up (float32).
+pub fn vendor_scores(
+    node: &GpuNode,
+    placed: &[(std::sync::Arc<Backend>, crate::codec::PodDevices)],
+    ctx: &PodContext,
+) -> f32 {
+    let taken = |b: &Backend| placed.iter().filter(|(p, _)| **p == *b).flat_map(|(_, c)| c).map(Vec::len).sum();
+    let tables = placed.iter().find(|(b, _)| b.score == NodeScore::Topology).map_or(0, |(b, _)| taken(b));
+    let mut total = table_score(node, ctx, tables as i64);
+    for (backend, containers) in placed {
+        if backend.score == NodeScore::DieShare {
+            let device = |uuid: &str| node.devices.iter().find(|d| d.id == uuid);
+            let held: Vec<Vec<&crate::codec::Device>> =
+                containers.iter().map(|c| c.iter().filter_map(|e| device(&e.uuid)).collect()).collect();
+            total += vastai::die_share(&held);
+        }
+    }
+    total
+}
+
+/// What the node's score tables add for a pod taking `taken` of its devices: the table of the pod's
+/// node policy (binpack: losses, spread: scores), nothing for a node without one or another policy.
+pub fn table_score(node: &GpuNode, ctx: &PodContext, taken: i64) -> f32 {
+    let Some(tables) = node.score_tables.as_deref() else { return 0.0 };
+    let table = match ctx.hints.node_policy.unwrap_or_default() {
+        crate::policy::NodePolicy::Binpack => tables.binpack.as_deref(),
+        crate::policy::NodePolicy::Spread => tables.spread.as_deref(),
+        crate::policy::NodePolicy::Scored(_) => None,
+    };
+    table.map_or(0.0, |t| crate::vendor::metax::topology_score(t, taken))
+}
+
+/// A node score with what its score tables add for a pod that takes none of their devices.
+pub fn with_tables(score: f64, node: &GpuNode, ctx: &PodContext) -> f64 {
+    match node.score_tables.is_some() {
+        false => score,
+        true => f64::from(score as f32 + table_score(node, ctx, 0)),
+    }
+}
+
+/// Free memory, then free cores, and nothing more.
+fn capacity_check(free_mem: i64, free_cores: i64, memreq: i64, cores: i64) -> Option<Reason> {
+    if free_mem < memreq {
+        Some(Reason::CardInsufficientMemory)
+    } else if free_cores < cores {
+        Some(Reason::CardInsufficientCore)
+    } else {
+        None
+    }
+}
+
+/// The type an allocation entry names: the request's, or the card's own model (AMD).
+fn entry_type<'a>(backend: &'a Backend, d: &'a crate::codec::Device) -> &'a str {
+    match backend.checks {
+        FitChecks::ComputeUnits => &d.device_type,
+        _ => backend.request_type(),
     }
 }
 

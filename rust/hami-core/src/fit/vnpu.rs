@@ -30,9 +30,9 @@ pub fn fit(
         return Err(FitFailure::Cards { counts, cards: typed.len() });
     }
     let want = usize::try_from(r.nums).unwrap_or(usize::MAX);
-    let grouped = vnpu.network_groups && typed.iter().all(|&i| node.devices[i].network.is_present());
+    let grouped = vnpu.network_groups && typed.iter().all(|&i| node.devices[i].network().is_present());
     let pairs = vnpu.card_pairs && want > 1;
-    let rule = WalkRule { collect_all: grouped || pairs, soft_split: soft };
+    let rule = WalkRule { collect_all: grouped || pairs, soft_split: soft, ..WalkRule::default() };
     let scan = scan(node, usage, typed, r, &r.backend, ctx, rule);
     if scan.complete {
         return Ok(scan.picked.into_iter().map(|(_, d)| d).collect());
@@ -60,7 +60,7 @@ pub fn fit(
 /// request's backend's own registered devices (the last such), none for another backend's.
 fn registered_network(node: &GpuNode, r: &VendorRequest, uuid: &str) -> Option<i64> {
     let own = node.devices.iter().rfind(|d| d.id == uuid && d.vendor == r.backend_id);
-    own.and_then(|d| d.network.number())
+    own.and_then(|d| d.network().number())
 }
 
 /// HAMi's Ascend `ScoreNode` of one backend's placement on `node`, weighted (0 but for `Ascend910*`).
@@ -72,7 +72,7 @@ pub fn score(node: &GpuNode, vnpu: &Vnpu, type_word: &str, slots: &[Vec<Containe
         node.devices
             .iter()
             .find(|d| d.id == uuid && super::standard::of_type(&d.device_type, type_word))
-            .map_or(crate::codec::NetworkId::Absent, |d| d.network)
+            .map_or(crate::codec::NetworkId::Absent, |d| d.network())
     };
     let containers: Vec<Vec<_>> = slots.iter().map(|s| s.iter().map(|d| network(&d.uuid)).collect()).collect();
     network_score(&containers) * NETWORK_WEIGHT
@@ -93,6 +93,16 @@ mod tests {
         Arc::new(all.into_iter().find(|b| b.common_word == word).unwrap())
     }
 
+    /// `custominfo` as Ascend's plugin writes it for `network`.
+    fn custom_info(network: NetworkId) -> Option<Box<serde_json::Map<String, serde_json::Value>>> {
+        let id = match network {
+            NetworkId::Absent => return None,
+            NetworkId::Number(n) => serde_json::json!(n),
+            NetworkId::Other => serde_json::json!("x"),
+        };
+        Some(Box::new(serde_json::Map::from_iter([("NetworkID".to_owned(), id)])))
+    }
+
     fn npus(word: &str, networks: &[NetworkId], healthy: &[bool]) -> GpuNode {
         let devices = networks
             .iter()
@@ -106,7 +116,7 @@ mod tests {
                 devcore: 20,
                 device_type: word.into(),
                 health: *health,
-                network: *network,
+                custom_info: custom_info(*network),
                 vendor: 1,
                 ..Device::default()
             })

@@ -65,10 +65,11 @@ impl HamiAnnotations<'_> {
 }
 
 /// A key of another vendor's registration (`hami.io/node-<word>-register`, Ascend's
-/// `hami.io/node-register-<word>`) or allocation (NVIDIA's own have fields of their own), or
-/// Ascend's node mode.
+/// `hami.io/node-register-<word>`), allocation or node score table (NVIDIA's own have fields of
+/// their own), or Ascend's node mode.
 fn is_vendor_key(key: &str) -> bool {
     key == crate::annotations::VNPU_CORE_NODE_KEY
+        || key.starts_with(crate::annotations::METAX_TOPOLOGY_PREFIX)
         || key.starts_with("hami.io/")
             && (key.ends_with("-devices-allocated")
                 || (key.starts_with("hami.io/node-") && key.ends_with("-register"))

@@ -181,6 +181,9 @@ impl ClusterState {
         fresh.vendor_members = members;
         fresh.vnpu_core =
             view.metadata.annotations.vendor_value(crate::annotations::VNPU_CORE_NODE_KEY).map(str::to_owned);
+        let (tables, spoilt) = self.score_tables(&fresh, &view.metadata.annotations);
+        fresh.score_tables = tables;
+        let skipped = skipped.or(spoilt);
         let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
         fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
         fresh.registration.requesting_keys = view.metadata.annotations.requesting_keys;
@@ -212,13 +215,14 @@ impl ClusterState {
         let mut members = Vec::new();
         let mut skipped = None;
         for (id, backend) in self.backends.with_ids() {
-            if !vendor_registered(backend, ann, was_member.contains(&id)) {
+            if !vendor_registered(backend, ann, status, was_member.contains(&id)) {
                 continue;
             }
             members.push(id);
-            if let crate::vendor::RegisterFormat::Capacity { devmem, devcore } = backend.register_format {
+            if let crate::vendor::RegisterFormat::Capacity { devmem, devcore, id_word } = backend.register_format {
                 let count = status.capacity.get(&backend.count_name).and_then(crate::k8s::Quantity::as_int);
-                out.extend(crate::vendor::capacity_devices(node, backend, count.unwrap_or(0), devmem, devcore, id));
+                let shape = (devmem, devcore, id_word);
+                out.extend(crate::vendor::capacity_devices(node, backend, count.unwrap_or(0), shape, id));
                 continue;
             }
             let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
@@ -239,6 +243,26 @@ impl ClusterState {
             }
         }
         (out, members, skipped)
+    }
+
+    /// The node's score tables, when it has devices of a backend that scores by them; a warning
+    /// naming a table that does not parse (HAMi then scores as if it had no entry).
+    fn score_tables(
+        &self,
+        node: &GpuNode,
+        ann: &crate::k8s::view::HamiAnnotations,
+    ) -> (Option<Box<crate::model::ScoreTables>>, Option<Error>) {
+        let scored = self.backends.iter().filter(|b| b.score == crate::vendor::NodeScore::Topology);
+        let mut words = scored.map(|b| b.common_word.as_str());
+        if !words.any(|w| node.devices.iter().any(|d| d.device_type == w)) {
+            return (None, None);
+        }
+        let (tables, spoilt) = crate::vendor::metax::score_tables(ann);
+        let warning = spoilt.map(|key| {
+            let why = "not a JSON object of integers (scored as HAMi does: no entry for any count)";
+            Error::invalid(format!("Node {}", node.name), why).field(format!("annotation {key}"))
+        });
+        (Some(Box::new(tables)), warning)
     }
 
     /// Recomputes one node's usage from the pods recorded on it (only when its GPUs changed).
@@ -407,7 +431,19 @@ fn mig_holds(value: Option<&str>) -> Box<[crate::model::MigHold]> {
 /// pass; one whose request is pending keeps what it had (a HAMi just started has nothing yet).
 /// HAMi's removal of a node whose request went unanswered for a minute without allocatable
 /// devices is not modelled for these backends.
-fn vendor_registered(backend: &crate::vendor::Backend, ann: &crate::k8s::view::HamiAnnotations, was: bool) -> bool {
+///
+/// A backend whose health is its capacity (AMD) is held while the node's capacity of its count
+/// resource is a non-zero integer.
+fn vendor_registered(
+    backend: &crate::vendor::Backend,
+    ann: &crate::k8s::view::HamiAnnotations,
+    status: &NodeStatusView,
+    was: bool,
+) -> bool {
+    if backend.health == crate::vendor::Health::Capacity {
+        let count = status.capacity.get(&backend.count_name).map_or(Some(0), crate::k8s::Quantity::as_int);
+        return count.is_some_and(|c| c != 0);
+    }
     if backend.handshake_key.is_empty() {
         return true;
     }

@@ -71,6 +71,7 @@ fn backend(chip: &AscendChip, soft_split_default: bool) -> Backend {
             overwrite_env: chip.overwrite_env,
             runtime_class_name: chip.runtime_class_name.clone(),
         })),
+        ..Backend::default()
     }
 }
 

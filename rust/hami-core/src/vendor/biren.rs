@@ -26,5 +26,6 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         fixed_request: None,
         vnpu: None,
         checks: FitChecks::SlotsOnly,
+        ..Backend::default()
     })
 }

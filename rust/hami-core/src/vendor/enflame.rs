@@ -22,10 +22,11 @@ pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
         type_keys: None,
         uuid_keys: (String::new(), String::new()),
         admission: Admission::Route,
-        register_format: RegisterFormat::Capacity { devmem: 100, devcore: 100 },
+        register_format: RegisterFormat::Capacity { devmem: 100, devcore: 100, id_word: "GCU" },
         devcore: None,
         fixed_request: Some((100, 100)),
         vnpu: None,
         checks: FitChecks::Exclusive,
+        ..Backend::default()
     })
 }

@@ -27,5 +27,6 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         fixed_request: None,
         vnpu: None,
         checks: FitChecks::Standard,
+        ..Backend::default()
     })
 }

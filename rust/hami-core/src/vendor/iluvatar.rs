@@ -31,6 +31,7 @@ pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
                 fixed_request: None,
                 vnpu: None,
                 checks: FitChecks::Standard,
+                ..Backend::default()
             }
         })
         .collect()

@@ -5,13 +5,16 @@
 //! request it, how a request is read, and which of the standard Fit's checks it applies. The
 //! backends a device config sets up are [`Backends::from_config`].
 
+pub mod amd;
 pub mod ascend;
 pub mod ascend_topology;
 mod biren;
 mod enflame;
 mod hygon;
 mod iluvatar;
+pub mod metax;
 pub mod request;
+pub mod vastai;
 
 use crate::config::Config;
 use crate::device_config::DeviceConfig;
@@ -25,33 +28,66 @@ pub enum MemoryUnit {
     Fixed(i64),
 }
 
+impl Default for MemoryUnit {
+    fn default() -> Self {
+        Self::Factor(1)
+    }
+}
+
 /// How a backend's device plugin writes its register annotation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RegisterFormat {
     /// HAMi's `UUID,count,mem,core,type,numa,health[,index,mode]:` form (`DecodeNodeDevices`).
     Legacy,
     /// A JSON array of devices (`UnMarshalNodeDevices`).
+    #[default]
     Json,
     /// No annotation: one device per unit of the count resource's capacity, named
     /// `<node>-<word>-<i>`, with this memory and these cores (Enflame GCU).
-    Capacity { devmem: i32, devcore: i32 },
+    Capacity { devmem: i32, devcore: i32, id_word: &'static str },
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FitChecks {
     /// Health, type, UUID, slots, mutex, memory, cores, exclusive use, compute exhausted.
+    #[default]
     Standard,
     /// Health, type, UUID, slots and mutex only; no memory or cores are granted (Biren).
     SlotsOnly,
     /// Health and type, then a card anyone uses is refused (Enflame GCU: whole cards).
     Exclusive,
+    /// Health, type, UUID, slots, mutex, then memory (none asked: the whole card) and cores as a
+    /// share of the card's compute units ([`amd::card_cores`]); no exclusive or exhausted rule, and
+    /// the device's own type in the allocation (AMD).
+    ComputeUnits,
+    /// Health, type, UUID, slots and mutex only, as `SlotsOnly`; in die mode every eligible die is
+    /// collected and the fullest cards taken, and `mutex` refuses a die whose card is in use
+    /// ([`vastai`]).
+    Dies,
+    /// Standard, then a card other than those the pod's earlier containers (of its init or app
+    /// phase) took is refused, `CardNotFoundCustomFilterRule` (MetaX GPU).
+    SameDevices,
+}
+
+/// What a backend adds to a node's score (HAMi's `ScoreNode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeScore {
+    /// Nothing.
+    #[default]
+    Zero,
+    /// Per container, the share of its devices on its largest card ([`vastai::die_share`]).
+    DieShare,
+    /// The node's topology table for the policy, by the number of devices the pod takes; every
+    /// pod placed on a node with these devices gets it ([`metax`]).
+    Topology,
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
     /// Nothing more (Hygon).
+    #[default]
     Route,
     /// A count over 1 sets the core limit to 100 per card; the container's name goes into
     /// `SOL_CONTINER_NAME` unless set (Iluvatar).
@@ -59,10 +95,34 @@ pub enum Admission {
     /// Ascend's: memory rounded to a vNPU template, 910C pairs, the soft split's rules
     /// ([`ascend::admit`]).
     Vnpu,
+    /// The core limit must be an integer percentage 1..=100 (else the webhook fails the pod); the
+    /// memory or core resource alone also routes the pod (AMD).
+    CorePercent,
+}
+
+/// How a backend reads a container's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestFormat {
+    /// Limits, then requests; memory in [`MemoryUnit`]s; `default_cores` when none is named.
+    #[default]
+    Standard,
+    /// Limits only; memory in MiB; cores a percentage 1..=100, 100 when none is named; a value
+    /// out of range drops the request ([`amd::container_request`]).
+    CorePercent,
+}
+
+/// When HAMi keeps a node's devices of a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Health {
+    /// By the handshake annotation, if the backend has one.
+    #[default]
+    Handshake,
+    /// While the node's capacity of the count resource is above 0 (AMD).
+    Capacity,
 }
 
 /// One non-NVIDIA backend HAMi's scheduler runs, as data.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Backend {
     /// HAMi's `CommonWord`: the request type, and the key of its devices in HAMi's maps.
     pub common_word: String,
@@ -91,6 +151,9 @@ pub struct Backend {
     pub fixed_request: Option<(i64, i64)>,
     /// Ascend's vNPU rules: templates, the soft split, network groups and 910C pairs.
     pub vnpu: Option<Box<ascend::Vnpu>>,
+    pub request_format: RequestFormat,
+    pub health: Health,
+    pub score: NodeScore,
 }
 
 impl Backend {
@@ -121,6 +184,9 @@ impl Backends {
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
+        list.extend(amd::backend(devices));
+        list.extend(vastai::backend(devices));
+        list.extend(metax::gpu_backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
@@ -158,18 +224,17 @@ impl Backends {
 }
 
 /// The devices HAMi derives from a node's capacity of `backend`'s count resource: `count` cards
-/// named `<node>-<word>-<i>`, each with one slot.
+/// named `<node>-<id_word>-<i>`, each with one slot.
 pub fn capacity_devices(
     node: &str,
     backend: &Backend,
     count: i64,
-    devmem: i32,
-    devcore: i32,
+    (devmem, devcore, id_word): (i32, i32, &str),
     id: u8,
 ) -> Vec<crate::codec::Device> {
     (0..count.max(0))
         .map(|i| crate::codec::Device {
-            id: format!("{node}-{}-{i}", backend.common_word),
+            id: format!("{node}-{id_word}-{i}"),
             index: i as u32,
             count: 1,
             devmem,

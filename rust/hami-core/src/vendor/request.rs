@@ -46,6 +46,9 @@ pub fn vendor_requests(pod: &Pod, backends: &Backends) -> Vec<Vec<VendorRequest>
 /// One backend's request of one container; `None` when it asks nothing of it or the request is
 /// out of range (HAMi then drops it whole).
 pub fn container_request(c: &Container, b: &Arc<Backend>) -> Option<VendorRequest> {
+    if b.request_format == super::RequestFormat::CorePercent {
+        return super::amd::container_request(c, b);
+    }
     let res = c.resources();
     let nums = res.get(&b.count_name)?.as_int()?;
     if nums <= 0 || (b.count_checked && nums > i64::from(i32::MAX)) {
