@@ -50,9 +50,13 @@ pub fn allocation_annotations(
         if placed.is_none() && !padded {
             continue;
         }
-        let devices = encode_pod_devices_as_hami(placed.unwrap_or(&empty), padded);
-        out.insert(backend.to_allocate_key.clone(), devices.clone());
+        let placed = placed.unwrap_or(&empty);
+        let devices = encode_pod_devices_as_hami(placed, padded);
+        if !backend.to_allocate_key.is_empty() {
+            out.insert(backend.to_allocate_key.clone(), devices.clone());
+        }
         out.insert(backend.allocated_key.clone(), devices);
+        out.extend(backend.extra_annotations(node, placed));
     }
     out
 }

@@ -34,6 +34,8 @@ pub struct PodContext<'a> {
     pub hints: &'a PodHints,
     pub gpu_policy: &'a GpuPolicy,
     pub quota: Option<QuotaState>,
+    /// The namespace quota of the backend whose Fit checks it card by card (HAMi: Cambricon's).
+    pub card_quota: Option<QuotaState>,
     pub device_preference: Option<DevicePreference<'a>>,
 }
 
@@ -117,21 +119,32 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
         if request.slots[slot].is_some() || !request.vendor_requests(slot).is_empty() {
             let mut scratch = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
             let mut order = registration_order();
+            let scores = vendor_scores(node, &scratch.usage, ctx, slot);
             if let Some(r) = &request.slots[slot] {
-                slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot)?;
+                slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot, scores.as_deref())?;
             }
-            vendor.fit(node, &mut scratch.usage, &mut order, ctx, slot)?;
+            vendor.fit(node, &mut scratch.usage, &mut order, ctx, slot, scores.as_deref())?;
         }
     }
     let mut app = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
     let mut order = registration_order();
     for slot in request.init_count..request.slots.len() {
+        let scores = vendor_scores(node, &app.usage, ctx, slot);
         if let Some(r) = &request.slots[slot] {
-            slots[slot] = fit_container(node, &mut app, &mut order, r, ctx, &slots, slot)?;
+            slots[slot] = fit_container(node, &mut app, &mut order, r, ctx, &slots, slot, scores.as_deref())?;
         }
-        vendor.fit(node, &mut app.usage, &mut order, ctx, slot)?;
+        vendor.fit(node, &mut app.usage, &mut order, ctx, slot, scores.as_deref())?;
     }
     Ok(NodeFit { score, slots, vendor: vendor.placed, mig })
+}
+
+/// The device scores of a container asking other vendors, computed once before its first
+/// request as HAMi does ([`crate::policy::device::container_scores`]); `None` for NVIDIA alone.
+fn vendor_scores(node: &GpuNode, usage: &[DeviceUsage], ctx: &PodContext, slot: usize) -> Option<Vec<f32>> {
+    let vendor = ctx.request.vendor_requests(slot);
+    let nvidia = ctx.request.slots[slot].as_ref();
+    let weights = &ctx.hints.weights;
+    (!vendor.is_empty()).then(|| crate::policy::device::container_scores(node, usage, nvidia, vendor, weights))
 }
 
 /// The other vendors' placements of a pod on one node, container by container.
@@ -154,9 +167,10 @@ impl<'r> VendorSlots<'r> {
         order: &mut [usize],
         ctx: &PodContext,
         slot: usize,
+        scores: Option<&[f32]>,
     ) -> Result<(), FitFailure> {
+        let scores = scores.unwrap_or(&[]);
         for r in self.request.vendor_requests(slot) {
-            let devices = standard::fit_request(node, usage, order, r, ctx)?;
             let at = match self.placed.iter().position(|(b, _)| b == &r.backend) {
                 Some(at) => at,
                 None => {
@@ -164,6 +178,14 @@ impl<'r> VendorSlots<'r> {
                     self.placed.len() - 1
                 }
             };
+            let init_count = self.request.init_count;
+            let phase = if slot < init_count { 0 } else { init_count };
+            let quota = ctx.card_quota.filter(|_| r.backend.quota_per_card).map(|state| standard::CardQuota {
+                state,
+                earlier: &self.placed[at].1[phase..slot],
+                init_count,
+            });
+            let devices = standard::fit_request(node, usage, order, r, scores, ctx, quota.as_ref())?;
             self.placed[at].1[slot] = devices;
         }
         Ok(())
@@ -178,6 +200,8 @@ struct Scratch<'m> {
     mig: &'m mut Vec<MigAllocation>,
 }
 
+/// `scores`: the container's device scores when it asks other vendors too (else computed here).
+#[allow(clippy::too_many_arguments)]
 fn fit_container(
     node: &GpuNode,
     scratch: &mut Scratch,
@@ -186,14 +210,21 @@ fn fit_container(
     ctx: &PodContext,
     earlier: &PodDevices,
     slot: usize,
+    scores: Option<&[f32]>,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let usage = &mut scratch.usage;
     let preferred = ctx.device_preference.and_then(|prefer| prefer(node, usage));
     let numa_bind = ctx.hints.numa_bind;
     if preferred.is_none() || numa_bind {
-        let scores: Vec<f32> =
-            node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
-        sort_devices(order, node, usage, &scores, ctx.gpu_policy, numa_bind);
+        match scores {
+            Some(scores) => sort_devices(order, node, usage, scores, ctx.gpu_policy, numa_bind),
+            None => {
+                let weights = &ctx.hints.weights;
+                let scores: Vec<f32> =
+                    node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, weights)).collect();
+                sort_devices(order, node, usage, &scores, ctx.gpu_policy, numa_bind);
+            }
+        }
     }
     if let Some(preferred) = preferred {
         apply_preference(node, order, preferred, numa_bind);
@@ -430,7 +461,7 @@ pub fn order_free_request<'a>(ctx: &PodContext<'a>) -> Option<&'a ContainerReque
 /// asks for devices, of one backend only, with no namespace quota ([`standard::quick_fit`]).
 pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::vendor::request::VendorRequest> {
     let request = ctx.request;
-    if !request.asks_no_nvidia() || ctx.quota.is_some() {
+    if !request.asks_no_nvidia() || ctx.quota.is_some() || ctx.card_quota.is_some() {
         return None;
     }
     let mut asking = request.vendor.iter().enumerate().filter(|(_, r)| !r.is_empty());
@@ -654,8 +685,15 @@ mod tests {
         let hints = PodHints { numa_bind: true, nouse_uuids: vec!["GPU-node-0-4".into()], ..PodHints::default() };
         let policy = GpuPolicy::parse("topology-aware");
         let idle_order = |_: &GpuNode, _: &[DeviceUsage]| Some((0..6).collect::<Vec<usize>>());
-        let ctx =
-            PodContext { request: &request, hints: &hints, gpu_policy: &policy, quota: None, device_preference: None };
+        let ctx = PodContext {
+            request: &request,
+            hints: &hints,
+            gpu_policy: &policy,
+            quota: None,
+            card_quota: None,
+            card_quota: None,
+            device_preference: None,
+        };
         let hami = fit_pod(&node, &ctx).expect("HAMi's order fits");
         assert_eq!(uuids(&hami), ["GPU-node-0-5", "GPU-node-0-3", "GPU-node-0-1"], "HAMi's own answer");
         let preferred = PodContext { device_preference: Some(&idle_order), ..ctx };
@@ -684,6 +722,7 @@ mod tests {
             hints: &hints,
             gpu_policy: &policy,
             quota: Some(quota),
+            card_quota: None,
             device_preference: Some(&a100_first),
         };
         let preferred_only = fit_pod_in_order(&node, &ctx).unwrap_err().to_string();

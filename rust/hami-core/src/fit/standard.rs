@@ -1,38 +1,55 @@
 //! HAMi's standard Fit of the vendors beside NVIDIA (Hygon's, Iluvatar's, ...): one container's
 //! request for one backend, on the node's device list as HAMi's `fitInDevices` walks it.
 
-use super::{FitFailure, PodContext, Reason, ReasonCounts};
+use super::{FitFailure, PodContext, QuotaState, Reason, ReasonCounts};
 use crate::codec::ContainerDevice;
 use crate::model::{DeviceUsage, GpuNode, HEALTHY, RESERVED};
-use crate::policy::device::{sort_devices, vendor_device_score};
+use crate::policy::device::sort_devices;
 use crate::request::VendorRequest;
 use crate::vendor::{Backend, FitChecks};
 
+/// A backend's namespace quota checked card by card, as HAMi's Cambricon `fitQuota` does: the
+/// pod's devices of that backend placed earlier in this phase (one entry per container, as HAMi
+/// pads them), then the container's picks and the candidate, collapsed with the pod's init count.
+pub struct CardQuota<'a> {
+    pub state: QuotaState,
+    pub earlier: &'a [Vec<ContainerDevice>],
+    pub init_count: usize,
+}
+
+impl CardQuota<'_> {
+    fn exceeded(&self, picked: &[ContainerDevice], candidate: ContainerDevice) -> bool {
+        let mut seen: Vec<Vec<ContainerDevice>> = self.earlier.to_vec();
+        seen.push(picked.iter().cloned().chain(std::iter::once(candidate)).collect());
+        let footprint = crate::model::collapse(&seen, self.init_count, false);
+        let mem: i64 = footprint.iter().map(|c| c.mem).sum();
+        let cores: i64 = footprint.iter().map(|c| c.cores).sum();
+        let q = &self.state;
+        q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
+    }
+}
+
 /// Places one vendor request of a container: HAMi sorts the node's whole device list by the GPU
-/// policy, keeps the devices whose type contains the request's type, and walks them from the end.
+/// policy on the container's `scores` (computed once before its first request), keeps the devices whose type contains the request's type, and walks them from the end.
 /// The usage of the devices taken is added to `usage` (HAMi's `AddResourceUsage`).
 pub fn fit_request(
     node: &GpuNode,
     usage: &mut [DeviceUsage],
     order: &mut [usize],
     r: &VendorRequest,
+    scores: &[f32],
     ctx: &PodContext,
+    quota: Option<&CardQuota>,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let backend = &*r.backend;
     let request_type = backend.request_type();
-    let scores: Vec<f32> = node
-        .devices
-        .iter()
-        .zip(usage.iter())
-        .map(|(d, u)| vendor_device_score(d, u, r, request_type, &ctx.hints.weights))
-        .collect();
-    sort_devices(order, node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
+    sort_devices(order, node, usage, scores, ctx.gpu_policy, ctx.hints.numa_bind);
     let typed: Vec<usize> =
         order.iter().copied().filter(|&i| of_type(&node.devices[i].device_type, request_type)).collect();
     if r.nums > typed.len() as i64 {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
-    let picked = walk(node, usage, &typed, r, backend, ctx)?;
+    let picked = walk(node, usage, &typed, r, backend, ctx, quota)?;
     // HAMi adds the usage to the first device of that id in its sorted list (two backends may
     // register one id).
     for d in &picked {
@@ -65,7 +82,7 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
             continue;
         }
         typed += 1;
-        match card_check(node, i, u, backend, ctx, memory_of(r, d), cores) {
+        match card_check(node, i, u, backend, ctx, memory_of(r, d), cores, || true) {
             Some(reason) => reasons.bump(reason, 1),
             None => eligible += 1,
         }
@@ -102,6 +119,7 @@ fn walk(
     r: &VendorRequest,
     backend: &Backend,
     ctx: &PodContext,
+    quota: Option<&CardQuota>,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let cores = r.coresreq.min(100);
     let mut need = r.nums;
@@ -110,19 +128,21 @@ fn walk(
     for &i in typed.iter().rev() {
         let (d, u) = (&node.devices[i], &usage[i]);
         let memreq = memory_of(r, d);
-        if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores) {
+        let usedmem = if backend.checks == FitChecks::SlotsOnly { 0 } else { memreq as i32 };
+        let device = ContainerDevice {
+            uuid: d.id.clone(),
+            device_type: backend.request_type().to_owned(),
+            usedmem,
+            usedcores: cores as i32,
+        };
+        let quota_fits = || quota.is_none_or(|q| !q.exceeded(&picked, device.clone()));
+        if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores, quota_fits) {
             reasons.bump(reason, 1);
             continue;
         }
         if need > 0 {
             need -= 1;
-            let usedmem = if backend.checks == FitChecks::SlotsOnly { 0 } else { memreq as i32 };
-            picked.push(ContainerDevice {
-                uuid: d.id.clone(),
-                device_type: backend.request_type().to_owned(),
-                usedmem,
-                usedcores: cores as i32,
-            });
+            picked.push(device);
         }
         if need == 0 {
             return Ok(picked);
@@ -134,6 +154,8 @@ fn walk(
     Err(FitFailure::Cards { counts: reasons, cards: typed.len() })
 }
 
+/// `quota_fits` is asked where HAMi checks a per-card quota: after the slots, before the memory.
+#[allow(clippy::too_many_arguments)]
 fn card_check(
     node: &GpuNode,
     i: usize,
@@ -142,6 +164,7 @@ fn card_check(
     ctx: &PodContext,
     memreq: i64,
     cores: i64,
+    quota_fits: impl FnOnce() -> bool,
 ) -> Option<Reason> {
     let (d, hot) = (&node.devices[i], &node.hot[i]);
     let hints = ctx.hints;
@@ -162,6 +185,8 @@ fn card_check(
         Some(Reason::ExclusiveDeviceAllocateConflict)
     } else if backend.checks == FitChecks::SlotsOnly {
         None
+    } else if !quota_fits() {
+        Some(Reason::ResourceQuotaNotFit)
     } else if total_mem - u.usedmem < memreq {
         Some(Reason::CardInsufficientMemory)
     } else if total_core - u.usedcores < cores {

@@ -219,6 +219,20 @@ impl ClusterState {
                 out.extend(crate::vendor::capacity_devices(node, backend, count.unwrap_or(0), devmem, devcore, id));
                 continue;
             }
+            if let crate::vendor::RegisterFormat::CoreShares(shares) = backend.register_format {
+                let capacity = |name: &str| status.capacity.get(name).and_then(crate::k8s::Quantity::as_int);
+                let (cores, memory) = (capacity(&backend.core_name), capacity(&backend.memory_name));
+                let devices = crate::vendor::core_share_devices(
+                    node,
+                    backend,
+                    shares,
+                    cores.unwrap_or(0),
+                    memory.unwrap_or(0),
+                    id,
+                );
+                out.extend(devices);
+                continue;
+            }
             let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
             let json = backend.register_format == crate::vendor::RegisterFormat::Json;
             match codec::decode_vendor_register(value, json) {

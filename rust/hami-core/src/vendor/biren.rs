@@ -1,7 +1,7 @@
 //! Biren (`Biren`): registered as a JSON device list under `hami.io/node-biren-register` (every
 //! device's cores set to 100), whole cards by count only: no memory or cores are asked or granted.
 
-use super::{Admission, Backend, FitChecks, MemoryUnit, RegisterFormat};
+use super::{Admission, Backend, FitChecks, MemoryUnit, NodeLock, PodExtras, RegisterFormat};
 use crate::device_config::DeviceConfig;
 
 pub fn backend(config: &DeviceConfig) -> Option<Backend> {
@@ -25,5 +25,8 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         devcore: Some(100),
         fixed_request: None,
         checks: FitChecks::SlotsOnly,
+        lock: NodeLock::Shared,
+        extras: PodExtras::None,
+        quota_per_card: false,
     })
 }

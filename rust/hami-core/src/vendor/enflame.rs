@@ -2,7 +2,7 @@
 //! capacity of the GCU resource (`<node>-GCU-<i>`, 100 "MiB" and 100 cores each); a request takes
 //! all of a card, and a card in use is refused. No node lock, no handshake.
 
-use super::{Admission, Backend, FitChecks, MemoryUnit, RegisterFormat};
+use super::{Admission, Backend, FitChecks, MemoryUnit, NodeLock, PodExtras, RegisterFormat};
 use crate::device_config::DeviceConfig;
 
 pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
@@ -26,5 +26,8 @@ pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
         devcore: None,
         fixed_request: Some((100, 100)),
         checks: FitChecks::Exclusive,
+        lock: NodeLock::None,
+        extras: PodExtras::None,
+        quota_per_card: false,
     })
 }

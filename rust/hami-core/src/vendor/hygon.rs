@@ -2,7 +2,7 @@
 //! colon/comma format), requests in MiB times the section's `memoryFactor`, 100 cores by default,
 //! device types chosen by `hygon.com/use-dcutype`/`nouse-dcutype`.
 
-use super::{Admission, Backend, FitChecks, MemoryUnit, RegisterFormat};
+use super::{Admission, Backend, FitChecks, MemoryUnit, NodeLock, PodExtras, RegisterFormat};
 use crate::device_config::DeviceConfig;
 
 pub fn backend(config: &DeviceConfig) -> Option<Backend> {
@@ -26,5 +26,8 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         devcore: None,
         fixed_request: None,
         checks: FitChecks::Standard,
+        lock: NodeLock::Shared,
+        extras: PodExtras::None,
+        quota_per_card: false,
     })
 }

@@ -2,7 +2,7 @@
 //! `hami.io/node-<commonWord>-register`, memory requested in units of 256 MiB, no cores by default,
 //! every device type accepted, UUIDs chosen by `hami.io/use-<commonWord>-uuid`.
 
-use super::{Admission, Backend, FitChecks, MemoryUnit, RegisterFormat};
+use super::{Admission, Backend, FitChecks, MemoryUnit, NodeLock, PodExtras, RegisterFormat};
 use crate::device_config::DeviceConfig;
 
 pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
@@ -30,6 +30,9 @@ pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
                 devcore: None,
                 fixed_request: None,
                 checks: FitChecks::Standard,
+                lock: NodeLock::Shared,
+                extras: PodExtras::None,
+                quota_per_card: false,
             }
         })
         .collect()

@@ -6,6 +6,7 @@
 //! backends a device config sets up are [`Backends::from_config`].
 
 mod biren;
+mod cambricon;
 mod enflame;
 mod hygon;
 mod iluvatar;
@@ -33,6 +34,40 @@ pub enum RegisterFormat {
     /// No annotation: one device per unit of the count resource's capacity, named
     /// `<node>-<word>-<i>`, with this memory and these cores (Enflame GCU).
     Capacity { devmem: i32, devcore: i32 },
+    /// No annotation: devices cut from the node's capacity of the core resource ([`CoreShares`]).
+    CoreShares(CoreShares),
+}
+
+/// Devices HAMi derives from a node's capacity of a backend's core resource: one per
+/// `cores_per_device` (rounded up), named `<node>-<id_word>-<i>`, each with `slots` slots, the
+/// node's memory capacity shared out by cores (Cambricon, Moore Threads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoreShares {
+    pub cores_per_device: i64,
+    /// MiB per unit of the memory resource.
+    pub memory_unit: i64,
+    pub id_word: &'static str,
+    pub slots: i32,
+}
+
+/// The node lock a backend's Bind takes when the pod's regular containers ask for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLock {
+    /// None (Enflame GCU).
+    None,
+    /// HAMi's shared `hami.io/mutex.lock` (`<RFC3339>,<namespace>,<name>`), taken once per pod.
+    Shared,
+    /// An annotation of the backend's own holding the time it was taken (RFC 3339): refused while
+    /// younger than `expiry_secs`, and released by any failed Bind whoever holds it (Cambricon).
+    Stamp { key: &'static str, expiry_secs: i64 },
+}
+
+/// Annotations a backend writes on the pod beside its device lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodExtras {
+    None,
+    /// `CAMBRICON_DSMLU_ASSIGNED` and `CAMBRICON_DSMLU_PROFILE`.
+    Cambricon,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -84,12 +119,29 @@ pub struct Backend {
     pub checks: FitChecks,
     /// A request whose memory (MiB) and cores are fixed whatever the container asks (Enflame GCU).
     pub fixed_request: Option<(i64, i64)>,
+    pub lock: NodeLock,
+    pub extras: PodExtras,
+    /// The namespace quota is checked card by card in the Fit (HAMi's `fitQuota`: Cambricon).
+    pub quota_per_card: bool,
 }
 
 impl Backend {
     /// The device type a request for this backend carries (and matches devices by).
     pub fn request_type(&self) -> &str {
         &self.common_word
+    }
+
+    /// The annotations this backend writes beside its device lists, for `placed` (one entry per
+    /// container slot) on `node`.
+    pub fn extra_annotations(
+        &self,
+        node: &crate::model::GpuNode,
+        placed: &crate::codec::PodDevices,
+    ) -> Vec<(String, String)> {
+        match self.extras {
+            PodExtras::None => Vec::new(),
+            PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
+        }
     }
 
     /// What HAMi's `FitQuota` multiplies this backend's memory limit by (its `MemoryFactor`).
@@ -111,6 +163,7 @@ impl Backends {
     pub fn from_config(config: &Config) -> Self {
         let devices: &DeviceConfig = config.devices();
         let mut list = Vec::new();
+        list.extend(cambricon::backend(devices));
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
@@ -145,6 +198,36 @@ impl Backends {
         out.dedup();
         out
     }
+}
+
+/// The devices HAMi derives from a node's capacity of `backend`'s core resource (`cores`) and
+/// memory resource (`memory`, in the resource's units); none without cores.
+pub fn core_share_devices(
+    node: &str,
+    backend: &Backend,
+    shares: CoreShares,
+    cores: i64,
+    memory: i64,
+    id: u8,
+) -> Vec<crate::codec::Device> {
+    if cores <= 0 {
+        return Vec::new();
+    }
+    let per = shares.cores_per_device;
+    let devmem = memory.saturating_mul(shares.memory_unit).saturating_mul(per) / cores;
+    (0..(cores + per - 1) / per)
+        .map(|i| crate::codec::Device {
+            id: format!("{node}-{}-{i}", shares.id_word),
+            index: i as u32,
+            count: shares.slots,
+            devmem: devmem as i32,
+            devcore: per as i32,
+            device_type: backend.common_word.clone(),
+            health: true,
+            vendor: id,
+            ..crate::codec::Device::default()
+        })
+        .collect()
 }
 
 /// The devices HAMi derives from a node's capacity of `backend`'s count resource: `count` cards
