@@ -102,6 +102,9 @@ pub struct Decision {
     /// How many candidate nodes failed for each reason.
     pub failed_reasons: BTreeMap<&'static str, usize>,
     pub events: Vec<Event>,
+    /// The node locks its Bind takes, in HAMi's order ([`super::locks::bind_locks`]).
+    #[serde(skip)]
+    pub locks: Vec<&'static str>,
 }
 
 /// What a `/filter` call came to.
@@ -194,6 +197,7 @@ pub fn decide(
             patch: String::new(),
             failed_reasons: eval.failed_reasons(),
             events: failed_events(eval, total),
+            locks: Vec::new(),
         };
         return FilterOutcome {
             response: response.to_bytes(),
@@ -220,6 +224,7 @@ pub fn decide(
         annotations,
         failed_reasons: eval.failed_reasons(),
         events: vec![succeed_event(eval, node, total, placement.node_policy)],
+        locks: super::locks::bind_locks(&placement.request),
     };
     FilterOutcome { response: response.to_bytes(), outcome: Outcome::Scheduled, decision: Some(decision) }
 }

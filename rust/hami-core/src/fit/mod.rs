@@ -691,7 +691,6 @@ mod tests {
             gpu_policy: &policy,
             quota: None,
             card_quota: None,
-            card_quota: None,
             device_preference: None,
         };
         let hami = fit_pod(&node, &ctx).expect("HAMi's order fits");
