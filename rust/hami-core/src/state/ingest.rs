@@ -220,17 +220,9 @@ impl ClusterState {
                 continue;
             }
             if let crate::vendor::RegisterFormat::CoreShares(shares) = backend.register_format {
-                let capacity = |name: &str| status.capacity.get(name).and_then(crate::k8s::Quantity::as_int);
-                let (cores, memory) = (capacity(&backend.core_name), capacity(&backend.memory_name));
-                let devices = crate::vendor::core_share_devices(
-                    node,
-                    backend,
-                    shares,
-                    cores.unwrap_or(0),
-                    memory.unwrap_or(0),
-                    id,
-                );
-                out.extend(devices);
+                if let Err(e) = core_share_devices(node, backend, shares, status, id, &mut out) {
+                    skipped.get_or_insert(e);
+                }
                 continue;
             }
             let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
@@ -421,6 +413,26 @@ fn vendor_registered(backend: &crate::vendor::Backend, ann: &crate::k8s::view::H
     }
     let requesting = ann.vendor_value(&backend.handshake_key).is_some_and(|v| v.contains("Requesting"));
     !requesting || was
+}
+
+/// The devices of a backend cut from the node's core capacity. HAMi skips the backend when that
+/// capacity is no integer (the error names it); a memory capacity that is none counts as 0.
+fn core_share_devices(
+    node: &str,
+    backend: &crate::vendor::Backend,
+    shares: crate::vendor::CoreShares,
+    status: &NodeStatusView,
+    id: u8,
+    out: &mut Vec<codec::Device>,
+) -> Result<()> {
+    let memory = status.capacity.get(&backend.memory_name).and_then(crate::k8s::Quantity::as_int).unwrap_or(0);
+    let Some(quantity) = status.capacity.get(&backend.core_name) else { return Ok(()) };
+    let Some(cores) = quantity.as_int() else {
+        let field = format!("status.capacity[{}] (its {} devices are skipped)", backend.core_name, backend.common_word);
+        return Err(Error::invalid(format!("Node {node}"), format!("{:?} is not an integer", quantity.0)).field(field));
+    };
+    out.extend(crate::vendor::core_share_devices(node, backend, shares, cores, memory, id));
+    Ok(())
 }
 
 /// A non-zero fingerprint of the register annotation: HAMi's registration rule notices when it changes.
