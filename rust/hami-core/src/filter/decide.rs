@@ -56,7 +56,7 @@ pub fn allocation_annotations(
             out.insert(backend.to_allocate_key.clone(), devices.clone());
         }
         out.insert(backend.allocated_key.clone(), devices);
-        out.extend(backend.extra_annotations(node, placed));
+        out.extend(backend.extra_annotations(node, placed, now));
     }
     out
 }

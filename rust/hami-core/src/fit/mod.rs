@@ -180,12 +180,12 @@ impl<'r> VendorSlots<'r> {
             };
             let init_count = self.request.init_count;
             let phase = if slot < init_count { 0 } else { init_count };
-            let quota = ctx.card_quota.filter(|_| r.backend.quota_per_card).map(|state| standard::CardQuota {
-                state,
-                earlier: &self.placed[at].1[phase..slot],
+            let earlier = standard::Earlier {
+                devices: &self.placed[at].1[phase..slot],
                 init_count,
-            });
-            let devices = standard::fit_request(node, usage, order, r, scores, ctx, quota.as_ref())?;
+                quota: ctx.card_quota.filter(|_| r.backend.quota_per_card),
+            };
+            let devices = standard::fit_request(node, usage, order, r, scores, ctx, &earlier)?;
             self.placed[at].1[slot] = devices;
         }
         Ok(())

@@ -18,6 +18,8 @@ pub enum Reason {
     CardInsufficientMemory,
     CardInsufficientCore,
     CardComputeUnitsExhausted,
+    /// A backend's own rule refused the card (Moore Threads: another card than the pod's earlier ones).
+    CardNotFoundCustomFilterRule,
     /// No MIG profile with the requested memory has a free placement on the GPU.
     CardMigTopologyInfeasible,
     AllocatedCardsInsufficientRequest,
@@ -29,7 +31,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 20;
     pub const ALL: [Reason; Self::COUNT] = [
         Self::CardNotHealth,
         Self::CardCordoned,
@@ -43,6 +45,7 @@ impl Reason {
         Self::CardInsufficientMemory,
         Self::CardInsufficientCore,
         Self::CardComputeUnitsExhausted,
+        Self::CardNotFoundCustomFilterRule,
         Self::CardMigTopologyInfeasible,
         Self::AllocatedCardsInsufficientRequest,
         Self::NodeInsufficientDevice,
@@ -66,6 +69,7 @@ impl Reason {
             Self::CardInsufficientMemory => "CardInsufficientMemory",
             Self::CardInsufficientCore => "CardInsufficientCore",
             Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
+            Self::CardNotFoundCustomFilterRule => "CardNotFoundCustomFilterRule",
             Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
             Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
             Self::NodeInsufficientDevice => "NodeInsufficientDevice",

@@ -8,24 +8,30 @@ use crate::policy::device::sort_devices;
 use crate::request::VendorRequest;
 use crate::vendor::{Backend, FitChecks};
 
-/// A backend's namespace quota checked card by card, as HAMi's Cambricon `fitQuota` does: the
-/// pod's devices of that backend placed earlier in this phase (one entry per container, as HAMi
-/// pads them), then the container's picks and the candidate, collapsed with the pod's init count.
-pub struct CardQuota<'a> {
-    pub state: QuotaState,
-    pub earlier: &'a [Vec<ContainerDevice>],
+/// The pod's devices of a backend placed earlier in this phase (one entry per container, as HAMi
+/// pads them), and the backend's namespace quota when its Fit checks it card by card (HAMi's
+/// Cambricon `fitQuota`: those devices, then the container's picks and the candidate, collapsed
+/// with the pod's init count).
+pub struct Earlier<'a> {
+    pub devices: &'a [Vec<ContainerDevice>],
     pub init_count: usize,
+    pub quota: Option<QuotaState>,
 }
 
-impl CardQuota<'_> {
-    fn exceeded(&self, picked: &[ContainerDevice], candidate: ContainerDevice) -> bool {
-        let mut seen: Vec<Vec<ContainerDevice>> = self.earlier.to_vec();
+impl Earlier<'_> {
+    fn quota_exceeded(&self, picked: &[ContainerDevice], candidate: ContainerDevice) -> bool {
+        let Some(q) = &self.quota else { return false };
+        let mut seen: Vec<Vec<ContainerDevice>> = self.devices.to_vec();
         seen.push(picked.iter().cloned().chain(std::iter::once(candidate)).collect());
         let footprint = crate::model::collapse(&seen, self.init_count, false);
         let mem: i64 = footprint.iter().map(|c| c.mem).sum();
         let cores: i64 = footprint.iter().map(|c| c.cores).sum();
-        let q = &self.state;
         q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
+    }
+
+    /// Moore Threads' rule: every device the pod's earlier containers took is this one.
+    fn all_on(&self, id: &str) -> bool {
+        self.devices.iter().flatten().all(|e| e.uuid == id)
     }
 }
 
@@ -39,7 +45,7 @@ pub fn fit_request(
     r: &VendorRequest,
     scores: &[f32],
     ctx: &PodContext,
-    quota: Option<&CardQuota>,
+    earlier: &Earlier,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let backend = &*r.backend;
     let request_type = backend.request_type();
@@ -49,7 +55,7 @@ pub fn fit_request(
     if r.nums > typed.len() as i64 {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
-    let picked = walk(node, usage, &typed, r, backend, ctx, quota)?;
+    let picked = walk(node, usage, &typed, r, backend, ctx, earlier)?;
     // HAMi adds the usage to the first device of that id in its sorted list (two backends may
     // register one id).
     for d in &picked {
@@ -119,7 +125,7 @@ fn walk(
     r: &VendorRequest,
     backend: &Backend,
     ctx: &PodContext,
-    quota: Option<&CardQuota>,
+    earlier: &Earlier,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let cores = r.coresreq.min(100);
     let mut need = r.nums;
@@ -135,9 +141,13 @@ fn walk(
             usedmem,
             usedcores: cores as i32,
         };
-        let quota_fits = || quota.is_none_or(|q| !q.exceeded(&picked, device.clone()));
+        let quota_fits = || !earlier.quota_exceeded(&picked, device.clone());
         if let Some(reason) = card_check(node, i, u, backend, ctx, memreq, cores, quota_fits) {
             reasons.bump(reason, 1);
+            continue;
+        }
+        if backend.checks == FitChecks::SameDevice && !earlier.all_on(&d.id) {
+            reasons.bump(Reason::CardNotFoundCustomFilterRule, 1);
             continue;
         }
         if need > 0 {
@@ -221,3 +231,7 @@ fn uuid_allowed(backend: &Backend, hints: &crate::policy::PodHints, id: &str) ->
     };
     holds(use_key) != Some(false) && holds(nouse_key) != Some(true)
 }
+
+#[cfg(test)]
+#[path = "standard_tests.rs"]
+mod tests;

@@ -44,6 +44,7 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         lock: NodeLock::Stamp { key: LOCK_KEY, expiry_secs: 120 },
         extras: PodExtras::Cambricon,
         quota_per_card: true,
+        split_over_cards: false,
     })
 }
 

@@ -29,5 +29,6 @@ pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
         lock: NodeLock::None,
         extras: PodExtras::None,
         quota_per_card: false,
+        split_over_cards: false,
     })
 }

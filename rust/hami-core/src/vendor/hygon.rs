@@ -29,5 +29,6 @@ pub fn backend(config: &DeviceConfig) -> Option<Backend> {
         lock: NodeLock::Shared,
         extras: PodExtras::None,
         quota_per_card: false,
+        split_over_cards: false,
     })
 }

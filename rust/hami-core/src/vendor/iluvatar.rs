@@ -33,6 +33,7 @@ pub fn backends(config: &DeviceConfig) -> Vec<Backend> {
                 lock: NodeLock::Shared,
                 extras: PodExtras::None,
                 quota_per_card: false,
+                split_over_cards: false,
             }
         })
         .collect()

@@ -10,6 +10,7 @@ mod cambricon;
 mod enflame;
 mod hygon;
 mod iluvatar;
+mod mthreads;
 pub mod request;
 
 use crate::config::Config;
@@ -68,6 +69,8 @@ pub enum PodExtras {
     None,
     /// `CAMBRICON_DSMLU_ASSIGNED` and `CAMBRICON_DSMLU_PROFILE`.
     Cambricon,
+    /// `mthreads.com/gpu-index`, `predicate-node` and `predicate-time`.
+    Mthreads,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -79,6 +82,9 @@ pub enum FitChecks {
     SlotsOnly,
     /// Health and type, then a card anyone uses is refused (Enflame GCU: whole cards).
     Exclusive,
+    /// Standard, then every device the pod's earlier containers took must be this card (Moore
+    /// Threads: one card per pod).
+    SameDevice,
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
@@ -89,6 +95,16 @@ pub enum Admission {
     /// A count over 1 sets the core limit to 100 per card; the container's name goes into
     /// `SOL_CONTINER_NAME` unless set (Iluvatar).
     CoresPerCardAndContainerName,
+    /// Whole-card sizes set or checked ([`Backend::admission_edit`]: Moore Threads).
+    CardSizes,
+}
+
+/// What a backend's webhook sets on a pod for one container asking it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdmissionEdit {
+    /// Container limits set (resource, value), replacing any there.
+    pub limits: Vec<(String, i64)>,
+    pub pod_annotations: Vec<(String, String)>,
 }
 
 /// One non-NVIDIA backend HAMi's scheduler runs, as data.
@@ -123,6 +139,8 @@ pub struct Backend {
     pub extras: PodExtras,
     /// The namespace quota is checked card by card in the Fit (HAMi's `fitQuota`: Cambricon).
     pub quota_per_card: bool,
+    /// The memory and cores a container asks are shared out over its cards (Moore Threads).
+    pub split_over_cards: bool,
 }
 
 impl Backend {
@@ -137,10 +155,21 @@ impl Backend {
         &self,
         node: &crate::model::GpuNode,
         placed: &crate::codec::PodDevices,
+        now: i64,
     ) -> Vec<(String, String)> {
         match self.extras {
             PodExtras::None => Vec::new(),
             PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
+            PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
+        }
+    }
+
+    /// What the webhook sets for a container asking `count` of this backend with `memory` in its
+    /// limits; an error is HAMi's message (HTTP 500).
+    pub fn admission_edit(&self, count: i64, memory: Option<i64>) -> Result<AdmissionEdit, String> {
+        match self.admission {
+            Admission::CardSizes => mthreads::admission_edit(self, count, memory),
+            _ => Ok(AdmissionEdit::default()),
         }
     }
 
@@ -167,6 +196,7 @@ impl Backends {
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
+        list.extend(mthreads::backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
