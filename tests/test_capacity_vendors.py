@@ -30,7 +30,9 @@ def mthreads_node(cores: str) -> dict:
 
 def pod(limits: dict[str, str]) -> bytes:
     container = {"name": "c", "image": "x", "resources": {"limits": limits}}
-    return orjson.dumps({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {"containers": [container]}})
+    return orjson.dumps(
+        {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {"containers": [container]}}
+    )
 
 
 def explain(cluster: _native.Cluster, limits: dict[str, str]) -> dict:

@@ -381,7 +381,11 @@ def vendor_quotas(draw, backends: list[Backend]) -> list[dict[str, Any]]:
     for i, ns in enumerate(NAMESPACES):
         if not named or not one_in(draw, 2 if per_card else 5):
             continue
-        b = draw(st.sampled_from(per_card or named)) if per_card and draw(st.booleans()) else draw(st.sampled_from(named))
+        b = (
+            draw(st.sampled_from(per_card or named))
+            if per_card and draw(st.booleans())
+            else draw(st.sampled_from(named))
+        )
         hard = {}
         if b.memory and draw(st.booleans()):
             hard[f"limits.{b.memory}"] = str(draw(st.sampled_from(QUOTA_MEMORY.get(b.family, QUOTA_MEMORY[""]))))
