@@ -68,7 +68,7 @@ mod tests {
     use crate::vendor::core_share_devices;
 
     fn mlu() -> Backend {
-        backend(&DeviceConfig::chart_default()).expect("the chart's config has a cambricon section")
+        backend(DeviceConfig::chart_default()).expect("the chart's config has a cambricon section")
     }
 
     #[test]
