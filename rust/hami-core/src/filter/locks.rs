@@ -14,6 +14,9 @@ const NVIDIA_WORD: &str = "NVIDIA";
 pub fn bind_locks(request: &PodRequest) -> Vec<&'static str> {
     let regular = request.init_count..request.slots.len();
     let asks_nvidia = request.slots[regular.clone()].iter().any(Option::is_some);
+    if !request.asks_vendors() {
+        return if asks_nvidia { vec![NODE_LOCK_KEY] } else { Vec::new() };
+    }
     let mut asked: Vec<(&str, NodeLock)> = Vec::new();
     if asks_nvidia {
         asked.push((NVIDIA_WORD, NodeLock::Shared));
@@ -100,6 +103,9 @@ mod tests {
         let (r, _) =
             request(containers(serde_json::json!([]), serde_json::json!([limits(&[("enflame.com/gcu", "1")])])));
         assert!(bind_locks(&r).is_empty(), "Enflame GCU takes no lock");
+        let (r, _) =
+            request(containers(serde_json::json!([]), serde_json::json!([limits(&[("nvidia.com/gpu", "1")])])));
+        assert_eq!(bind_locks(&r), [NODE_LOCK_KEY]);
     }
 
     #[test]
