@@ -41,7 +41,19 @@ pytestmark = [
 ]
 
 # The vendor families hami_fast schedules today; NVIDIA here runs under the chart's full config.
-SUPPORTED: set[str] = {"nvidia", "hygon", "biren", "iluvatar", "enflame", "ascend", "amd", "vastai", "metax"}
+SUPPORTED: set[str] = {
+    "nvidia",
+    "hygon",
+    "biren",
+    "iluvatar",
+    "enflame",
+    "ascend",
+    "amd",
+    "vastai",
+    "metax",
+    "cambricon",
+    "mthreads",
+}
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))
 BATCHES = int(os.environ.get("HAMI_ORACLE_VENDOR_BATCHES", "50"))

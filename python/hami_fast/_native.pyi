@@ -77,6 +77,9 @@ class FilterDecision:
     def events(self) -> list[tuple[str, str, str]]: ...
     @property
     def reason_counts(self) -> dict[str, int]: ...
+    @property
+    def locks(self) -> list[str]:
+        """The node locks its Bind takes: annotation keys, in HAMi's order."""
 
 @final
 class ObjectCache:
@@ -174,6 +177,10 @@ class Cluster:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def review(self, review: bytes) -> tuple[bytes, bool]:
         """:meth:`admit` with the verdict: ``(AdmissionReview bytes, allowed)``."""
+    def bind_locks(self, pod: bytes) -> list[str]:
+        """The node locks (annotation keys, in HAMi's order) a Bind of this pod takes."""
+    def stamp_locks(self) -> list[tuple[str, int]]:
+        """The backends' own node locks ``(annotation key, seconds held)``, which any failed Bind releases."""
     def usage(self) -> bytes:
         """Per-node, per-device usage as JSON (for metrics, the REST API and tests); a GPU held
         for a pending pod carries ``held: {pod, expires}``."""

@@ -442,18 +442,29 @@ def drop_ascend_cores(containers: list[dict[str, Any]]) -> None:
 # --- quotas and cases --------------------------------------------------------------------------
 
 
+# Memory limits per family, in the resource's own units (HAMi's FitQuota scales them by the
+# backend's memory factor): Cambricon's are 256 MiB each, so its limits are smaller numbers.
+QUOTA_MEMORY = {"": [4000, 20000, 100000, 1000000], "cambricon": [20, 64, 128, 400, 4000]}
+
+
 @st.composite
 def vendor_quotas(draw, backends: list[Backend]) -> list[dict[str, Any]]:
     """At most one quota per namespace on a backend's memory and core names (checked by HAMi's webhook)."""
     out = []
     named = [b for b in backends if b.memory or b.cores]
+    # Cambricon checks its quota card by card in the Fit too: give it quotas more often.
+    per_card = [b for b in named if b.family == "cambricon"]
     for i, ns in enumerate(NAMESPACES):
-        if not named or not one_in(draw, 5):
+        if not named or not one_in(draw, 2 if per_card else 5):
             continue
-        b = draw(st.sampled_from(named))
+        b = (
+            draw(st.sampled_from(per_card or named))
+            if per_card and draw(st.booleans())
+            else draw(st.sampled_from(named))
+        )
         hard = {}
         if b.memory and draw(st.booleans()):
-            hard[f"limits.{b.memory}"] = str(draw(st.sampled_from([4000, 20000, 100000, 1000000])))
+            hard[f"limits.{b.memory}"] = str(draw(st.sampled_from(QUOTA_MEMORY.get(b.family, QUOTA_MEMORY[""]))))
         if b.cores and (draw(st.booleans()) or not hard):
             hard[f"limits.{b.cores}"] = str(draw(st.sampled_from([50, 100, 300, 1000])))
         out.append(

@@ -76,7 +76,7 @@ class Handshaker(threading.Thread):
             self.stop_event.wait(self.period)
 
 
-def kube_node_patcher(client: Any, written: Callable[[str, dict[str, Any]], None] | None = None) -> NodePatcher:
+def kube_node_patcher(client: Any, written: Callable[[str, dict[str, Any]], object] | None = None) -> NodePatcher:
     """`written(node, metadata)` gets each answer's node metadata (NodeLocks keeps its resourceVersion)."""
     from hami_fast.kube.client import MERGE_PATCH, path_of
 

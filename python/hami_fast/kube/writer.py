@@ -22,6 +22,8 @@ class Writer(Protocol):
     def read_lock(self, node: str) -> tuple[str | None, str]: ...
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None: ...
     def pod_exists(self, namespace: str, name: str) -> bool: ...
+    def read_annotation(self, node: str, key: str) -> str | None: ...
+    def write_annotation(self, node: str, key: str, value: str | None) -> None: ...
 
 
 def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
@@ -54,19 +56,37 @@ class NodeLocks:
     loop). A node neither listed nor watched yet is read from the API server too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, stamp_keys: tuple[str, ...] = ()) -> None:
         self._nodes: dict[str, tuple[str | None, str]] = {}
         self._guard = threading.Lock()
+        # The backends' own locks (kube/stamplock.py): read from here as HAMi reads them from its
+        # node lister, never taken once like the shared lock's entry.
+        self.stamp_keys = stamp_keys
+        self._stamps: dict[str, dict[str, str]] = {}
 
-    def observe(self, node: str, meta: dict[str, Any]) -> None:
+    def observe(self, node: str, meta: dict[str, Any]) -> bool:
         """A node object's metadata (a watch event or a write's response); an older version than
-        the one held (a watch event arriving after our own write's answer) is ignored."""
-        value = (meta.get("annotations") or {}).get(LOCK_KEY)
+        the one held (a watch event arriving after our own write's answer) is ignored. True when it
+        shows one of the backends' own locks released."""
+        annotations = meta.get("annotations") or {}
+        value = annotations.get(LOCK_KEY)
         version = str(meta.get("resourceVersion", ""))
+        stamps = {k: annotations[k] for k in self.stamp_keys if k in annotations} if self.stamp_keys else {}
         with self._guard:
             held = self._nodes.get(node)
             if held is None or not _older(version, held[1]):
                 self._nodes[node] = (value, version)
+            if not self.stamp_keys:
+                return False
+            before = self._stamps.get(node, {})
+            self._stamps[node] = stamps
+            return any(k not in stamps for k in before)
+
+    def stamp(self, node: str, key: str) -> tuple[bool, str | None]:
+        """(whether the watch has shown the node, the lock's value there)."""
+        with self._guard:
+            stamps = self._stamps.get(node)
+            return (stamps is not None, None if stamps is None else stamps.get(key))
 
     def observe_page(self, page: bytes) -> None:
         """Every node of a LIST page (the reflector's first list and re-lists), so even the first
@@ -86,10 +106,19 @@ class NodeLocks:
         with self._guard:
             for node in [n for n in self._nodes if n not in keep]:
                 del self._nodes[node]
+            for node in [n for n in self._stamps if n not in keep]:
+                del self._stamps[node]
 
     def forget(self, node: str) -> None:
+        """The shared lock's entry only (a 409 showed it stale): the next read GETs the node."""
         with self._guard:
             self._nodes.pop(node, None)
+
+    def drop(self, node: str) -> None:
+        """A deleted node: everything known of it."""
+        with self._guard:
+            self._nodes.pop(node, None)
+            self._stamps.pop(node, None)
 
     def take(self, node: str) -> tuple[str | None, str] | None:
         """The watched value, once: the next read of this node goes to the API server unless the
@@ -211,6 +240,24 @@ class KubeWriter:
             except (ValueError, AttributeError):
                 self.node_locks.forget(node)
 
+    def read_annotation(self, node: str, key: str) -> str | None:
+        """A backend's own lock, from the node watch when it has shown the node (HAMi reads its
+        node lister), else from the API server."""
+        if self.node_locks is not None:
+            seen, value = self.node_locks.stamp(node, key)
+            if seen:
+                return value
+        return (self._node(node).get("metadata", {}).get("annotations") or {}).get(key)
+
+    def write_annotation(self, node: str, key: str, value: str | None) -> None:
+        patch = orjson.dumps({"metadata": {"annotations": {key: value}}})
+        answer = self.client.request("PATCH", path_of("api", "v1", "nodes", node), body=patch, content_type=MERGE_PATCH)
+        if self.node_locks is not None:
+            try:
+                self.node_locks.observe(node, answer.json().get("metadata") or {})
+            except (ValueError, AttributeError):
+                self.node_locks.forget(node)
+
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         self.client.request("POST", pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node))
 
@@ -247,6 +294,7 @@ class MemoryWriter:
             if o.get("kind") == "Pod"
         }
         self.versions: dict[str, int] = {}
+        self.stamp_keys: tuple[str, ...] = ()  # the backends' own locks, dropped by a bind as their plugins do
 
     def remember_pod(self, namespace: str, name: str, uid: str) -> None:
         """A pod first seen by Filter (nobody created it here): keep its identity to patch and bind it."""
@@ -290,6 +338,17 @@ class MemoryWriter:
             self.nodes[node]["metadata"].pop("resourceVersion", None)
             self.versions[node] = self.versions.get(node, 0) + 1
 
+    def read_annotation(self, node: str, key: str) -> str | None:
+        with self.lock:
+            if node not in self.nodes:
+                raise NotFound(f"failed to get node {node}")
+            return (self.nodes[node]["metadata"].get("annotations") or {}).get(key)
+
+    def write_annotation(self, node: str, key: str, value: str | None) -> None:
+        with self.lock:
+            merge(self.nodes[node], {"metadata": {"annotations": {key: value}}})
+            self.versions[node] = self.versions.get(node, 0) + 1
+
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         with self.lock:
             pod = self._pod(namespace, name)
@@ -306,3 +365,6 @@ class MemoryWriter:
             annotations = self.nodes[node]["metadata"].get("annotations") or {}
             if str(annotations.get(LOCK_KEY, "")).endswith(f",{namespace},{name}"):
                 self.write_lock(node, None, str(self.versions.get(node, 0)))
+            for key in self.stamp_keys:
+                if key in annotations:
+                    self.write_annotation(node, key, None)

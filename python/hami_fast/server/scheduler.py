@@ -19,7 +19,9 @@ from hami_fast._native import is_pod_group_member as native_pod_group_member
 from hami_fast.config import Config
 from hami_fast.kube.errors import NotFound
 from hami_fast.kube.nodelock import LockContention, NodeLocker
+from hami_fast.kube.stamplock import StampLocker
 from hami_fast.kube.writer import Writer
+from hami_fast.server.bindlocks import BindLocks
 from hami_fast.server.bindqueue import BindJob, BindQueue
 from hami_fast.server.metrics import Metrics
 from hami_fast.server.router import Answer, Then, settle
@@ -66,6 +68,7 @@ class Allocation:
     written: bool  # the patch is on the API server (or on its way there, behind the answer)
     resource_version: str = ""  # the pod's, as Filter saw it: its Bind events name it, as HAMi's lister pod does
     at: float = field(default_factory=time.monotonic)
+    locks: list[str] = field(default_factory=lambda: [keys.NODE_LOCK])  # the node locks its Bind takes
 
 
 def pod_ref(d: FilterDecision) -> dict[str, Any]:
@@ -97,6 +100,7 @@ class PendingBind:
     looked_up: bool = False
     allocation: Allocation | None = None
     resource_version: str = ""  # of the pod as last seen (Filter's, or the one read at Bind)
+    locks: list[str] = field(default_factory=list)  # the node locks its Bind takes, in HAMi's order
 
     @property
     def ref(self) -> dict[str, str]:
@@ -124,6 +128,8 @@ class Scheduler:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
         self.synced, self.leading = synced, leading
         self.locker = NodeLocker(writer, config.node_lock_timeout)
+        stamps = {key: StampLocker(writer, key, expiry) for key, expiry in cluster.stamp_locks()}
+        self.locks = BindLocks(self.locker, stamps)
         # More binds in flight than the client's QPS only queue on its rate limiter.
         workers = (
             config.bind_workers if config.kube_qps <= 0 else max(4, min(config.bind_workers, int(config.kube_qps)))
@@ -207,7 +213,9 @@ class Scheduler:
         else:
             if self.mode == "behind-answer":
                 self._queue_allocation(pod, patch, key)
-            allocation = Allocation(node, patch, d.pod_group, self.mode != "bind", pod["resourceVersion"])
+            allocation = Allocation(
+                node, patch, d.pod_group, self.mode != "bind", pod["resourceVersion"], locks=d.locks
+            )
             self._hold_allocation(key, allocation)
             self._scheduled.inc()
         for event_type, reason, message in d.events:
@@ -319,7 +327,7 @@ class Scheduler:
             allocation = pending.allocation
             if pending.job and not self.binds.commit(pending.job):
                 raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
-            self.locker.acquire(node, namespace, name)
+            self.locks.take(node, namespace, name, pending.locks)
             locked = True
             unwritten = allocation if allocation is not None and not allocation.written else None
             patch = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
@@ -336,7 +344,7 @@ class Scheduler:
                 self.cluster.release(uid)
                 self._forget_allocation(key)
             if locked:
-                self._release_quietly(node, namespace, name)
+                self.locks.release_after_failure(node, namespace, name, pending.locks)
             return self._bind_failed(pending, exc)
         if pending.allocation is not None:
             self._forget_allocation(key, pending.allocation)
@@ -363,6 +371,7 @@ class Scheduler:
         if allocation is not None:
             pod_group = allocation.pod_group
             pending.resource_version = allocation.resource_version
+            pending.locks = allocation.locks
         else:  # no Filter of this process (a restart since, or another scheduler's): read the pod itself
             pod = self.writer.get_pod(namespace, name)
             meta = pod.get("metadata") or {}
@@ -375,6 +384,7 @@ class Scheduler:
                 )
             pod_group = is_pod_group_member(pod)
             pending.resource_version = meta.get("resourceVersion") or ""
+            pending.locks = self.cluster.bind_locks(orjson.dumps(pod))
         pending.allocation, pending.looked_up = allocation, True
         if pod_group and pending.job:
             # HAMi retries a PodGroup member's lock for node_lock_retry_timeout: never wait less.
@@ -388,12 +398,6 @@ class Scheduler:
             "bind failed", extra={"pod": f"{pending.namespace}/{pending.name}", "node": pending.node, "error": str(exc)}
         )
         return bind_result(str(exc))
-
-    def _release_quietly(self, node: str, namespace: str, name: str) -> None:
-        try:
-            self.locker.release(node, namespace, name)
-        except Exception as exc:
-            log.warning("node lock release failed", extra={"node": node, "error": str(exc)})
 
     def admit(self, body: bytes) -> bytes:
         with self.metrics.time("webhook"):

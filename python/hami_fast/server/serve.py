@@ -67,6 +67,7 @@ def _memory_runtime(
 ) -> Runtime:
     cluster.apply(orjson.dumps({"kind": "List", "items": objects}, default=str))
     writer = MemoryWriter(cluster, objects)
+    writer.stamp_keys = tuple(key for key, _ in cluster.stamp_locks())
     memory_events = kube_events.MemoryEvents()
     sink = kube_events.EventSink(memory_events, capacity=config.event_queue_size, posters=1)
     metrics.watch_events(sink)
@@ -100,7 +101,7 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
-    node_locks = NodeLocks()
+    node_locks = NodeLocks(tuple(key for key, _ in cluster.stamp_locks()))
     pods = PodKeys(cluster)
     stores: tuple[Store, ...] = (NodeLockFeed(cluster, node_locks), pods, cluster)
     reflectors = [
@@ -166,7 +167,8 @@ def _requeuer(config: Config, cluster: Cluster, scheduler: Scheduler, stop: thre
 
 def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes, wakers: list[Any]) -> None:
     """Every node event keeps the node's lock and resourceVersion for the next lock read (saving its
-    GET) and wakes the binds queued on the node once its lock is gone; events that still show a lock
+    GET) and wakes the binds queued on the node once its lock is gone (or a backend's own lock was
+    just released); events that still show a lock
     (heartbeats, the lock just taken) wake nobody. Expiry and dangling owners are caught by the
     queue's periodic recheck."""
     try:
@@ -175,11 +177,12 @@ def _node_event(scheduler: Scheduler, node_locks: Any, node: str, line: bytes, w
         node_locks.forget(node)
         return
     meta = (event.get("object") or {}).get("metadata") or {}
+    released = False
     if event.get("type") == "DELETED":
-        node_locks.forget(node)
+        node_locks.drop(node)
     else:
-        node_locks.observe(node, meta)
-    if scheduler.binds.waiting_on(node) and not (meta.get("annotations") or {}).get(LOCK_KEY):
+        released = node_locks.observe(node, meta)
+    if scheduler.binds.waiting_on(node) and (released or not (meta.get("annotations") or {}).get(LOCK_KEY)):
         scheduler.binds.node_changed(node)
     _wake(wakers)
 

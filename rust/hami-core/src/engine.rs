@@ -57,6 +57,19 @@ impl Engine {
         crate::webhook::review(&self.state, body)
     }
 
+    /// The node locks a Bind of this pod takes, in HAMi's order (annotation keys).
+    pub fn bind_locks(&self, pod_bytes: &[u8]) -> Result<Vec<&'static str>> {
+        let pod: crate::k8s::Pod = serde_json::from_slice(pod_bytes).map_err(|e| Error::decode("Pod", e))?;
+        let mut request = crate::request::PodRequest::from_pod(&pod, &self.state.config);
+        request.vendor = crate::vendor::request::vendor_requests(&pod, &self.state.backends);
+        Ok(crate::filter::locks::bind_locks(&request))
+    }
+
+    /// The backends' own node locks (annotation key, seconds held), released by any failed Bind.
+    pub fn stamp_locks(&self) -> Vec<(&'static str, i64)> {
+        crate::filter::locks::stamp_locks(&self.state.backends)
+    }
+
     /// The defragmentation plan of Kubernetes objects under this engine's configuration (JSON out).
     pub fn plan(&self, inputs: &[&[u8]], options: &[u8]) -> Result<Vec<u8>> {
         crate::plan::plan_bytes(inputs, options, &self.state.config)

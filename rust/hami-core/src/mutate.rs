@@ -128,28 +128,58 @@ fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<P
 pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Result<Mutation> {
     let mut m = Mutation::default();
     let soft_split = pod.metadata.annotations.get(ascend::MODE_KEY).is_some_and(|v| v == ascend::HAMI_CORE);
+    let mut annotations = Vec::new();
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m)?;
+        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m, &mut annotations)?;
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
         let base = format!("/spec/containers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m)?;
+        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m, &mut annotations)?;
+    }
+    for (key, value) in annotations {
+        let op = if pod.metadata.annotations.is_empty() {
+            PatchOp { op: "add", path: "/metadata/annotations".into(), value: json!({ key.as_str(): value }) }
+        } else {
+            PatchOp { op: "add", path: format!("/metadata/annotations/{}", escape(&key)), value: json!(value) }
+        };
+        pod.metadata.annotations.insert(key, value);
+        m.ops.push(op);
     }
     Ok(m)
 }
 
+/// A backend whose webhook sets card sizes ([`Admission::CardSizes`]): it reads the count from
+/// the limits, else the requests, and the memory from the limits.
+fn mutate_card_sizes(
+    c: &mut Container,
+    base: &str,
+    b: &crate::vendor::Backend,
+    ops: &mut Vec<PatchOp>,
+    annotations: &mut Vec<(String, String)>,
+) -> Result<bool> {
+    let Some(count) = c.resources().get(&b.count_name).cloned() else { return Ok(false) };
+    let Some(count) = count.as_int() else { return Ok(true) };
+    let memory = c.resources().limit(&b.memory_name).map(|q| q.as_int().unwrap_or(0));
+    let edit = b.admission_edit(count, memory).map_err(|message| Error::invalid("", message))?;
+    for (name, value) in edit.limits {
+        add_limit(c, base, &name, value, ops);
+    }
+    annotations.extend(edit.pod_annotations);
+    Ok(true)
+}
+
 /// The other backends' `MutateAdmission`: whether the container asks for one (its count resource
-/// in the limits), and the defaults a backend sets ([`Admission`]); `Err` with the message HAMi
-/// fails the pod with.
+/// in the limits), and the defaults a backend sets ([`Admission`]); an error is HAMi's (HTTP 500).
 fn mutate_for_vendors(
     c: &mut Container,
     base: &str,
     backends: &Backends,
     soft_split: bool,
     m: &mut Mutation,
+    annotations: &mut Vec<(String, String)>,
 ) -> Result<bool> {
     let mut has = false;
     let ops = &mut m.ops;
@@ -159,6 +189,10 @@ fn mutate_for_vendors(
                 return Err(Error::invalid("", message));
             }
             has |= crate::vendor::amd::routes(c, b);
+            continue;
+        }
+        if b.admission == Admission::CardSizes {
+            has |= mutate_card_sizes(c, base, b, ops, annotations)?;
             continue;
         }
         let Some(count) = c.resources().limit(&b.count_name).cloned() else {

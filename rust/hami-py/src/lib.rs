@@ -208,6 +208,16 @@ impl Cluster {
         Ok((PyBytes::new(py, &out.response), out.allowed))
     }
 
+    /// The node locks (annotation keys, in HAMi's order) a Bind of this pod takes.
+    fn bind_locks(&self, pod: &[u8]) -> PyResult<Vec<&'static str>> {
+        self.lock().bind_locks(pod).map_err(engine_error)
+    }
+
+    /// The backends' own node locks: `[(annotation key, seconds held)]`.
+    fn stamp_locks(&self) -> Vec<(&'static str, i64)> {
+        self.lock().stamp_locks()
+    }
+
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().state.usage_json()))?;
         Ok(PyBytes::new(py, &out))
@@ -299,6 +309,9 @@ struct FilterDecision {
     events: Vec<(String, String, String)>,
     #[pyo3(get)]
     reason_counts: std::collections::BTreeMap<String, usize>,
+    /// The node locks its Bind takes (annotation keys, in HAMi's order).
+    #[pyo3(get)]
+    locks: Vec<&'static str>,
 }
 
 impl From<hami_core::FilterOutcome> for FilterDecision {
@@ -317,6 +330,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             devices: None,
             events: Vec::new(),
             reason_counts: Default::default(),
+            locks: Vec::new(),
         };
         if let Some(d) = o.decision {
             out.devices = d.annotations.get(codec::ALLOCATED_KEY).cloned();
@@ -328,6 +342,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             out.events =
                 d.events.into_iter().map(|e| (e.event_type.to_owned(), e.reason.to_owned(), e.message)).collect();
             out.reason_counts = d.failed_reasons.into_iter().map(|(k, n)| (k.to_owned(), n)).collect();
+            out.locks = d.locks;
         }
         out
     }

@@ -50,14 +50,18 @@ pub fn allocation_annotations(
         if placed.is_none() && !padded {
             continue;
         }
-        let devices = encode_pod_devices_as_hami(placed.unwrap_or(&empty), padded);
-        out.insert(backend.to_allocate_key.clone(), devices.clone());
+        let placed = placed.unwrap_or(&empty);
+        let devices = encode_pod_devices_as_hami(placed, padded);
+        if !backend.to_allocate_key.is_empty() {
+            out.insert(backend.to_allocate_key.clone(), devices.clone());
+        }
         out.insert(backend.allocated_key.clone(), devices);
         if let Some(vnpu) = backend.vnpu.as_deref() {
-            let runtime = ascend::runtime_annotation(vnpu, placed.unwrap_or(&empty), fit.vnpu_soft_split);
+            let runtime = ascend::runtime_annotation(vnpu, placed, fit.vnpu_soft_split);
             out.insert(format!("huawei.com/{}", backend.common_word), runtime);
             out.insert(ascend::PREDICATE_TIME_KEY.to_owned(), now.to_string());
         }
+        out.extend(backend.extra_annotations(node, placed, now));
     }
     out
 }
@@ -103,6 +107,9 @@ pub struct Decision {
     /// How many candidate nodes failed for each reason.
     pub failed_reasons: BTreeMap<&'static str, usize>,
     pub events: Vec<Event>,
+    /// The node locks its Bind takes, in HAMi's order ([`super::locks::bind_locks`]).
+    #[serde(skip)]
+    pub locks: Vec<&'static str>,
 }
 
 /// What a `/filter` call came to.
@@ -195,6 +202,7 @@ pub fn decide(
             patch: String::new(),
             failed_reasons: eval.failed_reasons(),
             events: failed_events(eval, total),
+            locks: Vec::new(),
         };
         return FilterOutcome {
             response: response.to_bytes(),
@@ -221,6 +229,7 @@ pub fn decide(
         annotations,
         failed_reasons: eval.failed_reasons(),
         events: vec![succeed_event(eval, node, total, placement.node_policy)],
+        locks: super::locks::bind_locks(&placement.request),
     };
     FilterOutcome { response: response.to_bytes(), outcome: Outcome::Scheduled, decision: Some(decision) }
 }

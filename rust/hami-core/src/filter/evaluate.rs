@@ -113,6 +113,7 @@ fn pod_context<'p>(state: &ClusterState, placement: &'p Placement) -> PodContext
         hints: &placement.hints,
         gpu_policy: &placement.gpu_policy,
         quota: state.quota_state(&placement.pod.metadata.namespace),
+        card_quota: state.card_quota_state(&placement.pod.metadata.namespace, &placement.request),
         device_preference: None,
     }
 }
@@ -314,6 +315,7 @@ fn settle<'n, 'c>(
                     hints: ctx.hints,
                     gpu_policy: ctx.gpu_policy,
                     quota: ctx.quota,
+                    card_quota: ctx.card_quota,
                     device_preference: Some(&prefer),
                 };
                 Some(fit_pod(node, &ctx))
@@ -360,6 +362,7 @@ fn held_fit<'n>(
         hints: ctx.hints,
         gpu_policy: ctx.gpu_policy,
         quota: ctx.quota,
+        card_quota: ctx.card_quota,
         device_preference: Some(&prefer),
     };
     let fit = fit_pod(node, &pinned).ok()?;

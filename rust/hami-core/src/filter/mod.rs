@@ -6,12 +6,14 @@
 //!   `ranked`, their fits kept in order;
 //! - `evaluate`: every candidate's verdict and the choice among the fits (`scored` for the
 //!   simulator-derived policies, `prefetch` against memory latency);
-//! - `decide`: the annotations, merge patch and response of a decision, and `events`, its events.
+//! - `decide`: the annotations, merge patch and response of a decision, and `events`, its events;
+//! - `locks`: the node locks the decision's Bind takes.
 
 mod cache;
 mod decide;
 mod evaluate;
 mod events;
+pub mod locks;
 mod placement;
 mod prefetch;
 mod ranked;

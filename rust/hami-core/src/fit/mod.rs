@@ -35,6 +35,8 @@ pub struct PodContext<'a> {
     pub hints: &'a PodHints,
     pub gpu_policy: &'a GpuPolicy,
     pub quota: Option<QuotaState>,
+    /// The namespace quota of the backend whose Fit checks it card by card (HAMi: Cambricon's).
+    pub card_quota: Option<QuotaState>,
     pub device_preference: Option<DevicePreference<'a>>,
 }
 
@@ -120,19 +122,21 @@ fn fit_pod_in_order(node: &GpuNode, ctx: &PodContext) -> Result<NodeFit, FitFail
         if request.slots[slot].is_some() || !request.vendor_requests(slot).is_empty() {
             let mut scratch = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
             let mut order = registration_order();
+            let scores = vendor_scores(node, &scratch.usage, ctx, slot);
             if let Some(r) = &request.slots[slot] {
-                slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot)?;
+                slots[slot] = fit_container(node, &mut scratch, &mut order, r, ctx, &slots, slot, scores.as_deref())?;
             }
-            vendor.fit(node, &mut scratch.usage, &mut order, ctx, slot)?;
+            vendor.fit(node, &mut scratch.usage, &mut order, ctx, slot, scores.as_deref())?;
         }
     }
     let mut app = Scratch { usage: base.clone(), occupied: occupancy(), mig: &mut mig };
     let mut order = registration_order();
     for slot in request.init_count..request.slots.len() {
+        let scores = vendor_scores(node, &app.usage, ctx, slot);
         if let Some(r) = &request.slots[slot] {
-            slots[slot] = fit_container(node, &mut app, &mut order, r, ctx, &slots, slot)?;
+            slots[slot] = fit_container(node, &mut app, &mut order, r, ctx, &slots, slot, scores.as_deref())?;
         }
-        vendor.fit(node, &mut app.usage, &mut order, ctx, slot)?;
+        vendor.fit(node, &mut app.usage, &mut order, ctx, slot, scores.as_deref())?;
     }
     // HAMi adds the backends' ScoreNode (Ascend's network groups, Vastai's dies, MetaX's
     // topology) to the node's score in float32.
@@ -146,6 +150,15 @@ fn vnpu_scores(node: &GpuNode, placed: &[(std::sync::Arc<crate::vendor::Backend>
     placed.iter().filter_map(|(b, slots)| Some(vnpu::score(node, b.vnpu.as_deref()?, b.request_type(), slots))).sum()
 }
 
+/// The device scores of a container asking other vendors, computed once before its first
+/// request as HAMi does ([`crate::policy::device::container_scores`]); `None` for NVIDIA alone.
+fn vendor_scores(node: &GpuNode, usage: &[DeviceUsage], ctx: &PodContext, slot: usize) -> Option<Vec<f32>> {
+    let vendor = ctx.request.vendor_requests(slot);
+    let nvidia = ctx.request.slots[slot].as_ref();
+    let weights = &ctx.hints.weights;
+    (!vendor.is_empty()).then(|| crate::policy::device::container_scores(node, usage, nvidia, vendor, weights))
+}
+
 /// The other vendors' placements of a pod on one node, container by container.
 struct VendorSlots<'r> {
     request: &'r PodRequest,
@@ -157,18 +170,6 @@ impl<'r> VendorSlots<'r> {
         Self { request, placed: Vec::new() }
     }
 
-    /// The devices of `backend` the pod's earlier containers of `slot`'s phase (init or app) took,
-    /// for a backend whose Fit reads them (HAMi passes Fit the phase's allocations so far).
-    fn held_in_phase(&self, backend: &crate::vendor::Backend, slot: usize) -> Vec<&str> {
-        if backend.checks != crate::vendor::FitChecks::SameDevices {
-            return Vec::new();
-        }
-        let init = self.request.init_count;
-        let phase = if slot < init { 0..slot } else { init..slot };
-        let Some((_, placed)) = self.placed.iter().find(|(b, _)| **b == *backend) else { return Vec::new() };
-        placed[phase].iter().flatten().map(|d| d.uuid.as_str()).collect()
-    }
-
     /// Places container `slot`'s vendor requests after its NVIDIA one (HAMi takes a container's
     /// requests in Go map order; the backends' devices are disjoint, so only ties could differ).
     fn fit(
@@ -178,10 +179,10 @@ impl<'r> VendorSlots<'r> {
         order: &mut [usize],
         ctx: &PodContext,
         slot: usize,
+        scores: Option<&[f32]>,
     ) -> Result<(), FitFailure> {
+        let scores = scores.unwrap_or(&[]);
         for r in self.request.vendor_requests(slot) {
-            let held = self.held_in_phase(&r.backend, slot);
-            let devices = standard::fit_request(node, usage, order, r, ctx, &held)?;
             let at = match self.placed.iter().position(|(b, _)| b == &r.backend) {
                 Some(at) => at,
                 None => {
@@ -189,6 +190,14 @@ impl<'r> VendorSlots<'r> {
                     self.placed.len() - 1
                 }
             };
+            let init_count = self.request.init_count;
+            let phase = if slot < init_count { 0 } else { init_count };
+            let earlier = standard::Earlier {
+                devices: &self.placed[at].1[phase..slot],
+                init_count,
+                quota: ctx.card_quota.filter(|_| r.backend.quota_per_card),
+            };
+            let devices = standard::fit_request(node, usage, order, r, scores, ctx, &earlier)?;
             self.placed[at].1[slot] = devices;
         }
         Ok(())
@@ -203,6 +212,8 @@ struct Scratch<'m> {
     mig: &'m mut Vec<MigAllocation>,
 }
 
+/// `scores`: the container's device scores when it asks other vendors too (else computed here).
+#[allow(clippy::too_many_arguments)]
 fn fit_container(
     node: &GpuNode,
     scratch: &mut Scratch,
@@ -211,14 +222,21 @@ fn fit_container(
     ctx: &PodContext,
     earlier: &PodDevices,
     slot: usize,
+    scores: Option<&[f32]>,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let usage = &mut scratch.usage;
     let preferred = ctx.device_preference.and_then(|prefer| prefer(node, usage));
     let numa_bind = ctx.hints.numa_bind;
     if preferred.is_none() || numa_bind {
-        let scores: Vec<f32> =
-            node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, &ctx.hints.weights)).collect();
-        sort_devices(order, node, usage, &scores, ctx.gpu_policy, numa_bind);
+        match scores {
+            Some(scores) => sort_devices(order, node, usage, scores, ctx.gpu_policy, numa_bind),
+            None => {
+                let weights = &ctx.hints.weights;
+                let scores: Vec<f32> =
+                    node.devices.iter().zip(usage.iter()).map(|(d, u)| device_score(d, u, r, weights)).collect();
+                sort_devices(order, node, usage, &scores, ctx.gpu_policy, numa_bind);
+            }
+        }
     }
     if let Some(preferred) = preferred {
         apply_preference(node, order, preferred, numa_bind);
@@ -455,7 +473,7 @@ pub fn order_free_request<'a>(ctx: &PodContext<'a>) -> Option<&'a ContainerReque
 /// asks for devices, of one backend only, with no namespace quota ([`standard::quick_fit`]).
 pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::vendor::request::VendorRequest> {
     let request = ctx.request;
-    if !request.asks_no_nvidia() || ctx.quota.is_some() {
+    if !request.asks_no_nvidia() || ctx.quota.is_some() || ctx.card_quota.is_some() {
         return None;
     }
     let mut asking = request.vendor.iter().enumerate().filter(|(_, r)| !r.is_empty());
@@ -682,8 +700,14 @@ mod tests {
         let hints = PodHints { numa_bind: true, nouse_uuids: vec!["GPU-node-0-4".into()], ..PodHints::default() };
         let policy = GpuPolicy::parse("topology-aware");
         let idle_order = |_: &GpuNode, _: &[DeviceUsage]| Some((0..6).collect::<Vec<usize>>());
-        let ctx =
-            PodContext { request: &request, hints: &hints, gpu_policy: &policy, quota: None, device_preference: None };
+        let ctx = PodContext {
+            request: &request,
+            hints: &hints,
+            gpu_policy: &policy,
+            quota: None,
+            card_quota: None,
+            device_preference: None,
+        };
         let hami = fit_pod(&node, &ctx).expect("HAMi's order fits");
         assert_eq!(uuids(&hami), ["GPU-node-0-5", "GPU-node-0-3", "GPU-node-0-1"], "HAMi's own answer");
         let preferred = PodContext { device_preference: Some(&idle_order), ..ctx };
@@ -712,6 +736,7 @@ mod tests {
             hints: &hints,
             gpu_policy: &policy,
             quota: Some(quota),
+            card_quota: None,
             device_preference: Some(&a100_first),
         };
         let preferred_only = fit_pod_in_order(&node, &ctx).unwrap_err().to_string();

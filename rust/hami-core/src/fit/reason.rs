@@ -18,11 +18,12 @@ pub enum Reason {
     CardInsufficientMemory,
     CardInsufficientCore,
     CardComputeUnitsExhausted,
+    /// A backend's own rule refused the card (Moore Threads, MetaX GPU: another card than the
+    /// pod's earlier ones).
+    CardNotFoundCustomFilterRule,
     /// No MIG profile with the requested memory has a free placement on the GPU.
     CardMigTopologyInfeasible,
     ModeNotFit,
-    /// A backend's own rule refused the card (MetaX GPU: another card than the pod's earlier ones).
-    CardNotFoundCustomFilterRule,
     AllocatedCardsInsufficientRequest,
     NodeInsufficientDevice,
     NodeUnregistered,
@@ -46,9 +47,9 @@ impl Reason {
         Self::CardInsufficientMemory,
         Self::CardInsufficientCore,
         Self::CardComputeUnitsExhausted,
+        Self::CardNotFoundCustomFilterRule,
         Self::CardMigTopologyInfeasible,
         Self::ModeNotFit,
-        Self::CardNotFoundCustomFilterRule,
         Self::AllocatedCardsInsufficientRequest,
         Self::NodeInsufficientDevice,
         Self::NodeUnregistered,
@@ -71,9 +72,9 @@ impl Reason {
             Self::CardInsufficientMemory => "CardInsufficientMemory",
             Self::CardInsufficientCore => "CardInsufficientCore",
             Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
+            Self::CardNotFoundCustomFilterRule => "CardNotFoundCustomFilterRule",
             Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
             Self::ModeNotFit => "ModeNotFit",
-            Self::CardNotFoundCustomFilterRule => "CardNotFoundCustomFilterRule",
             Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
             Self::NodeInsufficientDevice => "NodeInsufficientDevice",
             Self::NodeUnregistered => "node unregistered",

@@ -1,33 +1,62 @@
 //! HAMi's standard Fit of the vendors beside NVIDIA (Hygon's, Iluvatar's, ...): one container's
 //! request for one backend, on the node's device list as HAMi's `fitInDevices` walks it.
 
-use super::{FitFailure, PodContext, Reason, ReasonCounts};
+use super::{FitFailure, PodContext, QuotaState, Reason, ReasonCounts};
 use crate::codec::ContainerDevice;
 use crate::model::{DeviceUsage, GpuNode, HEALTHY, RESERVED};
-use crate::policy::device::{sort_devices, vendor_device_score};
+use crate::policy::device::sort_devices;
 use crate::request::VendorRequest;
 use crate::vendor::{amd, vastai, Backend, FitChecks, NodeScore};
 
+/// The pod's devices of a backend placed earlier in this phase (one entry per container, as HAMi
+/// pads them), and the backend's namespace quota when its Fit checks it card by card (HAMi's
+/// Cambricon `fitQuota`: those devices, then the container's picks and the candidate, collapsed
+/// with the pod's init count).
+#[derive(Default)]
+pub struct Earlier<'a> {
+    pub devices: &'a [Vec<ContainerDevice>],
+    pub init_count: usize,
+    pub quota: Option<QuotaState>,
+}
+
+impl Earlier<'_> {
+    fn quota_exceeded<'d>(
+        &self,
+        picked: impl Iterator<Item = &'d ContainerDevice>,
+        candidate: &ContainerDevice,
+    ) -> bool {
+        let Some(q) = &self.quota else { return false };
+        let mut seen: Vec<Vec<ContainerDevice>> = self.devices.to_vec();
+        seen.push(picked.cloned().chain(std::iter::once(candidate.clone())).collect());
+        let footprint = crate::model::collapse(&seen, self.init_count, false);
+        let mem: i64 = footprint.iter().map(|c| c.mem).sum();
+        let cores: i64 = footprint.iter().map(|c| c.cores).sum();
+        q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
+    }
+
+    /// Moore Threads' and MetaX GPU's rule: every device the pod's earlier containers (of this
+    /// phase) took is this one.
+    fn all_on(&self, id: &str) -> bool {
+        self.devices.iter().flatten().all(|e| e.uuid == id)
+    }
+}
+
 /// Places one vendor request of a container: HAMi sorts the node's whole device list by the GPU
-/// policy, keeps the devices whose type contains the request's type, and walks them from the end.
+/// policy on the container's `scores` (computed once before its first request), keeps the devices
+/// whose type contains the request's type, and walks them from the end.
 /// The usage of the devices taken is added to `usage` (HAMi's `AddResourceUsage`).
 pub fn fit_request(
     node: &GpuNode,
     usage: &mut [DeviceUsage],
     order: &mut [usize],
     r: &VendorRequest,
+    scores: &[f32],
     ctx: &PodContext,
-    held: &[&str],
+    earlier: &Earlier,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let backend = &*r.backend;
     let request_type = backend.request_type();
-    let scores: Vec<f32> = node
-        .devices
-        .iter()
-        .zip(usage.iter())
-        .map(|(d, u)| vendor_device_score(d, u, r, request_type, &ctx.hints.weights))
-        .collect();
-    sort_devices(order, node, usage, &scores, ctx.gpu_policy, ctx.hints.numa_bind);
+    sort_devices(order, node, usage, scores, ctx.gpu_policy, ctx.hints.numa_bind);
     let typed: Vec<usize> =
         order.iter().copied().filter(|&i| of_type(&node.devices[i].device_type, request_type)).collect();
     if r.nums > typed.len() as i64 {
@@ -35,7 +64,7 @@ pub fn fit_request(
     }
     let picked = match backend.vnpu.as_deref() {
         Some(vnpu) => super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?,
-        None => walk(node, usage, &typed, r, ctx, held)?,
+        None => walk(node, usage, &typed, r, ctx, earlier)?,
     };
     // HAMi adds the usage to the first device of that id in its sorted list (two backends may
     // register one id).
@@ -69,7 +98,7 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
         }
         typed += 1;
         let (memreq, cores) = share(r, d, backend);
-        match card_check(node, i, u, backend, ctx, memreq, cores, false) {
+        match card_check(node, i, u, backend, ctx, memreq, cores, false, || true) {
             Some(reason) => reasons.bump(reason, 1),
             None => eligible += 1,
         }
@@ -116,11 +145,11 @@ fn walk(
     typed: &[usize],
     r: &VendorRequest,
     ctx: &PodContext,
-    held: &[&str],
+    earlier: &Earlier,
 ) -> Result<Vec<ContainerDevice>, FitFailure> {
     let backend = &*r.backend;
     let dies = backend.checks == FitChecks::Dies && vastai::die_mode(typed.first().map(|&i| &node.devices[i]));
-    let rule = WalkRule { collect_all: dies, dies, held, ..WalkRule::default() };
+    let rule = WalkRule { collect_all: dies, dies, earlier: Some(earlier), ..WalkRule::default() };
     let scan = scan(node, usage, typed, r, backend, ctx, rule);
     let nums = usize::try_from(r.nums).unwrap_or(usize::MAX);
     if scan.complete || (dies && scan.picked.len() >= nums) {
@@ -132,13 +161,13 @@ fn walk(
 
 /// How a walk takes the cards that pass: the first `nums` (HAMi's standard Fit), or every one for a
 /// backend that chooses among them afterwards; whether the card's cores count as 100 (Ascend's
-/// soft split); Vastai's die mode; the cards the pod's earlier containers hold (MetaX GPU: no other).
-#[derive(Debug, Clone, Copy, Default)]
+/// soft split); Vastai's die mode; what the pod's earlier containers took (per-card quota, one card).
+#[derive(Clone, Copy, Default)]
 pub(super) struct WalkRule<'a> {
     pub collect_all: bool,
     pub soft_split: bool,
     pub dies: bool,
-    pub held: &'a [&'a str],
+    pub earlier: Option<&'a Earlier<'a>>,
 }
 
 /// The cards a walk took (node device index and the entry written), and why the others failed.
@@ -176,12 +205,16 @@ pub(super) fn scan(
     };
     let mut need = r.nums;
     let mut scan = Scan { picked: Vec::new(), reasons: ReasonCounts::default(), complete: false };
+    let one_card = matches!(backend.checks, FitChecks::SameDevice | FitChecks::SameDevices);
     for &i in typed.iter().rev() {
         let (d, u) = (&node.devices[i], &usage[i]);
         let (memreq, cores) = share(r, d, backend);
+        let usedmem = if matches!(backend.checks, FitChecks::SlotsOnly | FitChecks::Dies) { 0 } else { memreq };
+        let device = entry(backend, d, usedmem, cores);
+        let quota_fits = || rule.earlier.is_none_or(|e| !e.quota_exceeded(scan.picked.iter().map(|(_, p)| p), &device));
         let on_busy_card = || vastai::card_of(d).is_some_and(|c| busy_cards.contains(&c));
-        let another_card = || rule.held.iter().any(|h| *h != d.id);
-        let check = card_check(node, i, u, backend, ctx, memreq, cores, rule.soft_split)
+        let another_card = || one_card && rule.earlier.is_some_and(|e| !e.all_on(&d.id));
+        let check = card_check(node, i, u, backend, ctx, memreq, cores, rule.soft_split, quota_fits)
             .or_else(|| on_busy_card().then_some(Reason::ExclusiveDeviceAllocateConflict))
             .or_else(|| another_card().then_some(Reason::CardNotFoundCustomFilterRule));
         if let Some(reason) = check {
@@ -189,15 +222,14 @@ pub(super) fn scan(
             continue;
         }
         if rule.dies {
-            scan.picked.push((i, entry(backend, d, 0, cores)));
+            scan.picked.push((i, device));
             continue;
         }
         if need > 0 {
             if !rule.collect_all {
                 need -= 1;
             }
-            let usedmem = if matches!(backend.checks, FitChecks::SlotsOnly | FitChecks::Dies) { 0 } else { memreq };
-            scan.picked.push((i, entry(backend, d, usedmem, cores)));
+            scan.picked.push((i, device));
         }
         if need == 0 && !rule.collect_all {
             scan.complete = true;
@@ -217,6 +249,7 @@ fn card_check(
     memreq: i64,
     cores: i64,
     soft_split: bool,
+    quota_fits: impl FnOnce() -> bool,
 ) -> Option<Reason> {
     let (d, hot) = (&node.devices[i], &node.hot[i]);
     let hints = ctx.hints;
@@ -238,6 +271,8 @@ fn card_check(
         Some(Reason::ExclusiveDeviceAllocateConflict)
     } else if matches!(backend.checks, FitChecks::SlotsOnly | FitChecks::Dies) {
         None
+    } else if !quota_fits() {
+        Some(Reason::ResourceQuotaNotFit)
     } else if backend.checks == FitChecks::ComputeUnits {
         capacity_check(total_mem - u.usedmem, total_core - u.usedcores, memreq, cores)
     } else if total_mem - u.usedmem < memreq {
@@ -353,3 +388,7 @@ fn uuid_allowed(backend: &Backend, hints: &crate::policy::PodHints, id: &str) ->
     };
     holds(use_key) != Some(false) && holds(nouse_key) != Some(true)
 }
+
+#[cfg(test)]
+#[path = "standard_tests.rs"]
+mod tests;

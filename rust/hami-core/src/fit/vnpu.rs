@@ -131,7 +131,14 @@ mod tests {
     fn run(node: &GpuNode, r: &VendorRequest, hints: &PodHints) -> Result<Vec<String>, String> {
         let pod = PodRequest::default();
         let policy = GpuPolicy::parse("spread");
-        let ctx = PodContext { request: &pod, hints, gpu_policy: &policy, quota: None, device_preference: None };
+        let ctx = PodContext {
+            request: &pod,
+            hints,
+            gpu_policy: &policy,
+            quota: None,
+            card_quota: None,
+            device_preference: None,
+        };
         let typed: Vec<usize> = (0..node.devices.len()).collect();
         let vnpu = r.backend.vnpu.as_deref().unwrap();
         fit(node, &node.usage, &typed, r, &ctx, vnpu)

@@ -83,7 +83,14 @@ impl std::fmt::Display for Immovable {
 impl PlanPod {
     /// The engine's Fit context of this pod under `hints` (its own, or pinned to GPUs).
     pub(crate) fn context<'a>(&'a self, hints: &'a PodHints) -> PodContext<'a> {
-        PodContext { request: &self.request, hints, gpu_policy: &self.gpu_policy, quota: None, device_preference: None }
+        PodContext {
+            request: &self.request,
+            hints,
+            gpu_policy: &self.gpu_policy,
+            quota: None,
+            card_quota: None,
+            device_preference: None,
+        }
     }
 
     pub fn key(&self) -> String {

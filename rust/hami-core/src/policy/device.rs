@@ -34,25 +34,53 @@ pub fn vendor_device_score(
     typed_score(d, u, request_type, (r.coresreq, r.memreq, r.mem_percentage), w)
 }
 
+/// HAMi's scores of every device for a container asking another vendor (besides NVIDIA or not):
+/// `ComputeScore` runs once per container, before any of its requests is placed, each device
+/// counting the request of its own type; every request's sort then reads these scores.
+pub fn container_scores(
+    node: &crate::model::GpuNode,
+    usage: &[DeviceUsage],
+    nvidia: Option<&ContainerRequest>,
+    vendor: &[VendorRequest],
+    w: &ScoringWeights,
+) -> Vec<f32> {
+    node.devices
+        .iter()
+        .zip(usage)
+        .map(|(d, u)| match vendor.iter().find(|r| r.backend.request_type() == d.device_type) {
+            Some(r) => vendor_device_score(d, u, r, r.backend.request_type(), w),
+            None => match nvidia {
+                Some(r) => device_score(d, u, r, w),
+                None => score_of(d, u, None, w),
+            },
+        })
+        .collect()
+}
+
 /// HAMi's `ComputeScore` for one request of `request_type` asking (cores, MiB, memory %).
 #[inline]
-fn typed_score(
-    d: &Device,
-    u: &DeviceUsage,
-    request_type: &str,
-    (coresreq, memreq, mem_percentage): (i64, i64, i64),
-    w: &ScoringWeights,
-) -> f32 {
+fn typed_score(d: &Device, u: &DeviceUsage, request_type: &str, request: (i64, i64, i64), w: &ScoringWeights) -> f32 {
+    score_of(d, u, (d.device_type == request_type).then_some(request), w)
+}
+
+/// HAMi's `ComputeScore` of a device, counting `asked` (cores, MiB, memory %) when the container
+/// asks a request of the device's type.
+#[inline]
+fn score_of(d: &Device, u: &DeviceUsage, asked: Option<(i64, i64, i64)>, w: &ScoringWeights) -> f32 {
     let (count, core, mem) = (i64::from(d.count), i64::from(d.devcore), i64::from(d.devmem));
     if count == 0 || core == 0 || mem == 0 {
         return 0.0;
     }
-    let (slots, cores, memory) = if d.device_type == request_type {
-        let m =
-            if mem_percentage != 0 && mem_percentage != PERCENT_UNSET { mem * mem_percentage / 100 } else { memreq };
-        (1, coresreq, m)
-    } else {
-        (0, 0, 0)
+    let (slots, cores, memory) = match asked {
+        Some((coresreq, memreq, mem_percentage)) => {
+            let m = if mem_percentage != 0 && mem_percentage != PERCENT_UNSET {
+                mem * mem_percentage / 100
+            } else {
+                memreq
+            };
+            (1, coresreq, m)
+        }
+        None => (0, 0, 0),
     };
     let slot_part = w.slot as f32 * ratio(slots + u.used, count);
     let core_part = w.core as f32 * ratio(cores + u.usedcores, core);

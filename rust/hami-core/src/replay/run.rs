@@ -138,6 +138,7 @@ impl Replay {
                     hints: &task.hints,
                     gpu_policy: &policy,
                     quota: None,
+                    card_quota: None,
                     device_preference: None,
                 };
                 let engine_fits = fit_pod(&n.gpu, &ctx).is_ok();
@@ -190,6 +191,7 @@ impl Replay {
                 hints: &task.hints,
                 gpu_policy: &policy,
                 quota: None,
+                card_quota: None,
                 device_preference: Some(&prefer),
             };
             let fit = fit_pod(&n.gpu, &ctx)

@@ -225,6 +225,12 @@ impl ClusterState {
                 out.extend(crate::vendor::capacity_devices(node, backend, count.unwrap_or(0), shape, id));
                 continue;
             }
+            if let crate::vendor::RegisterFormat::CoreShares(shares) = backend.register_format {
+                if let Err(e) = core_share_devices(node, backend, shares, status, id, &mut out) {
+                    skipped.get_or_insert(e);
+                }
+                continue;
+            }
             let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
             let json = backend.register_format == crate::vendor::RegisterFormat::Json;
             match codec::decode_vendor_register(value, json) {
@@ -449,6 +455,26 @@ fn vendor_registered(
     }
     let requesting = ann.vendor_value(&backend.handshake_key).is_some_and(|v| v.contains("Requesting"));
     !requesting || was
+}
+
+/// The devices of a backend cut from the node's core capacity. HAMi skips the backend when that
+/// capacity is no integer (the error names it); a memory capacity that is none counts as 0.
+fn core_share_devices(
+    node: &str,
+    backend: &crate::vendor::Backend,
+    shares: crate::vendor::CoreShares,
+    status: &NodeStatusView,
+    id: u8,
+    out: &mut Vec<codec::Device>,
+) -> Result<()> {
+    let memory = status.capacity.get(&backend.memory_name).and_then(crate::k8s::Quantity::as_int).unwrap_or(0);
+    let Some(quantity) = status.capacity.get(&backend.core_name) else { return Ok(()) };
+    let Some(cores) = quantity.as_int() else {
+        let field = format!("status.capacity[{}] (its {} devices are skipped)", backend.core_name, backend.common_word);
+        return Err(Error::invalid(format!("Node {node}"), format!("{:?} is not an integer", quantity.0)).field(field));
+    };
+    out.extend(crate::vendor::core_share_devices(node, backend, shares, cores, memory, id));
+    Ok(())
 }
 
 /// A non-zero fingerprint of the register annotation: HAMi's registration rule notices when it changes.

@@ -361,6 +361,28 @@ impl ClusterState {
         used + amount > limit
     }
 
+    /// The namespace quota of the backend the pod asks whose Fit checks it card by card
+    /// (HAMi's `fitQuota`: Cambricon), with the namespace's usage; `None` without limits.
+    pub fn card_quota_state(&self, namespace: &str, request: &crate::request::PodRequest) -> Option<QuotaState> {
+        let quotas = self.vendor_quotas.get(namespace)?;
+        let backend = request.vendor.iter().flatten().map(|r| &r.backend).find(|b| b.quota_per_card)?;
+        let tightest = |resource: &str| quotas.values().filter_map(|q| q.get(resource)).min().copied();
+        let factor = backend.quota_factor();
+        let limit_mem = tightest(&backend.memory_name).map(|m| if factor > 1 { m * factor } else { m });
+        let limit_cores = tightest(&backend.core_name);
+        if limit_mem.is_none() && limit_cores.is_none() {
+            return None;
+        }
+        let used =
+            |resource: &str| self.vendor_ns_usage.get(namespace).and_then(|u| u.get(resource)).copied().unwrap_or(0);
+        Some(QuotaState {
+            limit_mem,
+            limit_cores,
+            used_mem: used(&backend.memory_name),
+            used_cores: used(&backend.core_name),
+        })
+    }
+
     /// The tightest vGPU quota of a namespace with its current usage; `None` without limits.
     pub fn quota_state(&self, namespace: &str) -> Option<QuotaState> {
         let quotas = self.quotas.get(namespace)?;

@@ -2,7 +2,7 @@
 //! capacity of the GCU resource (`<node>-GCU-<i>`, 100 "MiB" and 100 cores each); a request takes
 //! all of a card, and a card in use is refused. No node lock, no handshake.
 
-use super::{Admission, Backend, FitChecks, MemoryUnit, RegisterFormat};
+use super::{Admission, Backend, FitChecks, MemoryUnit, NodeLock, RegisterFormat};
 use crate::device_config::DeviceConfig;
 
 pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
@@ -27,6 +27,7 @@ pub fn gcu_backend(config: &DeviceConfig) -> Option<Backend> {
         fixed_request: Some((100, 100)),
         vnpu: None,
         checks: FitChecks::Exclusive,
+        lock: NodeLock::None,
         ..Backend::default()
     })
 }

@@ -9,10 +9,12 @@ pub mod amd;
 pub mod ascend;
 pub mod ascend_topology;
 mod biren;
+mod cambricon;
 mod enflame;
 mod hygon;
 mod iluvatar;
 pub mod metax;
+mod mthreads;
 pub mod request;
 pub mod vastai;
 
@@ -45,6 +47,44 @@ pub enum RegisterFormat {
     /// No annotation: one device per unit of the count resource's capacity, named
     /// `<node>-<word>-<i>`, with this memory and these cores (Enflame GCU).
     Capacity { devmem: i32, devcore: i32, id_word: &'static str },
+    /// No annotation: devices cut from the node's capacity of the core resource ([`CoreShares`]).
+    CoreShares(CoreShares),
+}
+
+/// Devices HAMi derives from a node's capacity of a backend's core resource: one per
+/// `cores_per_device` (rounded up), named `<node>-<id_word>-<i>`, each with `slots` slots, the
+/// node's memory capacity shared out by cores (Cambricon, Moore Threads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoreShares {
+    pub cores_per_device: i64,
+    /// MiB per unit of the memory resource.
+    pub memory_unit: i64,
+    pub id_word: &'static str,
+    pub slots: i32,
+}
+
+/// The node lock a backend's Bind takes when the pod's regular containers ask for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeLock {
+    /// None (Enflame GCU).
+    None,
+    /// HAMi's shared `hami.io/mutex.lock` (`<RFC3339>,<namespace>,<name>`), taken once per pod.
+    #[default]
+    Shared,
+    /// An annotation of the backend's own holding the time it was taken (RFC 3339): refused while
+    /// younger than `expiry_secs`, and released by any failed Bind whoever holds it (Cambricon).
+    Stamp { key: &'static str, expiry_secs: i64 },
+}
+
+/// Annotations a backend writes on the pod beside its device lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodExtras {
+    #[default]
+    None,
+    /// `CAMBRICON_DSMLU_ASSIGNED` and `CAMBRICON_DSMLU_PROFILE`.
+    Cambricon,
+    /// `mthreads.com/gpu-index`, `predicate-node` and `predicate-time`.
+    Mthreads,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -68,6 +108,9 @@ pub enum FitChecks {
     /// Standard, then a card other than those the pod's earlier containers (of its init or app
     /// phase) took is refused, `CardNotFoundCustomFilterRule` (MetaX GPU).
     SameDevices,
+    /// Standard, then every device the pod's earlier containers took must be this card (Moore
+    /// Threads: one card per pod).
+    SameDevice,
 }
 
 /// What a backend adds to a node's score (HAMi's `ScoreNode`).
@@ -98,6 +141,8 @@ pub enum Admission {
     /// The core limit must be an integer percentage 1..=100 (else the webhook fails the pod); the
     /// memory or core resource alone also routes the pod (AMD).
     CorePercent,
+    /// Whole-card sizes set or checked ([`Backend::admission_edit`]: Moore Threads).
+    CardSizes,
 }
 
 /// How a backend reads a container's request.
@@ -119,6 +164,14 @@ pub enum Health {
     Handshake,
     /// While the node's capacity of the count resource is above 0 (AMD).
     Capacity,
+}
+
+/// What a backend's webhook sets on a pod for one container asking it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdmissionEdit {
+    /// Container limits set (resource, value), replacing any there.
+    pub limits: Vec<(String, i64)>,
+    pub pod_annotations: Vec<(String, String)>,
 }
 
 /// One non-NVIDIA backend HAMi's scheduler runs, as data.
@@ -154,12 +207,42 @@ pub struct Backend {
     pub request_format: RequestFormat,
     pub health: Health,
     pub score: NodeScore,
+    pub lock: NodeLock,
+    pub extras: PodExtras,
+    /// The namespace quota is checked card by card in the Fit (HAMi's `fitQuota`: Cambricon).
+    pub quota_per_card: bool,
+    /// The memory and cores a container asks are shared out over its cards (Moore Threads).
+    pub split_over_cards: bool,
 }
 
 impl Backend {
     /// The device type a request for this backend carries (and matches devices by).
     pub fn request_type(&self) -> &str {
         &self.common_word
+    }
+
+    /// The annotations this backend writes beside its device lists, for `placed` (one entry per
+    /// container slot) on `node`.
+    pub fn extra_annotations(
+        &self,
+        node: &crate::model::GpuNode,
+        placed: &crate::codec::PodDevices,
+        now: i64,
+    ) -> Vec<(String, String)> {
+        match self.extras {
+            PodExtras::None => Vec::new(),
+            PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
+            PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
+        }
+    }
+
+    /// What the webhook sets for a container asking `count` of this backend with `memory` in its
+    /// limits; an error is HAMi's message (HTTP 500).
+    pub fn admission_edit(&self, count: i64, memory: Option<i64>) -> Result<AdmissionEdit, String> {
+        match self.admission {
+            Admission::CardSizes => mthreads::admission_edit(self, count, memory),
+            _ => Ok(AdmissionEdit::default()),
+        }
     }
 
     /// What HAMi's `FitQuota` multiplies this backend's memory limit by (its `MemoryFactor`).
@@ -181,12 +264,14 @@ impl Backends {
     pub fn from_config(config: &Config) -> Self {
         let devices: &DeviceConfig = config.devices();
         let mut list = Vec::new();
+        list.extend(cambricon::backend(devices));
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
         list.extend(amd::backend(devices));
         list.extend(vastai::backend(devices));
         list.extend(metax::gpu_backend(devices));
+        list.extend(mthreads::backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
@@ -221,6 +306,36 @@ impl Backends {
         out.dedup();
         out
     }
+}
+
+/// The devices HAMi derives from a node's capacity of `backend`'s core resource (`cores`) and
+/// memory resource (`memory`, in the resource's units); none without cores.
+pub fn core_share_devices(
+    node: &str,
+    backend: &Backend,
+    shares: CoreShares,
+    cores: i64,
+    memory: i64,
+    id: u8,
+) -> Vec<crate::codec::Device> {
+    if cores <= 0 {
+        return Vec::new();
+    }
+    let per = shares.cores_per_device;
+    let devmem = memory.saturating_mul(shares.memory_unit).saturating_mul(per) / cores;
+    (0..(cores + per - 1) / per)
+        .map(|i| crate::codec::Device {
+            id: format!("{node}-{}-{i}", shares.id_word),
+            index: i as u32,
+            count: shares.slots,
+            devmem: devmem as i32,
+            devcore: per as i32,
+            device_type: backend.common_word.clone(),
+            health: true,
+            vendor: id,
+            ..crate::codec::Device::default()
+        })
+        .collect()
 }
 
 /// The devices HAMi derives from a node's capacity of `backend`'s count resource: `count` cards

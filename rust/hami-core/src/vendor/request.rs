@@ -64,6 +64,10 @@ pub fn container_request(c: &Container, b: &Arc<Backend>) -> Option<VendorReques
         Some(c) => c,
     };
     let mem_percentage = if memreq == 0 { 100 } else { 0 };
+    if b.split_over_cards {
+        let (memreq, coresreq) = (memreq / nums, coresreq / nums);
+        return Some(VendorRequest { backend: b.clone(), backend_id: 0, nums, memreq, mem_percentage, coresreq });
+    }
     Some(VendorRequest { backend: b.clone(), backend_id: 0, nums, memreq, mem_percentage, coresreq })
 }
 

@@ -66,6 +66,13 @@ impl PendingPod {
     }
 
     pub(in crate::plan) fn context<'a>(&'a self, hints: &'a PodHints) -> PodContext<'a> {
-        PodContext { request: &self.request, hints, gpu_policy: &self.gpu_policy, quota: None, device_preference: None }
+        PodContext {
+            request: &self.request,
+            hints,
+            gpu_policy: &self.gpu_policy,
+            quota: None,
+            card_quota: None,
+            device_preference: None,
+        }
     }
 }
