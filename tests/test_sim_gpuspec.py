@@ -114,3 +114,36 @@ def test_online_bound_is_below_every_policy_and_above_the_offline_one(tmp_path, 
             online = bound.seed_bound(arrivals, online=True)["unallocated_pct_bound"]
             results = {p: replay(Run(str(nodes), str(trace), p, seed))["unallocated_pct_at_100"] for p in POLICIES}
             assert offline <= online <= min(results.values()), (offline, online, results)
+
+
+def test_sweep_prints_each_policys_distance_to_the_bound(tmp_path, capsys):
+    from hami_fast.cli import main
+
+    nodes, pods = write_cluster(tmp_path, pods=80)
+    bounds = tmp_path / "bound.json"
+    bounds.write_text(json.dumps([{"trace": "pods", "mean": 1.25}]))
+    rc = main(
+        ["simulate", "--nodes", str(nodes), "--pods", str(pods), "--policy", "fgd,bestfit", "--seeds", "1-2",
+         "--jobs", "1", "--no-progress", "--bound", str(bounds), "--output", "json"]
+    )  # fmt: skip
+    assert rc == 0
+    rows = {r["policy"]: r["mean"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    from hami_fast.sim import report
+
+    table = report.rows({("pods", p): {"n": 2, "mean": m, "sd": 0, "median": m, "failed": 0, "elapsed_s": 0}
+                         for p, m in rows.items()})  # fmt: skip
+    head, _, row = report.gap_markdown(table, {"pods": 1.25}).splitlines()
+    assert head == "| trace | bound | fgd | bestfit |"
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == ["pods", "1.25"]
+    assert float(cells[2]) == pytest.approx(rows["fgd"] - 1.25, abs=0.006)
+    assert float(cells[3]) == pytest.approx(rows["bestfit"] - 1.25, abs=0.006)
+
+
+def test_variants_sort_after_their_trace():
+    from hami_fast.sim.report import _trace_key
+
+    names = ["multigpu20", "default-spec33", "default", "default-spec5", "gpushare20-spec10", "other"]
+    assert sorted(names, key=_trace_key) == [
+        "default", "default-spec5", "default-spec33", "gpushare20-spec10", "multigpu20", "other"
+    ]  # fmt: skip
