@@ -206,7 +206,10 @@ def solver(online: bool) -> Any:
         from hami_fast.sim.online_bound import max_gpu_milli_online
 
         any_packing = max_gpu_milli(pods, nodes, time_limit)
-        reachable = max_gpu_milli_online(pods, nodes, time_limit)
+        try:
+            reachable = max_gpu_milli_online(pods, nodes, time_limit)
+        except RuntimeError:  # no dual bound within the time limit: the any-packing one stands
+            return any_packing
         best = reachable if reachable["bound"] <= any_packing["bound"] else any_packing
         return {**best, "solve_s": any_packing["solve_s"] + reachable["solve_s"]}
 

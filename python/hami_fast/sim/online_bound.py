@@ -202,7 +202,7 @@ def _groups(tlist: list[PodType]) -> dict[Group, list[PodType]]:
 
 def _usage_vars(m: _Model, x, pairs, clist, j: int) -> dict[NodeClass, dict[str, int]]:
     """Per class at checkpoint j: CPU, memory, pods, GPU slices and GPU milli in use."""
-    out = {}
+    out: dict[NodeClass, dict[str, int]] = {}
     for c in clist:
         on_c = [(x[t, c2, j], t) for t, c2 in pairs if c2 == c]
         use = {
