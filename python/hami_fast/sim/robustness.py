@@ -24,9 +24,11 @@ def load(results: list[Path], saved_rows: list[Path]) -> list[dict[str, Any]]:
     runs = {}
     for p in results:
         for line in p.read_text().splitlines():
-            if line.strip():
+            try:
                 r = json.loads(line)
-                runs[(r["trace"], r["policy"], r["seed"])] = r  # a run repeated counts once
+            except json.JSONDecodeError:  # blank, or the cut-off last line of a stopped sweep
+                continue
+            runs[(r["trace"], r["policy"], r["seed"])] = r  # a run repeated counts once
     table = rows(aggregate(runs.values()))
     have = {(r["trace"], r["policy"]) for r in table}
     for p in saved_rows:
