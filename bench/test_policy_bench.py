@@ -36,5 +36,5 @@ def test_live_policy_cost(benchmark, policy: str) -> None:
     node_objs, engine = cluster()
     benchmark.group = f"live node policy: {NODES} nodes x 8 GPUs, {NAMES} candidates"
     request = body(node_objs, policy)
-    response, _ = benchmark(engine.filter, request, NOW, False)
-    assert len(orjson.loads(response)["NodeNames"]) == 1
+    decision = benchmark(engine.decide, request, NOW, False)
+    assert decision.outcome == "scheduled" and len(orjson.loads(decision.response)["NodeNames"]) == 1

@@ -176,6 +176,11 @@ def _sweep(
         print()
         print(report.wide_markdown(table, bounds=bounds))
         print()
+        if bounds:
+            print(report.GAP_CAPTION)
+            print()
+            print(report.gap_markdown(table, bounds))
+            print()
         print(report.LONG_CAPTION)
         print()
         print(report.markdown(table))
@@ -205,6 +210,8 @@ def _write_table(path: Path, table: list[dict[str, Any]], bounds: dict[str, floa
             w.writerows(table)
     else:
         parts = [report.wide_caption(table, bounds), report.wide_markdown(table, bounds=bounds)]
+        if bounds:
+            parts += [report.GAP_CAPTION, report.gap_markdown(table, bounds)]
         parts += [report.LONG_CAPTION, report.markdown(table)]
         path.write_text("\n\n".join(parts) + "\n")
 

@@ -21,8 +21,15 @@ TRACE_ORDER = [
 ]
 
 
-def _trace_key(name: str) -> tuple[int, str]:
-    return (TRACE_ORDER.index(name), name) if name in TRACE_ORDER else (len(TRACE_ORDER), name)
+def _trace_key(name: str) -> tuple[int, str, float]:
+    """Paper order; a generated variant (``default-spec10``, see ``hami_fast.sim.gpuspec``) after
+    its trace, by share."""
+    base, _, share = name.partition("-spec")
+    try:
+        pct = float(share) if share else 0.0
+    except ValueError:
+        base, pct = name, 0.0
+    return (TRACE_ORDER.index(base), base, pct) if base in TRACE_ORDER else (len(TRACE_ORDER), base, pct)
 
 
 def rows(agg: dict[tuple[str, str], dict[str, float]]) -> list[dict[str, Any]]:
@@ -107,6 +114,20 @@ def wide_caption(table: list[dict[str, Any]], bounds: dict[str, float] | None = 
         text += " bound: the offline lower bound of the trace."
     return text
 
+
+def gap_markdown(table: list[dict[str, Any]], bounds: dict[str, float], policies: list[str] | None = None) -> str:
+    """How far each policy is above the lower bound (pp), a row per trace with a bound."""
+    policies = policies or [p for p in POLICIES if any(r["policy"] == p for r in table)]
+    by = {(r["trace"], r["policy"]): r for r in table}
+    traces = sorted({r["trace"] for r in table if r["trace"] in bounds}, key=_trace_key)
+    lines = ["| trace | bound | " + " | ".join(policies) + " |", "|---|---:|" + "---:|" * len(policies)]
+    for t in traces:
+        cells = [f"{by[(t, p)]['mean'] - bounds[t]:+.2f}" if (t, p) in by else "" for p in policies]
+        lines.append(f"| {t} | {bounds[t]:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+GAP_CAPTION = "Distance to the lower bound: policy's mean unallocated GPU % minus the bound (pp)."
 
 LONG_CAPTION = "Per trace and policy: unallocated GPU % at 100 % arrived, the published mean and the difference."
 

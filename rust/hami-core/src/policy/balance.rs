@@ -7,6 +7,12 @@
 //! order), so CPU-only and CPU-heavy pods land on GPU-dense nodes as often as on CPU-rich ones.
 //! This policy:
 //!
+//! 0. **Keeps each GPU model's reserve.** Pods that name their GPU models (`gpu_spec`,
+//!    `nvidia.com/use-gputype`) can only use those; a pod that names none takes a model's GPUs
+//!    only while the model keeps what the naming pods are expected to need: their share of the
+//!    GPU demand seen so far ([`History::named_share`]) times the cluster's free GPU capacity.
+//!    Placements that keep the reserve come first, whatever their score. Without such pods
+//!    every placement keeps it and the policy is unchanged.
 //! 1. **Scores FGD's fragment increase Δ** against a target workload **learned online** from the
 //!    pods seen so far ([`History`]: every GPU task type with its count share), at half FGD's
 //!    resolution: `int(50·sigmoid(−Δ/1000))`. Placements whose Δ differ by less than about 0.08
@@ -40,16 +46,32 @@ pub struct History {
     seen: u64,
     gpu_pod_cpu: f64,
     gpu_pod_milli: f64,
+    /// GPU milli of the pods seen that name their models, split evenly over the models named.
+    named_milli: HashMap<String, f64>,
 }
 
 impl History {
     pub fn observe(&mut self, t: TaskType) {
         self.seen += 1;
         if t.gpu_milli > 0 && t.num_gpu > 0 {
+            let milli = t.gpu_milli as f64 * f64::from(t.num_gpu);
             self.gpu_pod_cpu += t.cpu_milli as f64;
-            self.gpu_pod_milli += t.gpu_milli as f64 * f64::from(t.num_gpu);
+            self.gpu_pod_milli += milli;
+            let models: Vec<&str> = t.gpu_spec.split('|').filter(|m| !m.is_empty()).collect();
+            for m in &models {
+                *self.named_milli.entry((*m).to_owned()).or_default() += milli / models.len() as f64;
+            }
         }
         *self.counts.entry(t).or_default() += 1;
+    }
+
+    /// The share of the GPU demand seen that can only run on `model` or a few models including
+    /// it (its even part of each list naming it); 0 when no pod names models.
+    pub fn named_share(&self, model: &str) -> f64 {
+        match self.named_milli.get(model) {
+            Some(m) if self.gpu_pod_milli > 0.0 => m / self.gpu_pod_milli,
+            _ => 0.0,
+        }
     }
 
     pub fn seen(&self) -> u64 {
@@ -97,6 +119,9 @@ impl History {
 pub struct Cost {
     /// `int(50·sigmoid(−Δ/1000))`.
     pub score: i64,
+    /// False when the pod names no model yet would take GPU capacity of a model that the pods
+    /// naming it are expected to need ([`keeps_reserve`]); true otherwise. Compared first.
+    pub keeps_reserve: bool,
     /// The CPU-balance tie-break (see the module docs); 0 when it does not apply.
     pub balance: f64,
 }
@@ -104,7 +129,10 @@ pub struct Cost {
 impl Cost {
     /// `Greater` if `self` is the better placement.
     pub fn compare(&self, other: &Self) -> Ordering {
-        self.score.cmp(&other.score).then_with(|| self.balance.total_cmp(&other.balance))
+        self.keeps_reserve
+            .cmp(&other.keeps_reserve)
+            .then_with(|| self.score.cmp(&other.score))
+            .then_with(|| self.balance.total_cmp(&other.balance))
     }
 
     /// One number for the extender's scores: the step score plus the balance squashed into
@@ -116,6 +144,18 @@ impl Cost {
 
 fn step_score(delta: f64) -> i64 {
     (SCORE_STEPS / (1.0 + (delta / 1000.0).exp())) as i64
+}
+
+/// Whether a pod may take GPU capacity on a node of `model` without eating into what the pods
+/// naming that model will need. Those pods are expected to keep asking for their share of the
+/// demand (`named_share`, learned from the pods seen) until the cluster is full, so the model's
+/// remaining need is that share of the cluster's free GPU milli. A pod that names the model is
+/// part of that need and always may; so may every pod while nobody names models.
+pub fn keeps_reserve(pod: &PodShape, named_share: f64, model_free: f64, cluster_free: f64) -> bool {
+    if !pod.requests_gpu() || !pod.gpu_spec.is_empty() {
+        return true;
+    }
+    model_free - pod.total_milli() as f64 >= named_share * cluster_free
 }
 
 /// CPU left after placement minus what the node's then-free GPUs need at `cpu_per_gpu`.
@@ -156,7 +196,7 @@ pub fn cost(
     }
     let balance = balance(pod, cpu_surplus(shape, pod, cpu_per_gpu), cpu_per_gpu);
     if !pod.requests_gpu() {
-        return Some((Cost { score: 0, balance }, None));
+        return Some((Cost { score: 0, keeps_reserve: true, balance }, None));
     }
     let cpu_left = shape.cpu_left - pod.cpu_milli;
     if pod.is_share() {
@@ -177,11 +217,11 @@ pub fn cost(
                 best = Some((s, own, i));
             }
         }
-        return best.map(|(score, _, i)| (Cost { score, balance }, Some(i)));
+        return best.map(|(score, _, i)| (Cost { score, keeps_reserve: true, balance }, Some(i)));
     }
     let (cpu_left, free) = subtract(shape, pod)?;
     let after = memo.frag(&NodeShape { cpu_left, gpu_free: &free, model: shape.model }, workload);
-    Some((Cost { score: step_score(after - before), balance }, None))
+    Some((Cost { score: step_score(after - before), keeps_reserve: true, balance }, None))
 }
 
 /// The workload to score against: the learned one, or the pod alone before any GPU pod is seen.
@@ -201,8 +241,9 @@ pub fn task_type(pod: &PodShape) -> TaskType {
 
 /// The live scheduler: scores ([`Cost::live_score`]) of the nodes where the pod fits, and the
 /// GPU to use on each for a sharing pod. The extender sees no CPU (kube-scheduler checks it),
-/// so the CPU terms are zero and the balance tie-break is neutral; GPUs are shares of device
-/// memory, as for the other simulator-derived policies.
+/// so the CPU terms are zero and the balance tie-break is neutral; nor does it see every model's
+/// free capacity, so every placement keeps the reserve; GPUs are shares of device memory, as for
+/// the other simulator-derived policies.
 pub fn rescore_live(
     learned: Workload,
     request: &PodRequest,
@@ -346,5 +387,43 @@ mod tests {
         assert_eq!(place(100, &[1000, 800, 700], &pod(1, 100, 1), &w, 0.0).unwrap().1, Some(2));
         assert!(place(100, &[500, 1000], &pod(1, 1000, 2), &w, 0.0).is_none());
         assert!(place(0, &[1000], &pod(1, 0, 0), &w, 0.0).is_none(), "no CPU left");
+    }
+
+    fn named(spec: &'static str, milli: i64, n: u32) -> TaskType {
+        TaskType { cpu_milli: 1000, gpu_milli: milli, num_gpu: n, gpu_spec: spec.into() }
+    }
+
+    #[test]
+    fn history_splits_named_demand_over_the_models_named() {
+        let mut h = History::default();
+        h.observe(named("T4", 1000, 1));
+        h.observe(named("V100M16|V100M32", 1000, 2));
+        h.observe(named("", 1000, 1));
+        h.observe(named("", 0, 0));
+        // 4000 GPU milli seen: T4 1000, each V100 1000 (half of the 2-GPU pod's 2000).
+        assert!((h.named_share("T4") - 0.25).abs() < 1e-12);
+        assert!((h.named_share("V100M32") - 0.25).abs() < 1e-12);
+        assert_eq!(h.named_share("G2"), 0.0);
+    }
+
+    #[test]
+    fn reserve_is_kept_for_the_pods_that_name_the_model() {
+        let free_pod = pod(4000, 1000, 1);
+        // T4 is named by 20 % of the demand; the cluster has 1,000 GPUs free, so T4 must keep 200.
+        assert!(keeps_reserve(&free_pod, 0.2, 201_000.0, 1_000_000.0));
+        assert!(!keeps_reserve(&free_pod, 0.2, 200_500.0, 1_000_000.0));
+        let t4_pod = PodShape { gpu_spec: "T4", ..free_pod };
+        assert!(keeps_reserve(&t4_pod, 0.2, 1000.0, 1_000_000.0), "the naming pods use their reserve");
+        assert!(keeps_reserve(&pod(4000, 0, 0), 0.9, 0.0, 1_000_000.0), "CPU-only pods take no GPU");
+        assert!(keeps_reserve(&free_pod, 0.0, 1000.0, 1_000_000.0), "nobody names the model");
+    }
+
+    #[test]
+    fn keeping_the_reserve_outranks_the_score() {
+        let eats = Cost { score: 40, keeps_reserve: false, balance: 1e6 };
+        let keeps = Cost { score: 10, keeps_reserve: true, balance: -1e6 };
+        assert_eq!(keeps.compare(&eats), Ordering::Greater);
+        let better = Cost { score: 11, ..keeps };
+        assert_eq!(better.compare(&keeps), Ordering::Greater);
     }
 }

@@ -58,6 +58,7 @@ impl Replay {
         }
         let workload = bal::workload_or_pod(&st.workload, &shape);
         let cpu_per_gpu = st.history.cpu_per_gpu();
+        let reserve = model_reserve(&self.nodes, &st.history, &shape);
         st.costs.clear();
         let mut best: Option<(usize, bal::Cost)> = None;
         for &i in cands {
@@ -71,7 +72,8 @@ impl Replay {
                     c
                 }
             };
-            let Some(c) = c else { continue };
+            let Some(mut c) = c else { continue };
+            c.keeps_reserve = reserve[n.model_id];
             let better = match &best {
                 None => true,
                 Some((b, bc)) => match c.compare(bc) {
@@ -93,4 +95,18 @@ impl Replay {
         let gpu = bal::cost(&n.view(), &shape, &workload, &mut st.memo, before, cpu_per_gpu).and_then(|c| c.1);
         Some((i, gpu))
     }
+}
+
+/// Per model id: whether `pod` may take GPUs of that model without eating what the pods naming
+/// the model are expected to need ([`bal::keeps_reserve`]).
+fn model_reserve(nodes: &[super::SimNode], history: &bal::History, pod: &crate::policy::node::PodShape) -> Vec<bool> {
+    let models = nodes.iter().map(|n| n.model_id).max().map_or(0, |m| m + 1);
+    let mut free = vec![0.0; models];
+    let mut names = vec![""; models];
+    for n in nodes {
+        free[n.model_id] += n.free.iter().sum::<i64>() as f64;
+        names[n.model_id] = &n.model;
+    }
+    let cluster: f64 = free.iter().sum();
+    (0..models).map(|m| bal::keeps_reserve(pod, history.named_share(names[m]), free[m], cluster)).collect()
 }

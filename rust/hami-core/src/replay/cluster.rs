@@ -74,7 +74,7 @@ pub(super) struct SimNode {
     pub(super) name: String,
     /// The GPUs' device type, upper case (empty without GPUs), for HAMi's type filters.
     pub(super) type_upper: String,
-    model_id: usize,
+    pub(super) model_id: usize,
     packed: u128,
     pub(super) gpu: GpuNode,
     pub(super) model: String,
