@@ -52,7 +52,8 @@ def test_why_explains_a_pending_pod_on_the_real_control_plane(cluster, kubeconfi
         assert "chosen node: none" in out and "CardInsufficientMemory" in out
         # Every GPU of the cluster is 16384 MiB: no amount of waiting or moving makes room.
         assert re.search(
-            r"needs 30000 MiB on one GPU; no GPU in the cluster is that large: the largest has 16384 MiB \(\S+/GPU-", out
+            r"needs 30000 MiB on one GPU; no GPU in the cluster is that large: the largest has 16384 MiB \(\S+/GPU-",
+            out,
         )
         result = json.loads(kubectl_hami(kubeconfig, "why", "kh-too-big", "-n", NS, "-o", "json"))
         assert result["node"] is None and result["failed"]["kh-2"] == "1/1 CardInsufficientMemory"
