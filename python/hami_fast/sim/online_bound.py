@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from hami_fast.sim.bound import MILLI, NodeClass, PackingBound, PodType, _dffs, allowed, dff_round
+from hami_fast.sim.packing import MILLI, NodeClass, PackingBound, PodType, _dffs, allowed, dff_round
 
 #: Checkpoints: arrived GPU milli as a share of capacity, below the prefix end.
 CHECKPOINT_SHARES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
