@@ -22,6 +22,7 @@ from hami_fast.kube.client import MERGE_PATCH, KubeClient, pod_path
 from hami_fast.kube.errors import ApiError, NotFound, TooManyRequests
 from hami_fast.server.metrics import Metrics
 from hami_fast.server.requeue import TokenBucket
+from hami_fast.server.wakeloop import WakeLoop
 
 log = logging.getLogger("hami_fast.preempt")
 
@@ -86,7 +87,7 @@ def ref(pod: dict[str, Any]) -> dict[str, Any]:
     return {k: meta[k] for k in keys if meta.get(k)}
 
 
-class Preemptor(threading.Thread):
+class Preemptor(WakeLoop):
     """Asks the engine after every wake (a Filter rejection, a pod or node event) and every `period`
     seconds, at most once per `min_gap`, and carries out the preemptions it names as the rate allows."""
 
@@ -104,29 +105,14 @@ class Preemptor(threading.Thread):
         min_gap: float = 0.2,
         hold_margin: float = HOLD_MARGIN,
     ) -> None:
-        super().__init__(name="preempt", daemon=True)
-        self.cluster, self.api, self.emit, self.metrics, self.ready = cluster, api, emit, metrics, ready
-        self.stop_event, self.bucket, self.component = stop, bucket, component
-        self.period, self.min_gap, self.hold_margin = period, min_gap, hold_margin
-        self.woken = threading.Event()
-        self.passes = 0
+        super().__init__("preempt", stop, ready, period, min_gap)
+        self.cluster, self.api, self.emit, self.metrics = cluster, api, emit, metrics
+        self.bucket, self.component, self.hold_margin = bucket, component, hold_margin
 
-    def wake(self) -> None:
-        self.woken.set()
+    what = "preemption pass"
 
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            self.woken.wait(self.period)
-            self.woken.clear()
-            if self.stop_event.is_set():
-                return
-            if self.ready():
-                try:
-                    self.preempt_once()
-                except Exception:  # a bug must not end preemption silently
-                    log.exception("preemption pass failed")
-            self.passes += 1
-            self.stop_event.wait(self.min_gap)
+    def pass_once(self) -> None:
+        self.preempt_once()
 
     def preempt_once(self) -> int:
         """One pass; how many preemptions were carried out."""

@@ -16,6 +16,7 @@ from hami_fast import annotations as keys
 from hami_fast._native import Cluster, RequeuedPod
 from hami_fast.kube.errors import NotFound
 from hami_fast.server.metrics import Metrics
+from hami_fast.server.wakeloop import WakeLoop
 
 log = logging.getLogger("hami_fast.requeue")
 
@@ -51,7 +52,7 @@ def requeue_patch(pod: RequeuedPod, now_ns: int) -> bytes:
     return orjson.dumps({"metadata": {"uid": pod.uid, "annotations": {keys.REQUEUED_AT: str(now_ns)}}})
 
 
-class Requeuer(threading.Thread):
+class Requeuer(WakeLoop):
     """Asks the engine after every wake (a watch event that may free capacity) and every `period`
     seconds (holds lapse by the clock), at most once per `min_gap`, and patches the pods it names."""
 
@@ -66,28 +67,13 @@ class Requeuer(threading.Thread):
         period: float = 1.0,
         min_gap: float = 0.05,
     ) -> None:
-        super().__init__(name="requeue", daemon=True)
-        self.cluster, self.patch_pod, self.metrics, self.ready = cluster, patch_pod, metrics, ready
-        self.stop_event, self.bucket, self.period, self.min_gap = stop, bucket, period, min_gap
-        self.woken = threading.Event()
-        self.passes = 0
+        super().__init__("requeue", stop, ready, period, min_gap)
+        self.cluster, self.patch_pod, self.metrics, self.bucket = cluster, patch_pod, metrics, bucket
 
-    def wake(self) -> None:
-        self.woken.set()
+    what = "requeue pass"
 
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            self.woken.wait(self.period)
-            self.woken.clear()
-            if self.stop_event.is_set():
-                return
-            if self.ready():
-                try:
-                    self.requeue_once()
-                except Exception:  # a bug must not end retries at release silently
-                    log.exception("requeue pass failed")
-            self.passes += 1
-            self.stop_event.wait(self.min_gap)
+    def pass_once(self) -> None:
+        self.requeue_once()
 
     def requeue_once(self) -> int:
         """One pass: the pods that fit now, patched in order as the rate allows; how many were. A
