@@ -11,7 +11,7 @@ import orjson
 import pytest
 from hami_fast.kube import errors, times
 from hami_fast.kube.client import KubeClient, load_api_client
-from hami_fast.kube.lease import LeaseElector, LeaseFollower, LeaseState, is_holder, lease_path
+from hami_fast.kube.lease import Leadership, LeaseElector, LeaseFollower, LeaseState, is_holder, lease_path
 
 
 @pytest.fixture
@@ -174,6 +174,40 @@ def test_follower_and_elector_share_one_view_of_a_lease(kubeapi, client):
     stored = kubeapi.get("leases", "sched", "kube-system")
     assert stored["spec"]["holderIdentity"] == "sched-0_4b1f" and stored["spec"]["leaseDurationSeconds"] == 15
     assert times.parse(stored["spec"]["renewTime"]) == times.parse(stored["spec"]["acquireTime"])
+
+
+def test_leadership_ends_at_its_deadline_without_a_poll():
+    """A replica paused past its term (SIGSTOP, a frozen VM) reads "not leading" before its next poll."""
+    clock = [100.0]
+    leading = Leadership(clock=lambda: clock[0])
+    assert not leading.is_set() and leading.expires_in() == 0
+    leading.set(until=115.0)
+    assert leading.is_set() and leading.expires_in() == 15
+    clock[0] = 114.9
+    assert leading.is_set()
+    clock[0] = 115.0
+    assert not leading.is_set(), "the deadline passed: no longer leading"
+    assert not leading.wait(0), "wait() answers as is_set() does"
+    leading.set()
+    clock[0] = 1e9
+    assert leading.is_set(), "set() without a deadline leads until clear()"
+    leading.clear()
+    assert not leading.is_set()
+
+
+def test_a_follower_leads_only_until_the_lease_it_read_expires(kubeapi, client):
+    """The term a follower reads ends when kube-scheduler's Lease would expire, not at the next poll."""
+    renewed = datetime.now(UTC) - timedelta(seconds=12)
+    kubeapi.create(lease("sched-0_4b1f", renewed))  # 15 s Lease renewed 12 s ago: about 3 s left
+    follower = LeaseFollower(client, "kube-system", "sched", threading.Event(), identity="sched-0")
+    assert follower.step() and follower.leading.is_set()
+    assert 1.5 < follower.leading.expires_in() <= 3.0
+
+
+def test_an_elector_leads_no_longer_than_the_duration_it_wrote(kubeapi, client):
+    elector = LeaseElector(client, "kube-system", "sched", threading.Event(), identity="a", duration=15)
+    assert elector.step()
+    assert 14 < elector.leading.expires_in() <= 15, "another replica may take over once the Lease expires"
 
 
 def test_a_malformed_lease_means_not_leading_and_the_thread_lives(kubeapi, client):

@@ -478,3 +478,30 @@ def test_non_leader_refuses_to_filter(cluster) -> None:
         )
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "leadership")
         assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
+
+
+def test_a_replica_whose_term_ended_binds_nothing(cluster) -> None:
+    """Filtered while leading, then the Lease moved: the Bind writes no lock, annotation or binding."""
+    import socket
+
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "hami-scheduler", "namespace": "kube-system"},
+        "spec": {
+            "holderIdentity": f"{socket.gethostname()}_x",
+            "leaseDurationSeconds": 15,
+            "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+    cluster.create(lease)
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=100))
+    with serve(cluster, leader_elect=True, leader_elect_resource_namespace="kube-system") as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "leadership")
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        cluster.patch("leases", "hami-scheduler", {"spec": {"holderIdentity": "someone-else_1"}}, "kube-system")
+        wait_for(lambda: not svc.runtime.scheduler.ready(), 10, "the term's end")
+        assert "not the leader" in svc.post("/bind", bind_args(pod, node))["Error"]
+        assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
+        assert "hami.io/mutex.lock" not in (cluster.get("nodes", node)["metadata"].get("annotations") or {})
+        assert "hami.io/bind-phase" not in (cluster.get("pods", "p", "default")["metadata"].get("annotations") or {})

@@ -170,6 +170,10 @@ class ControlPlane:
     audit_users: list[str] = field(default_factory=list)
     apiserver_args: list[str] = field(default_factory=list)
     tokens: dict[str, str] = field(default_factory=dict)
+    # Tokens of the scheduler's ServiceAccount, one per replica, each with a uid of its own
+    # (`<user>-uid-<i>`), so the audit log tells the replicas apart while the chart's RBAC applies to all.
+    sa_replicas: int = 0
+    replica_tokens: list[str] = field(default_factory=list)
 
     # -- certificates and credentials ---------------------------------------------------------
     def _credentials(self) -> None:
@@ -204,6 +208,10 @@ class ControlPlane:
             f'{self.descheduler_token},{DESCHEDULER_USER},{DESCHEDULER_USER}-uid,"system:serviceaccounts,system:serviceaccounts:{NAMESPACE},system:authenticated"\n'
         )
         self.tokens = {"e2e-admin": self.admin_token, SA_USER: self.sa_token, DESCHEDULER_USER: self.descheduler_token}
+        sa_groups = f"system:serviceaccounts,system:serviceaccounts:{NAMESPACE},system:authenticated"
+        for i in range(self.sa_replicas):
+            self.replica_tokens.append(base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("="))
+            lines += f'{self.replica_tokens[i]},{SA_USER},{SA_USER}-uid-{i},"{sa_groups}"\n'
         for user, groups in self.extra_users.items():
             self.tokens[user] = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
             lines += f'{self.tokens[user]},{user},{user}-uid,"{groups}"\n'
@@ -342,20 +350,29 @@ class ControlPlane:
             if o["kind"] in paths and "helm.sh/hook" not in o["metadata"].get("annotations", {}):
                 self.api.create(paths[o["kind"]], o, exist_ok=True)
 
-    def start_hami_fast(self, serve_args: list[str], port: int, metrics_port: int) -> Proc:
-        """`hami-fast serve` with the chart's flags; only addresses, TLS files and the kubeconfig change."""
+    def start_hami_fast(
+        self,
+        serve_args: list[str],
+        port: int,
+        metrics_port: int,
+        name: str = "hami-fast",
+        pod_name: str = "",
+        token: str = "",
+    ) -> Proc:
+        """`hami-fast serve` with the chart's flags; only addresses, TLS files and the kubeconfig change.
+        `name` keys the process and its log; `pod_name` is its POD_NAME (default: this host's name)."""
         args = [
             a
             for a in serve_args
             if not a.startswith(("--http_bind", "--cert_file", "--key_file", "--metrics-bind-address"))
         ]
-        kubeconfig = self.kubeconfig("hami-fast", self.sa_token)
+        kubeconfig = self.kubeconfig(name, token or self.sa_token)
         exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
         cmd = [exe] if exe else [sys.executable, "-m", "hami_fast.cli"]
         # As in the chart's pod: POD_NAME is the hostname kube-scheduler puts first in its Lease identity.
-        env = {**os.environ, "POD_NAME": socket.gethostname(), "POD_NAMESPACE": NAMESPACE}
+        env = {**os.environ, "POD_NAME": pod_name or socket.gethostname(), "POD_NAMESPACE": NAMESPACE}
         proc = Proc(
-            "hami-fast",
+            name,
             [
                 *cmd,
                 "serve",
@@ -366,19 +383,19 @@ class ControlPlane:
                 f"--kubeconfig={kubeconfig}",
                 *args,
             ],
-            self.workdir / "logs" / "hami-fast.log",
+            self.workdir / "logs" / f"{name}.log",
             env=env,
         ).start()
-        self.procs["hami-fast"] = proc
-        self.wait_hami_fast(port, "/healthz")
+        self.procs[name] = proc
+        self.wait_hami_fast(port, "/healthz", name=name)
         return proc
 
-    def wait_hami_fast(self, port: int, path: str, timeout: float = 60) -> None:
+    def wait_hami_fast(self, port: int, path: str, timeout: float = 60, name: str = "hami-fast") -> None:
         """/healthz: serving; /readyz: caches synced and following the leader's Lease."""
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
 
         def ok() -> bool:
-            self._check_alive("hami-fast")
+            self._check_alive(name)
             try:
                 with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=2) as resp:
                     return resp.status == 200

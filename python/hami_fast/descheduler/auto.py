@@ -39,6 +39,7 @@ from hami_fast.kube import times
 from hami_fast.kube.client import KubeClient, path_of
 from hami_fast.kube.errors import ApiError
 from hami_fast.kube.events import event_body
+from hami_fast.kube.lease import Leadership
 
 log = logging.getLogger("hami_fast.descheduler.auto")
 
@@ -368,7 +369,7 @@ class AutoMover:
 class AutoLoop(threading.Thread):
     """Runs [`AutoMover.run_once`] every period while this replica leads."""
 
-    def __init__(self, mover: AutoMover, leading: threading.Event, stop: threading.Event) -> None:
+    def __init__(self, mover: AutoMover, leading: Leadership, stop: threading.Event) -> None:
         super().__init__(name="descheduler-auto", daemon=True)
         self.mover, self.leading, self.stop_event = mover, leading, stop
 

@@ -219,12 +219,12 @@ class Runtime:
         from hami_fast.descheduler.planner import snapshot_bytes
         from hami_fast.descheduler.view import ClusterView
         from hami_fast.descheduler.webhook import Pinner
-        from hami_fast.kube.lease import LeaseElector
+        from hami_fast.kube.lease import Leadership, LeaseElector
 
         self.args = args
         self.stop = stop or threading.Event()
         self.threads: list[threading.Thread] = []
-        self.leading = threading.Event()
+        self.leading = Leadership()
         self.elector: Any = None
         engine_config = device_config.from_args(args).engine_config()
         if args.snapshot:

@@ -33,6 +33,7 @@ from hami_fast.descheduler.view import ClusterView
 from hami_fast.descheduler.webhook import labels_match
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.errors import ApiError, Conflict, NotFound
+from hami_fast.kube.lease import Leadership
 
 log = logging.getLogger("hami_fast.descheduler.controller")
 
@@ -568,7 +569,7 @@ class ControllerLoop(threading.Thread):
     leader, and every `period` seconds after, queues every placement (resync)."""
 
     def __init__(
-        self, controller: Controller, leading: threading.Event, stop: threading.Event, period: float | None = None
+        self, controller: Controller, leading: Leadership, stop: threading.Event, period: float | None = None
     ) -> None:
         super().__init__(name="placement-controller", daemon=True)
         self.controller, self.leading, self.stop_event = controller, leading, stop

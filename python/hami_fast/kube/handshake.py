@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from hami_fast._native import Cluster
+from hami_fast.kube.lease import Leadership
 
 log = logging.getLogger("hami_fast.handshake")
 
@@ -53,7 +54,7 @@ class Handshaker(threading.Thread):
         self,
         cluster: Cluster,
         patch_node: NodePatcher,
-        leading: threading.Event,
+        leading: Leadership,
         synced: threading.Event,
         stop: threading.Event,
         period: float = PERIOD_SECONDS,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
+from hami_fast.kube.lease import Leadership
 
 
 class AlwaysLeader:
     def __init__(self) -> None:
-        self.leading = threading.Event()
+        self.leading = Leadership()
         self.leading.set()
 
     def start(self) -> None:

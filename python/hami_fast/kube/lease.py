@@ -8,6 +8,10 @@ Two users, one implementation:
   two replicas racing for an expired Lease exactly one wins (the other gets 409).
 
 A Lease is valid while `renewTime + leaseDurationSeconds` is after now (client-go's check).
+
+`leading` is a `Leadership`: set by a poll until the moment the Lease read (or written) stops being
+valid, so a replica that was paused past that moment (SIGSTOP, a long GC, a frozen VM) reads "not
+leading" at once, before its next poll, and writes nothing another leader may be writing.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +65,14 @@ class LeaseState:
             return False
         return ((now or datetime.now(UTC)) - self.renewed).total_seconds() < seconds
 
+    def remaining(self, now: datetime | None = None, duration: int | None = None) -> float:
+        """Seconds the Lease stays valid from `now` (0 when it is not)."""
+        seconds = self.duration or duration or 0
+        if self.renewed is None or seconds <= 0:
+            return 0.0
+        left = seconds - ((now or datetime.now(UTC)) - self.renewed).total_seconds()
+        return max(0.0, min(float(seconds), left))
+
 
 def is_holder(lease: dict[str, Any], identity: str, now: datetime | None = None) -> bool:
     """HAMi's leadership test: the holder identity starts with ours and the Lease is still valid."""
@@ -67,10 +80,40 @@ def is_holder(lease: dict[str, Any], identity: str, now: datetime | None = None)
     return bool(identity) and state.holder.startswith(identity) and state.valid(now)
 
 
+class Leadership:
+    """A `threading.Event` whose set state also ends at a deadline (`time.monotonic()` seconds).
+
+    `is_set()` is false once the deadline has passed, whatever the last poll said; `set()` without a
+    deadline leads until `clear()` (a single replica, or tests)."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self._event = threading.Event()
+        self._until = float("inf")
+        self._clock = clock
+
+    def set(self, until: float | None = None) -> None:
+        self._until = float("inf") if until is None else until
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set() and self._clock() < self._until
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout) and self.is_set()
+
+    def expires_in(self) -> float:
+        """Seconds left of the current term (0 when not leading)."""
+        return max(0.0, self._until - self._clock()) if self._event.is_set() else 0.0
+
+
 class LeaseWatcher(threading.Thread):
     """Polls `poll()` every `period` seconds until `stop`; `leading` follows its answer.
 
-    An API error or a malformed Lease counts as not leading, logged at `error_level`.
+    `poll()` returns how many seconds this replica may lead from the moment the poll started (0: not
+    leading). An API error or a malformed Lease counts as not leading, logged at `error_level`.
     """
 
     error_level = logging.WARNING
@@ -88,23 +131,28 @@ class LeaseWatcher(threading.Thread):
         self.client, self.namespace, self.lease_name, self.stop_event = client, namespace, name, stop
         self.identity = identity or socket.gethostname()
         self.period = period
-        self.leading = threading.Event()
+        self.leading = Leadership()
         self.terms = 0  # times `leading` was set: a term is one unbroken stretch of leading
 
     def path(self, named: bool = True) -> str:
         return lease_path(self.namespace, self.lease_name if named else None)
 
-    def poll(self) -> bool:
+    def poll(self) -> float:
         raise NotImplementedError
 
     def step(self) -> bool:
         """One poll; flips `leading` (and logs) when the answer changed. Returns the answer."""
+        started = time.monotonic()
+        was_leading = self.leading.is_set()
         try:
-            leading = self.poll()
+            seconds = self.poll()
         except (ApiError, ValueError) as exc:
             log.log(self.error_level, "lease %s/%s: %s", self.namespace, self.lease_name, exc)
-            leading = False
-        if leading != self.leading.is_set():
+            seconds = 0.0
+        leading = seconds > 0
+        if leading:
+            self.leading.set(until=started + seconds)
+        if leading != was_leading:
             log.info(
                 "leadership %s",
                 "acquired" if leading else "lost",
@@ -112,7 +160,8 @@ class LeaseWatcher(threading.Thread):
             )
             if leading:
                 self.terms += 1
-            (self.leading.set if leading else self.leading.clear)()
+        if not leading:
+            self.leading.clear()
         return leading
 
     def run(self) -> None:
@@ -126,8 +175,12 @@ class LeaseFollower(LeaseWatcher):
 
     error_level = logging.DEBUG  # kube-scheduler may not have created its Lease yet
 
-    def poll(self) -> bool:
-        return is_holder(self.client.request("GET", self.path(), limited=False).json(), self.identity)
+    def poll(self) -> float:
+        lease = self.client.request("GET", self.path(), limited=False).json()
+        state = LeaseState.of(lease)
+        if not (self.identity and state.holder.startswith(self.identity)):
+            return 0.0
+        return state.remaining()
 
 
 class LeaseElector(LeaseWatcher):
@@ -146,8 +199,8 @@ class LeaseElector(LeaseWatcher):
         super().__init__(client, namespace, name, stop, identity, period)
         self.duration = duration
 
-    def poll(self) -> bool:
-        return self.try_acquire()
+    def poll(self) -> float:
+        return float(self.duration) if self.try_acquire() else 0.0
 
     def try_acquire(self) -> bool:
         """One round: True while this identity holds the Lease after it. A lost race is False, not an error."""

@@ -18,6 +18,7 @@ from hami_fast._native import Cluster, EngineError, FilterDecision, parse_bindin
 from hami_fast._native import is_pod_group_member as native_pod_group_member
 from hami_fast.config import Config
 from hami_fast.kube.errors import NotFound
+from hami_fast.kube.lease import Leadership
 from hami_fast.kube.nodelock import LockContention, NodeLocker
 from hami_fast.kube.stamplock import StampLocker
 from hami_fast.kube.writer import Writer
@@ -27,6 +28,11 @@ from hami_fast.server.metrics import Metrics
 from hami_fast.server.router import Answer, Then, settle
 
 log = logging.getLogger("hami_fast.scheduler")
+
+
+class NotLeading(Exception):
+    """This replica's term ended: a Bind writes nothing."""
+
 
 # Filter answers kept for their Bind; kube-scheduler binds within seconds of Filter, or filters again.
 ALLOCATION_TTL = 600.0
@@ -122,7 +128,7 @@ class Scheduler:
         emit: Callable[[dict[str, Any], str, str, str, str], None],
         metrics: Metrics,
         synced: threading.Event,
-        leading: threading.Event,
+        leading: Leadership,
         before_patch: Callable[[str, str, str], None] | None = None,  # (namespace, name, uid) before a pod write
     ) -> None:
         self.config, self.cluster, self.writer, self.emit, self.metrics = config, cluster, writer, emit, metrics
@@ -327,15 +333,18 @@ class Scheduler:
             allocation = pending.allocation
             if pending.job and not self.binds.commit(pending.job):
                 raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
+            self._require_leading()
             self.locks.take(node, namespace, name, pending.locks)
             locked = True
             unwritten = allocation if allocation is not None and not allocation.written else None
             patch = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
             if self.before_patch:
                 self.before_patch(namespace, name, uid)
+            self._require_leading()
             self.writer.patch_pod(namespace, name, patch)
             if unwritten is not None:
                 unwritten.written = True
+            self._require_leading()
             self.writer.bind(namespace, name, uid, node)
         except LockContention:
             raise
@@ -391,7 +400,16 @@ class Scheduler:
             retry_until = pending.job.enqueued + self.config.node_lock_retry_timeout
             pending.job.deadline = max(pending.job.deadline, retry_until)
 
+    def _require_leading(self) -> None:
+        """Before each write of a Bind: a replica whose term ended (even while it was paused) writes nothing more."""
+        if not self.leading.is_set():
+            raise NotLeading("hami-fast is not the leader: this replica does not bind")
+
     def _bind_failed(self, pending: PendingBind, exc: Exception) -> bytes:
+        if isinstance(exc, NotLeading):  # no event either: the leader may be writing this pod's
+            self.metrics.bind_results.labels("not_leader").inc()
+            log.warning("bind refused", extra={"pod": f"{pending.namespace}/{pending.name}", "error": str(exc)})
+            return bind_result(str(exc))
         self.metrics.bind_results.labels("contention" if isinstance(exc, LockContention) else "failed").inc()
         self._event(pending.ref, "Warning", "BindingFailed", str(exc))
         log.warning(

@@ -22,7 +22,7 @@ from hami_fast.config import Config, split_address
 from hami_fast.kube import events as kube_events
 from hami_fast.kube.handshake import Handshaker, kube_node_patcher, memory_node_patcher
 from hami_fast.kube.leader import AlwaysLeader
-from hami_fast.kube.lease import LeaseFollower
+from hami_fast.kube.lease import Leadership, LeaseFollower
 from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
 from hami_fast.manifests import load_objects, require_nodes
@@ -58,7 +58,7 @@ class Runtime:
     preemptor: Preemptor | None = None
 
 
-def scheduler_leading() -> threading.Event:
+def scheduler_leading() -> Leadership:
     return AlwaysLeader().leading
 
 

@@ -1,0 +1,261 @@
+"""Failover on the real control plane: two replicas of the chart's scheduler pod with leader election.
+
+1. A burst of vGPU pods created at once; SIGKILL the leading replica at one third of the binds and
+   the new leader at two thirds (each restarted as a standby once another leads, as the kubelet
+   would). Every pod binds; no GPU is over-committed (recounted from the pods' annotations against
+   the registrations); no pod is bound without its allocation; the time without a leader, from the
+   kill to the next bind, is measured against the Lease's duration; and no replica writes to the API
+   server outside its term (the Lease's holder, from its `acquireTime` to the next holder's).
+2. A paused leader (SIGSTOP) loses the Lease; SIGCONT after another replica leads and binds: the
+   paused one writes nothing more, and its kube-scheduler exits as client-go's leader election does.
+
+Sizes (env): HAMI_FAST_E2E_FAILOVER_PODS (CI: 300; `make bench-e2e`: 1,000) and _PAUSED_PODS (CI: 90).
+The figures are printed (`failover:` lines) and recorded in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+import pytest
+from controlplane import SA_USER, ControlPlane, find_helm, missing_binaries, wait_for
+from replicas import LEASE, Replica, Replicas, audit_writes, uts_namespaces_missing
+from sidebyside import (
+    ALLOCATED,
+    BIND_PHASE,
+    PLUGIN_USER,
+    BindTracker,
+    DevicePlugin,
+    create_namespace,
+    device_usage,
+    gpu_pod,
+    list_pods,
+    log,
+    mixed_limits,
+    overcommitted,
+    register_nodes,
+    user_api,
+)
+
+PODS = int(os.environ.get("HAMI_FAST_E2E_FAILOVER_PODS", "300"))
+PAUSED_PODS = int(os.environ.get("HAMI_FAST_E2E_FAILOVER_PAUSED_PODS", "90"))
+GPUS = 8
+NODES = PODS // 8 + 10
+SPREAD = {"hami.io/node-scheduler-policy": "spread"}
+
+
+@pytest.fixture(scope="module")
+def replicas(e2e_workdir):
+    missing = missing_binaries()
+    why = f"control-plane binaries missing: {', '.join(missing)} (scripts/build-control-plane.sh)" if missing else None
+    why = why or (None if find_helm() else "helm not found (scripts/install-helm.sh)") or uts_namespaces_missing()
+    if why:
+        if os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    cp = ControlPlane(
+        e2e_workdir("failover"),
+        extra_users={PLUGIN_USER: "system:masters"},
+        audit_users=[SA_USER],
+        apiserver_args=["--max-requests-inflight=800"],
+        sa_replicas=4,
+    )
+    group = plugin = None
+    try:
+        cp.start()
+        group = Replicas(cp, count=2).setup()
+        names = [f"gpu-{i:04d}" for i in range(NODES)]
+        register_nodes(cp.api, names, gpus=GPUS)
+        plugin = DevicePlugin(user_api(cp, PLUGIN_USER)).start()
+        yield group
+    finally:
+        if plugin:
+            plugin.stop()
+        if group:
+            group.stop()
+        cp.stop()
+
+
+class LeaseLog(threading.Thread):
+    """Every holder of the chart's Lease with its `acquireTime`, read every 200 ms."""
+
+    def __init__(self, group: Replicas) -> None:
+        super().__init__(name="lease-log", daemon=True)
+        self.group = group
+        self.terms: list[tuple[float, str]] = []  # (acquired at, holder identity)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.2):
+            try:
+                spec = self.group.api.get(LEASE)["spec"]
+            except Exception:  # noqa: BLE001 - the API may be busy; the next read catches up
+                continue
+            term = (stamp(spec.get("acquireTime") or ""), spec.get("holderIdentity") or "")
+            if term[1] and (not self.terms or self.terms[-1] != term):
+                self.terms.append(term)
+
+    def holder_at(self, when: float) -> str:
+        held = [holder for start, holder in self.terms if start <= when]
+        return held[-1] if held else ""
+
+    def out_of_term(self, r: Replica, writes: list[tuple[float, str]]) -> list[str]:
+        """Writes of `r` at a time its kube-scheduler did not hold the Lease (events aside)."""
+        return [
+            f"{time.strftime('%H:%M:%S', time.localtime(t))} {what} (holder: {self.holder_at(t) or 'nobody'})"
+            for t, what in writes
+            if not what.startswith("create events") and not self.holder_at(t).startswith(f"{r.name}_")
+        ]
+
+
+def stamp(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else 0.0
+
+
+def burst(namespace: str, n: int) -> list[dict[str, Any]]:
+    return [
+        gpu_pod(f"{kind}-{i}", namespace, limits, annotations=SPREAD)
+        for i, (kind, limits) in ((i, mixed_limits(i)) for i in range(n))
+    ]
+
+
+def create_in_background(group: Replicas, pods: list[dict[str, Any]]) -> threading.Thread:
+    """POST the pods from 16 threads while the test goes on (the kills land during creation too)."""
+
+    def run() -> None:
+        def one(pod: dict[str, Any]) -> None:
+            ns = pod["metadata"]["namespace"]
+            for _ in range(5):  # the webhook's replica may die mid-request: the client retries
+                try:
+                    group.api.create(f"/api/v1/namespaces/{ns}/pods", pod)
+                    return
+                except Exception as exc:  # noqa: BLE001
+                    if "AlreadyExists" in str(exc) or "409" in str(exc):
+                        return
+                    time.sleep(1)
+
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(one, pods))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def next_bind_after(tracker: BindTracker, since: float, timeout: float) -> float:
+    """When the first pod was bound after `since`."""
+    return wait_for(
+        "a bind after the failover",
+        lambda: min((t for t in tracker.bound.values() if t > since), default=None),
+        timeout=timeout,
+        interval=0.1,
+    )
+
+
+def new_leader(group: Replicas, old: Replica, timeout: float = 90) -> Replica:
+    return wait_for(
+        "another replica leading", lambda: (lambda r: r if r and r is not old else None)(group.leader()), timeout
+    )
+
+
+def unallocated_bound_pods(api, namespace: str) -> list[str]:
+    """Bound pods without their allocation or bind phase: bound by someone who did not allocate."""
+    bad = []
+    for pod in list_pods(api, namespace):
+        annotations = pod["metadata"].get("annotations") or {}
+        if pod["spec"].get("nodeName") and not (annotations.get(ALLOCATED) and annotations.get(BIND_PHASE)):
+            bad.append(pod["metadata"]["name"])
+    return bad
+
+
+def lease_duration(group: Replicas) -> int:
+    return int(group.lease().get("leaseDurationSeconds") or 15)
+
+
+def test_failover_under_load_binds_every_pod_once(replicas: Replicas) -> None:
+    group, api = replicas, replicas.api
+    namespace = "failover"
+    create_namespace(api, namespace)
+    tracker = BindTracker(api, namespace)
+    leases = LeaseLog(group)
+    leases.start()
+    t0 = time.time()
+    creator = create_in_background(group, burst(namespace, PODS))
+    gaps: list[float] = []
+    for fraction in (1, 2):
+        wait_for(f"{fraction}/3 of the pods bound", lambda f=fraction: len(tracker.bound) >= f * PODS // 3, 300, 0.1)
+        leader = group.leader()
+        assert leader is not None, "nobody leads in the middle of the burst"
+        killed_at = group.kill(leader)
+        successor = new_leader(group, leader)
+        gaps.append(next_bind_after(tracker, killed_at, 120) - killed_at)
+        log(f"failover: {leader.name} killed, {successor.name} leads; {gaps[-1]:.1f} s from the kill to the next bind")
+        group.start(leader)  # the kubelet restarts the pod: a standby now
+    creator.join(300)
+    wait_for(f"all {PODS} pods bound", lambda: len(tracker.bound) >= PODS, 300, 0.5)
+    all_bound = max(tracker.bound.values()) - t0
+    tracker.stop()
+    leases.stopped.set()
+    time.sleep(2)  # the audit log's batch flush
+    duration = lease_duration(group)
+    out_of_term = {r.name: leases.out_of_term(r, audit_writes(group.cp.audit_log, r.uid, t0)) for r in group.replicas}
+    figures = {
+        "pods": PODS,
+        "bound": len(tracker.bound),
+        "over_committed_gpus": len(overcommitted(device_usage(api))),
+        "bound_without_allocation": len(unallocated_bound_pods(api, namespace)),
+        "time_without_leader_s": [round(g, 1) for g in gaps],
+        "lease_duration_s": duration,
+        "all_bound_s": round(all_bound, 1),
+        "writes_out_of_term": sum(len(v) for v in out_of_term.values()),
+        "terms": [h.split("_")[0] for _, h in leases.terms],
+    }
+    log(f"failover: {json.dumps(figures)}")
+    assert figures["bound"] == PODS
+    assert overcommitted(device_usage(api)) == []
+    assert unallocated_bound_pods(api, namespace) == []
+    assert out_of_term == {r.name: [] for r in group.replicas}, "a replica wrote outside its term"
+    for gap in gaps:  # the Lease expires, kube-scheduler retries every 2 s, hami-fast polls every 2 s
+        assert gap < duration + 15, f"{gap:.1f} s without a leader for a {duration} s Lease"
+
+
+def test_a_paused_leader_writes_nothing_once_it_resumes(replicas: Replicas) -> None:
+    group, api = replicas, replicas.api
+    namespace = "paused"
+    create_namespace(api, namespace)
+    tracker = BindTracker(api, namespace)
+    leases = LeaseLog(group)
+    leases.start()
+    creator = create_in_background(group, burst(namespace, PAUSED_PODS))
+    wait_for("a third of the pods bound", lambda: len(tracker.bound) >= PAUSED_PODS // 3, 300, 0.1)
+    paused = group.leader()
+    assert paused is not None
+    paused_at = group.pause(paused)
+    successor = new_leader(group, paused)
+    next_bind_after(tracker, paused_at, 120)
+    resumed_at = group.resume(paused)
+    scheduler = group.cp.procs[paused.scheduler_key]
+    exited = wait_for("the paused kube-scheduler to give up", lambda: scheduler.popen.poll() is not None, 60, 0.2)
+    creator.join(300)
+    wait_for(f"all {PAUSED_PODS} pods bound", lambda: len(tracker.bound) >= PAUSED_PODS, 300, 0.5)
+    tracker.stop()
+    leases.stopped.set()
+    group.kill(paused)
+    group.start(paused)
+    time.sleep(2)
+    after = audit_writes(group.cp.audit_log, paused.uid, resumed_at)
+    writes = [w for w in after if not w[1].startswith("create events")]
+    log(
+        f"failover: paused {paused.name} for {resumed_at - paused_at:.1f} s, {successor.name} took over; "
+        f"after SIGCONT it wrote {len(writes)} times ({len(after) - len(writes)} events), its kube-scheduler exited"
+    )
+    assert exited
+    assert writes == [], f"{paused.name} wrote after its term ended: {writes[:10]}"
+    assert overcommitted(device_usage(api)) == []
+    assert unallocated_bound_pods(api, namespace) == []
