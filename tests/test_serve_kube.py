@@ -505,3 +505,39 @@ def test_a_replica_whose_term_ended_binds_nothing(cluster) -> None:
         assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
         assert "hami.io/mutex.lock" not in (cluster.get("nodes", node)["metadata"].get("annotations") or {})
         assert "hami.io/bind-phase" not in (cluster.get("pods", "p", "default")["metadata"].get("annotations") or {})
+
+
+def node_lists(cluster) -> int:
+    return len([r for r in cluster.requests("GET", "/api/v1/nodes") if "watch" not in r.query])
+
+
+def test_a_broken_watch_resumes_from_its_resource_version_without_a_list(cluster) -> None:
+    """The API server went away (a cut connection, then 503 twice while it comes back): the node
+    watch is re-opened from the last resourceVersion, as client-go does; only a 410 lists again."""
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        cluster.wait_for_watches(3)
+        listed = node_lists(cluster)
+        cluster.fail("GET", "/api/v1/nodes*", 503, times=2)
+        cluster.drop_watches("/api/v1/nodes*")
+        cluster.create(gpu_node("node-2"))
+        wait_for(lambda: svc.cluster.node_count() == 3, 10, "node-2 after a broken watch")
+        assert node_lists(cluster) == listed, "resumed from its resourceVersion: no LIST"
+        (nodes,) = [r for r in svc.runtime.reflectors if r.resource.kind == "Node"]
+        assert nodes.stats.resumed >= 3, "the cut and each 503 resumed the watch"
+        cluster.expire_next_watch("/api/v1/nodes*")
+        cluster.drop_watches("/api/v1/nodes*")
+        cluster.create(gpu_node("node-3"))
+        wait_for(lambda: svc.cluster.node_count() == 4, 10, "node-3 after 410")
+        assert node_lists(cluster) == listed + 1, "410: the version is gone, so one LIST"
+
+
+def test_which_broken_watches_resume() -> None:
+    from hami_fast.kube import errors
+    from hami_fast.kube.reflector import resumable
+
+    assert resumable(OSError("connection refused")) and resumable(errors.Unreachable("reset"))
+    assert resumable(errors.api_error(429, "TooManyRequests", "slow down", "WATCH", "/api/v1/nodes"))
+    assert resumable(errors.api_error(503, "ServiceUnavailable", "starting", "WATCH", "/api/v1/nodes"))
+    assert not resumable(errors.api_error(410, "Expired", "too old", "WATCH", "/api/v1/nodes")), "410 lists again"
+    assert not resumable(errors.api_error(403, "Forbidden", "no", "WATCH", "/api/v1/nodes"))

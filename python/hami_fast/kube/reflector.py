@@ -48,6 +48,8 @@ QUOTAS = Resource("ResourceQuota", "/api/v1/resourcequotas")
 class ReflectorStats:
     lists: int = 0
     watches: int = 0
+    # Watches re-opened from the last resourceVersion after a dropped connection or a 429/5xx (no re-list).
+    resumed: int = 0
     events: int = 0
     bad_objects: int = 0
     errors: int = 0
@@ -57,7 +59,11 @@ class ReflectorStats:
 
 
 class Reflector(threading.Thread):
-    """Paged LIST, then WATCH with bookmarks from the list's resourceVersion; re-list on 410; backoff on errors."""
+    """Paged LIST, then WATCH with bookmarks from the list's resourceVersion; re-list on 410; backoff on errors.
+
+    As client-go's reflector, a watch that breaks because the API server went away (connection
+    refused or reset, 429, 5xx) is re-opened from the last resourceVersion it saw, with backoff: the
+    cache is not listed again unless the server answers 410 (that version is gone) or another error."""
 
     def __init__(
         self,
@@ -137,6 +143,7 @@ class Reflector(threading.Thread):
         return version
 
     def watch(self, version: str) -> None:
+        backoff = 0.2
         while not self.stop_event.is_set():
             query = [
                 *self._query(),
@@ -146,11 +153,26 @@ class Reflector(threading.Thread):
                 ("timeoutSeconds", str(self.watch_seconds)),
             ]
             self.stats.watches += 1
-            lines = self.client.stream_lines(self.resource.path, query, read_timeout=self.watch_seconds + 30)
-            for line in lines:
-                version = self._handle(line) or version
-                if self.stop_event.is_set():
-                    return
+            try:
+                for line in self.client.stream_lines(self.resource.path, query, read_timeout=self.watch_seconds + 30):
+                    version = self._handle(line) or version
+                    backoff = 0.2
+                    if self.stop_event.is_set():
+                        return
+            except (ApiError, OSError, urllib3.exceptions.HTTPError) as exc:
+                if self.stop_event.is_set() or not resumable(exc):
+                    raise
+                self.stats.resumed += 1
+                self.stats.errors += 1
+                self.stats.last_error = str(exc)
+                log.warning(
+                    "watch broken, resuming from resourceVersion %s: %s",
+                    version,
+                    exc,
+                    extra={"kind": self.resource.kind},
+                )
+                self.stop_event.wait(backoff * (1 + random.random() / 2))
+                backoff = min(backoff * 2, 30.0)
 
     def _handle(self, line: bytes) -> str:
         event_type, version, key, code, error = self.cluster.apply_watch_event(line)
@@ -164,3 +186,10 @@ class Reflector(threading.Thread):
         elif self.on_event and key:
             self.on_event(key, line)
         return version
+
+
+def resumable(exc: Exception) -> bool:
+    """A broken watch worth re-opening from the same resourceVersion: no answer at all, 429 or 5xx."""
+    if isinstance(exc, ApiError):
+        return exc.status == 0 or exc.status == 429 or exc.status >= 500
+    return True
