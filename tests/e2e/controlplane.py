@@ -325,6 +325,19 @@ class ControlPlane:
             "--audit-log-batch-max-wait=1s",
         ]
 
+    def restart(self, name: str) -> float:
+        """Stop etcd or kube-apiserver (SIGTERM) and start it again with the same flags; the seconds
+        until the API server answers /readyz again."""
+        t0 = time.monotonic()
+        self.procs[name].stop()
+        self.procs[name].start()
+        wait_for(
+            "kube-apiserver /readyz after a restart",
+            lambda: self._check_alive("kube-apiserver") and self.api.get_raw("/readyz") == "ok",
+            timeout=180,
+        )
+        return time.monotonic() - t0
+
     def _check_alive(self, name: str) -> bool:
         proc = self.procs[name]
         if not proc.alive():

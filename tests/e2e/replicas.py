@@ -152,6 +152,10 @@ class Replicas:
         ]
         self.balancer = Balancer([r.port for r in self.replicas])
         self.starts: dict[str, list[float]] = {r.name: [] for r in self.replicas}
+        self.down: set[str] = set()  # replicas killed on purpose: the kubelet stand-in leaves them be
+        self.restarts: list[tuple[float, str]] = []  # (when, process) restarted after it exited
+        self._kubelet = threading.Thread(target=self._restart_exited, name="kubelet", daemon=True)
+        self._stopped = threading.Event()
 
     def chart(self, kind: str, suffix: str = "") -> dict[str, Any]:
         (found,) = [o for o in self.objs if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
@@ -171,7 +175,26 @@ class Replicas:
         for r in self.replicas:
             self.start(r)
         wait_for("a leader", self.leader, timeout=90)
+        self._kubelet.start()
         return self
+
+    def _restart_exited(self) -> None:
+        """The kubelet's part: a container that exited (kube-scheduler does when it loses its Lease or
+        cannot renew it) is started again, unless the test took the whole replica down."""
+        while not self._stopped.wait(1.0):
+            for r in self.replicas:
+                if r.name in self.down:
+                    continue
+                for key in (r.fast_key, r.scheduler_key):
+                    proc = self.cp.procs.get(key)
+                    if proc is None or proc.alive() or r.name in self.down:
+                        continue
+                    log(f"kubelet: {key} exited ({proc.popen.returncode if proc.popen else '?'}); restarting it")
+                    self.restarts.append((time.time(), key))
+                    if key == r.fast_key:
+                        self._start_fast(r)
+                    else:
+                        self._start_kube_scheduler(r, self.cp.replica_tokens[len(self.replicas) + r.index])
 
     # -- processes ---------------------------------------------------------------------------
     def serve_args(self) -> list[str]:
@@ -183,11 +206,16 @@ class Replicas:
         """Both containers of the replica's pod, as the kubelet (re)starts them."""
         tokens = self.cp.replica_tokens
         assert len(tokens) >= 2 * len(self.replicas), "ControlPlane(sa_replicas=2 * replicas)"
-        self.cp.start_hami_fast(
-            self.serve_args(), r.port, r.metrics_port, name=r.fast_key, pod_name=r.name, token=tokens[r.index]
-        )
+        self._start_fast(r)
         self._start_kube_scheduler(r, tokens[len(self.replicas) + r.index])
         self.starts[r.name].append(time.time())
+        self.down.discard(r.name)
+
+    def _start_fast(self, r: Replica) -> None:
+        token = self.cp.replica_tokens[r.index]
+        self.cp.start_hami_fast(
+            self.serve_args(), r.port, r.metrics_port, name=r.fast_key, pod_name=r.name, token=token
+        )
 
     def _start_kube_scheduler(self, r: Replica, token: str) -> None:
         text = self.chart("ConfigMap", "-scheduler")["data"]["config.yaml"]
@@ -208,6 +236,7 @@ class Replicas:
 
     def kill(self, r: Replica) -> float:
         """SIGKILL both containers (the pod crashed, or its node went away); returns when."""
+        self.down.add(r.name)
         when = time.time()
         for p in self.procs(r):
             if p.popen and p.popen.poll() is None:
@@ -236,6 +265,7 @@ class Replicas:
         return when
 
     def stop(self) -> None:
+        self._stopped.set()
         self.balancer.stop()
 
     # -- reading ------------------------------------------------------------------------------

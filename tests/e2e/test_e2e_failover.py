@@ -259,3 +259,62 @@ def test_a_paused_leader_writes_nothing_once_it_resumes(replicas: Replicas) -> N
     assert writes == [], f"{paused.name} wrote after its term ended: {writes[:10]}"
     assert overcommitted(device_usage(api)) == []
     assert unallocated_bound_pods(api, namespace) == []
+
+
+def log_lines(group: Replicas, needle: str) -> int:
+    """Lines of every replica's hami-fast log holding `needle` (JSON logs: one event per line)."""
+    total = 0
+    for r in group.replicas:
+        path = group.cp.workdir / "logs" / f"{r.fast_key}.log"
+        total += sum(needle in line for line in path.read_text(errors="replace").splitlines())
+    return total
+
+
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+def test_the_api_server_or_etcd_restarting_mid_burst_loses_nothing(replicas: Replicas, component: str) -> None:
+    """Restarted at a third of the binds: watches resume, kube-scheduler retries what failed (its
+    container restarted by the kubelet if it lost its Lease meanwhile), nothing is granted twice."""
+    group, api = replicas, replicas.api
+    namespace = f"restart-{component}"
+    n = max(30, PAUSED_PODS)
+    create_namespace(api, namespace)
+    tracker = BindTracker(api, namespace)
+    lists0, resumed0 = log_lines(group, '"listed '), log_lines(group, "watch broken, resuming")
+    restarts0 = len(group.restarts)
+    creator = create_in_background(group, burst(namespace, n))
+    wait_for("a third of the pods bound", lambda: len(tracker.bound) >= n // 3, 300, 0.1)
+    down_at = time.time()
+    outage = group.cp.restart(component)
+    tracker.stop()  # its watch died with the API server: a new one counts the rest
+    tracker = BindTracker(api, namespace)
+    creator.join(300)
+    wait_for(f"all {n} pods bound", lambda: len(tracker.bound) >= n, 300, 0.5)
+    tracker.stop()
+    after = next_bind_after_listing(api, namespace, down_at)
+    figures = {
+        "restarted": component,
+        "pods": n,
+        "bound": len(tracker.bound),
+        "api_down_s": round(outage, 1),
+        "first_bind_after_restart_s": round(after - down_at, 1) if after else None,
+        "over_committed_gpus": len(overcommitted(device_usage(api))),
+        "bound_without_allocation": len(unallocated_bound_pods(api, namespace)),
+        "hami_fast_relists": log_lines(group, '"listed ') - lists0,
+        "hami_fast_watches_resumed": log_lines(group, "watch broken, resuming") - resumed0,
+        "containers_restarted": [k for _, k in group.restarts[restarts0:]],
+    }
+    log(f"failover: {json.dumps(figures)}")
+    assert figures["bound"] == n
+    assert overcommitted(device_usage(api)) == []
+    assert unallocated_bound_pods(api, namespace) == []
+    assert all(group.cp.procs[r.fast_key].alive() for r in group.replicas if r.name not in group.down)
+
+
+def next_bind_after_listing(api, namespace: str, since: float) -> float | None:
+    """When the first pod of the namespace was bound after `since`, from the pods' bind-time annotation."""
+    times = []
+    for pod in list_pods(api, namespace):
+        value = (pod["metadata"].get("annotations") or {}).get("hami.io/bind-time")
+        if value and value.isdigit() and int(value) >= int(since):
+            times.append(float(value))
+    return min(times) if times else None
