@@ -922,3 +922,26 @@ def test_the_docs_point_at_nothing_outside_the_repository():
         text = doc.read_text()
         for outside in ("../shared/spec", "spec/trace-replay.md", "spec/descheduler.md"):
             assert outside not in text, (doc.name, outside)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--snapshot", str(SNAPSHOT), "--http_bind=127.0.0.1:99999"],
+        ["serve", "--snapshot", str(SNAPSHOT), "--metrics-bind-address=:70000"],
+        ["descheduler", "--snapshot", str(SNAPSHOT), "--http_bind=127.0.0.1:65536"],
+    ],
+)
+def test_a_port_out_of_range_is_one_line_and_exit_2(argv):
+    proc = hami_fast(*argv)
+    assert proc.returncode == 2
+    message = one_line(proc)
+    assert "is out of range (0-65535)" in message and "Traceback" not in proc.stderr, message
+
+
+def test_a_negative_gpu_count_names_the_field(tmp_path):
+    pod = tmp_path / "pod.yaml"
+    pod.write_text((ROOT / "examples" / "pod.yaml").read_text().replace("nvidia.com/gpu: 1", "nvidia.com/gpu: -1"))
+    proc = hami_fast("explain", "--snapshot", str(ROOT / "examples" / "snapshot.yaml"), "--pod", str(pod))
+    assert proc.returncode == 2
+    assert "nvidia.com/gpu" in proc.stderr and "negative" in proc.stderr, proc.stderr

@@ -364,4 +364,6 @@ def split_address(address: str, default_host: str = "0.0.0.0") -> tuple[str, int
     host, _, port = address.rpartition(":")
     if not port.isdigit():
         raise ValueError(f"address {address!r} must be host:port")
+    if int(port) > 65535:
+        raise ValueError(f"address {address!r}: port {port} is out of range (0-65535)")
     return (host.strip("[]") or default_host), int(port)

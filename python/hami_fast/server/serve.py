@@ -309,6 +309,8 @@ def _safe_stamp(config: Config) -> tuple[float, float]:
 def serve(config: Config) -> int:
     host, port = split_address(config.http_bind, "127.0.0.1")
     probe(f"{host}:{port}", "--http_bind")  # a busy port fails before anything touches the cluster
+    if config.metrics_bind_address:
+        split_address(config.metrics_bind_address, "0.0.0.0")  # a malformed address too
     runtime = build_runtime(config)
     # Objects loaded at start-up live for the whole process: keep them out of the cyclic GC's full
     # passes, which otherwise stall requests for hundreds of milliseconds on large snapshots.

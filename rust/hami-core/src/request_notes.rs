@@ -42,7 +42,11 @@ fn container_notes(container: &Container, config: &Config) -> Vec<RequestNote> {
         let message = format!("{:?} is not a whole number; HAMi ignores the container's vGPU request", count.0);
         return vec![note(count_name, message, true)];
     };
-    if nums <= 0 {
+    if nums < 0 {
+        let message = format!("{:?} is negative; HAMi ignores the container's vGPU request", count.0);
+        return vec![note(count_name, message, true)];
+    }
+    if nums == 0 {
         return Vec::new();
     }
     let mut notes = Vec::new();
@@ -129,6 +133,14 @@ mod tests {
                 r#"container c: nvidia.com/gpumem: "16Gi" is 17179869184 MiB, more than 2147483647 (the field counts MiB: for 16Gi of memory write 16384); HAMi ignores the container's vGPU request"#
             ]
         );
+    }
+
+    #[test]
+    fn a_negative_count_drops_the_request_and_says_so() {
+        let notes = notes(r#"{"nvidia.com/gpu":"-1","nvidia.com/gpumem":"1000"}"#);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("nvidia.com/gpu") && notes[0].contains("negative"), "{notes:?}");
+        assert!(self::notes(r#"{"nvidia.com/gpu":"0"}"#).is_empty(), "zero GPUs is no request, not a mistake");
     }
 
     #[test]
