@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from controlplane import ApiError, require_descheduler, wait_for
 from k8s_objects import GPU_IDS_HAMI_REGISTERS, GPU_IDS_THAT_BREAK_ANNOTATIONS
+from sidebyside import metric_usage, scrape
 from test_e2e_control_plane import (
     NS,
     _alive,
@@ -160,8 +161,20 @@ def diagnose(api) -> str:
     return f"placements: {json.dumps(placements, indent=1)}\npods: {json.dumps(pods, indent=1)}"
 
 
-def one_filler_per_gpu(api, app: str) -> dict[str, str]:
-    """Two Deployment pods of 4000 MiB: GPU spread (the chart's default) puts one on each A100."""
+def one_filler_per_gpu(cluster, app: str) -> dict[str, str]:
+    """Two Deployment pods of 4000 MiB: GPU spread (the chart's default) puts one on each A100.
+
+    First, hami-fast's own view must show the A100s empty: the API server forgets the previous
+    test's pods before hami-fast's watch tells it (seconds behind on a loaded machine), and a pod
+    still counted on one A100 makes spread put both fillers on the other, as HAMi would."""
+    api = cluster.api
+    ours = {f"GPU-{NODE}-0", f"GPU-{NODE}-1"}
+    wait_for(
+        "hami-fast to see the A100s empty",
+        lambda: not any(u[0] for uuid, u in metric_usage(scrape(cluster.metrics_port)).items() if uuid in ours),
+        timeout=60,
+        interval=0.5,
+    )
     deployment(api, app, replicas=2, mem=4000)
     on = {allocations(p)[0][0]: p["metadata"]["name"] for p in allocated(api, app, 2)}
     assert set(on) == {f"GPU-{NODE}-0", f"GPU-{NODE}-1"}, f"{app} not spread over the A100s: {on}"
@@ -198,7 +211,7 @@ def plan_for(cluster, name: str, *extra: str) -> list[str]:
 def test_plan_for_a_pending_pod_moves_a_deployment_pod_and_the_pending_pod_lands(cluster, descheduler):
     api = cluster.api
     t0 = time.monotonic()
-    on = one_filler_per_gpu(api, "filler")
+    on = one_filler_per_gpu(cluster, "filler")
     whole_gpu_pod(cluster, "big")
 
     # The GPU map on the descheduler's port shows the pending pod and the move that unblocks it.
@@ -313,7 +326,7 @@ def test_gpus_freed_for_a_pending_pod_are_not_taken_by_another(cluster, deschedu
         not in subprocess.run(plan_for(cluster, "x")[:2] + ["--help"], capture_output=True, text=True).stdout
     ):
         pytest.skip("reservations are not in this build (`hami-fast plan` has no --reservation-ttl)")
-    one_filler_per_gpu(api, "filler2")
+    one_filler_per_gpu(cluster, "filler2")
     whole_gpu_pod(cluster, "big2")
     run = subprocess.Popen(plan_for(cluster, "big2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
