@@ -191,7 +191,7 @@ def test_filter_patches_before_it_answers_in_hamis_order(cluster) -> None:
     pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
     with serve(cluster, allocation_write="filter") as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
-        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=4)  # every try
         result = svc.post("/filter", filter_args(pod, ["node-0"]))
         assert result["NodeNames"] in (None, []) and result["Error"].startswith("patch pod annotations"), result
         assert svc.cluster.pod_count() == 0
@@ -211,7 +211,7 @@ def test_a_failed_allocation_write_at_bind_binds_nothing_and_releases_the_lock(c
     with serve(cluster) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
-        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=4)  # every try
         error = svc.post("/bind", bind_args(pod, "node-0"))["Error"]
         assert "500" in error, error
         assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
@@ -232,7 +232,7 @@ def test_failed_patch_rolls_the_reservation_back(cluster) -> None:
     pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
     with serve(cluster, filter_patch_behind_answer=True) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
-        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=1)
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=4)  # every try
         result = svc.post("/filter", filter_args(pod, ["node-0"]))
         assert result["NodeNames"] == ["node-0"]
         wait_for(lambda: svc.cluster.pod_count() == 0, 5, "reservation rolled back")
@@ -362,7 +362,7 @@ def test_bind_failure_releases_the_lock(cluster) -> None:
     with serve(cluster) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         filtered(svc, pod, "node-0")
-        cluster.fail("POST", "/api/v1/namespaces/default/pods/a/binding", 500, times=1)
+        cluster.fail("POST", "/api/v1/namespaces/default/pods/a/binding", 500, times=4)  # every try
         assert "500" in svc.post("/bind", bind_args(pod, "node-0"))["Error"]
         assert LOCK not in (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {})
         # The annotations were written before the failed binding: a Bind onto a node that does not
@@ -541,3 +541,36 @@ def test_which_broken_watches_resume() -> None:
     assert resumable(errors.api_error(503, "ServiceUnavailable", "starting", "WATCH", "/api/v1/nodes"))
     assert not resumable(errors.api_error(410, "Expired", "too old", "WATCH", "/api/v1/nodes")), "410 lists again"
     assert not resumable(errors.api_error(403, "Forbidden", "no", "WATCH", "/api/v1/nodes"))
+
+
+def test_bind_retries_a_busy_or_failing_api_server(cluster) -> None:
+    """429 with Retry-After and 503 on the patch, then a 500 given after the binding was made (the
+    answer lost): the Bind still succeeds, once, on the node Filter chose."""
+    from hami_fast.kube.retry import RETRIES
+
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    before = dict(RETRIES)
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 429, retry_after=1)
+        cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 503)
+        cluster.fail("POST", "/api/v1/namespaces/default/pods/p/binding", 500, after=True)
+        started = time.monotonic()
+        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        assert time.monotonic() - started >= 0.9, "the 429's Retry-After was honoured"
+    assert cluster.get("pods", "p", "default")["spec"]["nodeName"] == node
+    assert len(cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding")) == 2
+    assert RETRIES[429] > before.get(429, 0) and RETRIES[500] > before.get(500, 0)
+
+
+def test_bind_gives_up_on_an_api_server_that_keeps_failing(cluster) -> None:
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    with serve(cluster) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        cluster.fail("POST", "/api/v1/namespaces/default/pods/p/binding", 503, times=None)
+        error = svc.post("/bind", bind_args(pod, node))["Error"]
+        assert "503" in error
+        assert len(cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding")) == 4, "4 tries in all"
+        assert "hami.io/mutex.lock" not in (cluster.get("nodes", node)["metadata"].get("annotations") or {})

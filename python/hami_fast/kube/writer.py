@@ -13,6 +13,7 @@ from hami_fast._native import Cluster
 from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of, pod_path
 from hami_fast.kube.errors import Conflict, NotFound
 from hami_fast.kube.nodelock import LOCK_KEY
+from hami_fast.kube.retry import retried
 
 
 class Writer(Protocol):
@@ -187,7 +188,12 @@ class KubeWriter:
         self.pods = pods
 
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
-        self.client.request("PATCH", pod_path(namespace, name), body=patch, content_type=MERGE_PATCH)
+        """A merge patch: the same patch twice leaves the same pod, so any unanswered try is retried."""
+        path = pod_path(namespace, name)
+        retried(
+            lambda: self.client.request("PATCH", path, body=patch, content_type=MERGE_PATCH),
+            f"patch pod {namespace}/{name}",
+        )
 
     def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]:
         """`cached`: served from the API server's watch cache (resourceVersion=0), cheaper and possibly stale."""
@@ -259,7 +265,20 @@ class KubeWriter:
                 self.node_locks.forget(node)
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        self.client.request("POST", pod_path(namespace, name, "binding"), body=binding_body(namespace, name, uid, node))
+        """POST the binding, retried as `patch_pod` is. A try whose answer was lost may have bound the
+        pod: the retry's 409 then means done if the pod is on `node` (else it is the error)."""
+        body = binding_body(namespace, name, uid, node)
+        tried = [0]
+
+        def post() -> None:
+            tried[0] += 1
+            try:
+                self.client.request("POST", pod_path(namespace, name, "binding"), body=body)
+            except Conflict:
+                if tried[0] == 1 or self.get_pod(namespace, name).get("spec", {}).get("nodeName") != node:
+                    raise
+
+        retried(post, f"bind pod {namespace}/{name} to {node}")
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
