@@ -78,7 +78,7 @@ BENCH_E2E_PODS ?= 5000
 BENCH_E2E_RUNS ?= no-extender,no-extender+hami-writes,hami-fast,hami-fast:--allocation-write=filter,hami-fast:--allocation-write=behind-answer,hami
 BENCH_E2E_DEFAULT_RUNS ?= hami-fast,hami
 .PHONY: bench-e2e
-bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK nodes x 8 GPUs, 5,000 pods; lock stalls
+bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK nodes x 8 GPUs, 5,000 pods; lock stalls; failover of 1,000 pods
 	@mkdir -p bench-e2e-results
 	export PATH="$$PATH:/usr/local/go/bin"; \
 	HELM="$$(scripts/install-helm.sh)" KWOK_BIN="$$(scripts/build-kwok.sh)" \
@@ -88,7 +88,9 @@ bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK node
 	HAMI_FAST_E2E_SCALE_RUNS=$(BENCH_E2E_RUNS) HAMI_FAST_E2E_SCALE_DEFAULT_RUNS=$(BENCH_E2E_DEFAULT_RUNS) \
 	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
 	HAMI_FAST_E2E_RELEASE_PAIRS=20 HAMI_FAST_E2E_RELEASE_HAMI_BUDGET=330 \
-	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py -k "scale or lock or holder_goes" -v -s -rs
+	HAMI_FAST_E2E_FAILOVER_PODS=1000 HAMI_FAST_E2E_FAILOVER_PAUSED_PODS=300 \
+	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py tests/e2e/test_e2e_failover.py \
+	  -k "scale or lock or holder_goes or failover or paused or restarting" -v -s -rs
 
 # GPU map: the page in headless Chromium (Debian's package); screenshots in $(ARTIFACTS)/gpumap/
 ARTIFACTS ?= $(CURDIR)/artifacts
