@@ -158,7 +158,8 @@ def plain_node(b: Backend) -> dict[str, Any]:
             "id": device_id(b, "node-0", i),
             "index": i,
             "count": 4,
-            "devmem": 65536 if b.family == "ascend" else 32768,  # Ascend's webhook asks memoryAllocatable
+            # Ascend's webhook asks memoryAllocatable; a vXPU without memory asks a whole 98304 MiB card.
+            "devmem": {"ascend": 65536, "kunlun": 98304}.get(b.family, 32768),
             "devcore": 100,
             "type": b.models[0][0] if b.models else b.common_word,
             "numa": 0,
