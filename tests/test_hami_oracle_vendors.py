@@ -54,6 +54,7 @@ SUPPORTED: set[str] = {
     "metax",
     "cambricon",
     "mthreads",
+    "kunlun",
 }
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))

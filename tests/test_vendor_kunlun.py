@@ -92,15 +92,19 @@ def test_whole_cards_come_from_capacity_split_in_numa_halves_and_unused_only():
 
 
 def test_two_cards_need_a_wing_of_two_or_a_link_across_the_wings():
-    linked, _ = explain([node("k", 8), *busy_cards("k", [1, 2, 3, 5, 6, 7])], {CARDS: "2"})
+    def pinned(cards: str, policy: str = "spread"):
+        out, _ = explain([node("k", 8)], {CARDS: "2"}, {"hami.io/use-xpu-uuid": cards, POLICY: policy})
+        return out
+
+    linked = pinned("k-kunlun-0,k-kunlun-4")
     assert linked["annotations"]["BAIDU_COM_DEVICE_IDX"] == "0,4", linked
-    unlinked_cards = [node("k", 8), *busy_cards("k", [0, 1, 2, 5, 6, 7])]
-    unlinked, _ = explain(unlinked_cards, {CARDS: "2"}, {POLICY: "spread"})
+    unlinked = pinned("k-kunlun-3,k-kunlun-4")
     assert unlinked["node"] is None
-    assert unlinked["failed"]["k"] == "1/8 NumaNotFit", unlinked
-    # Binpack sorts the free cards 3 and 4 to the front: one wing by position.
-    packed, _ = explain(unlinked_cards, {CARDS: "2"}, {POLICY: "binpack"})
-    assert packed["annotations"]["BAIDU_COM_DEVICE_IDX"] == "3,4", packed
+    assert unlinked["failed"]["k"] == "6/8 CardUuidMismatch", "one per wing, not linked: the pins are the reason"
+    # Free cards sort together (busy ones last under binpack, first under spread): one wing.
+    for policy in ("binpack", "spread"):
+        busy, _ = explain([node("k", 8), *busy_cards("k", [0, 1, 2, 5, 6, 7])], {CARDS: "2"}, {POLICY: policy})
+        assert busy["annotations"]["BAIDU_COM_DEVICE_IDX"] == "3,4", busy
     three, _ = explain([node("k", 8)], {CARDS: "3"})
     assert three["failed"]["k"] == "1/8 NumaNotFit", "HAMi takes 1, 2, 4 or 8 cards only"
 

@@ -345,7 +345,7 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
         asked[b.memory] = draw(amount([None, None, 0, 10, 32, 64, 300]))
         asked[b.cores] = draw(amount([None, None, 0, 10, 50, 100, 150]))
     elif b.family == "kunlun":
-        asked[b.count] = draw(amount([1, 1, 1, 2, 2, 4, 4, 8, 3, 0]))
+        asked[b.count] = draw(amount([1, 1, 1, 1, 1, 2, 2, 2, 4, 4, 8, 3, 0]))
         if b.memory:
             sizes = [None, None, 0, 1000, 24576, 30000, 49152, 60000, 98304, 200000, "0.5", "1Gi"]
             asked[b.memory] = draw(amount(sizes))
@@ -406,7 +406,7 @@ def vendor_annotations(draw, asks: list[Backend], uuids: dict[str, list[str]]) -
             if one_in(draw, 5):
                 out[key] = draw(st.sampled_from(TYPE_WORDS[b.family]))
         for key in b.uuid_keys:
-            if one_in(draw, 5):
+            if one_in(draw, 5 if len(b.uuid_keys) <= 2 else 10):  # Kunlunxin's two pairs: as often in all
                 out[key] = pin_values(draw, uuids.get(b.common_word) or [])
         for key in b.inert_keys:
             if one_in(draw, 9):
