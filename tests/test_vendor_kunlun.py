@@ -156,3 +156,9 @@ def test_a_bad_xpu_annotation_is_skipped_and_the_node_s_cards_still_schedule():
     assert out["node"] == "m", out
     out, _ = explain(items, {SLICES: "1"})
     assert out["node"] is None and out["failed"]["m"] == "NodeInsufficientDevice", out
+
+
+def test_bind_locks_the_node_for_slices_only():
+    cluster = _native.Cluster()
+    assert cluster.bind_locks(orjson.dumps(pod({SLICES: "1"}))) == ["hami.io/mutex.lock"]
+    assert cluster.bind_locks(orjson.dumps(pod({CARDS: "1"}))) == [], "whole cards take no lock"
