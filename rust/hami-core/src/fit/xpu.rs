@@ -50,19 +50,11 @@ pub fn fit(
     let indexes: Vec<u32> = typed.iter().map(|&i| node.devices[i].index).collect();
     let chosen = select(&indexes, &fits, r.nums);
     if chosen.is_empty() {
-        let mut counts = ReasonCounts::default();
-        if slices && ctx.gpu_policy.mutex {
-            let shared =
-                typed.iter().filter(|&&i| usage[i].used > 0 && slice_fits(node, i, &usage[i], r.memreq)).count();
-            counts.bump(Reason::ExclusiveDeviceAllocateConflict, shared);
-        }
-        if counts.iter().next().is_none() && !pinned_out.is_empty() {
-            counts.bump(Reason::CardUuidMismatch, pinned_out.len());
-        }
-        if counts.iter().next().is_none() {
-            counts.bump(Reason::NumaNotFit, 1);
-        }
-        return Err(FitFailure::Cards { counts, cards: typed.len() });
+        let shared = match slices && ctx.gpu_policy.mutex {
+            true => typed.iter().filter(|&&i| usage[i].used > 0 && slice_fits(node, i, &usage[i], r.memreq)).count(),
+            false => 0,
+        };
+        return Err(failure(shared, pinned_out.len(), typed.len()));
     }
     let entry = |i: usize| {
         let d = &node.devices[i];
@@ -79,6 +71,18 @@ pub fn fit(
     };
     let first_with = |index: u32| typed.iter().copied().find(|&i| node.devices[i].index == index);
     Ok(chosen.into_iter().filter_map(first_with).map(entry).collect())
+}
+
+/// HAMi's reason when the graph offers nothing: the used cards a mutex pod could have shared, else
+/// the cards pinned out, else `NumaNotFit` once.
+fn failure(shared: usize, pinned_out: usize, cards: usize) -> FitFailure {
+    let mut counts = ReasonCounts::default();
+    match (shared, pinned_out) {
+        (0, 0) => counts.bump(Reason::NumaNotFit, 1),
+        (0, n) => counts.bump(Reason::CardUuidMismatch, n),
+        (n, _) => counts.bump(Reason::ExclusiveDeviceAllocateConflict, n),
+    }
+    FitFailure::Cards { counts, cards }
 }
 
 /// Healthy and not held back by hami-fast.
