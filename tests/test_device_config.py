@@ -176,8 +176,8 @@ def test_kubectl_hami_reads_the_config_map_from_the_cluster(kubeapi, capsys):
 
 
 def test_a_vendor_not_placed_yet_is_routed_here_and_refused_with_its_reason(capsys, tmp_path):
-    """A Kunlun XPU pod: the webhook sets the scheduler name as HAMi's does; Filter and explain say that
-    hami-fast does not place XPU devices, instead of letting the default scheduler bind it without them."""
+    """A MetaX sGPU pod: the webhook sets the scheduler name as HAMi's does; Filter and explain say that
+    hami-fast does not place sGPU devices, instead of letting the default scheduler bind it without them."""
     import base64
 
     from hami_fast import _native
@@ -185,8 +185,8 @@ def test_a_vendor_not_placed_yet_is_routed_here_and_refused_with_its_reason(caps
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "xpu", "namespace": "default", "uid": "u"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"kunlunxin.com/xpu": "1"}}}]},
+        "metadata": {"name": "sgpu", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"metax-tech.com/sgpu": "1"}}}]},
     }
     cluster = _native.Cluster()
     review = {"request": {"uid": "r", "namespace": "default", "object": pod}}
@@ -195,13 +195,13 @@ def test_a_vendor_not_placed_yet_is_routed_here_and_refused_with_its_reason(caps
     assert any(op["path"] == "/spec/schedulerName" and op["value"] == "hami-scheduler" for op in ops), ops
     decision = cluster.decide(orjson.dumps({"Pod": pod, "NodeNames": ["node-1"]}), 0)
     error = orjson.loads(decision.response)["Error"]
-    assert "asks for kunlunxin.com/xpu (HAMi's kunlun backend), which hami-fast does not schedule yet" in error
-    code, out, _ = explain_json(capsys, tmp_path, {"kunlunxin.com/xpu": "1"})
-    assert "HAMi's kunlun backend" in out.get("error", ""), out
-    path = tmp_path / "no-xpu.yaml"
+    assert "asks for metax-tech.com/sgpu (HAMi's Metax-SGPU backend), which hami-fast does not schedule yet" in error
+    code, out, _ = explain_json(capsys, tmp_path, {"metax-tech.com/sgpu": "1"})
+    assert "HAMi's Metax-SGPU backend" in out.get("error", ""), out
+    path = tmp_path / "no-sgpu.yaml"
     path.write_text("nvidia:\n  resourceCountName: nvidia.com/gpu\n")
-    code, out, _ = explain_json(capsys, tmp_path, {"kunlunxin.com/xpu": "1"}, "--device-config-file", str(path))
-    assert "kunlun" not in out.get("error", ""), "a config without a kunlun section sets up no kunlun backend"
+    code, out, _ = explain_json(capsys, tmp_path, {"metax-tech.com/sgpu": "1"}, "--device-config-file", str(path))
+    assert "Metax-SGPU" not in out.get("error", ""), "a config without a metax section sets up no sGPU backend"
 
 
 def test_a_dcu_pod_is_placed_on_dcu_devices_with_hygon_s_annotations(tmp_path):

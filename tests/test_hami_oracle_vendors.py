@@ -13,7 +13,7 @@ only, so a supported family's test involves no other vendor. The others run too,
 `xfail(strict=False)`: HAMI_ORACLE_VENDORS=all runs every family as a plain test (partners drawn from
 every family), and HAMI_ORACLE_VENDORS=hygon,amd adds those families to `SUPPORTED` for one run.
 
-HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, eleven families;
+HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, twelve families;
 the long runs with fresh seeds are in docs/compatibility.md); seeded as
 test_hami_oracle is (HAMI_ORACLE_SEED=random explores).
 """
@@ -54,6 +54,7 @@ SUPPORTED: set[str] = {
     "metax",
     "cambricon",
     "mthreads",
+    "kunlun",
 }
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))
@@ -158,7 +159,8 @@ def plain_node(b: Backend) -> dict[str, Any]:
             "id": device_id(b, "node-0", i),
             "index": i,
             "count": 4,
-            "devmem": 65536 if b.family == "ascend" else 32768,  # Ascend's webhook asks memoryAllocatable
+            # Ascend's webhook asks memoryAllocatable; a vXPU without memory asks a whole 98304 MiB card.
+            "devmem": {"ascend": 65536, "kunlun": 98304}.get(b.family, 32768),
             "devcore": 100,
             "type": b.models[0][0] if b.models else b.common_word,
             "numa": 0,

@@ -36,8 +36,12 @@ VENDOR_ANNOTATIONS = (
     "CAMBRICON_DSMLU_ASSIGNED",
     "CAMBRICON_DSMLU_PROFILE",
     "mthreads.com/gpu-index",
+    "BAIDU_COM_DEVICE_IDX",
+    "hami.io/kunlun-allocated",
     "mthreads.com/predicate-node",
 )
+# Device lists under a key without the usual suffix (Kunlunxin's whole cards).
+OTHER_ALLOCATED = ("hami.io/kunlun-allocated",)
 TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time", "predicate-time")
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
@@ -114,7 +118,8 @@ def engine_allocations_per_node(case: dict[str, Any], nodes: list[str], now: int
         items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
         r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings"))
         placed = r["node"] == name
-        out[name] = {k: v for k, v in r["annotations"].items() if k.endswith(ALLOCATED_SUFFIX)} if placed else None
+        allocated = {k: v for k, v in r["annotations"].items() if k.endswith(ALLOCATED_SUFFIX) or k in OTHER_ALLOCATED}
+        out[name] = allocated if placed else None
     return out
 
 

@@ -29,6 +29,7 @@ SECTIONS = {
     "amd": ("amd", NAME_KEYS),
     "enflame": ("enflame", ("resourceNameGCU",)),
     "vastai": ("vastai", NAME_KEYS[:1]),
+    "kunlun": ("kunlun", ("resourceCountName", "resourceVCountName", "resourceVMemoryName")),
     "ascend": ("vnpus", ("resourceName", "resourceMemoryName", "resourceCoreName")),
 }
 

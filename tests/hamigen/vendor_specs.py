@@ -254,6 +254,55 @@ VASTAI = Backend(
     },
 )
 
+# Both Kunlunxin backends honour their own UUID pins and Baidu's (kunlun/device.go:38-39).
+KUNLUN_UUID_KEYS = (
+    "hami.io/use-xpu-uuid",
+    "hami.io/no-use-xpu-uuid",
+    "baidu.com/use-gpuuuid",
+    "baidu.com/nouse-gpuuuid",
+)
+
+KUNLUN = Backend(
+    derived_id="{node}-kunlun-{i}",
+    family="kunlun",
+    common_word="kunlun",
+    count="kunlunxin.com/xpu",
+    registration="capacity",
+    allocated="hami.io/kunlun-allocated",
+    uuid_keys=KUNLUN_UUID_KEYS,
+    extra_annotations=("BAIDU_COM_DEVICE_IDX",),
+    source={
+        "keys": "kunlun/device.go:31-54 (no to-allocate written)",
+        "registration": "kunlun/device.go:65-92 (capacity count: <node>-kunlun-<i>, 98304 MiB, Count 100, "
+        "NUMA 1 from count/2)",
+        "requests": "kunlun/device.go:135-157 (count; memory 100%, cores 0)",
+        "annotations": "kunlun/device.go:94-110 (BAIDU_COM_DEVICE_IDX: the last container's indexes)",
+        "fit": "kunlun/device.go:188-232, topo.go:225-272 (unused cards only; wings by position, links by index)",
+        "score": "kunlun/device.go:159-181, topo.go:63-96 (bubbles before and after, 0-3000)",
+    },
+)
+
+XPU = Backend(
+    family="kunlun",
+    common_word="XPU",
+    count="kunlunxin.com/vxpu",
+    memory="kunlunxin.com/vxpu-memory",  # rounded to 24576, 49152 or 98304
+    registration="json",
+    register_key="hami.io/node-register-xpu",
+    handshake_key="hami.io/node-handshake-xpu",
+    allocated="hami.io/xpu-devices-allocated",
+    to_allocate="hami.io/xpu-devices-to-allocate",
+    uuid_keys=KUNLUN_UUID_KEYS,
+    models=(("XPU", 98304, 100), ("XPU", 49152, 100), ("P800-OAM", 98304, 100)),
+    source={
+        "keys": "kunlun/vdevice.go:35-61",
+        "webhook": "kunlun/vdevice.go:77-95 (memory limit rounded, set in limits and requests)",
+        "registration": "kunlun/vdevice.go:105-124 (JSON)",
+        "requests": "kunlun/vdevice.go:184-225 (memory rounded; cores memory*100/98304; none: whole card)",
+        "fit": "kunlun/vdevice.go:250-318 (FitVXPU: free memory, one slice size per card; mutex; same graph)",
+    },
+)
+
 
 def ascend(chip: str, devmem: int, aicore: int) -> Backend:
     return Backend(
@@ -327,6 +376,7 @@ FAMILIES: dict[str, tuple[Backend, ...]] = {
     "enflame": (ENFLAME,),
     "vastai": (VASTAI,),
     "ascend": tuple(ascend(*c) for c in ASCEND_CHIPS),
+    "kunlun": (KUNLUN, XPU),
     "nvidia": (NVIDIA,),
 }
 VENDORS = tuple(FAMILIES)

@@ -82,7 +82,7 @@ def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
     """Devices of a backend that registers a list (JSON or colon/comma)."""
     if b.family == "ascend":
         return draw(ascend_devices(b, node))
-    n = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 4, 8]))
+    n = draw(st.sampled_from(XPU_CARDS if b.common_word == "XPU" else [1, 1, 2, 2, 3, 4, 4, 8]))
     # The last model of a backend is a type without the vendor's word (HAMi never offers it): rarer.
     weighted = list(b.models[:-1]) * 3 + list(b.models[-1:])
     model = draw(st.sampled_from(weighted))
@@ -110,6 +110,9 @@ def listed_devices(draw, b: Backend, node: str) -> list[dict[str, Any]]:
         out.append(d)
     return out
 
+
+# Kunlunxin's graph is of eight cards: mostly eight, now and then fewer or more.
+XPU_CARDS = [8, 8, 8, 8, 4, 6, 2, 1, 10]
 
 VASTAI_STRATEGIES = ["card"] * 4 + ["die"] * 4 + ["named-card", "aic-only"]
 
@@ -182,6 +185,10 @@ def capacity_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, 
             if one_in(draw, 3):
                 table = {str(k): draw(st.sampled_from([0, 10, 50, 100, 300])) for k in (1, 2, 4, 8)}
                 ann[key] = draw(st.sampled_from([json.dumps(table), json.dumps(table), "{bad", "{}"]))
+    elif b.common_word == "kunlun":
+        cards = draw(st.sampled_from([*XPU_CARDS, 0]))
+        capacity = {b.count: str(cards)}
+        devs = [device_on(b.derived_id.format(node=node, i=i), i, 98304) for i in range(cards)]
     elif b.family == "enflame":
         capacity = {b.count: str(cards)}
         devs = [device_on(b.derived_id.format(node=node, i=i), i, 100) for i in range(cards)]
@@ -265,6 +272,9 @@ def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
 
 # Cores a resident holds per device: AMD's are compute units (a card has 104 to 304 of them).
 RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304]}
+# Memory a resident holds per device, by backend: Kunlunxin's vXPU slices come in three sizes (a
+# card holding slices of two sizes takes no more).
+RESIDENT_MEMORY = {"XPU": [24576, 24576, 49152, 98304, 1024], "kunlun": [98304, 98304, 0]}
 
 
 @st.composite
@@ -281,7 +291,7 @@ def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, An
             k = draw(st.integers(1, min(2, len(uuids))))
             picks = draw(st.lists(st.sampled_from([*uuids, "gone-uuid"]), min_size=k, max_size=k, unique=True))
             res = {"limits": {b.count: str(len(picks))}}
-        mem = draw(st.sampled_from([0, 1024, 4096, 8192, 16384, 65536]))
+        mem = draw(st.sampled_from(RESIDENT_MEMORY.get(b.common_word, [0, 1024, 4096, 8192, 16384, 65536])))
         cores = draw(st.sampled_from(RESIDENT_CORES.get(b.family, [0, 0, 10, 50, 100])))
         slots.append("".join(f"{u},{slot_type(b, u, devs)},{mem},{cores}:" for u in picks) + ";")
         containers.append({"name": f"c{c}", "image": "x", **({"resources": res} if res else {})})
@@ -334,6 +344,11 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
     elif b.family == "cambricon":
         asked[b.memory] = draw(amount([None, None, 0, 10, 32, 64, 300]))
         asked[b.cores] = draw(amount([None, None, 0, 10, 50, 100, 150]))
+    elif b.family == "kunlun":
+        asked[b.count] = draw(amount([1, 1, 1, 1, 1, 2, 2, 2, 4, 4, 8, 3, 0]))
+        if b.memory:
+            sizes = [None, None, 0, 1000, 24576, 30000, 49152, 60000, 98304, 200000, "0.5", "1Gi"]
+            asked[b.memory] = draw(amount(sizes))
     elif b.family == "amd":
         asked[b.memory] = draw(amount([None, None, 0, 8000, 32768, 65536, 300000]))
     elif b.family == "ascend":
@@ -391,7 +406,7 @@ def vendor_annotations(draw, asks: list[Backend], uuids: dict[str, list[str]]) -
             if one_in(draw, 5):
                 out[key] = draw(st.sampled_from(TYPE_WORDS[b.family]))
         for key in b.uuid_keys:
-            if one_in(draw, 5):
+            if one_in(draw, 5 if len(b.uuid_keys) <= 2 else 10):  # Kunlunxin's two pairs: as often in all
                 out[key] = pin_values(draw, uuids.get(b.common_word) or [])
         for key in b.inert_keys:
             if one_in(draw, 9):

@@ -16,6 +16,9 @@ pub const NODE_HANDSHAKE_KEYS: [&str; 5] = [
     "hami.io/node-handshake-biren",
 ];
 
+/// Kunlunxin whole cards' allocation (no `-devices-` in it, unlike the other backends').
+pub const KUNLUN_ALLOCATED_KEY: &str = "hami.io/kunlun-allocated";
+
 /// MetaX's per-node topology tables (`.losses`, `.scores`), read by its GPU backend's node score.
 pub const METAX_TOPOLOGY_PREFIX: &str = "metax-tech.com/gpu.topology.";
 

@@ -208,6 +208,9 @@ fn mutate_for_vendors(
                 m.vendor_runtime_class = Some(vnpu.runtime_class_name.clone());
             }
         }
+        if b.admission == Admission::XpuMemory {
+            round_xpu_memory(c, base, b, ops);
+        }
         if b.admission == Admission::CoresPerCardAndContainerName {
             if let Some(n) = count.as_int().filter(|n| *n > 1) {
                 add_limit(c, base, &b.core_name, n * 100, ops);
@@ -220,6 +223,14 @@ fn mutate_for_vendors(
         }
     }
     Ok(has)
+}
+
+/// Kunlunxin vXPU's webhook: a memory limit is rounded to a slice size, set as limit and request.
+fn round_xpu_memory(c: &mut Container, base: &str, b: &Backend, ops: &mut Vec<PatchOp>) {
+    let Some(asked) = c.resources().limit(&b.memory_name) else { return };
+    let rounded = crate::vendor::kunlun::trim_memory(ceil_value(asked).unwrap_or(i64::MAX));
+    add_limit(c, base, &b.memory_name, rounded, ops);
+    set_request(c, base, &b.memory_name, rounded, ops);
 }
 
 /// Ascend's webhook on a container asking a chip: its count and memory as HAMi rewrites them.

@@ -204,8 +204,10 @@ mod tests {
         assert!(backend.refusal().starts_with("asks for hygon.com/dcunum (HAMi's DCU backend)"));
         let placed = crate::vendor::Backends::from_config(&config);
         assert!(unsupported_vendor(&pod, &config, &placed).is_none(), "DCU is placed");
+        let sgpu = pod_with_limits(r#"{"metax-tech.com/sgpu":"1"}"#);
+        assert_eq!(unsupported_vendor(&sgpu, &config, &placed).unwrap().common_word, "Metax-SGPU");
         let xpu = pod_with_limits(r#"{"kunlunxin.com/xpu":"1"}"#);
-        assert_eq!(unsupported_vendor(&xpu, &config, &placed).unwrap().common_word, "kunlun");
+        assert!(unsupported_vendor(&xpu, &config, &placed).is_none(), "Kunlunxin XPU is placed");
         assert!(unsupported_vendor(&pod_with_limits(r#"{"nvidia.com/gpu":"1"}"#), &config, &none).is_none());
         let ascend = pod_with_limits(r#"{"huawei.com/Ascend910B3":"1"}"#);
         assert!(unsupported_vendor(&ascend, &config, &none).is_none());

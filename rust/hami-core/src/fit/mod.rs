@@ -5,6 +5,7 @@ pub mod reason;
 pub mod standard;
 pub mod verdict;
 pub mod vnpu;
+pub mod xpu;
 
 use crate::codec::{ContainerDevice, MigAllocation, MigPlacement, PodDevices, VENDOR_NVIDIA};
 use crate::model::{
@@ -482,7 +483,9 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     // A backend that scores the node by the devices taken needs them picked; Ascend chooses among
     // the cards that pass and scores the choice: walked in full.
     let unscored = requests.first().is_some_and(|r| r.backend.score == crate::vendor::NodeScore::Zero);
-    (single && unscored && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
+    // Kunlunxin's choice on its interconnect graph can refuse a node with enough free cards.
+    let graph = requests.first().is_some_and(|r| r.backend.checks == crate::vendor::FitChecks::XpuSlices);
+    (single && unscored && !graph && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
 }
 
 /// Same verdict and reason string as [`fit_pod`] for an order-free request. Success stops at the

@@ -62,18 +62,24 @@ pub fn fit_request(
     if r.nums > typed.len() as i64 {
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
+    let graph = matches!(backend.checks, FitChecks::XpuCards | FitChecks::XpuSlices);
     let picked = match backend.vnpu.as_deref() {
         Some(vnpu) => super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?,
+        None if graph => super::xpu::fit(node, usage, &typed, r, ctx)?,
         None => walk(node, usage, &typed, r, ctx, earlier)?,
     };
+    // Kunlunxin's whole cards count only the slot taken (its `AddResourceUsage`).
+    let slot_only = backend.checks == FitChecks::XpuCards;
     // HAMi adds the usage to the first device of that id in its sorted list (two backends may
     // register one id).
     for d in &picked {
         if let Some(&i) = order.iter().find(|&&i| node.devices[i].id == d.uuid) {
             let u = &mut usage[i];
             u.used += 1;
-            u.usedmem += i64::from(d.usedmem);
-            u.usedcores += i64::from(d.usedcores);
+            if !slot_only {
+                u.usedmem += i64::from(d.usedmem);
+                u.usedcores += i64::from(d.usedcores);
+            }
         }
     }
     Ok(picked)
@@ -324,8 +330,21 @@ pub fn vendor_scores(
                 containers.iter().map(|c| c.iter().filter_map(|e| device(&e.uuid)).collect()).collect();
             total += vastai::die_share(&held);
         }
+        if backend.score == NodeScore::Bubble {
+            total += bubbles(node, containers);
+        }
     }
     total
+}
+
+/// Kunlunxin's bubble score of the cards a pod took, against those in use before it.
+fn bubbles(node: &GpuNode, containers: &crate::codec::PodDevices) -> f32 {
+    let all_cards = node.devices.iter().all(|d| d.device_type.contains(crate::vendor::kunlun::CARD_WORD));
+    let busy: Vec<u32> =
+        node.devices.iter().zip(&node.usage).filter(|(_, u)| u.used > 0).map(|(d, _)| d.index).collect();
+    let index = |uuid: &str| node.devices.iter().find(|d| d.id == uuid).map(|d| d.index);
+    let taken: Vec<u32> = containers.iter().flatten().filter_map(|e| index(&e.uuid)).collect();
+    crate::vendor::kunlun::bubble_score(all_cards, &busy, &taken)
 }
 
 /// What the node's score tables add for a pod taking `taken` of its devices: the table of the pod's

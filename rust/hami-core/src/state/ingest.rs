@@ -225,6 +225,11 @@ impl ClusterState {
                 out.extend(crate::vendor::capacity_devices(node, backend, count.unwrap_or(0), shape, id));
                 continue;
             }
+            if backend.register_format == crate::vendor::RegisterFormat::KunlunCards {
+                let count = status.capacity.get(&backend.count_name).and_then(crate::k8s::Quantity::as_int);
+                out.extend(crate::vendor::kunlun::cards(node, backend, count.unwrap_or(0), id));
+                continue;
+            }
             if let crate::vendor::RegisterFormat::CoreShares(shares) = backend.register_format {
                 if let Err(e) = core_share_devices(node, backend, shares, status, id, &mut out) {
                     skipped.get_or_insert(e);

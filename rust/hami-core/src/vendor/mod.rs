@@ -13,6 +13,7 @@ mod cambricon;
 mod enflame;
 mod hygon;
 mod iluvatar;
+pub mod kunlun;
 pub mod metax;
 mod mthreads;
 pub mod request;
@@ -49,6 +50,8 @@ pub enum RegisterFormat {
     Capacity { devmem: i32, devcore: i32, id_word: &'static str },
     /// No annotation: devices cut from the node's capacity of the core resource ([`CoreShares`]).
     CoreShares(CoreShares),
+    /// No annotation: Kunlunxin's whole cards from the count resource's capacity ([`kunlun::cards`]).
+    KunlunCards,
 }
 
 /// Devices HAMi derives from a node's capacity of a backend's core resource: one per
@@ -85,6 +88,8 @@ pub enum PodExtras {
     Cambricon,
     /// `mthreads.com/gpu-index`, `predicate-node` and `predicate-time`.
     Mthreads,
+    /// `BAIDU_COM_DEVICE_IDX` ([`kunlun::extra_annotations`]).
+    Kunlun,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -111,6 +116,12 @@ pub enum FitChecks {
     /// Standard, then every device the pod's earlier containers took must be this card (Moore
     /// Threads: one card per pod).
     SameDevice,
+    /// Kunlunxin whole cards: a card anyone uses is refused; the cards are chosen on the
+    /// interconnect graph ([`crate::fit::xpu`]); only the slot is counted as taken.
+    XpuCards,
+    /// Kunlunxin vXPU slices: free memory, and the slices on a card all of one size; chosen on the
+    /// interconnect graph ([`crate::fit::xpu`]).
+    XpuSlices,
 }
 
 /// What a backend adds to a node's score (HAMi's `ScoreNode`).
@@ -124,6 +135,8 @@ pub enum NodeScore {
     /// The node's topology table for the policy, by the number of devices the pod takes; every
     /// pod placed on a node with these devices gets it ([`metax`]).
     Topology,
+    /// The bubbles the pod's cards leave in the interconnect's wings ([`kunlun::bubble_score`]).
+    Bubble,
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
@@ -143,6 +156,8 @@ pub enum Admission {
     CorePercent,
     /// Whole-card sizes set or checked ([`Backend::admission_edit`]: Moore Threads).
     CardSizes,
+    /// A memory limit rounded to a slice size, in the limits and the requests ([`kunlun::trim_memory`]).
+    XpuMemory,
 }
 
 /// How a backend reads a container's request.
@@ -154,6 +169,9 @@ pub enum RequestFormat {
     /// Limits only; memory in MiB; cores a percentage 1..=100, 100 when none is named; a value
     /// out of range drops the request ([`amd::container_request`]).
     CorePercent,
+    /// Memory (limits, then requests) rounded to a slice size, cores its share of a card
+    /// ([`kunlun::container_request`]).
+    XpuMemory,
 }
 
 /// When HAMi keeps a node's devices of a backend.
@@ -233,6 +251,7 @@ impl Backend {
             PodExtras::None => Vec::new(),
             PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
             PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
+            PodExtras::Kunlun => kunlun::extra_annotations(node, placed),
         }
     }
 
@@ -272,6 +291,8 @@ impl Backends {
         list.extend(vastai::backend(devices));
         list.extend(metax::gpu_backend(devices));
         list.extend(mthreads::backend(devices));
+        list.extend(kunlun::card_backend(devices));
+        list.extend(kunlun::slice_backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
