@@ -52,6 +52,10 @@ SPREAD = {"hami.io/node-scheduler-policy": "spread"}
 
 @pytest.fixture(scope="module")
 def replicas(e2e_workdir):
+    if os.environ.get("HAMI_FAST_E2E_FAILOVER") != "1":
+        # Opt-in until a killed replica's node locks stop costing their 5-minute expiry (see
+        # docs/pending-pods.md): `make bench-e2e` sets it.
+        pytest.skip("failover suite is opt-in: HAMI_FAST_E2E_FAILOVER=1")
     missing = missing_binaries()
     why = f"control-plane binaries missing: {', '.join(missing)} (scripts/build-control-plane.sh)" if missing else None
     why = why or (None if find_helm() else "helm not found (scripts/install-helm.sh)") or uts_namespaces_missing()
