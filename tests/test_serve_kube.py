@@ -454,18 +454,22 @@ def test_webhook_over_http_answers_in_the_version_received(cluster) -> None:
             assert answer["response"]["allowed"] is True and answer["response"]["patchType"] == "JSONPatch"
 
 
-def test_non_leader_refuses_to_filter(cluster) -> None:
-    lease = {
+def scheduler_lease(holder: str) -> dict:
+    """kube-scheduler's Lease in kube-system, held by `holder` and just renewed."""
+    return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": "hami-scheduler", "namespace": "kube-system"},
         "spec": {
-            "holderIdentity": "someone-else_1234",
+            "holderIdentity": holder,
             "leaseDurationSeconds": 15,
             "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         },
     }
-    cluster.create(lease)
+
+
+def test_non_leader_refuses_to_filter(cluster) -> None:
+    cluster.create(scheduler_lease("someone-else_1234"))
     pod = cluster.create(gpu_pod("p", gpu=1, mem=100))
     with serve(cluster, leader_elect=True, leader_elect_resource_namespace="kube-system") as svc:
         time.sleep(0.5)
@@ -484,17 +488,7 @@ def test_a_replica_whose_term_ended_binds_nothing(cluster) -> None:
     """Filtered while leading, then the Lease moved: the Bind writes no lock, annotation or binding."""
     import socket
 
-    lease = {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": "hami-scheduler", "namespace": "kube-system"},
-        "spec": {
-            "holderIdentity": f"{socket.gethostname()}_x",
-            "leaseDurationSeconds": 15,
-            "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        },
-    }
-    cluster.create(lease)
+    cluster.create(scheduler_lease(f"{socket.gethostname()}_x"))
     pod = cluster.create(gpu_pod("p", gpu=1, mem=100))
     with serve(cluster, leader_elect=True, leader_elect_resource_namespace="kube-system") as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "leadership")
