@@ -297,6 +297,53 @@ def test_lock_contention_dangling_and_expired_locks(cluster) -> None:
         assert svc.post("/bind", bind_args(third, "node-1"))["Error"] == ""
 
 
+def lock_taken(age: timedelta, owner: str) -> str:
+    return f"{(datetime.now(UTC) - age).strftime('%Y-%m-%dT%H:%M:%SZ')},default,{owner}"
+
+
+def test_a_lock_whose_owner_was_bound_elsewhere_is_released_once_older_than_a_bind(cluster) -> None:
+    """A replica died between lock and binding; kube-scheduler then bound the pod elsewhere. HAMi
+    keeps the node locked for five minutes; the owner's binding shows the lock can never be used."""
+    cluster.create(gpu_node("node-2"))
+    owner = cluster.create(gpu_pod("owner", gpu=1, mem=100))
+    with serve(cluster, bind_wait_timeout=0) as svc:
+        settled(svc)
+        assert svc.post("/bind", bind_args(filtered(svc, owner, "node-1"), "node-1"))["Error"] == ""
+        # owner's earlier, unfinished bind onto node-0 (10 s old) and node-2 (a minute old)
+        cluster.patch(
+            "nodes", "node-0", {"metadata": {"annotations": {LOCK: lock_taken(timedelta(seconds=10), "owner")}}}
+        )
+        cluster.patch(
+            "nodes", "node-2", {"metadata": {"annotations": {LOCK: lock_taken(timedelta(minutes=1), "owner")}}}
+        )
+
+        young = filtered(svc, cluster.create(gpu_pod("young", gpu=1, mem=100)), "node-0")
+        assert "node lock contention" in svc.post("/bind", bind_args(young, "node-0"))["Error"], (
+            "could be a bind in flight"
+        )
+        old = filtered(svc, cluster.create(gpu_pod("old", gpu=1, mem=100)), "node-2")
+        assert svc.post("/bind", bind_args(old, "node-2"))["Error"] == ""
+        assert LOCK_VALUE.match(cluster.get("nodes", "node-2")["metadata"]["annotations"][LOCK]).group("name") == "old"
+
+
+def test_an_old_lock_whose_owner_is_bound_to_that_node_or_unbound_holds(cluster) -> None:
+    """The device plugin releases the lock of a pod bound to its node; an unbound owner may still bind there."""
+    here = cluster.create(gpu_pod("here", gpu=1, mem=100))
+    cluster.create(gpu_pod("waiting", gpu=1, mem=100))
+    with serve(cluster, bind_wait_timeout=0) as svc:
+        settled(svc)
+        assert svc.post("/bind", bind_args(filtered(svc, here, "node-0"), "node-0"))["Error"] == ""
+        cluster.patch(
+            "nodes", "node-0", {"metadata": {"annotations": {LOCK: lock_taken(timedelta(minutes=1), "here")}}}
+        )
+        cluster.patch(
+            "nodes", "node-1", {"metadata": {"annotations": {LOCK: lock_taken(timedelta(minutes=1), "waiting")}}}
+        )
+        for node in ("node-0", "node-1"):
+            pod = filtered(svc, cluster.create(gpu_pod(f"next-{node}", gpu=1, mem=100)), node)
+            assert "node lock contention" in svc.post("/bind", bind_args(pod, node))["Error"], node
+
+
 def test_lock_conflicts_are_retried(cluster) -> None:
     pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
     with serve(cluster) as svc:

@@ -1,6 +1,9 @@
 """HAMi's node lock `hami.io/mutex.lock` (`<RFC3339>,<ns>,<name>`): acquire, expire, dangling-owner release.
 
 Byte-compatible with HAMi's scheduler and device plugin: the plugin finds the pod being allocated through it.
+Beyond HAMi, a lock whose owner is bound to another node is dangling too: its bind here never finished
+(the replica that held it died between lock and binding) and a binding cannot change, so nothing will
+use or release the lock before HAMi's expiry. Checked only for locks older than a normal bind.
 """
 
 from __future__ import annotations
@@ -8,14 +11,16 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from hami_fast import annotations as keys
 from hami_fast._native import EngineError, format_node_lock, parse_node_lock
 from hami_fast.kube import times
-from hami_fast.kube.errors import Conflict
+from hami_fast.kube.errors import Conflict, NotFound
 
 LOCK_KEY = keys.NODE_LOCK
+# A lock older than this whose owner is bound elsewhere is released (no bind takes this long).
+OWNER_RECHECK_AGE = 30.0
 
 
 class LockContention(Exception):
@@ -30,6 +35,7 @@ class NodeStore(Protocol):
         """Raises errors.Conflict when the node changed since `resource_version` (retried)."""
 
     def pod_exists(self, namespace: str, name: str) -> bool: ...
+    def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]: ...
 
 
 def _duration_text(seconds: float) -> str:
@@ -68,6 +74,8 @@ class NodeLocker:
                 return
             elif owner_name and not self.store.pod_exists(owner_ns, owner_name):
                 self.release(node, namespace, name, check_owner=False)
+            elif owner_name and age > OWNER_RECHECK_AGE and self._bound_elsewhere(owner_ns, owner_name, node):
+                self.release(node, namespace, name, check_owner=False)
             else:
                 raise LockContention(
                     f"node {node} has been locked within {_duration_text(self.timeout)}: node lock contention"
@@ -76,6 +84,16 @@ class NodeLocker:
         else:
             known = (value, version)
         self._set(node, namespace, name, known)
+
+    def _bound_elsewhere(self, namespace: str, name: str, node: str) -> bool:
+        """The owner, read from the API server (not a cache: a pod recreated under the same name is
+        a new owner), is gone or bound to another node."""
+        try:
+            pod = self.store.get_pod(namespace, name)
+        except NotFound:
+            return True
+        bound_to = (pod.get("spec") or {}).get("nodeName") or ""
+        return bound_to not in ("", node)
 
     def _set(self, node: str, namespace: str, name: str, known: tuple[str | None, str] | None = None) -> None:
         """Write the lock, guarded by the node's resourceVersion; `known` is a read just made (saves a GET)."""
