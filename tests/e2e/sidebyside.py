@@ -721,10 +721,20 @@ def audit_counts(path: Path, since: float, until: float, offset: int = 0) -> dic
 class SideBySide:
     """HAMi's binary and hami-fast on one control plane; `use()` switches kube-scheduler and the webhook."""
 
-    def __init__(self, cp: ControlPlane, qps: int = 5, burst: int = 10, node_policy: str = "") -> None:
+    def __init__(
+        self,
+        cp: ControlPlane,
+        qps: int = 5,
+        burst: int = 10,
+        node_policy: str = "",
+        values: dict[str, Any] | None = None,
+        hami_args: list[str] | None = None,
+    ) -> None:
+        """`values`: our chart's (e.g. a vendor switched on); `hami_args`: extra flags of HAMi's binary."""
         self.cp, self.api = cp, cp.api
         self.qps, self.burst, self.node_policy = qps, burst, node_policy
-        self.objs = render_chart()
+        self.hami_args = list(hami_args or [])
+        self.objs = render_chart(values)
         self.hami_objs = [d for d in yaml.safe_load_all((HAMI_DIR / "hami-chart-objects.yaml").read_text()) if d]
         self.ports = {HAMI: free_port(), FAST: free_port()}
         self.metrics_ports = {HAMI: free_port(), FAST: free_port()}
@@ -780,7 +790,13 @@ class SideBySide:
         kept = [
             a for a in chart_args if a.split("=")[0] not in ours and a not in ("--debug",) and not a.startswith("-v")
         ]
-        args = [str(HAMI_DIR / "hami-scheduler"), *kept, *(f"{k}={v}" for k, v in ours.items()), "-v=2"]
+        args = [
+            str(HAMI_DIR / "hami-scheduler"),
+            *kept,
+            *(f"{k}={v}" for k, v in ours.items()),
+            *self.hami_args,
+            "-v=2",
+        ]
         env = {
             **os.environ,
             "KUBECONFIG": str(self.cp.kubeconfig("hami-scheduler", self.cp.tokens[HAMI_USER])),
