@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from controlplane import wait_for
+from controlplane import ApiError, wait_for
 from sidebyside import (
     BIND_PHASE,
     FAST,
@@ -222,3 +222,36 @@ def test_switch_to_hami_fast_and_back_with_ascend_and_kunlunxin_disturbs_nothing
     assert len(state) == 3 * len(PHASE_PODS)
     nodes = {node for node, _ in state.values()}
     assert set(NPU_NODES) & nodes and set(XPU_NODES) & nodes, nodes
+
+
+def failed_scheduling(api, namespace: str, name: str) -> list[str]:
+    events = api.get(f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name%3D{name}")["items"]
+    return sorted({e["message"] for e in events if e["reason"] == "FailedScheduling"})
+
+
+@pytest.mark.parametrize(
+    ("case", "limits"),
+    [
+        ("npus", {f"huawei.com/{CHIP}": 9}),
+        ("npu-memory", {f"huawei.com/{CHIP}": 1, f"huawei.com/{CHIP}-memory": 70000}),
+        ("xpus", {XPU: 3}),
+    ],
+)
+def test_a_vendor_pod_that_fits_nowhere_gets_the_same_answer_from_both(vendors, case, limits) -> None:
+    """The webhook's verdict (a memory above every template is refused) or kube-scheduler's event."""
+    ns = "vendor-fits-nowhere"
+    create_namespace(vendors.api, ns)
+    answers = {}
+    for which in (HAMI, FAST):
+        vendors.use(which)
+        name = f"{which}-{case}"
+        pod = gpu_pod(name, ns, limits, node_selector={"pool": "vendor"})
+        try:
+            vendors.api.create(f"/api/v1/namespaces/{ns}/pods", pod)
+        except ApiError as exc:
+            answers[which] = f"refused {exc.status}: {json.loads(exc.body).get('message')}"
+            continue
+        answers[which] = wait_for(f"{name}: FailedScheduling", lambda n=name: failed_scheduling(vendors.api, ns, n), 60)
+        vendors.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds=0")
+    log(f"fits nowhere {limits}: {answers}")
+    assert answers[FAST] == answers[HAMI]
