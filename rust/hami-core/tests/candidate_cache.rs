@@ -282,3 +282,83 @@ fn a_repeated_list_is_recognised_only_where_the_whole_body_means_the_same() {
     let body = format!(r#"{{"Pod":{},"Nodes":null,"NodeNames":["a","d"]}}"#, pending("q", 3));
     assert_eq!(answer(&mut e, &body), fresh_answer(&mut e, &body));
 }
+
+fn dcu_node(name: &str, cards: u32, memory: u32, healthy: bool) -> Value {
+    let register: String = (0..cards)
+        .map(|i| format!("DCU-{name}-{i},4,{memory},100,DCU-Z100L,0,{},{i},hami-core:", healthy || i > 0))
+        .collect();
+    json!({"kind": "Node", "apiVersion": "v1",
+           "metadata": {"name": name, "annotations": {"hami.io/node-dcu-register": register}},
+           "status": {"allocatable": {"hygon.com/dcunum": (cards * 4).to_string()}}})
+}
+
+fn dcu_resident(name: &str, node: &str, card: u32, mem: u32, cores: u32) -> Value {
+    json!({"kind": "Pod", "apiVersion": "v1",
+           "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                        "annotations": {"hami.io/vgpu-node": node,
+                                        "hami.io/dcu-devices-allocated": format!("DCU-{node}-{card},DCU,{mem},{cores}:;")}},
+           "spec": {"nodeName": node, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}})
+}
+
+fn dcu_pending(name: &str, shape: u64, node: &str) -> Value {
+    let (limits, annotations) = match shape {
+        0 => (json!({"hygon.com/dcunum": "1", "hygon.com/dcumem": "20000", "hygon.com/dcucores": "30"}), json!({})),
+        1 => (json!({"hygon.com/dcunum": "2", "hygon.com/dcumem": "10000"}), json!({})),
+        2 => (json!({"hygon.com/dcunum": "1", "hygon.com/dcucores": "100"}), json!({})),
+        3 => (json!({"hygon.com/dcunum": "1", "hygon.com/dcumem": "5000"}), json!({"hygon.com/use-dcutype": "Z100"})),
+        4 => (
+            json!({"hygon.com/dcunum": "1", "hygon.com/dcumem": "5000"}),
+            json!({"hygon.com/nouse-gpuuuid": format!("DCU-{node}-1")}),
+        ),
+        _ => (json!({"hygon.com/dcunum": "3", "hygon.com/dcumem": "30000", "hygon.com/dcucores": "40"}), json!({})),
+    };
+    json!({"kind": "Pod", "apiVersion": "v1",
+           "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"), "annotations": annotations},
+           "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}})
+}
+
+/// A vendor's pods keep their verdicts per node as NVIDIA's do: through residents coming and
+/// going, cards turning unhealthy, nodes re-registered with other cards and the engine's own
+/// reservations, every answer is a fresh evaluation's (the same request shape repeats often).
+#[test]
+fn vendor_memo_answers_as_a_fresh_evaluation_through_every_kind_of_change() {
+    let mut e = Engine::new(Config::default());
+    let names: Vec<String> = (0..12).map(|i| format!("d{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        apply(&mut e, &dcu_node(n, 2 + (i % 3) as u32, 32768 + 32768 * (i % 2) as u32, true));
+    }
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let (mut residents, mut checked) = (0u32, 0);
+    for step in 0..600 {
+        let target = &names[rng.below(names.len() as u64) as usize];
+        match rng.below(8) {
+            0 | 1 => {
+                residents += 1;
+                let (card, mem) = (rng.below(2) as u32, 4096 * (1 + rng.below(4) as u32));
+                apply(&mut e, &dcu_resident(&format!("r{residents}"), target, card, mem, 10));
+            }
+            2 if residents > 0 => {
+                let gone = dcu_resident(&format!("r{}", 1 + rng.below(u64::from(residents))), target, 0, 0, 0);
+                let _ = e.state.delete(gone.to_string().as_bytes());
+            }
+            3 => apply(&mut e, &dcu_node(target, 2 + rng.below(3) as u32, 32768, rng.below(3) > 0)),
+            _ => {}
+        }
+        let shape = if rng.below(3) == 0 { rng.below(6) } else { step as u64 / 50 % 6 };
+        let pod = dcu_pending(&format!("p{step}"), shape, target);
+        let mut list: Vec<&str> = names.iter().map(String::as_str).collect();
+        match rng.below(3) {
+            0 => list.rotate_left(1 + rng.below(names.len() as u64 - 1) as usize),
+            1 => list.retain(|_| rng.below(3) > 0),
+            _ => {}
+        }
+        let args = json!({"Pod": pod, "Nodes": null, "NodeNames": list}).to_string();
+        let (memo, fresh) = both(&mut e, args.as_bytes(), ASKED);
+        assert_eq!(memo, fresh, "step {step}");
+        checked += 1;
+        if rng.below(2) == 0 {
+            e.filter(args.as_bytes(), ASKED, true);
+        }
+    }
+    assert_eq!(checked, 600);
+}

@@ -15,7 +15,9 @@ use crate::frag::FragMemo;
 use crate::model::GpuNode;
 use crate::policy::score;
 use crate::policy::NodePolicy;
+use crate::request::ContainerRequest;
 use crate::state::ClusterState;
+use crate::vendor::request::VendorRequest;
 use std::collections::BTreeMap;
 
 /// Every candidate's outcome; devices are resolved for the chosen node only.
@@ -78,11 +80,23 @@ fn choose_in(eval: &Evaluation, policy: NodePolicy) -> Option<usize> {
     }
 }
 
+/// A request whose verdict on a node depends on that node alone (its fit is counted, not walked
+/// in order): the verdict is kept per node until the node changes (see [`Verdicts`]).
+#[derive(Clone, Copy)]
+enum Quick<'a> {
+    Nvidia(&'a ContainerRequest),
+    Vendor(&'a VendorRequest),
+}
+
+fn quick_request<'a>(ctx: &PodContext<'a>) -> Option<Quick<'a>> {
+    order_free_request(ctx).map(Quick::Nvidia).or_else(|| order_free_vendor_request(ctx).map(Quick::Vendor))
+}
+
 /// One candidate's verdict: HAMi's node score if the pod fits, else why not.
 fn verdict(
     node: Option<&GpuNode>,
     ctx: &PodContext,
-    order_free: Option<&crate::request::ContainerRequest>,
+    quick: Option<Quick>,
     now: i64,
 ) -> std::result::Result<f64, FitFailure> {
     let node = match node {
@@ -95,15 +109,13 @@ fn verdict(
         Some(n) if n.holds_vendor_devices() => Some(n),
         _ => None,
     };
-    match node {
-        None => Err(FitFailure::Node(Reason::NodeUnregistered)),
-        Some(node) => match order_free {
-            Some(r) => quick_fit(node, ctx, r),
-            None => match order_free_vendor_request(ctx) {
-                Some(r) => crate::fit::standard::quick_fit(node, r, ctx),
-                None => fit_pod(node, ctx).map(|fit| fit.score),
-            },
-        },
+    let Some(node) = node else {
+        return Err(FitFailure::Node(Reason::NodeUnregistered));
+    };
+    match quick {
+        Some(Quick::Nvidia(r)) => quick_fit(node, ctx, r),
+        Some(Quick::Vendor(r)) => crate::fit::standard::quick_fit(node, r, ctx),
+        None => fit_pod(node, ctx).map(|fit| fit.score),
     }
 }
 
@@ -127,13 +139,13 @@ pub fn evaluate_nodes<'n, 'c>(
     lookup: impl Fn(&str) -> Option<&'c GpuNode>,
 ) -> Evaluation<'n> {
     let ctx = pod_context(state, placement);
-    let order_free = order_free_request(&ctx);
+    let quick = quick_request(&ctx);
     let candidates: Vec<(&'n str, Option<&'c GpuNode>)> = candidates.collect();
     let mut eval = Evaluation { fits: Vec::with_capacity(candidates.len()), ..Evaluation::default() };
     let mut fit_nodes: Vec<&GpuNode> = Vec::with_capacity(candidates.len());
     for (k, &(name, node)) in candidates.iter().enumerate() {
         prefetch_ahead(&candidates, k);
-        match verdict(node, &ctx, order_free, now) {
+        match verdict(node, &ctx, quick, now) {
             Ok(score) => {
                 eval.fits.push((name, score));
                 fit_nodes.extend(node);
@@ -153,7 +165,7 @@ pub fn evaluate_candidates<'n>(
     cache: &'n mut CandidateCache,
 ) -> Evaluation<'n> {
     let ctx = pod_context(state, placement);
-    let Some(order_free) = order_free_request(&ctx) else {
+    let Some(quick) = quick_request(&ctx) else {
         let candidates = cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i))));
         return evaluate_nodes(state, placement, now, candidates, |n| state.nodes.get(n));
     };
@@ -164,7 +176,7 @@ pub fn evaluate_candidates<'n>(
     let by_order = ranked && placement.held.is_none() && !matches!(placement.node_policy, NodePolicy::Scored(_));
     if let Some(changed) = changed.filter(|_| by_order && ranked_fits.valid) {
         let ranked = Ranked { entries, ranks, fits: ranked_fits };
-        if let Some(eval) = evaluate_ranked(state, placement, &ctx, order_free, now, ranked, verdicts, changed) {
+        if let Some(eval) = evaluate_ranked(state, placement, &ctx, quick, now, ranked, verdicts, changed) {
             return eval;
         }
     }
@@ -185,7 +197,7 @@ pub fn evaluate_candidates<'n>(
                 prefetch_ids(state, entries, k);
             }
             let node = state.nodes.by_id(id);
-            *memo = verdict(node, &ctx, Some(order_free), now).map_err(Box::new);
+            *memo = verdict(node, &ctx, Some(quick), now).map_err(Box::new);
             // A node no registration pass has looked at yet may be registered or not by the clock.
             *kept = !node.is_some_and(GpuNode::registration_depends_on_time);
         }
@@ -235,7 +247,7 @@ fn evaluate_ranked<'n>(
     state: &ClusterState,
     placement: &Placement,
     ctx: &PodContext,
-    order_free: &crate::request::ContainerRequest,
+    quick: Quick,
     now: i64,
     ranked: Ranked<'n, '_>,
     verdicts: &mut Verdicts,
@@ -250,7 +262,7 @@ fn evaluate_ranked<'n>(
         }
         let node = state.nodes.by_id(id);
         let slot = verdicts.slot(id);
-        let old = std::mem::replace(&mut slot.1, verdict(node, ctx, Some(order_free), now).map_err(Box::new));
+        let old = std::mem::replace(&mut slot.1, verdict(node, ctx, Some(quick), now).map_err(Box::new));
         slot.0 = !node.is_some_and(GpuNode::registration_depends_on_time);
         for at in positions {
             let pos = fits.position(at);
