@@ -548,6 +548,41 @@ def test_a_replica_whose_term_ended_binds_nothing(cluster) -> None:
         assert "hami.io/bind-phase" not in (cluster.get("pods", "p", "default")["metadata"].get("annotations") or {})
 
 
+def test_a_write_whose_term_ends_while_it_waits_to_be_sent_is_not_sent(cluster) -> None:
+    """The leadership check runs after the client's rate limiter, just before each try is sent."""
+    from hami_fast.kube.client import KubeClient, load_api_client
+    from hami_fast.kube.lease import Leadership, NotLeading, leading_guard
+    from hami_fast.kube.writer import KubeWriter
+
+    cluster.create(gpu_pod("p", gpu=1, mem=100))
+    leading = Leadership()
+    leading.set()
+    client = KubeClient(load_api_client(cluster.kubeconfig), qps=1, burst=1, timeout=10)
+    writer = KubeWriter(client, guard=leading_guard(leading))
+    writer.patch_pod("default", "p", b'{"metadata":{"annotations":{"a":"1"}}}')  # the burst's one token
+    ended = threading.Timer(0.3, leading.clear)  # while the next write waits ~1 s for a token
+    ended.start()
+    with pytest.raises(NotLeading):
+        writer.bind("default", "p", "uid", "node-0")
+    ended.join()
+    assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
+    assert len(cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p")) == 1
+
+
+def test_a_bind_whose_term_ends_after_its_lock_leaves_the_lock_to_the_next_leader(cluster) -> None:
+    """The next leader may be binding this very pod under the same lock (HAMi lets a pod take the
+    lock it holds): the replica whose term ended must not delete it."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=100))
+    with serve(cluster) as svc:
+        settled(svc)
+        filtered(svc, pod, "node-0")
+        scheduler = svc.runtime.scheduler
+        scheduler.before_patch = lambda *_: scheduler.leading.clear()
+        assert "not the leader" in svc.post("/bind", bind_args(pod, "node-0"))["Error"]
+        assert LOCK_VALUE.match(cluster.get("nodes", "node-0")["metadata"]["annotations"][LOCK]).group("name") == "p"
+        assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
+
+
 def node_lists(cluster) -> int:
     return len([r for r in cluster.requests("GET", "/api/v1/nodes") if "watch" not in r.query])
 

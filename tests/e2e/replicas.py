@@ -100,8 +100,12 @@ class Balancer(threading.Thread):
             client.close()
             return
         upstream.settimeout(None)
-        threading.Thread(target=_pipe, args=(upstream, client), daemon=True).start()
+        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+        back.start()
         _pipe(client, upstream)
+        back.join()
+        client.close()
+        upstream.close()
 
     def stop(self) -> None:
         self._stopped = True

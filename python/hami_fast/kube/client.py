@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,9 +141,14 @@ class KubeClient:
         timeout: float | None = None,
         ok: tuple[int, ...] = (200, 201),
         limited: bool = True,
+        guard: Callable[[], None] | None = None,
     ) -> Response:
+        """`guard` runs last before the request is sent (after the rate limiter's wait) and may raise
+        to stop it: a write that must not outlive a condition (this replica leading)."""
         if limited:
             self.bucket.take()
+        if guard is not None:
+            guard()
         url, headers = self._prepare(method, path, query, content_type or (JSON if body is not None else None))
         try:
             raw = self.api_client.rest_client.pool_manager.request(

@@ -20,6 +20,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,20 @@ from hami_fast.kube.client import KubeClient, path_of
 from hami_fast.kube.errors import ApiError, NotFound
 
 log = logging.getLogger("hami_fast.lease")
+
+
+class NotLeading(Exception):
+    """This replica's term ended: it writes nothing another leader may be writing."""
+
+
+def leading_guard(leading: Leadership) -> Callable[[], None]:
+    """A request guard (`KubeClient.request`) raising NotLeading once `leading` is not set."""
+
+    def guard() -> None:
+        if not leading.is_set():
+            raise NotLeading("hami-fast is not the leader: this replica does not bind")
+
+    return guard
 
 
 def lease_path(namespace: str, name: str | None = None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
@@ -182,16 +183,24 @@ class KubeWriter:
 
     blocking = True
 
-    def __init__(self, client: KubeClient, node_locks: NodeLocks | None = None, pods: PodKeys | None = None) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        node_locks: NodeLocks | None = None,
+        pods: PodKeys | None = None,
+        guard: Callable[[], None] | None = None,
+    ) -> None:
+        """`guard` checks each pod patch, binding and lock write just before it is sent (leadership)."""
         self.client = client
         self.node_locks = node_locks
         self.pods = pods
+        self.guard = guard
 
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None:
         """A merge patch: the same patch twice leaves the same pod, so any unanswered try is retried."""
         path = pod_path(namespace, name)
         retried(
-            lambda: self.client.request("PATCH", path, body=patch, content_type=MERGE_PATCH),
+            lambda: self.client.request("PATCH", path, body=patch, content_type=MERGE_PATCH, guard=self.guard),
             f"patch pod {namespace}/{name}",
         )
 
@@ -235,6 +244,7 @@ class KubeWriter:
                 path_of("api", "v1", "nodes", node),
                 body=lock_patch(value, resource_version),
                 content_type=MERGE_PATCH,
+                guard=self.guard,
             )
         except Conflict:
             if self.node_locks is not None:
@@ -273,7 +283,7 @@ class KubeWriter:
         def post() -> None:
             tried[0] += 1
             try:
-                self.client.request("POST", pod_path(namespace, name, "binding"), body=body)
+                self.client.request("POST", pod_path(namespace, name, "binding"), body=body, guard=self.guard)
             except Conflict:
                 if tried[0] == 1 or self.get_pod(namespace, name).get("spec", {}).get("nodeName") != node:
                     raise

@@ -18,7 +18,7 @@ from hami_fast._native import Cluster, EngineError, FilterDecision, parse_bindin
 from hami_fast._native import is_pod_group_member as native_pod_group_member
 from hami_fast.config import Config
 from hami_fast.kube.errors import NotFound
-from hami_fast.kube.lease import Leadership
+from hami_fast.kube.lease import Leadership, NotLeading
 from hami_fast.kube.nodelock import LockContention, NodeLocker
 from hami_fast.kube.stamplock import StampLocker
 from hami_fast.kube.writer import Writer
@@ -28,10 +28,6 @@ from hami_fast.server.metrics import Metrics
 from hami_fast.server.router import Answer, Then, settle
 
 log = logging.getLogger("hami_fast.scheduler")
-
-
-class NotLeading(Exception):
-    """This replica's term ended: a Bind writes nothing."""
 
 
 # Filter answers kept for their Bind; kube-scheduler binds within seconds of Filter, or filters again.
@@ -352,7 +348,7 @@ class Scheduler:
             if isinstance(exc, NotFound) and str(exc).startswith("pod "):
                 self.cluster.release(uid)
                 self._forget_allocation(key)
-            if locked:
+            if locked and not isinstance(exc, NotLeading):  # the next leader may hold this pod's lock now
                 self.locks.release_after_failure(node, namespace, name, pending.locks)
             return self._bind_failed(pending, exc)
         if pending.allocation is not None:

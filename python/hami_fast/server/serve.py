@@ -22,7 +22,7 @@ from hami_fast.config import Config, split_address
 from hami_fast.kube import events as kube_events
 from hami_fast.kube.handshake import Handshaker, kube_node_patcher, memory_node_patcher
 from hami_fast.kube.leader import AlwaysLeader
-from hami_fast.kube.lease import Leadership, LeaseFollower
+from hami_fast.kube.lease import Leadership, LeaseFollower, leading_guard
 from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
 from hami_fast.manifests import load_objects, require_nodes
@@ -119,7 +119,13 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
     sink = kube_events.EventSink(kube_events.KubeEventApi(client), capacity=config.event_queue_size)
     metrics.watch_events(sink)
     scheduler = Scheduler(
-        config, cluster, KubeWriter(client, node_locks, pods), sink.emit, metrics, gate.synced, leader.leading
+        config,
+        cluster,
+        KubeWriter(client, node_locks, pods, guard=leading_guard(leader.leading)),
+        sink.emit,
+        metrics,
+        gate.synced,
+        leader.leading,
     )
     requeuer = _requeuer(config, cluster, scheduler, stop)
     preemptor = _preemptor(config, cluster, scheduler, client, sink.emit, stop)
