@@ -269,7 +269,11 @@ class Replicas:
         return when
 
     def stop(self) -> None:
+        """Stops the kubelet stand-in before the control plane stops its processes: else it may
+        start a container again in between, which then outlives the test."""
         self._stopped.set()
+        if self._kubelet.is_alive():
+            self._kubelet.join(30)
         self.balancer.stop()
 
     # -- reading ------------------------------------------------------------------------------
