@@ -33,6 +33,7 @@ from sidebyside import (
     BindTracker,
     DevicePlugin,
     create_namespace,
+    delete_pods,
     device_usage,
     gpu_pod,
     list_pods,
@@ -84,6 +85,19 @@ def replicas(e2e_workdir):
         if group:
             group.stop()
         cp.stop()
+
+
+def namespaces(api) -> set[str]:
+    return {ns["metadata"]["name"] for ns in api.get("/api/v1/namespaces")["items"]}
+
+
+@pytest.fixture(autouse=True)
+def pods_deleted_afterwards(replicas: Replicas):
+    """Each test's pods go with it: the cluster is sized for one burst at a time."""
+    before = namespaces(replicas.api)
+    yield
+    for namespace in sorted(namespaces(replicas.api) - before):
+        delete_pods(replicas.api, namespace)
 
 
 class LeaseLog(threading.Thread):
