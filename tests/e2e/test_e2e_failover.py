@@ -54,8 +54,7 @@ SPREAD = {"hami.io/node-scheduler-policy": "spread"}
 @pytest.fixture(scope="module")
 def replicas(e2e_workdir):
     if os.environ.get("HAMI_FAST_E2E_FAILOVER") != "1":
-        # Opt-in until node locks taken by a killed replica's binds stop holding their nodes for
-        # HAMi's 5-minute expiry (the rest of a burst waits that long): `make bench-e2e` sets it.
+        # ~9 minutes at 300 pods: CI and `make bench-e2e` set it, a quick local e2e run does not.
         pytest.skip("failover suite is opt-in: HAMI_FAST_E2E_FAILOVER=1")
     missing = missing_binaries()
     why = f"control-plane binaries missing: {', '.join(missing)} (scripts/build-control-plane.sh)" if missing else None
