@@ -945,3 +945,35 @@ def test_a_negative_gpu_count_names_the_field(tmp_path):
     proc = hami_fast("explain", "--snapshot", str(ROOT / "examples" / "snapshot.yaml"), "--pod", str(pod))
     assert proc.returncode == 2
     assert "nvidia.com/gpu" in proc.stderr and "negative" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "want"),
+    [
+        ("--kube-qps", "-1", "want a number of at least 0, got '-1'"),
+        ("--kube-qps", "abc", "want a number of at least 0, got 'abc'"),
+        ("--kube-burst", "1.5", "want a whole number of at least 0, got '1.5'"),
+        ("--default-mem", "-3", "want a number of at least 0, got '-3'"),
+        ("--bind-workers", "-4", "want a number of at least 0, got '-4'"),
+    ],
+)
+def test_a_negative_or_unreadable_number_option_is_one_line(flag, value, want):
+    proc = hami_fast("serve", f"{flag}={value}", timeout=20)
+    assert proc.returncode == 2
+    assert one_line(proc) == f"hami-fast serve: option {flag}: {want}"
+
+
+def test_a_negative_number_from_the_environment_is_refused_too(tmp_path):
+    proc = hami_fast("serve", env={**no_cluster_env(tmp_path), "HAMI_FAST_KUBE_QPS": "-2"}, timeout=20)
+    assert proc.returncode == 2
+    assert one_line(proc) == "hami-fast serve: option --kube-qps: want a number of at least 0, got '-2'"
+
+
+def test_an_empty_snapshot_is_one_line_not_an_empty_plan(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("\n")
+    proc = hami_fast("plan", "--snapshot", str(empty))
+    assert proc.returncode == 2
+    assert one_line(proc) == (
+        f"hami-fast plan: {empty}: empty; a snapshot is a List of Nodes and Pods (kubectl get nodes,pods -A -o json)"
+    )

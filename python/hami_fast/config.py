@@ -239,8 +239,28 @@ def _flag(f: dataclasses.Field) -> str:
 
 
 def _coerce(f: dataclasses.Field, value: Any) -> Any:
+    number = _number(f, value)
+    if number is not None:
+        if number < 0:  # every count, rate, size and timeout here: a negative one means nothing
+            raise ValueError(f"want a number of at least 0, got {value!r}")
+        return number
+    return _other(f, value)
+
+
+def _number(f: dataclasses.Field, value: Any) -> float | int | None:
     if f.metadata.get("duration"):
         return parse_duration(value)
+    kind = {"int": int, "float": float}.get(f.type, f.type) if isinstance(f.type, str) else f.type
+    if kind not in (int, float) or isinstance(value, bool):
+        return None
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        whole = "a whole number" if kind is int else "a number"
+        raise ValueError(f"want {whole} of at least 0, got {value!r}") from None
+
+
+def _other(f: dataclasses.Field, value: Any) -> Any:
     if f.metadata.get("policy"):
         from hami_fast import policies
 
@@ -252,10 +272,6 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
         if isinstance(value, bool):
             return value
         return parse_bool(str(value), f.name)
-    if f.type in ("int", int):
-        return int(value)
-    if f.type in ("float", float):
-        return float(value)
     return str(value)
 
 

@@ -23,6 +23,10 @@ def snapshot_bytes(path: str | Path) -> bytes:
         raw = path.read_bytes()
     except OSError as exc:
         raise ManifestError(f"{path}: {exc.strerror or exc}") from exc
+    if not raw.strip():
+        raise ManifestError(
+            f"{path}: empty; a snapshot is a List of Nodes and Pods (kubectl get nodes,pods -A -o json)"
+        )
     if raw.lstrip()[:1] in (b"{", b"["):
         return raw
     return as_list_bytes(load_objects(path))
