@@ -189,3 +189,30 @@ fn one(
     }
     Err(FitFailure::Cards { counts, cards: typed.len() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_start_anywhere_on_inf_else_aligned_and_of_the_usual_sizes() {
+        let free = [false, true, true, true, true, true, false, false];
+        assert_eq!(free_run(&free, 2, true), Some(1));
+        assert_eq!(free_run(&free, 4, true), Some(1));
+        assert_eq!(free_run(&free, 4, false), None, "runs of 4 start at 0 or 4 only");
+        assert_eq!(free_run(&free, 3, false), None, "3 is no size HAMi takes off inf");
+        assert_eq!(free_run(&[true; 16], 16, false), Some(0));
+        assert_eq!(free_run(&[true; 4], 8, true), None);
+    }
+
+    #[test]
+    fn core_bits_follow_hami_s_counter() {
+        assert_eq!(core_usage(0, 1), 1);
+        assert_eq!(core_usage(0, 2), 3);
+        assert_eq!(core_usage(0, 8), 3, "a device request on a fresh device: both bits");
+        assert_eq!(core_usage(1, 1), 2);
+        assert_eq!(core_usage(3, 1), 0, "a full counter names no core");
+        assert_eq!(core_usage(5, 2), -2);
+        assert_eq!((bits(3), bits(15), bits(0), bits(-1)), (2, 4, 0, 0));
+    }
+}

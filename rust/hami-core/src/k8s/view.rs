@@ -190,7 +190,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for InstanceType<'a> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut out = InstanceType::default();
                 while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
-                    if key == crate::vendor::neuron::INSTANCE_TYPE_LABEL {
+                    if key == crate::annotations::INSTANCE_TYPE_LABEL {
                         out.0 = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
                     } else {
                         map.next_value::<IgnoredAny>()?;

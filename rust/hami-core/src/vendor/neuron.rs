@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 pub const WORD: &str = "AWSNeuron";
 pub const ALLOCATED_KEY: &str = "hami.io/aws-neuron-devices-allocated";
-pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
 /// The custom info key of a device's instance type.
 pub const NODE_TYPE: &str = "AWSNodeType";
 const IDS_KEY: &str = "AWS_NEURON_IDS";
