@@ -147,6 +147,9 @@ def test_a_bad_capacity_is_skipped_with_a_warning_naming_node_and_key():
     out, errors = explain([node("m", "1500m", 8), node("n", 2, 4)], pod({DEVICES: "1"}))
     assert len(errors) == 1 and "Node m" in errors[0] and DEVICES in errors[0], errors
     assert out["node"] == "n", out
+    out, errors = explain([node("h", 10**12, 8)], pod({DEVICES: "1"}))
+    assert len(errors) == 1 and "Node h" in errors[0] and DEVICES in errors[0], errors
+    assert out["node"] is None, "no devices registered"
     _, errors = explain([node("k", 2, "2.5")], pod({DEVICES: "1"}))
     assert len(errors) == 1 and "Node k" in errors[0] and CORES in errors[0] and "no cores" in errors[0], errors
 

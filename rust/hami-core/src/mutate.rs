@@ -125,14 +125,11 @@ fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<P
 
 /// Applies the per-container defaults to every container (init first), NVIDIA's and the other
 /// backends'; used by the webhook and `explain`. `neuron_split`: the cores per device AWS Neuron
-/// core requests are checked against ([`crate::vendor::neuron::cluster_split`]).
+/// core requests are split by ([`crate::vendor::neuron::split_size`]).
 pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends, neuron_split: i64) -> Result<Mutation> {
     let mut m = Mutation::default();
-    let vendors = VendorDefaults { backends, soft_split: false, neuron_split };
-    let vendors = VendorDefaults {
-        soft_split: pod.metadata.annotations.get(ascend::MODE_KEY).is_some_and(|v| v == ascend::HAMI_CORE),
-        ..vendors
-    };
+    let soft_split = pod.metadata.annotations.get(ascend::MODE_KEY).is_some_and(|v| v == ascend::HAMI_CORE);
+    let vendors = VendorDefaults { backends, soft_split, neuron_split };
     let mut annotations = Vec::new();
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");

@@ -491,7 +491,8 @@ fn core_share_devices(
 }
 
 /// AWS Neuron's devices from the node's capacities. A count that is no integer leaves them out and
-/// a core capacity that is none gives devices without cores, as in HAMi; each with a warning.
+/// a core capacity that is none gives devices without cores, as in HAMi; a count no instance has
+/// is left out too (HAMi would make that many devices); each with a warning.
 fn neuron_devices(
     node: &str,
     backend: &crate::vendor::Backend,
@@ -508,6 +509,12 @@ fn neuron_devices(
     let Some(count) = quantity.as_int() else {
         return Err(not_integer(&backend.count_name, quantity, "are skipped"));
     };
+    if count > crate::vendor::neuron::MAX_NODE_DEVICES {
+        let field =
+            format!("status.capacity[{}] (its {} devices are skipped)", backend.count_name, backend.common_word);
+        let message = format!("{count} devices, more than {} on one node", crate::vendor::neuron::MAX_NODE_DEVICES);
+        return Err(Error::invalid(format!("Node {node}"), message).field(field));
+    }
     let cores = status.capacity.get(&backend.core_name);
     let core_count = cores.map_or(Some(0), crate::k8s::Quantity::as_int);
     out.extend(crate::vendor::neuron::devices(node, count, core_count.unwrap_or(0), instance_type, id));

@@ -31,6 +31,8 @@ const NODE_KEY: &str = "aws.amazon.com/predicate-node";
 /// HAMi splits a core request over devices of at most this many cores.
 const MAX_SPLIT: i64 = 2;
 const MAX_DEVICES: i64 = i32::MAX as i64;
+/// More devices than any instance has (16): a capacity past this is refused, not registered.
+pub const MAX_NODE_DEVICES: i64 = 4096;
 
 /// What a request asks, in [`VendorRequest::mem_percentage`] (HAMi's is 0 for every Neuron
 /// request): whole devices named in the limits, whole devices named in the requests only, or
