@@ -55,6 +55,7 @@ SUPPORTED: set[str] = {
     "cambricon",
     "mthreads",
     "kunlun",
+    "neuron",
 }
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))
@@ -178,6 +179,8 @@ def plain_node(b: Backend) -> dict[str, Any]:
         status = {b.cores: "32", b.memory: "192", b.count: "200"}
     elif b.family == "cambricon":
         status = {b.cores: "200", b.memory: "128", b.count: "200"}
+    elif b.family == "neuron":
+        status = {b.count: "2", b.cores: "4"}
     else:
         status = {b.count: "2"}
     return {

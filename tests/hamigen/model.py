@@ -39,10 +39,14 @@ VENDOR_ANNOTATIONS = (
     "BAIDU_COM_DEVICE_IDX",
     "hami.io/kunlun-allocated",
     "mthreads.com/predicate-node",
+    "AWS_NEURON_IDS",
+    "NEURON_RESOURCE_TYPE",
+    "NEURON_ALLOCATED",
+    "aws.amazon.com/predicate-node",
 )
 # Device lists under a key without the usual suffix (Kunlunxin's whole cards).
 OTHER_ALLOCATED = ("hami.io/kunlun-allocated",)
-TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time", "predicate-time")
+TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time", "predicate-time", "NEURON_ALLOC_TIME")
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
 FILTER_ERROR = "calcScore failed "

@@ -30,6 +30,7 @@ SECTIONS = {
     "enflame": ("enflame", ("resourceNameGCU",)),
     "vastai": ("vastai", NAME_KEYS[:1]),
     "kunlun": ("kunlun", ("resourceCountName", "resourceVCountName", "resourceVMemoryName")),
+    "neuron": ("awsneuron", ("resourceCountName", "resourceCoreName")),
     "ascend": ("vnpus", ("resourceName", "resourceMemoryName", "resourceCoreName")),
 }
 

@@ -303,6 +303,38 @@ XPU = Backend(
     },
 )
 
+NEURON = Backend(
+    derived_id="{node}-AWSNeuron-{i}",
+    family="neuron",
+    common_word="AWSNeuron",
+    count="aws.amazon.com/neuron",
+    cores="aws.amazon.com/neuroncore",
+    registration="capacity",
+    allocated="hami.io/aws-neuron-devices-allocated",
+    uuid_keys=("aws.amazon.com/use-neuron-uuid", "aws.amazon.com/nouse-neuron-uuid"),
+    extra_annotations=(
+        "AWS_NEURON_IDS",
+        "NEURON_RESOURCE_TYPE",
+        "NEURON_ALLOCATED",
+        "NEURON_ALLOC_TIME",
+        "aws.amazon.com/predicate-node",
+    ),
+    source={
+        "keys": "awsneuron/device.go:36-60,67-77 (no to-allocate written)",
+        "webhook": "awsneuron/device.go:83-105 (either resource, limits then requests: an integer 1..MaxInt32, "
+        "cores split by min(cores per device, 2), else an error)",
+        "registration": "awsneuron/device.go:155-199 (capacity count: <node>-AWSNeuron-<i>, Count and core "
+        "bitmask from core capacity / count of the FIRST node registered; label node.kubernetes.io/instance-type)",
+        "requests": "awsneuron/device.go:296-347 (devices: Coresreq = cores per device; cores: split)",
+        "annotations": "awsneuron/device.go:201-241 (AWS_NEURON_IDS: indexes for count limits, else cores "
+        "per device x index (+1) by core bits 1 and 2, over the containers cumulatively)",
+        "fit": "awsneuron/device.go:355-541 (several: a free run of sorted positions mapped to device indexes, "
+        "any run on inf* types else 1/4/8/16 aligned; one: free core bits; awsusageinfo counter)",
+    },
+)
+# The instance types the label may carry; HAMi only asks whether it contains "inf" or "Inf".
+NEURON_INSTANCE_TYPES = ("inf1.xlarge", "inf2.48xlarge", "Inf2", "trn1.32xlarge", "trn2.48xlarge", "trn1n.32xlarge")
+
 
 def ascend(chip: str, devmem: int, aicore: int) -> Backend:
     return Backend(
@@ -377,9 +409,10 @@ FAMILIES: dict[str, tuple[Backend, ...]] = {
     "vastai": (VASTAI,),
     "ascend": tuple(ascend(*c) for c in ASCEND_CHIPS),
     "kunlun": (KUNLUN, XPU),
+    "neuron": (NEURON,),
     "nvidia": (NVIDIA,),
 }
 VENDORS = tuple(FAMILIES)
 
 # Annotations HAMi writes that hold a time: compared for presence only.
-TIME_ANNOTATIONS = ("hami.io/vgpu-time", "mthreads.com/predicate-time", "predicate-time")
+TIME_ANNOTATIONS = ("hami.io/vgpu-time", "mthreads.com/predicate-time", "predicate-time", "NEURON_ALLOC_TIME")

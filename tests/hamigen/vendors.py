@@ -22,7 +22,15 @@ from typing import Any
 from hypothesis import strategies as st
 
 from hamigen import strategies as nvidia
-from hamigen.vendor_specs import ASCEND_MODE, ASCEND_NODE_MODE, CAMBRICON_LOCK, FAMILIES, METAX_TOPOLOGY, Backend
+from hamigen.vendor_specs import (
+    ASCEND_MODE,
+    ASCEND_NODE_MODE,
+    CAMBRICON_LOCK,
+    FAMILIES,
+    METAX_TOPOLOGY,
+    NEURON_INSTANCE_TYPES,
+    Backend,
+)
 
 NAMESPACES = nvidia.NAMESPACES
 
@@ -174,11 +182,15 @@ def listed_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, di
 
 
 @st.composite
-def capacity_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, dict, dict, list]:
+def capacity_registration(
+    draw, b: Backend, node: str, now: int, neuron_cores: int = 2
+) -> tuple[dict, dict, dict, list]:
     """Backends whose devices HAMi derives from `status.capacity` (vendor_specs: registration)."""
     cards = draw(st.sampled_from([0, 1, 2, 2, 4, 4, 8]))
     ann: dict[str, str] = {}
-    if b.family == "metax":
+    if b.family == "neuron":
+        capacity, devs = neuron_capacity(draw, b, node, neuron_cores)
+    elif b.family == "metax":
         capacity = {b.count: str(cards)}
         devs = [device_on(b.derived_id.format(node=node, i=i), i, 65536) for i in range(cards)]
         for key in METAX_TOPOLOGY:
@@ -213,6 +225,26 @@ def capacity_registration(draw, b: Backend, node: str, now: int) -> tuple[dict, 
     return ann, capacity, dict(capacity), devs
 
 
+# Devices per Neuron node (trn1.32xlarge and inf1.24xlarge have 16: HAMi's pdqsort then).
+NEURON_DEVICES = [1, 2, 4, 4, 8, 8, 12, 16, 16, 0]
+
+
+def neuron_capacity(draw, b: Backend, node: str, cores_per_device: int) -> tuple[dict, list]:
+    """AWS Neuron's count and core capacities: `cores_per_device` is the case's (HAMi takes the
+    first node's for every node, hami-fast each node's own: one value per case compares like with
+    like); a remainder below the count now and then (HAMi divides rounding down)."""
+    count = draw(st.sampled_from(NEURON_DEVICES))
+    remainder = draw(st.sampled_from([0, 0, 0, 1])) if count > 1 else 0
+    capacity: dict[str, str | None] = {b.count: str(count), b.cores: str(cores_per_device * count + remainder)}
+    if cores_per_device == 0 and one_in(draw, 2):
+        capacity[b.cores] = None  # no core capacity at all: no cores either
+    if one_in(draw, 25):
+        capacity[b.count] = "1500m"  # no integer: HAMi finds no devices
+        return capacity, []
+    devs = [device_on(b.derived_id.format(node=node, i=i), i, 0) for i in range(count)]
+    return capacity, devs
+
+
 def device_on(uuid: str, index: int, devmem: int) -> dict[str, Any]:
     return {"id": uuid, "index": index, "devmem": devmem, "type": "", "health": True}
 
@@ -224,16 +256,19 @@ def lock_value(kind: str, now: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - age))
 
 
-def registration(b: Backend, node: str, now: int) -> st.SearchStrategy:
+def registration(b: Backend, node: str, now: int, neuron_cores: int = 2) -> st.SearchStrategy:
     if b.registration == "capacity":
-        return capacity_registration(b, node, now)
+        return capacity_registration(b, node, now, neuron_cores)
     return listed_registration(b, node, now)
 
 
 @st.composite
-def vendor_node(draw, name: str, backends: list[Backend], now: int) -> tuple[dict, dict[str, list]]:
+def vendor_node(
+    draw, name: str, backends: list[Backend], now: int, neuron_cores: int = 2
+) -> tuple[dict, dict[str, list]]:
     """One node registering `backends`: the Node object and the devices HAMi sees per backend."""
     ann: dict[str, str] = {}
+    labels: dict[str, str] = {}
     capacity: dict[str, str] = {"cpu": "8", "memory": "32Gi"}
     allocatable = dict(capacity)
     seen: dict[str, list] = {}
@@ -244,17 +279,19 @@ def vendor_node(draw, name: str, backends: list[Backend], now: int) -> tuple[dic
             allocatable.update(obj["status"]["allocatable"])
             capacity.update(obj["status"]["allocatable"])
         else:
-            a, cap, alloc, devs = draw(registration(b, name, now))
+            a, cap, alloc, devs = draw(registration(b, name, now, neuron_cores))
             ann.update(a)
             capacity.update({k: v for k, v in cap.items() if v is not None})
             allocatable.update({k: v for k, v in alloc.items() if v is not None})
         seen[b.common_word] = devs
     if any(b.family == "ascend" for b in backends) and not one_in(draw, 4):
         ann[ASCEND_NODE_MODE] = draw(st.sampled_from(["true", "false", "false"]))
+    if any(b.family == "neuron" for b in backends) and not one_in(draw, 5):
+        labels["node.kubernetes.io/instance-type"] = draw(st.sampled_from(NEURON_INSTANCE_TYPES))
     obj = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "annotations": ann},
+        "metadata": {"name": name, "annotations": ann, **({"labels": labels} if labels else {})},
         "status": {"capacity": capacity, "allocatable": allocatable},
     }
     return obj, seen
@@ -271,10 +308,10 @@ def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
 
 
 # Cores a resident holds per device: AMD's are compute units (a card has 104 to 304 of them).
-RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304]}
+RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304], "neuron": [1, 2, 3, 3, 0, 15, 7]}
 # Memory a resident holds per device, by backend: Kunlunxin's vXPU slices come in three sizes (a
 # card holding slices of two sizes takes no more).
-RESIDENT_MEMORY = {"XPU": [24576, 24576, 49152, 98304, 1024], "kunlun": [98304, 98304, 0]}
+RESIDENT_MEMORY = {"XPU": [24576, 24576, 49152, 98304, 1024], "kunlun": [98304, 98304, 0], "AWSNeuron": [0, 0, 0, 1024]}
 
 
 @st.composite
@@ -349,6 +386,8 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
         if b.memory:
             sizes = [None, None, 0, 1000, 24576, 30000, 49152, 60000, 98304, 200000, "0.5", "1Gi"]
             asked[b.memory] = draw(amount(sizes))
+    elif b.family == "neuron":
+        asked.update(neuron_asks(draw, b))
     elif b.family == "amd":
         asked[b.memory] = draw(amount([None, None, 0, 8000, 32768, 65536, 300000]))
     elif b.family == "ascend":
@@ -361,6 +400,18 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
         asked[b.cores] = draw(amount([None] * 8 + [0, 5, 10, 50, 100, 150]))
         asked[b.cores] = draw(amount([None] * 8 + [1, 25, 50, 100, 100] * 2 + [0, 150]))
     return {k: v for k, v in asked.items() if v is not None}
+
+
+def neuron_asks(draw, b: Backend) -> dict[str, str | None]:
+    """Whole devices (counts that fit a run or not), cores (that split or not), or both (the count
+    wins); values HAMi's webhook refuses now and then."""
+    kind = draw(st.sampled_from(["devices", "devices", "cores", "cores", "cores", "both"]))
+    odd = one_in(draw, 12)
+    devices = draw(amount([1, 1, 1, 2, 2, 3, 4, 4, 8, 16])) if kind != "cores" else None
+    cores = draw(amount([1, 1, 1, 2, 2, 3, 4, 6, 8])) if kind != "devices" else None
+    if odd:  # refused by HAMi's webhook
+        devices, cores = (draw(amount([0, "0.5"])), None) if kind != "cores" else (None, draw(amount([0, "1.5"])))
+    return {b.count: devices, b.cores: cores}
 
 
 @st.composite
@@ -460,6 +511,8 @@ def drop_ascend_cores(containers: list[dict[str, Any]]) -> None:
 # Memory limits per family, in the resource's own units (HAMi's FitQuota scales them by the
 # backend's memory factor): Cambricon's are 256 MiB each, so its limits are smaller numbers.
 QUOTA_MEMORY = {"": [4000, 20000, 100000, 1000000], "cambricon": [20, 64, 128, 400, 4000]}
+# Core limits per family: AWS Neuron counts core bitmasks (a few per device).
+QUOTA_CORES = {"neuron": [1, 2, 4, 8, 30]}
 
 
 @st.composite
@@ -481,7 +534,7 @@ def vendor_quotas(draw, backends: list[Backend]) -> list[dict[str, Any]]:
         if b.memory and draw(st.booleans()):
             hard[f"limits.{b.memory}"] = str(draw(st.sampled_from(QUOTA_MEMORY.get(b.family, QUOTA_MEMORY[""]))))
         if b.cores and (draw(st.booleans()) or not hard):
-            hard[f"limits.{b.cores}"] = str(draw(st.sampled_from([50, 100, 300, 1000])))
+            hard[f"limits.{b.cores}"] = str(draw(st.sampled_from(QUOTA_CORES.get(b.family, [50, 100, 300, 1000]))))
         out.append(
             {
                 "apiVersion": "v1",
@@ -504,12 +557,14 @@ def vendor_cases(draw, family: str, partners: tuple[str, ...] = (), max_nodes: i
     nodes, residents, mixed = [], [], False
     uuids: dict[str, list[str]] = {}
     present: dict[str, Backend] = {}
+    # AWS Neuron: one cores-per-device value for every node of the case (vendors.neuron_capacity).
+    neuron_cores = draw(st.sampled_from([2, 2, 2, 1, 4, 8, 0])) if "neuron" in (family, *partners) else 2
     for n in range(draw(st.integers(1, max_nodes))):
         name = f"node-{n}"
         backends = draw(st.lists(st.sampled_from(focus), min_size=1, max_size=min(2, len(focus)), unique=True))
         if partner_backends and one_in(draw, 3):
             backends.append(draw(st.sampled_from(partner_backends)))
-        obj, seen = draw(vendor_node(name, backends, now))
+        obj, seen = draw(vendor_node(name, backends, now, neuron_cores))
         nodes.append(obj)
         mixed = mixed or len(backends) > 1
         for b in backends:

@@ -19,6 +19,9 @@ pub const NODE_HANDSHAKE_KEYS: [&str; 5] = [
 /// Kunlunxin whole cards' allocation (no `-devices-` in it, unlike the other backends').
 pub const KUNLUN_ALLOCATED_KEY: &str = "hami.io/kunlun-allocated";
 
+/// The node label AWS Neuron's backend reads: the instance type (`inf*` types take any run of devices).
+pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+
 /// MetaX's per-node topology tables (`.losses`, `.scores`), read by its GPU backend's node score.
 pub const METAX_TOPOLOGY_PREFIX: &str = "metax-tech.com/gpu.topology.";
 

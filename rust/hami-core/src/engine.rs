@@ -230,10 +230,9 @@ impl Engine {
             let (chosen, scores, failed, ranked, verdicts) = state.without_pod(&key, OwnFootprint::Restore, |state| {
                 let candidates = names.iter().map(|n| (n.as_str(), state.nodes.get(n)));
                 let eval = evaluate_nodes(state, &placement, now, candidates, |n| state.nodes.get(n));
-                let asked_nvidia = !placement.request.asks_no_nvidia();
                 let chosen = eval.chosen.as_ref().and_then(|(n, f)| {
                     let node = state.nodes.get(n)?;
-                    Some(((*n).to_owned(), allocation_annotations(node, &state.backends, f, asked_nvidia, now)))
+                    Some(((*n).to_owned(), allocation_annotations(node, &state.backends, f, &placement.request, now)))
                 });
                 let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
                 let verdicts: BTreeMap<String, Verdict> =

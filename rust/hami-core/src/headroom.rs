@@ -200,7 +200,8 @@ impl ClusterState {
     pub fn headroom(&mut self, pod_bytes: &[u8]) -> Vec<u8> {
         let result = (|| -> crate::error::Result<Headroom> {
             let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| crate::error::Error::decode("Pod", e))?;
-            apply_defaults(&mut pod, &self.config, &self.backends)?;
+            let neuron_cores = crate::vendor::neuron::cluster_cores(&pod, &self.backends, self.nodes.values());
+            apply_defaults(&mut pod, &self.config, &self.backends, crate::vendor::neuron::split_size(neuron_cores))?;
             if pod.metadata.namespace.is_empty() {
                 pod.metadata.namespace = "default".into();
             }

@@ -124,20 +124,22 @@ fn mutate_container(c: &mut Container, base: &str, cfg: &Config, ops: &mut Vec<P
 }
 
 /// Applies the per-container defaults to every container (init first), NVIDIA's and the other
-/// backends'; used by the webhook and `explain`.
-pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Result<Mutation> {
+/// backends'; used by the webhook and `explain`. `neuron_split`: the cores per device AWS Neuron
+/// core requests are split by ([`crate::vendor::neuron::split_size`]).
+pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends, neuron_split: i64) -> Result<Mutation> {
     let mut m = Mutation::default();
     let soft_split = pod.metadata.annotations.get(ascend::MODE_KEY).is_some_and(|v| v == ascend::HAMI_CORE);
+    let vendors = VendorDefaults { backends, soft_split, neuron_split };
     let mut annotations = Vec::new();
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m, &mut annotations)?;
+        m.has_resource |= mutate_for_vendors(c, &base, &vendors, &mut m, &mut annotations)?;
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
         let base = format!("/spec/containers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
-        m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m, &mut annotations)?;
+        m.has_resource |= mutate_for_vendors(c, &base, &vendors, &mut m, &mut annotations)?;
     }
     for (key, value) in annotations {
         let op = if pod.metadata.annotations.is_empty() {
@@ -171,19 +173,31 @@ fn mutate_card_sizes(
     Ok(true)
 }
 
+/// What the other backends' webhook reads besides the container.
+#[derive(Clone, Copy)]
+struct VendorDefaults<'a> {
+    backends: &'a Backends,
+    soft_split: bool,
+    neuron_split: i64,
+}
+
 /// The other backends' `MutateAdmission`: whether the container asks for one (its count resource
 /// in the limits), and the defaults a backend sets ([`Admission`]); an error is HAMi's (HTTP 500).
 fn mutate_for_vendors(
     c: &mut Container,
     base: &str,
-    backends: &Backends,
-    soft_split: bool,
+    vendors: &VendorDefaults,
     m: &mut Mutation,
     annotations: &mut Vec<(String, String)>,
 ) -> Result<bool> {
     let mut has = false;
     let ops = &mut m.ops;
-    for b in backends.iter() {
+    let soft_split = vendors.soft_split;
+    for b in vendors.backends.iter() {
+        if b.admission == Admission::NeuronAsk {
+            has |= crate::vendor::neuron::admission(c, b, vendors.neuron_split).map_err(|e| Error::invalid("", e))?;
+            continue;
+        }
         if b.admission == Admission::CorePercent {
             if let Some(message) = crate::vendor::amd::admission_error(c, b) {
                 return Err(Error::invalid("", message));
@@ -293,7 +307,9 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
     {
         return Verdict::Allow(Some("pod already has different scheduler assigned".into()));
     }
-    let mut m = match apply_defaults(pod, cfg, &state.backends) {
+    let neuron_cores = crate::vendor::neuron::cluster_cores(pod, &state.backends, state.nodes.values());
+    let neuron_split = crate::vendor::neuron::split_size(neuron_cores);
+    let mut m = match apply_defaults(pod, cfg, &state.backends, neuron_split) {
         Ok(m) => m,
         Err(e) => return Verdict::Fail(500, e.message),
     };
@@ -318,7 +334,7 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
     }
     // HAMi checks the quota of every pod, with or without a resource limit the webhook saw
     // (a pod asking for vGPUs only in `requests` is counted too).
-    if exceeds_admission_quota(state, pod) || exceeds_vendor_quota(state, pod) {
+    if exceeds_admission_quota(state, pod) || exceeds_vendor_quota(state, pod, neuron_cores) {
         return Verdict::Deny("exceeding resource quota".into());
     }
     Verdict::Patch(m.ops)
@@ -357,7 +373,7 @@ fn exceeds_admission_quota(state: &ClusterState, pod: &Pod) -> bool {
 /// HAMi's admission quota for every other backend with a memory or core name: the pod's request
 /// as the backend reads it (app containers summed, init containers at their peak, per card times
 /// the count) against the namespace's limits on that backend's resources.
-fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod) -> bool {
+fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod, neuron_cores: i64) -> bool {
     let ns = &pod.metadata.namespace;
     state.backends.iter().any(|b| {
         if b.memory_name.is_empty() && b.core_name.is_empty() {
@@ -365,13 +381,13 @@ fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod) -> bool {
         }
         let (mut app, mut init) = ((0i64, 0i64), (0i64, 0i64));
         for c in &pod.spec.containers {
-            if let Some(r) = crate::vendor::request::container_request(c, b) {
-                app = (app.0 + r.memreq * r.nums, app.1 + r.coresreq * r.nums);
+            if let Some((mem, cores)) = crate::vendor::neuron::quota_request(c, b, neuron_cores) {
+                app = (app.0 + mem, app.1 + cores);
             }
         }
         for c in &pod.spec.init_containers {
-            if let Some(r) = crate::vendor::request::container_request(c, b) {
-                init = (init.0.max(r.memreq * r.nums), init.1.max(r.coresreq * r.nums));
+            if let Some((mem, cores)) = crate::vendor::neuron::quota_request(c, b, neuron_cores) {
+                init = (init.0.max(mem), init.1.max(cores));
             }
         }
         let (mem, cores) = (app.0.max(init.0), app.1.max(init.1));

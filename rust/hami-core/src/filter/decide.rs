@@ -26,9 +26,10 @@ pub fn allocation_annotations(
     node: &GpuNode,
     backends: &Backends,
     fit: &NodeFit,
-    asked_nvidia: bool,
+    request: &crate::request::PodRequest,
     now: i64,
 ) -> BTreeMap<String, String> {
+    let asked_nvidia = !request.asks_no_nvidia();
     let mut out = BTreeMap::from([
         (codec::VGPU_NODE_KEY.to_owned(), node.name.clone()),
         (codec::VGPU_TIME_KEY.to_owned(), now.to_string()),
@@ -61,7 +62,7 @@ pub fn allocation_annotations(
             out.insert(format!("huawei.com/{}", backend.common_word), runtime);
             out.insert(ascend::PREDICATE_TIME_KEY.to_owned(), now.to_string());
         }
-        out.extend(backend.extra_annotations(node, placed, now));
+        out.extend(backend.extra_annotations(node, placed, &request.vendor, now));
     }
     out
 }
@@ -211,7 +212,7 @@ pub fn decide(
         };
     };
     let annotations = match state.nodes.get(node) {
-        Some(n) => allocation_annotations(n, &state.backends, fit, !placement.request.asks_no_nvidia(), now),
+        Some(n) => allocation_annotations(n, &state.backends, fit, &placement.request, now),
         None => BTreeMap::new(),
     };
     if record {

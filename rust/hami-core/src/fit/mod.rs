@@ -1,6 +1,7 @@
 //! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reasons ([`reason`]).
 
 pub mod mig;
+pub mod neuron;
 pub mod reason;
 pub mod standard;
 pub mod verdict;
@@ -164,11 +165,13 @@ fn vendor_scores(node: &GpuNode, usage: &[DeviceUsage], ctx: &PodContext, slot: 
 struct VendorSlots<'r> {
     request: &'r PodRequest,
     placed: Vec<(std::sync::Arc<crate::vendor::Backend>, PodDevices)>,
+    /// AWS Neuron's counters of the phase being placed.
+    neuron: neuron::Counters,
 }
 
 impl<'r> VendorSlots<'r> {
     fn new(request: &'r PodRequest) -> Self {
-        Self { request, placed: Vec::new() }
+        Self { request, placed: Vec::new(), neuron: neuron::Counters::default() }
     }
 
     /// Places container `slot`'s vendor requests after its NVIDIA one (HAMi takes a container's
@@ -183,6 +186,10 @@ impl<'r> VendorSlots<'r> {
         scores: Option<&[f32]>,
     ) -> Result<(), FitFailure> {
         let scores = scores.unwrap_or(&[]);
+        // Each init container starts from the node's usage, the app containers from one copy.
+        if slot <= self.request.init_count {
+            self.neuron.reset();
+        }
         for r in self.request.vendor_requests(slot) {
             let at = match self.placed.iter().position(|(b, _)| b == &r.backend) {
                 Some(at) => at,
@@ -198,7 +205,12 @@ impl<'r> VendorSlots<'r> {
                 init_count,
                 quota: ctx.card_quota.filter(|_| r.backend.quota_per_card),
             };
-            let devices = standard::fit_request(node, usage, order, r, scores, ctx, &earlier)?;
+            let devices = match r.backend.checks {
+                crate::vendor::FitChecks::Neuron => {
+                    neuron::fit_request(node, usage, order, r, scores, ctx, &mut self.neuron)?
+                }
+                _ => standard::fit_request(node, usage, order, r, scores, ctx, &earlier)?,
+            };
             self.placed[at].1[slot] = devices;
         }
         Ok(())
@@ -485,6 +497,8 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     let unscored = requests.first().is_some_and(|r| r.backend.score == crate::vendor::NodeScore::Zero);
     // Kunlunxin's choice on its interconnect graph can refuse a node with enough free cards.
     let graph = requests.first().is_some_and(|r| r.backend.checks == crate::vendor::FitChecks::XpuSlices);
+    // AWS Neuron's runs of positions and core bits: walked in full.
+    let graph = graph || requests.first().is_some_and(|r| r.backend.checks == crate::vendor::FitChecks::Neuron);
     (single && unscored && !graph && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
 }
 

@@ -400,7 +400,7 @@ fn type_allowed(backend: &Backend, hints: &crate::policy::PodHints, device_type:
 }
 
 /// HAMi's `CheckUUID`: the use list must hold the UUID, the nouse list must not.
-fn uuid_allowed(backend: &Backend, hints: &crate::policy::PodHints, id: &str) -> bool {
+pub(super) fn uuid_allowed(backend: &Backend, hints: &crate::policy::PodHints, id: &str) -> bool {
     let (use_key, nouse_key) = &backend.uuid_keys;
     let holds = |key: &str| {
         hints.vendor_filter(key).filter(|v| !v.trim().is_empty()).map(|v| v.split(',').any(|u| u.trim() == id))

@@ -153,6 +153,9 @@ pub struct MetaView<'a> {
     pub resource_version: Cow<'a, str>,
     #[serde(borrow)]
     pub annotations: HamiAnnotations<'a>,
+    /// The one label a backend reads (AWS Neuron's instance type).
+    #[serde(borrow)]
+    pub labels: InstanceType<'a>,
     /// Set once the object is being deleted (a pod in its termination grace period).
     pub deletion_timestamp: Option<IgnoredAny>,
 }
@@ -166,6 +169,37 @@ impl MetaView<'_> {
     /// A pod's reservation key: its UID, else `namespace/name`.
     pub fn reservation_key(&self) -> String {
         crate::k8s::reservation_key(&self.uid, &self.namespace, &self.name)
+    }
+}
+
+/// A node's `node.kubernetes.io/instance-type` label; the other labels are skipped unread.
+#[derive(Debug, Default)]
+pub struct InstanceType<'a>(pub Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for InstanceType<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct LabelVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for LabelVisitor<'a> {
+            type Value = InstanceType<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of labels")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(InstanceType::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = InstanceType::default();
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+                    if key == crate::annotations::INSTANCE_TYPE_LABEL {
+                        out.0 = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(LabelVisitor(std::marker::PhantomData))
     }
 }
 

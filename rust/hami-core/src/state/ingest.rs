@@ -175,8 +175,9 @@ impl ClusterState {
             .map_err(|e| Error::invalid(format!("Node {}", view.metadata.name), e).field("status"))?;
         let was_member =
             self.nodes.get(view.metadata.name.as_ref()).map(|n| n.vendor_members.clone()).unwrap_or_default();
+        let labels = &view.metadata.labels;
         let (vendor_devices, members, skipped) =
-            self.vendor_devices(&view.metadata.name, &view.metadata.annotations, &status, &was_member);
+            self.vendor_devices(&view.metadata.name, &view.metadata.annotations, (&status, labels), &was_member);
         let mut fresh = GpuNode::from_annotations(&view.metadata.name, &view.metadata.annotations, vendor_devices);
         fresh.vendor_members = members;
         fresh.vnpu_core =
@@ -208,7 +209,7 @@ impl ClusterState {
         &self,
         node: &str,
         ann: &crate::k8s::view::HamiAnnotations,
-        status: &NodeStatusView,
+        (status, labels): (&NodeStatusView, &crate::k8s::view::InstanceType),
         was_member: &[u8],
     ) -> (Vec<codec::Device>, Vec<u8>, Option<Error>) {
         let mut out = Vec::new();
@@ -228,6 +229,13 @@ impl ClusterState {
             if backend.register_format == crate::vendor::RegisterFormat::KunlunCards {
                 let count = status.capacity.get(&backend.count_name).and_then(crate::k8s::Quantity::as_int);
                 out.extend(crate::vendor::kunlun::cards(node, backend, count.unwrap_or(0), id));
+                continue;
+            }
+            if backend.register_format == crate::vendor::RegisterFormat::NeuronCapacity {
+                let instance_type = labels.0.as_deref().unwrap_or("");
+                if let Err(e) = neuron_devices(node, backend, status, instance_type, id, &mut out) {
+                    skipped.get_or_insert(e);
+                }
                 continue;
             }
             if let crate::vendor::RegisterFormat::CoreShares(shares) = backend.register_format {
@@ -480,6 +488,40 @@ fn core_share_devices(
     };
     out.extend(crate::vendor::core_share_devices(node, backend, shares, cores, memory, id));
     Ok(())
+}
+
+/// AWS Neuron's devices from the node's capacities. A count that is no integer leaves them out and
+/// a core capacity that is none gives devices without cores, as in HAMi; a count no instance has
+/// is left out too (HAMi would make that many devices); each with a warning.
+fn neuron_devices(
+    node: &str,
+    backend: &crate::vendor::Backend,
+    status: &NodeStatusView,
+    instance_type: &str,
+    id: u8,
+    out: &mut Vec<codec::Device>,
+) -> Result<()> {
+    let not_integer = |name: &str, q: &crate::k8s::Quantity, outcome: &str| {
+        let field = format!("status.capacity[{name}] (its {} devices {outcome})", backend.common_word);
+        Error::invalid(format!("Node {node}"), format!("{:?} is not an integer", q.0)).field(field)
+    };
+    let Some(quantity) = status.capacity.get(&backend.count_name) else { return Ok(()) };
+    let Some(count) = quantity.as_int() else {
+        return Err(not_integer(&backend.count_name, quantity, "are skipped"));
+    };
+    if count > crate::vendor::neuron::MAX_NODE_DEVICES {
+        let field =
+            format!("status.capacity[{}] (its {} devices are skipped)", backend.count_name, backend.common_word);
+        let message = format!("{count} devices, more than {} on one node", crate::vendor::neuron::MAX_NODE_DEVICES);
+        return Err(Error::invalid(format!("Node {node}"), message).field(field));
+    }
+    let cores = status.capacity.get(&backend.core_name);
+    let core_count = cores.map_or(Some(0), crate::k8s::Quantity::as_int);
+    out.extend(crate::vendor::neuron::devices(node, count, core_count.unwrap_or(0), instance_type, id));
+    match (cores, core_count) {
+        (Some(q), None) => Err(not_integer(&backend.core_name, q, "have no cores")),
+        _ => Ok(()),
+    }
 }
 
 /// A non-zero fingerprint of the register annotation: HAMi's registration rule notices when it changes.

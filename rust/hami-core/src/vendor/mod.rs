@@ -16,6 +16,7 @@ mod iluvatar;
 pub mod kunlun;
 pub mod metax;
 mod mthreads;
+pub mod neuron;
 pub mod request;
 pub mod vastai;
 
@@ -52,6 +53,8 @@ pub enum RegisterFormat {
     CoreShares(CoreShares),
     /// No annotation: Kunlunxin's whole cards from the count resource's capacity ([`kunlun::cards`]).
     KunlunCards,
+    /// No annotation: AWS Neuron devices from the count and core capacities ([`neuron::devices`]).
+    NeuronCapacity,
 }
 
 /// Devices HAMi derives from a node's capacity of a backend's core resource: one per
@@ -90,6 +93,8 @@ pub enum PodExtras {
     Mthreads,
     /// `BAIDU_COM_DEVICE_IDX` ([`kunlun::extra_annotations`]).
     Kunlun,
+    /// `AWS_NEURON_IDS` and the other `NEURON_*` keys ([`neuron::extra_annotations`]).
+    Neuron,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -122,6 +127,9 @@ pub enum FitChecks {
     /// Kunlunxin vXPU slices: free memory, and the slices on a card all of one size; chosen on the
     /// interconnect graph ([`crate::fit::xpu`]).
     XpuSlices,
+    /// AWS Neuron: several devices as one run of positions, one device by its free core bits
+    /// ([`crate::fit::neuron`]).
+    Neuron,
 }
 
 /// What a backend adds to a node's score (HAMi's `ScoreNode`).
@@ -158,6 +166,9 @@ pub enum Admission {
     CardSizes,
     /// A memory limit rounded to a slice size, in the limits and the requests ([`kunlun::trim_memory`]).
     XpuMemory,
+    /// Either resource (limits or requests) routes the pod; HAMi's checks of the values
+    /// ([`neuron::admission`]).
+    NeuronAsk,
 }
 
 /// How a backend reads a container's request.
@@ -172,6 +183,8 @@ pub enum RequestFormat {
     /// Memory (limits, then requests) rounded to a slice size, cores its share of a card
     /// ([`kunlun::container_request`]).
     XpuMemory,
+    /// Devices, else cores, resolved per node ([`neuron::container_request`]).
+    Neuron,
 }
 
 /// When HAMi keeps a node's devices of a backend.
@@ -240,11 +253,12 @@ impl Backend {
     }
 
     /// The annotations this backend writes beside its device lists, for `placed` (one entry per
-    /// container slot) on `node`.
+    /// container slot) on `node`; `requests` are the pod's, per container slot.
     pub fn extra_annotations(
         &self,
         node: &crate::model::GpuNode,
         placed: &crate::codec::PodDevices,
+        requests: &[Vec<request::VendorRequest>],
         now: i64,
     ) -> Vec<(String, String)> {
         match self.extras {
@@ -252,6 +266,7 @@ impl Backend {
             PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
             PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
             PodExtras::Kunlun => kunlun::extra_annotations(node, placed),
+            PodExtras::Neuron => neuron::extra_annotations(node, self, placed, requests, now),
         }
     }
 
@@ -293,6 +308,7 @@ impl Backends {
         list.extend(mthreads::backend(devices));
         list.extend(kunlun::card_backend(devices));
         list.extend(kunlun::slice_backend(devices));
+        list.extend(neuron::backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
