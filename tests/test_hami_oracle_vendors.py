@@ -174,6 +174,10 @@ def plain_node(b: Backend) -> dict[str, Any]:
         annotations[b.register_key] = json.dumps(devices)
     elif b.registration == "colon":
         annotations[b.register_key] = colon_encoded(devices, [False, True])
+    elif b.registration == "drs":
+        listed = [{"index": str(i), "minor": str(i), "capacity": 6} for i in range(2)]
+        profiles = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
+        annotations[b.register_key] = json.dumps({"devices": listed, "profiles": profiles})
     elif b.family == "mthreads":
         status = {b.cores: "32", b.memory: "192", b.count: "200"}
     elif b.family == "cambricon":

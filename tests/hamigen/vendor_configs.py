@@ -30,6 +30,7 @@ SECTIONS = {
     "enflame": ("enflame", ("resourceNameGCU",)),
     "vastai": ("vastai", NAME_KEYS[:1]),
     "kunlun": ("kunlun", ("resourceCountName", "resourceVCountName", "resourceVMemoryName")),
+    "enflame-drs": ("enflame", ("resourceNameDRSGCU", "resourceNameGCUMemory", "resourceNameGCUCore")),
     "ascend": ("vnpus", ("resourceName", "resourceMemoryName", "resourceCoreName")),
 }
 

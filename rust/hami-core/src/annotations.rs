@@ -19,6 +19,9 @@ pub const NODE_HANDSHAKE_KEYS: [&str; 5] = [
 /// Kunlunxin whole cards' allocation (no `-devices-` in it, unlike the other backends').
 pub const KUNLUN_ALLOCATED_KEY: &str = "hami.io/kunlun-allocated";
 
+/// Enflame DRS's registration: devices and profiles, JSON (not under `hami.io/`).
+pub const ENFLAME_DRS_CAPACITY_KEY: &str = "enflame.com/gcu-drs-capacity";
+
 /// MetaX's per-node topology tables (`.losses`, `.scores`), read by its GPU backend's node score.
 pub const METAX_TOPOLOGY_PREFIX: &str = "metax-tech.com/gpu.topology.";
 

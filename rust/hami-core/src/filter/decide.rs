@@ -27,6 +27,7 @@ pub fn allocation_annotations(
     backends: &Backends,
     fit: &NodeFit,
     asked_nvidia: bool,
+    pod: &crate::k8s::Pod,
     now: i64,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::from([
@@ -61,7 +62,7 @@ pub fn allocation_annotations(
             out.insert(format!("huawei.com/{}", backend.common_word), runtime);
             out.insert(ascend::PREDICATE_TIME_KEY.to_owned(), now.to_string());
         }
-        out.extend(backend.extra_annotations(node, placed, now));
+        out.extend(backend.extra_annotations(node, placed, pod, now));
     }
     out
 }
@@ -211,7 +212,7 @@ pub fn decide(
         };
     };
     let annotations = match state.nodes.get(node) {
-        Some(n) => allocation_annotations(n, &state.backends, fit, !placement.request.asks_no_nvidia(), now),
+        Some(n) => allocation_annotations(n, &state.backends, fit, !placement.request.asks_no_nvidia(), placement.pod, now),
         None => BTreeMap::new(),
     };
     if record {

@@ -1,5 +1,6 @@
 //! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reasons ([`reason`]).
 
+pub mod drs;
 pub mod mig;
 pub mod reason;
 pub mod standard;
@@ -484,7 +485,10 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     // the cards that pass and scores the choice: walked in full.
     let unscored = requests.first().is_some_and(|r| r.backend.score == crate::vendor::NodeScore::Zero);
     // Kunlunxin's choice on its interconnect graph can refuse a node with enough free cards.
-    let graph = requests.first().is_some_and(|r| r.backend.checks == crate::vendor::FitChecks::XpuSlices);
+    // Enflame DRS asks a profile chosen from the node's, not the request's own sizes.
+    let graph = requests
+        .first()
+        .is_some_and(|r| matches!(r.backend.checks, crate::vendor::FitChecks::XpuSlices | crate::vendor::FitChecks::DrsProfile));
     (single && unscored && !graph && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
 }
 

@@ -11,6 +11,7 @@ pub mod ascend_topology;
 mod biren;
 mod cambricon;
 mod enflame;
+pub mod enflame_drs;
 mod hygon;
 mod iluvatar;
 pub mod kunlun;
@@ -52,6 +53,8 @@ pub enum RegisterFormat {
     CoreShares(CoreShares),
     /// No annotation: Kunlunxin's whole cards from the count resource's capacity ([`kunlun::cards`]).
     KunlunCards,
+    /// Enflame DRS's capacity annotation: devices and profiles ([`enflame_drs::devices`]).
+    DrsCapacity,
 }
 
 /// Devices HAMi derives from a node's capacity of a backend's core resource: one per
@@ -90,6 +93,8 @@ pub enum PodExtras {
     Mthreads,
     /// `BAIDU_COM_DEVICE_IDX` ([`kunlun::extra_annotations`]).
     Kunlun,
+    /// `enflame.com/gcu-assigned*` and `assigned-containers` ([`enflame_drs::extra_annotations`]).
+    EnflameDrs,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -122,6 +127,9 @@ pub enum FitChecks {
     /// Kunlunxin vXPU slices: free memory, and the slices on a card all of one size; chosen on the
     /// interconnect graph ([`crate::fit::xpu`]).
     XpuSlices,
+    /// Enflame DRS: a profile chosen for the request, then one device with a free slot, the
+    /// profile's memory and cores ([`crate::fit::drs`]); its slices counted as slots taken.
+    DrsProfile,
 }
 
 /// What a backend adds to a node's score (HAMi's `ScoreNode`).
@@ -158,6 +166,9 @@ pub enum Admission {
     CardSizes,
     /// A memory limit rounded to a slice size, in the limits and the requests ([`kunlun::trim_memory`]).
     XpuMemory,
+    /// Enflame DRS's checks of the count, memory and cores, each copied between limits and
+    /// requests ([`enflame_drs::admission`]).
+    DrsProfile,
 }
 
 /// How a backend reads a container's request.
@@ -172,6 +183,8 @@ pub enum RequestFormat {
     /// Memory (limits, then requests) rounded to a slice size, cores its share of a card
     /// ([`kunlun::container_request`]).
     XpuMemory,
+    /// A profile asked by its slices, or by memory and cores ([`enflame_drs::container_request`]).
+    DrsProfile,
 }
 
 /// When HAMi keeps a node's devices of a backend.
@@ -240,14 +253,16 @@ impl Backend {
     }
 
     /// The annotations this backend writes beside its device lists, for `placed` (one entry per
-    /// container slot) on `node`.
+    /// container slot) of `pod` on `node`.
     pub fn extra_annotations(
-        &self,
+        self: &std::sync::Arc<Self>,
         node: &crate::model::GpuNode,
         placed: &crate::codec::PodDevices,
+        pod: &crate::k8s::Pod,
         now: i64,
     ) -> Vec<(String, String)> {
         match self.extras {
+            PodExtras::EnflameDrs => enflame_drs::extra_annotations(node, self, placed, pod, now),
             PodExtras::None => Vec::new(),
             PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
             PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
@@ -287,6 +302,7 @@ impl Backends {
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
+        list.extend(enflame_drs::backend(devices));
         list.extend(amd::backend(devices));
         list.extend(vastai::backend(devices));
         list.extend(metax::gpu_backend(devices));
