@@ -13,7 +13,7 @@ only, so a supported family's test involves no other vendor. The others run too,
 `xfail(strict=False)`: HAMI_ORACLE_VENDORS=all runs every family as a plain test (partners drawn from
 every family), and HAMI_ORACLE_VENDORS=hygon,amd adds those families to `SUPPORTED` for one run.
 
-HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, twelve families;
+HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, thirteen families;
 the long runs with fresh seeds are in docs/compatibility.md); seeded as
 test_hami_oracle is (HAMI_ORACLE_SEED=random explores).
 """
@@ -55,6 +55,7 @@ SUPPORTED: set[str] = {
     "cambricon",
     "mthreads",
     "kunlun",
+    "enflame-drs",
 }
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))

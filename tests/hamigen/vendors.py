@@ -237,7 +237,7 @@ def drs_registration(draw, b: Backend, node: str) -> tuple[dict, dict, dict, lis
     slices = max(parse_drs_profile(name)[0] for name in profiles)
     n = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 8, 13]))
     offset = 4 if one_in(draw, 8) else 0
-    capacity = draw(st.sampled_from([slices] * 5 + [1, 2, 4]))
+    capacity = draw(st.sampled_from([slices] * 4 + [1, 1, 2, 3]))
     devices = []
     for i in range(n):
         index = i + offset
@@ -338,13 +338,13 @@ def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
 
 
 # Cores a resident holds per device: AMD's are compute units (a card has 104 to 304 of them).
-RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304], "enflame-drs": [17, 17, 50, 100, 0, 60]}
+RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304], "enflame-drs": [17, 50, 100, 100, 0, 60, 90]}
 # Memory a resident holds per device, by backend: Kunlunxin's vXPU slices come in three sizes (a
 # card holding slices of two sizes takes no more).
 RESIDENT_MEMORY = {
     "XPU": [24576, 24576, 49152, 98304, 1024],
     "kunlun": [98304, 98304, 0],
-    "Enflame": [6144, 6144, 20480, 40960, 1024],  # DRS profiles' MiB
+    "Enflame": [6144, 6144, 20480, 40960, 40960, 1024],  # DRS profiles' MiB
 }
 
 
@@ -442,11 +442,11 @@ def drs_limits(draw, b: Backend) -> dict[str, str | None]:
     mode = draw(st.sampled_from(["direct"] * 4 + ["spec"] * 4 + ["both", "odd"]))
     asked: dict[str, str | None] = {b.count: None}
     if mode in ("direct", "both"):
-        asked[b.count] = draw(amount([1, 1, 3, 3, 6, 2, 4, 12, 0]))
+        asked[b.count] = draw(amount([1, 1, 1, 3, 3, 6, 2, 12, 0]))
     if mode == "odd":
         asked[b.count] = draw(amount(["0.5", "4Gi", "1Gi", -1]))
     if mode != "direct":
-        asked[b.memory] = draw(amount([None, 6, 16, 20, 21, 40, 41, 81, 6144, 20480, 30000, 50000, 0]))
+        asked[b.memory] = draw(amount([None, None, 6, 16, 20, 21, 40, 41, 81, 6144, 20480, 30000, 50000, 0]))
         asked[b.cores] = draw(amount([None, None, 17, 20, 50, 51, 100, 0, 150]))
     return asked
 
