@@ -414,4 +414,9 @@ FAMILIES: dict[str, tuple[Backend, ...]] = {
 VENDORS = tuple(FAMILIES)
 
 # Annotations HAMi writes that hold a time: compared for presence only.
-TIME_ANNOTATIONS = ("hami.io/vgpu-time", "mthreads.com/predicate-time", "predicate-time", "enflame.com/gcu-assigned-time")
+TIME_ANNOTATIONS = (
+    "hami.io/vgpu-time",
+    "mthreads.com/predicate-time",
+    "predicate-time",
+    "enflame.com/gcu-assigned-time",
+)

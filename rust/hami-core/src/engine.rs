@@ -233,7 +233,10 @@ impl Engine {
                 let asked_nvidia = !placement.request.asks_no_nvidia();
                 let chosen = eval.chosen.as_ref().and_then(|(n, f)| {
                     let node = state.nodes.get(n)?;
-                    Some(((*n).to_owned(), allocation_annotations(node, &state.backends, f, asked_nvidia, placement.pod, now)))
+                    Some((
+                        (*n).to_owned(),
+                        allocation_annotations(node, &state.backends, f, asked_nvidia, placement.pod, now),
+                    ))
                 });
                 let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
                 let verdicts: BTreeMap<String, Verdict> =

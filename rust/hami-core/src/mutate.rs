@@ -292,7 +292,7 @@ fn admit_vnpu(
 }
 
 /// A quantity's value rounded up to an integer (Go's `Quantity.Value()`).
-pub(crate) fn ceil_value(q: &Quantity) -> Option<i64> {
+fn ceil_value(q: &Quantity) -> Option<i64> {
     q.as_int().or_else(|| {
         let milli = crate::k8s::quantity::cpu_milli(&q.0)?;
         Some(milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0))

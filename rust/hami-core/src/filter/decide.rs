@@ -212,7 +212,9 @@ pub fn decide(
         };
     };
     let annotations = match state.nodes.get(node) {
-        Some(n) => allocation_annotations(n, &state.backends, fit, !placement.request.asks_no_nvidia(), placement.pod, now),
+        Some(n) => {
+            allocation_annotations(n, &state.backends, fit, !placement.request.asks_no_nvidia(), placement.pod, now)
+        }
         None => BTreeMap::new(),
     };
     if record {

@@ -486,9 +486,9 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     let unscored = requests.first().is_some_and(|r| r.backend.score == crate::vendor::NodeScore::Zero);
     // Kunlunxin's choice on its interconnect graph can refuse a node with enough free cards.
     // Enflame DRS asks a profile chosen from the node's, not the request's own sizes.
-    let graph = requests
-        .first()
-        .is_some_and(|r| matches!(r.backend.checks, crate::vendor::FitChecks::XpuSlices | crate::vendor::FitChecks::DrsProfile));
+    let graph = requests.first().is_some_and(|r| {
+        matches!(r.backend.checks, crate::vendor::FitChecks::XpuSlices | crate::vendor::FitChecks::DrsProfile)
+    });
     (single && unscored && !graph && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
 }
 

@@ -88,7 +88,7 @@ pub fn fit_request(
 }
 
 /// HAMi's `getNodeResources`: the device's type contains the request's, ignoring case.
-pub(crate) fn of_type(device_type: &str, request_type: &str) -> bool {
+pub(super) fn of_type(device_type: &str, request_type: &str) -> bool {
     let (hay, needle) = (device_type.as_bytes(), request_type.as_bytes());
     needle.is_empty() || hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
 }

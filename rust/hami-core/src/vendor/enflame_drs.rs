@@ -78,8 +78,10 @@ pub fn devices(node: &str, value: &str, backend: &Backend, id: u8) -> Result<Vec
     let mut out = Vec::with_capacity(listed.len());
     for (position, d) in listed.iter().enumerate() {
         let index = d.index.as_deref().and_then(go_atoi).unwrap_or(position as i64);
-        let count = capacity(&d.capacity).filter(|c| *c > 0).ok_or_else(|| format!("device {position}: bad capacity"))?;
-        let minor = d.minor.as_deref().map(str::trim).filter(|m| !m.is_empty()).map_or(index.to_string(), str::to_owned);
+        let count =
+            capacity(&d.capacity).filter(|c| *c > 0).ok_or_else(|| format!("device {position}: bad capacity"))?;
+        let minor =
+            d.minor.as_deref().map(str::trim).filter(|m| !m.is_empty()).map_or(index.to_string(), str::to_owned);
         let info = [
             ("minor".to_owned(), Value::from(minor)),
             ("index".to_owned(), Value::from(index.to_string())),
@@ -133,9 +135,11 @@ fn device_specs(v: &Value) -> Result<Vec<DeviceSpec>, String> {
     list.iter()
         .map(|d| match d {
             Value::Null => Ok(DeviceSpec::default()),
-            Value::Object(o) => {
-                Ok(DeviceSpec { index: text(o, "index")?, minor: text(o, "minor")?, capacity: field(o, "capacity").clone() })
-            }
+            Value::Object(o) => Ok(DeviceSpec {
+                index: text(o, "index")?,
+                minor: text(o, "minor")?,
+                capacity: field(o, "capacity").clone(),
+            }),
             _ => Err("a device is not an object".into()),
         })
         .collect()
@@ -208,7 +212,8 @@ pub fn container_request(c: &Container, b: &Arc<Backend>) -> Option<VendorReques
 
 /// Go's `Quantity.Value()`: rounded up to an integer.
 fn value(q: &Quantity) -> i64 {
-    crate::mutate::ceil_value(q).unwrap_or(0)
+    let milli = || crate::k8s::quantity::cpu_milli(&q.0);
+    q.as_int().or_else(|| milli().map(|m| m.div_euclid(1000) + i64::from(m.rem_euclid(1000) != 0))).unwrap_or(0)
 }
 
 /// What HAMi's webhook makes of a container: an error (HTTP 500), or whether it asks DRS and by
@@ -315,7 +320,7 @@ pub fn extra_annotations(
         (ASSIGNED_KEY.to_owned(), "false".to_owned()),
         (ASSIGNED_TIME_KEY.to_owned(), now.saturating_mul(1_000_000_000).to_string()),
     ];
-    let typed = node.devices.iter().filter(|d| crate::fit::standard::of_type(&d.device_type, WORD));
+    let typed = node.devices.iter().filter(|d| d.device_type.to_lowercase().contains(&WORD.to_lowercase()));
     let candidates = profiles(typed);
     let containers: Vec<&Container> = pod.spec.init_containers.iter().chain(&pod.spec.containers).collect();
     let mut assigned: BTreeMap<String, String> = BTreeMap::new();
@@ -398,10 +403,17 @@ mod tests {
             "profiles":{"1g.6gb":"0","3g.20gb":"1","6g.40gb":"2","bad":"3"}}"#;
         let list = devices("n", value, &drs(), 4).unwrap();
         assert_eq!(list.len(), 2);
-        assert_eq!((list[0].id.as_str(), list[0].count, list[0].devmem, list[0].devcore), ("n-enflame-drs-1", 6, 40960, 100));
+        assert_eq!(
+            (list[0].id.as_str(), list[0].count, list[0].devmem, list[0].devcore),
+            ("n-enflame-drs-1", 6, 40960, 100)
+        );
         let info = list[0].custom_info.as_deref().unwrap();
         assert_eq!((info["minor"].as_str(), info["maxSlice"].as_i64()), (Some("7"), Some(6)));
-        assert_eq!((list[1].id.as_str(), list[1].count), ("n-enflame-drs-1", 4), "an index that is no number: its position");
+        assert_eq!(
+            (list[1].id.as_str(), list[1].count),
+            ("n-enflame-drs-1", 4),
+            "an index that is no number: its position"
+        );
         assert_eq!(list[1].custom_info.as_deref().unwrap()["minor"], "1");
     }
 
@@ -430,7 +442,8 @@ mod tests {
 
     #[test]
     fn a_request_takes_the_smallest_profile_that_holds_it() {
-        let value = r#"{"devices":[{"capacity":6}],"profiles":{"1g.6gb":"a","3g.24gb":"d","3g.20gb":"b","6g.40gb":"c"}}"#;
+        let value =
+            r#"{"devices":[{"capacity":6}],"profiles":{"1g.6gb":"a","3g.24gb":"d","3g.20gb":"b","6g.40gb":"c"}}"#;
         let list = profiles(devices("n", value, &drs(), 1).unwrap().iter());
         let name = |r: VendorRequest| select(&list, &r).map(|p| p.name.clone());
         assert_eq!(name(request(3, DIRECT, 0)).as_deref(), Some("3g.20gb"));
