@@ -278,3 +278,36 @@ def test_vendor_configs_match_hami(family):
         check_batch(batch)
 
     run()
+
+
+def test_drs_profile_twins_follow_go_map_order():
+    """Two Enflame DRS profiles of equal slices and memory: HAMi sorts its profiles (collected in
+    a Go map) by both and takes the first, so either twin, run by run; model.drs_canonical compares
+    any twin as all of them, and a profile of other slices or memory as itself."""
+    profiles = {"1g.6gb": "0", "3g.20gb": "1", "3G.20GB": "5", "6g.40gb": "2"}
+    devices = [{"index": "0", "minor": "0", "capacity": 6}]
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "node-0",
+            "annotations": {"enflame.com/gcu-drs-capacity": json.dumps({"devices": devices, "profiles": profiles})},
+        },
+        "status": {"capacity": {}, "allocatable": {}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"enflame.com/drs-gcu": "3"}}}]},
+    }
+    call = dict(items=[node], pod=pod, node_policy="binpack", gpu_policy="spread", hami_args=hami_args())
+    runs = oracle.run_many([call] * 16)
+    assigned = [r["annotations"]["assigned-containers"] for r in runs]
+    names = {json.loads(a)["c"]["profileName"] for a in assigned}
+    assert names == {"3g.20gb", "3G.20GB"}, names  # each of 16 runs takes either
+    groups = model.device_groups([node])
+    assert len({model.drs_canonical(a, "node-0", groups) for a in assigned}) == 1
+    other = assigned[0].replace('"profileName":"3g.20gb"', '"profileName":"6g.40gb"')
+    other = other.replace('"profileName":"3G.20GB"', '"profileName":"6g.40gb"')
+    assert model.drs_canonical(other, "node-0", groups) != model.drs_canonical(assigned[0], "node-0", groups)
