@@ -243,7 +243,8 @@ def drs_registration(draw, b: Backend, node: str) -> tuple[dict, dict, dict, lis
         index = i + offset
         d: dict[str, Any] = {"index": draw(st.sampled_from([str(index)] * 6 + [f"0{index}"])), "minor": str(i)}
         if not offset and one_in(draw, 6):
-            d["index"] = draw(st.sampled_from([None, "x", " 1"]))  # HAMi then takes the position
+            # HAMi takes the position for an index that is no integer; a negative one stays (unsigned)
+            d["index"] = draw(st.sampled_from([None, "x", " 1", "-1" if i == n - 1 else None]))
         if one_in(draw, 6):
             d["minor"] = draw(st.sampled_from([None, "", f" {i + 40} "]))
         d["capacity"] = draw(st.sampled_from([capacity] * 6 + [str(capacity), capacity + 0.5]))
@@ -259,7 +260,8 @@ def drs_registration(draw, b: Backend, node: str) -> tuple[dict, dict, dict, lis
     ann = {} if state == "missing" else {b.register_key: {"cut": body[:-5], "null": "null"}.get(state, body)}
     memory = max(parse_drs_profile(p)[1] for p in profiles) if profiles else 0
     devmem = (memory or slices) * 1024
-    seen = [device_on(b.derived_id.format(node=node, i=i + offset), i + offset, devmem) for i in range(n)]
+    indexes = [int(d["index"]) if GO_INT.fullmatch(d.get("index") or "") else i for i, d in enumerate(devices)]
+    seen = [device_on(b.derived_id.format(node=node, i=index), index, devmem) for index in indexes]
     return ann, {}, {}, seen if state == "ok" else []
 
 

@@ -436,6 +436,17 @@ mod tests {
         assert_eq!((truncated[0].count, truncated[0].devmem), (2, 2048), "no memory in any profile: the slices");
     }
 
+    #[test]
+    fn assigned_entries_are_written_as_go_marshals_them() {
+        let p = Profile { name: "3g.<20>gb&".into(), id: String::new(), size: 3, memory_gb: 20, core_percent: 50 };
+        assert_eq!(
+            assigned_entry(3, Some(&p)),
+            r#"{"allocated":false,"request":3,"profileName":"3g.\u003c20\u003egb\u0026"}"#,
+            "an empty id is left out; HTML characters escaped"
+        );
+        assert_eq!(assigned_entry(1, None), r#"{"allocated":false,"request":1}"#);
+    }
+
     fn request(memreq: i64, mem_percentage: i64, coresreq: i64) -> VendorRequest {
         VendorRequest { backend: Arc::new(drs()), backend_id: 0, nums: 1, memreq, mem_percentage, coresreq }
     }
