@@ -311,3 +311,59 @@ def test_drs_profile_twins_follow_go_map_order():
     other = assigned[0].replace('"profileName":"3g.20gb"', '"profileName":"6g.40gb"')
     other = other.replace('"profileName":"3G.20GB"', '"profileName":"6g.40gb"')
     assert model.drs_canonical(other, "node-0", groups) != model.drs_canonical(assigned[0], "node-0", groups)
+
+
+DRS_PROFILES = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
+DRS_EDGES = {
+    "profile-beyond-int32": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": {"4294967299g.4294967299gb": "0", "1g.6gb": "1"}},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "slices-at-int32": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": {"2147483647g.20gb": "0", "1g.6gb": "1"}},
+        {"enflame.com/drs-gcu": "2147483647"},
+    ),
+    "keys-in-other-case": (
+        {"Devices": [{"INDEX": "2", "Minor": "m", "Capacity": " 6 "}], "PROFILES": DRS_PROFILES},
+        {"enflame.com/drs-gcu": "3"},
+    ),
+    "negative-index-fractional-capacity": (
+        {"devices": [{"index": "-1", "capacity": 6.9}, {"index": "0", "capacity": 6}], "profiles": DRS_PROFILES},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "null-profile-id": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": {"1g.6gb": None, "6g.40gb": "2"}},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "null-device": (
+        {"devices": [None, {"index": "1", "capacity": 2}], "profiles": DRS_PROFILES},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "memory-in-bytes": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": DRS_PROFILES},
+        {"enflame.com/gcu-memory": "1Gi"},
+    ),
+    "fractions-round-up": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": DRS_PROFILES},
+        {"enflame.com/gcu-memory": "0.5", "enflame.com/gcu-core": "0.5"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRS_EDGES))
+def test_drs_registration_and_request_edges_match_hami(name):
+    """Enflame DRS corners the generator draws rarely or not at all, each against HAMi."""
+    spec, limits = DRS_EDGES[name]
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-0", "annotations": {"enflame.com/gcu-drs-capacity": json.dumps(spec)}},
+        "status": {"capacity": {}, "allocatable": {}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+    check_batch([prepared({"items": [node], "pod": pod, "node_policy": "binpack", "gpu_policy": "mutex,binpack"})])
