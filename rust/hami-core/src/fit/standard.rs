@@ -63,7 +63,7 @@ pub fn fit_request(
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     let graph = matches!(backend.checks, FitChecks::XpuCards | FitChecks::XpuSlices);
-    // Slots a device taken counts within the pod: Enflame DRS's are the profile's slices.
+    // The slots a device taken counts within the pod: one, or the Enflame DRS profile's slices.
     let (picked, slots) = match backend.vnpu.as_deref() {
         Some(vnpu) => (super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?, 1),
         None if graph => (super::xpu::fit(node, usage, &typed, r, ctx)?, 1),

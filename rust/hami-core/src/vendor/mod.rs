@@ -262,11 +262,11 @@ impl Backend {
         now: i64,
     ) -> Vec<(String, String)> {
         match self.extras {
-            PodExtras::EnflameDrs => enflame_drs::extra_annotations(node, self, placed, pod, now),
             PodExtras::None => Vec::new(),
             PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
             PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
             PodExtras::Kunlun => kunlun::extra_annotations(node, placed),
+            PodExtras::EnflameDrs => enflame_drs::extra_annotations(node, self, placed, pod, now),
         }
     }
 
