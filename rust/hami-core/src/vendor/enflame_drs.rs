@@ -78,8 +78,8 @@ pub fn devices(node: &str, value: &str, backend: &Backend, id: u8) -> Result<Vec
     let mut out = Vec::with_capacity(listed.len());
     for (position, d) in listed.iter().enumerate() {
         let index = d.index.as_deref().and_then(go_atoi).unwrap_or(position as i64);
-        let count =
-            capacity(&d.capacity).filter(|c| *c > 0).ok_or_else(|| format!("device {position}: bad capacity"))?;
+        let why = || format!("device {position}: capacity {} is not a positive number of slices", d.capacity);
+        let count = capacity(&d.capacity).filter(|c| *c > 0).ok_or_else(why)?;
         let minor =
             d.minor.as_deref().map(str::trim).filter(|m| !m.is_empty()).map_or(index.to_string(), str::to_owned);
         let info = [
