@@ -13,7 +13,7 @@ only, so a supported family's test involves no other vendor. The others run too,
 `xfail(strict=False)`: HAMI_ORACLE_VENDORS=all runs every family as a plain test (partners drawn from
 every family), and HAMI_ORACLE_VENDORS=hygon,amd adds those families to `SUPPORTED` for one run.
 
-HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, twelve families;
+HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, thirteen families;
 the long runs with fresh seeds are in docs/compatibility.md); seeded as
 test_hami_oracle is (HAMI_ORACLE_SEED=random explores).
 """
@@ -56,6 +56,7 @@ SUPPORTED: set[str] = {
     "mthreads",
     "kunlun",
     "neuron",
+    "enflame-drs",
 }
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))
@@ -175,6 +176,10 @@ def plain_node(b: Backend) -> dict[str, Any]:
         annotations[b.register_key] = json.dumps(devices)
     elif b.registration == "colon":
         annotations[b.register_key] = colon_encoded(devices, [False, True])
+    elif b.registration == "drs":
+        listed = [{"index": str(i), "minor": str(i), "capacity": 6} for i in range(2)]
+        profiles = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
+        annotations[b.register_key] = json.dumps({"devices": listed, "profiles": profiles})
     elif b.family == "mthreads":
         status = {b.cores: "32", b.memory: "192", b.count: "200"}
     elif b.family == "cambricon":
@@ -276,3 +281,92 @@ def test_vendor_configs_match_hami(family):
         check_batch(batch)
 
     run()
+
+
+def test_drs_profile_twins_follow_go_map_order():
+    """Two Enflame DRS profiles of equal slices and memory: HAMi sorts its profiles (collected in
+    a Go map) by both and takes the first, so either twin, run by run; model.drs_canonical compares
+    any twin as all of them, and a profile of other slices or memory as itself."""
+    profiles = {"1g.6gb": "0", "3g.20gb": "1", "3G.20GB": "5", "6g.40gb": "2"}
+    devices = [{"index": "0", "minor": "0", "capacity": 6}]
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "node-0",
+            "annotations": {"enflame.com/gcu-drs-capacity": json.dumps({"devices": devices, "profiles": profiles})},
+        },
+        "status": {"capacity": {}, "allocatable": {}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"enflame.com/drs-gcu": "3"}}}]},
+    }
+    call = dict(items=[node], pod=pod, node_policy="binpack", gpu_policy="spread", hami_args=hami_args())
+    runs = oracle.run_many([call] * 16)
+    assigned = [r["annotations"]["assigned-containers"] for r in runs]
+    names = {json.loads(a)["c"]["profileName"] for a in assigned}
+    assert names == {"3g.20gb", "3G.20GB"}, names  # each of 16 runs takes either
+    groups = model.device_groups([node])
+    assert len({model.drs_canonical(a, "node-0", groups) for a in assigned}) == 1
+    other = assigned[0].replace('"profileName":"3g.20gb"', '"profileName":"6g.40gb"')
+    other = other.replace('"profileName":"3G.20GB"', '"profileName":"6g.40gb"')
+    assert model.drs_canonical(other, "node-0", groups) != model.drs_canonical(assigned[0], "node-0", groups)
+
+
+DRS_PROFILES = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
+DRS_EDGES = {
+    "profile-beyond-int32": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": {"4294967299g.4294967299gb": "0", "1g.6gb": "1"}},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "slices-at-int32": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": {"2147483647g.20gb": "0", "1g.6gb": "1"}},
+        {"enflame.com/drs-gcu": "2147483647"},
+    ),
+    "keys-in-other-case": (
+        {"Devices": [{"INDEX": "2", "Minor": "m", "Capacity": " 6 "}], "PROFILES": DRS_PROFILES},
+        {"enflame.com/drs-gcu": "3"},
+    ),
+    "negative-index-fractional-capacity": (
+        {"devices": [{"index": "-1", "capacity": 6.9}, {"index": "0", "capacity": 6}], "profiles": DRS_PROFILES},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "null-profile-id": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": {"1g.6gb": None, "6g.40gb": "2"}},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "null-device": (
+        {"devices": [None, {"index": "1", "capacity": 2}], "profiles": DRS_PROFILES},
+        {"enflame.com/drs-gcu": "1"},
+    ),
+    "memory-in-bytes": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": DRS_PROFILES},
+        {"enflame.com/gcu-memory": "1Gi"},
+    ),
+    "fractions-round-up": (
+        {"devices": [{"index": "0", "capacity": 6}], "profiles": DRS_PROFILES},
+        {"enflame.com/gcu-memory": "0.5", "enflame.com/gcu-core": "0.5"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRS_EDGES))
+def test_drs_registration_and_request_edges_match_hami(name):
+    """Enflame DRS corners the generator draws rarely or not at all, each against HAMi."""
+    spec, limits = DRS_EDGES[name]
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-0", "annotations": {"enflame.com/gcu-drs-capacity": json.dumps(spec)}},
+        "status": {"capacity": {}, "allocatable": {}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+    check_batch([prepared({"items": [node], "pod": pod, "node_policy": "binpack", "gpu_policy": "mutex,binpack"})])

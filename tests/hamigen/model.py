@@ -43,10 +43,21 @@ VENDOR_ANNOTATIONS = (
     "NEURON_RESOURCE_TYPE",
     "NEURON_ALLOCATED",
     "aws.amazon.com/predicate-node",
+    "enflame.com/gcu-assigned",
+    "enflame.com/gcu-assigned-index",
+    "enflame.com/gcu-assigned-id",
+    "enflame.com/gcu-assigned-minor",
+    "enflame.com/gcu-request-size",
+    "assigned-containers",
 )
 # Device lists under a key without the usual suffix (Kunlunxin's whole cards).
 OTHER_ALLOCATED = ("hami.io/kunlun-allocated",)
-TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time", "predicate-time", "NEURON_ALLOC_TIME")
+TIMED_VENDOR_ANNOTATIONS = (
+    "mthreads.com/predicate-time",
+    "predicate-time",
+    "NEURON_ALLOC_TIME",
+    "enflame.com/gcu-assigned-time",
+)
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
 FILTER_ERROR = "calcScore failed "
@@ -231,9 +242,59 @@ def ascend_groups(items: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
+DRS_REGISTER = "enflame.com/gcu-drs-capacity"
+DRS_ASSIGNED = "assigned-containers"
+
+
+def drs_twins(items: list[dict[str, Any]]) -> dict[str, str]:
+    """Enflame DRS profile twins: profiles of a node with equal slices and memory (HAMi sorts its
+    profiles by both and takes the first that fits, so which twin comes first is Go's map order).
+    Keyed `drs <node> <name>`, valued with every twin's name and id."""
+    from hamigen.vendors import parse_drs_profile
+
+    out = {}
+    for obj in items:
+        if obj.get("kind") != "Node":
+            continue
+        try:
+            spec = orjson.loads((obj["metadata"].get("annotations") or {}).get(DRS_REGISTER, "{}"))
+        except orjson.JSONDecodeError:
+            continue
+        profiles = spec.get("profiles") if isinstance(spec, dict) else None
+        groups: dict[tuple[int, int], list[tuple[str, str]]] = {}
+        for name, pid in (profiles if isinstance(profiles, dict) else {}).items():
+            size, memory = parse_drs_profile(name)
+            if size > 0 and memory > 0:
+                groups.setdefault((size, memory), []).append((name, str(pid)))
+        for twins in (g for g in groups.values() if len(g) > 1):
+            value = orjson.dumps([sorted(n for n, _ in twins), sorted(i for _, i in twins)]).decode()
+            out.update({f"drs {obj['metadata']['name']} {name}": value for name, _ in twins})
+    return out
+
+
+def drs_canonical(assigned: str, node: str | None, groups: dict[str, str]) -> str:
+    """`assigned-containers` with a twin profile (name and id) replaced by all its twins."""
+    try:
+        entries = orjson.loads(assigned)
+    except orjson.JSONDecodeError:
+        return assigned
+    if not isinstance(entries, dict):
+        return assigned
+    for entry in (e for e in entries.values() if isinstance(e, dict)):
+        twins = groups.get(f"drs {node} {entry.get('profileName')}")
+        if twins is None:
+            continue
+        names, ids = orjson.loads(twins)
+        entry["profileName"] = "twins " + "|".join(names)
+        if entry.get("profileID", "") in ids:
+            entry["profileID"] = "|".join(ids)
+    return orjson.dumps(entries, option=orjson.OPT_SORT_KEYS).decode()
+
+
 def device_groups(items: list[dict[str, Any]]) -> dict[str, str]:
-    """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards."""
-    return {**vastai_dies(items), **ascend_groups(items)}
+    """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards;
+    and the Enflame DRS profiles it picks among likewise."""
+    return {**vastai_dies(items), **ascend_groups(items), **drs_twins(items)}
 
 
 def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[str, str] | None:
@@ -242,10 +303,13 @@ def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[
     of them is random, while the shape (and the node score, 181-219) is not. Likewise a container's
     several Ascend NPUs: network groups of equal size, and whole 910C cards, come in map order
     (ascend/device.go:682-800); the shape shows the grouping (and the node score) and whether the
-    cards taken are whole, and the `huawei.com/<chip>` list then loses its UUIDs."""
+    cards taken are whole, and the `huawei.com/<chip>` list then loses its UUIDs. An Enflame DRS
+    profile with twins is compared as its twins (drs_canonical)."""
     if annotations is None or not dies:
         return annotations
     out = dict(annotations)
+    if DRS_ASSIGNED in out:
+        out[DRS_ASSIGNED] = drs_canonical(out[DRS_ASSIGNED], out.get("hami.io/vgpu-node"), dies)
     for key in VASTAI_KEYS:
         if key in out:
             out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))

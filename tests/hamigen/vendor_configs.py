@@ -31,6 +31,7 @@ SECTIONS = {
     "vastai": ("vastai", NAME_KEYS[:1]),
     "kunlun": ("kunlun", ("resourceCountName", "resourceVCountName", "resourceVMemoryName")),
     "neuron": ("awsneuron", ("resourceCountName", "resourceCoreName")),
+    "enflame-drs": ("enflame", ("resourceNameDRSGCU", "resourceNameGCUMemory", "resourceNameGCUCore")),
     "ascend": ("vnpus", ("resourceName", "resourceMemoryName", "resourceCoreName")),
 }
 

@@ -34,7 +34,7 @@ class Backend:
     count: str
     memory: str = ""
     cores: str = ""
-    registration: str = "json"  # "json", "colon" or "capacity"
+    registration: str = "json"  # "json", "colon", "capacity" or "drs" (Enflame DRS's capacity JSON)
     register_key: str = ""
     handshake_key: str = ""
     allocated: str = ""
@@ -232,6 +232,37 @@ ENFLAME = Backend(
     },
 )
 
+ENFLAME_DRS = Backend(
+    derived_id="{node}-enflame-drs-{i}",  # i: the device's index
+    family="enflame-drs",
+    common_word="Enflame",
+    count="enflame.com/drs-gcu",  # a profile by its slices
+    memory="enflame.com/gcu-memory",  # GB, or MiB above twice the largest profile's GB
+    cores="enflame.com/gcu-core",  # percent
+    registration="drs",
+    register_key="enflame.com/gcu-drs-capacity",
+    allocated="hami.io/enflame-vgpu-devices-allocated",
+    uuid_keys=("enflame.com/use-gpuuuid", "enflame.com/nouse-gpuuuid"),
+    extra_annotations=(
+        "enflame.com/gcu-assigned",
+        "enflame.com/gcu-assigned-time",
+        "enflame.com/gcu-assigned-index",
+        "enflame.com/gcu-assigned-id",
+        "enflame.com/gcu-assigned-minor",
+        "enflame.com/gcu-request-size",
+        "assigned-containers",
+    ),
+    source={
+        "keys": "enflame/device.go:40-62,84-107 (names default when the config leaves them out; no to-allocate)",
+        "webhook": "enflame/device.go:113-177 (count > 0; memory > 0; cores in (0,100]; copied limits <-> requests)",
+        "registration": "enflame/device.go:179-243 (JSON devices + profiles; any flaw drops the node's devices)",
+        "requests": "enflame/device.go:321-365 (count: direct; memory/cores: by spec; MemPercentagereq 0 / -1)",
+        "annotations": "enflame/device.go:245-296 (gcu-assigned*, request-size, assigned-containers)",
+        "fit": "enflame/device.go:382-479, 499-641 (profile first, ModeNotFit; slots, mutex, memory, cores)",
+        "usage": "enflame/device.go:371-380 (the profile's slices counted as slots within the pod)",
+    },
+)
+
 VASTAI = Backend(
     family="vastai",
     common_word="Vastai",
@@ -410,9 +441,16 @@ FAMILIES: dict[str, tuple[Backend, ...]] = {
     "ascend": tuple(ascend(*c) for c in ASCEND_CHIPS),
     "kunlun": (KUNLUN, XPU),
     "neuron": (NEURON,),
+    "enflame-drs": (ENFLAME_DRS,),
     "nvidia": (NVIDIA,),
 }
 VENDORS = tuple(FAMILIES)
 
 # Annotations HAMi writes that hold a time: compared for presence only.
-TIME_ANNOTATIONS = ("hami.io/vgpu-time", "mthreads.com/predicate-time", "predicate-time", "NEURON_ALLOC_TIME")
+TIME_ANNOTATIONS = (
+    "hami.io/vgpu-time",
+    "mthreads.com/predicate-time",
+    "predicate-time",
+    "NEURON_ALLOC_TIME",
+    "enflame.com/gcu-assigned-time",
+)

@@ -16,6 +16,7 @@ backends keyed by model name (docs/compatibility.md), a kept difference modelled
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -245,6 +246,72 @@ def neuron_capacity(draw, b: Backend, node: str, cores_per_device: int) -> tuple
     return capacity, devs
 
 
+# Enflame DRS profile sets (name -> id): the chart's example, twins (equal slices and memory under
+# other spellings: HAMi picks one in Go's map order), equal slices with more memory, names that do
+# not parse, a smaller card.
+DRS_PROFILES = [
+    {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"},
+    {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"},
+    {"1g.6gb": "0", "3g.20gb": "1", "3G.20GB": "5", "6g.40gb": "2"},
+    {"1g.6gb": "0", "2g.12gb": "3", "3g.24gb": "4", "3g.20gb": "1", "6g.40gb": "2"},
+    {"1g.6gb": "0", "3g.20": "6", " 3g.20gb ": "1", "6g.40gb": "2", "bad": "9", "8g.xgb": "8"},
+    {"1g.10gb": "a", "2g.20gb": "b", "2g.20GB": "", "4g.40gb": "c"},
+    {"2g.16gb": "p", "4g.32gb": "q", "0g.4gb": "z"},
+]
+
+
+@st.composite
+def drs_registration(draw, b: Backend, node: str) -> tuple[dict, dict, dict, list]:
+    """Enflame DRS's capacity annotation: devices (index, minor, capacity in slices) and profiles;
+    now and then a flaw that drops the node's devices (a capacity of 0, a number where a string
+    goes, no valid profile), or the annotation missing or cut short."""
+    profiles = dict(draw(st.sampled_from(DRS_PROFILES)))
+    slices = max(parse_drs_profile(name)[0] for name in profiles)
+    n = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 8, 13]))
+    offset = 4 if one_in(draw, 8) else 0
+    capacity = draw(st.sampled_from([slices] * 4 + [1, 1, 2, 3]))
+    devices = []
+    for i in range(n):
+        index = i + offset
+        d: dict[str, Any] = {"index": draw(st.sampled_from([str(index)] * 6 + [f"0{index}"])), "minor": str(i)}
+        if not offset and one_in(draw, 6):
+            # HAMi takes the position for an index that is no integer; a negative one stays (unsigned)
+            d["index"] = draw(st.sampled_from([None, "x", " 1", "-1" if i == n - 1 else None]))
+        if one_in(draw, 6):
+            d["minor"] = draw(st.sampled_from([None, "", f" {i + 40} "]))
+        d["capacity"] = draw(st.sampled_from([capacity] * 6 + [str(capacity), capacity + 0.5]))
+        devices.append({k: v for k, v in d.items() if v is not None})
+    state = draw(st.sampled_from(["ok"] * 20 + ["missing", "cut", "zero", "number", "no-profiles", "null"]))
+    if state == "zero":
+        devices[-1]["capacity"] = draw(st.sampled_from([0, "0", -2, "x", None]))
+    if state == "number":
+        devices[0]["index"] = 0
+    if state == "no-profiles":
+        profiles = draw(st.sampled_from([{}, {"bad": "0"}, {"x.6gb": "1"}]))
+    body = json.dumps({"devices": devices, "profiles": profiles})
+    ann = {} if state == "missing" else {b.register_key: {"cut": body[:-5], "null": "null"}.get(state, body)}
+    memory = max(parse_drs_profile(p)[1] for p in profiles) if profiles else 0
+    devmem = (memory or slices) * 1024
+    indexes = [int(d["index"]) if GO_INT.fullmatch(d.get("index") or "") else i for i, d in enumerate(devices)]
+    seen = [device_on(b.derived_id.format(node=node, i=index), index, devmem) for index in indexes]
+    return ann, {}, {}, seen if state == "ok" else []
+
+
+def parse_drs_profile(name: str) -> tuple[int, int]:
+    """HAMi's parseProfile: `<slices>[g].<GB>[gb]`, case and spaces ignored; (0, 0) when the slices
+    do not parse, GB 0 when only they do."""
+    parts = name.strip().lower().split(".")
+    if len(parts) < 2:
+        return 0, 0
+    size, memory = parts[0].strip().removesuffix("g"), parts[1].strip().removesuffix("gb")
+    if not GO_INT.fullmatch(size):
+        return 0, 0
+    return int(size), int(memory) if GO_INT.fullmatch(memory) else 0
+
+
+GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
 def device_on(uuid: str, index: int, devmem: int) -> dict[str, Any]:
     return {"id": uuid, "index": index, "devmem": devmem, "type": "", "health": True}
 
@@ -257,6 +324,8 @@ def lock_value(kind: str, now: int) -> str:
 
 
 def registration(b: Backend, node: str, now: int, neuron_cores: int = 2) -> st.SearchStrategy:
+    if b.registration == "drs":
+        return drs_registration(b, node)
     if b.registration == "capacity":
         return capacity_registration(b, node, now, neuron_cores)
     return listed_registration(b, node, now)
@@ -308,10 +377,19 @@ def slot_type(b: Backend, uuid: str, devs: list[dict[str, Any]]) -> str:
 
 
 # Cores a resident holds per device: AMD's are compute units (a card has 104 to 304 of them).
-RESIDENT_CORES = {"amd": [0, 0, 10, 52, 100, 104, 200, 304], "neuron": [1, 2, 3, 3, 0, 15, 7]}
+RESIDENT_CORES = {
+    "amd": [0, 0, 10, 52, 100, 104, 200, 304],
+    "neuron": [1, 2, 3, 3, 0, 15, 7],
+    "enflame-drs": [17, 50, 100, 100, 0, 60, 90],
+}
 # Memory a resident holds per device, by backend: Kunlunxin's vXPU slices come in three sizes (a
 # card holding slices of two sizes takes no more).
-RESIDENT_MEMORY = {"XPU": [24576, 24576, 49152, 98304, 1024], "kunlun": [98304, 98304, 0], "AWSNeuron": [0, 0, 0, 1024]}
+RESIDENT_MEMORY = {
+    "XPU": [24576, 24576, 49152, 98304, 1024],
+    "kunlun": [98304, 98304, 0],
+    "AWSNeuron": [0, 0, 0, 1024],
+    "Enflame": [6144, 6144, 20480, 40960, 40960, 1024],  # DRS profiles' MiB
+}
 
 
 @st.composite
@@ -388,6 +466,8 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
             asked[b.memory] = draw(amount(sizes))
     elif b.family == "neuron":
         asked.update(neuron_asks(draw, b))
+    elif b.family == "enflame-drs":
+        asked.update(drs_limits(draw, b))
     elif b.family == "amd":
         asked[b.memory] = draw(amount([None, None, 0, 8000, 32768, 65536, 300000]))
     elif b.family == "ascend":
@@ -412,6 +492,21 @@ def neuron_asks(draw, b: Backend) -> dict[str, str | None]:
     if odd:  # refused by HAMi's webhook
         devices, cores = (draw(amount([0, "0.5"])), None) if kind != "cores" else (None, draw(amount([0, "1.5"])))
     return {b.count: devices, b.cores: cores}
+
+
+def drs_limits(draw, b: Backend) -> dict[str, str | None]:
+    """Enflame DRS: a profile by its slices (some no profile has, a count that is no integer or
+    beyond int32), or by memory (GB, or MiB when large) and cores, or both (the count wins)."""
+    mode = draw(st.sampled_from(["direct"] * 4 + ["spec"] * 4 + ["both", "odd"]))
+    asked: dict[str, str | None] = {b.count: None}
+    if mode in ("direct", "both"):
+        asked[b.count] = draw(amount([1, 1, 1, 3, 3, 6, 2, 12, 0]))
+    if mode == "odd":
+        asked[b.count] = draw(amount(["0.5", "4Gi", "1Gi", -1]))
+    if mode != "direct":
+        asked[b.memory] = draw(amount([None, None, 6, 16, 20, 21, 40, 41, 81, 6144, 20480, 30000, 50000, 0]))
+        asked[b.cores] = draw(amount([None, None, 17, 20, 50, 51, 100, 0, 150]))
+    return asked
 
 
 @st.composite

@@ -21,6 +21,8 @@ pub const KUNLUN_ALLOCATED_KEY: &str = "hami.io/kunlun-allocated";
 
 /// The node label AWS Neuron's backend reads: the instance type (`inf*` types take any run of devices).
 pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+/// Enflame DRS's registration: devices and profiles, JSON (not under `hami.io/`).
+pub const ENFLAME_DRS_CAPACITY_KEY: &str = "enflame.com/gcu-drs-capacity";
 
 /// MetaX's per-node topology tables (`.losses`, `.scores`), read by its GPU backend's node score.
 pub const METAX_TOPOLOGY_PREFIX: &str = "metax-tech.com/gpu.topology.";

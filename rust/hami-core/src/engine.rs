@@ -232,7 +232,10 @@ impl Engine {
                 let eval = evaluate_nodes(state, &placement, now, candidates, |n| state.nodes.get(n));
                 let chosen = eval.chosen.as_ref().and_then(|(n, f)| {
                     let node = state.nodes.get(n)?;
-                    Some(((*n).to_owned(), allocation_annotations(node, &state.backends, f, &placement.request, now)))
+                    Some((
+                        (*n).to_owned(),
+                        allocation_annotations(node, &state.backends, f, &placement.request, placement.pod, now),
+                    ))
                 });
                 let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
                 let verdicts: BTreeMap<String, Verdict> =

@@ -31,7 +31,10 @@ fn escape(segment: &str) -> String {
 }
 
 fn add_limit(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Vec<PatchOp>) {
-    let q = value.to_string();
+    add_limit_text(c, base, name, value.to_string(), ops);
+}
+
+fn add_limit_text(c: &mut Container, base: &str, name: &str, q: String, ops: &mut Vec<PatchOp>) {
     let resources = c.resources.get_or_insert_with(Resources::default);
     let op = if c_had_resources(resources) {
         match resources.limits {
@@ -49,7 +52,10 @@ fn add_limit(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Ve
 
 /// Sets a request, as [`add_limit`] a limit (the container has resources: it asks a device).
 fn set_request(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut Vec<PatchOp>) {
-    let q = value.to_string();
+    set_request_text(c, base, name, value.to_string(), ops);
+}
+
+fn set_request_text(c: &mut Container, base: &str, name: &str, q: String, ops: &mut Vec<PatchOp>) {
     let resources = c.resources.get_or_insert_with(Resources::default);
     let op = match resources.requests {
         None => PatchOp { op: "add", path: format!("{base}/resources/requests"), value: json!({ name: q }) },
@@ -209,6 +215,10 @@ fn mutate_for_vendors(
             has |= mutate_card_sizes(c, base, b, ops, annotations)?;
             continue;
         }
+        if b.admission == Admission::DrsProfile {
+            has |= admit_drs(c, base, b, ops)?;
+            continue;
+        }
         let Some(count) = c.resources().limit(&b.count_name).cloned() else {
             if b.vnpu.as_deref().is_some_and(|v| v.overwrite_env) {
                 add_env(c, base, "ASCEND_VISIBLE_DEVICES", "", ops);
@@ -237,6 +247,24 @@ fn mutate_for_vendors(
         }
     }
     Ok(has)
+}
+
+/// Enflame DRS's webhook: HAMi's checks, then what it reads (the count, else memory and cores)
+/// copied into whichever of limits and requests lacks it.
+fn admit_drs(c: &mut Container, base: &str, b: &Backend, ops: &mut Vec<PatchOp>) -> Result<bool> {
+    let asked = crate::vendor::enflame_drs::admission(c, b).map_err(|m| Error::invalid("", m))?;
+    let Some(direct) = asked else { return Ok(false) };
+    let names = if direct { vec![b.count_name.clone()] } else { vec![b.memory_name.clone(), b.core_name.clone()] };
+    for name in names {
+        let res = c.resources();
+        let request = res.requests.as_ref().and_then(|r| r.get(&name)).cloned();
+        match (res.limit(&name).cloned(), request) {
+            (Some(q), None) => set_request_text(c, base, &name, q.0, ops),
+            (None, Some(q)) => add_limit_text(c, base, &name, q.0, ops),
+            _ => {}
+        }
+    }
+    Ok(true)
 }
 
 /// Kunlunxin vXPU's webhook: a memory limit is rounded to a slice size, set as limit and request.

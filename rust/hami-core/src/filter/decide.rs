@@ -27,6 +27,7 @@ pub fn allocation_annotations(
     backends: &Backends,
     fit: &NodeFit,
     request: &crate::request::PodRequest,
+    pod: &crate::k8s::Pod,
     now: i64,
 ) -> BTreeMap<String, String> {
     let asked_nvidia = !request.asks_no_nvidia();
@@ -62,7 +63,7 @@ pub fn allocation_annotations(
             out.insert(format!("huawei.com/{}", backend.common_word), runtime);
             out.insert(ascend::PREDICATE_TIME_KEY.to_owned(), now.to_string());
         }
-        out.extend(backend.extra_annotations(node, placed, &request.vendor, now));
+        out.extend(backend.extra_annotations(node, placed, &request.vendor, pod, now));
     }
     out
 }
@@ -212,7 +213,7 @@ pub fn decide(
         };
     };
     let annotations = match state.nodes.get(node) {
-        Some(n) => allocation_annotations(n, &state.backends, fit, &placement.request, now),
+        Some(n) => allocation_annotations(n, &state.backends, fit, &placement.request, placement.pod, now),
         None => BTreeMap::new(),
     };
     if record {

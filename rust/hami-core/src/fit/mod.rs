@@ -1,5 +1,6 @@
 //! Fit of one pod on one node (spec §9.3–§9.5), with HAMi's reasons ([`reason`]).
 
+pub mod drs;
 pub mod mig;
 pub mod neuron;
 pub mod reason;
@@ -496,9 +497,12 @@ pub fn order_free_vendor_request<'a>(ctx: &PodContext<'a>) -> Option<&'a crate::
     // the cards that pass and scores the choice: walked in full.
     let unscored = requests.first().is_some_and(|r| r.backend.score == crate::vendor::NodeScore::Zero);
     // Kunlunxin's choice on its interconnect graph can refuse a node with enough free cards.
-    let graph = requests.first().is_some_and(|r| r.backend.checks == crate::vendor::FitChecks::XpuSlices);
-    // AWS Neuron's runs of positions and core bits: walked in full.
-    let graph = graph || requests.first().is_some_and(|r| r.backend.checks == crate::vendor::FitChecks::Neuron);
+    // Kunlunxin's graph, AWS Neuron's runs of positions and core bits, and Enflame DRS's profile
+    // (chosen from the node's, not the request's own sizes): walked in full.
+    let graph = requests.first().is_some_and(|r| {
+        use crate::vendor::FitChecks::{DrsProfile, Neuron, XpuSlices};
+        matches!(r.backend.checks, XpuSlices | Neuron | DrsProfile)
+    });
     (single && unscored && !graph && !request.is_init(slot) && requests[0].backend.vnpu.is_none()).then(|| &requests[0])
 }
 

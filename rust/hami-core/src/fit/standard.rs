@@ -63,10 +63,12 @@ pub fn fit_request(
         return Err(FitFailure::Node(Reason::NodeInsufficientDevice));
     }
     let graph = matches!(backend.checks, FitChecks::XpuCards | FitChecks::XpuSlices);
-    let picked = match backend.vnpu.as_deref() {
-        Some(vnpu) => super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?,
-        None if graph => super::xpu::fit(node, usage, &typed, r, ctx)?,
-        None => walk(node, usage, &typed, r, ctx, earlier)?,
+    // The slots a device taken counts within the pod: one, or the Enflame DRS profile's slices.
+    let (picked, slots) = match backend.vnpu.as_deref() {
+        Some(vnpu) => (super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?, 1),
+        None if graph => (super::xpu::fit(node, usage, &typed, r, ctx)?, 1),
+        None if backend.checks == FitChecks::DrsProfile => super::drs::fit(node, usage, &typed, r, ctx)?,
+        None => (walk(node, usage, &typed, r, ctx, earlier)?, 1),
     };
     // Kunlunxin's whole cards count only the slot taken (its `AddResourceUsage`).
     let slot_only = backend.checks == FitChecks::XpuCards;
@@ -75,7 +77,7 @@ pub fn fit_request(
     for d in &picked {
         if let Some(&i) = order.iter().find(|&&i| node.devices[i].id == d.uuid) {
             let u = &mut usage[i];
-            u.used += 1;
+            u.used += slots;
             if !slot_only {
                 u.usedmem += i64::from(d.usedmem);
                 u.usedcores += i64::from(d.usedcores);

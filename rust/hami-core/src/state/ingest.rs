@@ -238,6 +238,17 @@ impl ClusterState {
                 }
                 continue;
             }
+            if backend.register_format == crate::vendor::RegisterFormat::DrsCapacity {
+                let Some(value) = ann.vendor_value(&backend.register_key) else { continue };
+                match crate::vendor::enflame_drs::devices(node, value, backend, id) {
+                    Ok(devices) => out.extend(devices),
+                    Err(e) => {
+                        let field = format!("annotation {} (its Enflame devices are skipped)", backend.register_key);
+                        skipped.get_or_insert(Error::invalid(format!("Node {node}"), e).field(field));
+                    }
+                }
+                continue;
+            }
             if let crate::vendor::RegisterFormat::CoreShares(shares) = backend.register_format {
                 if let Err(e) = core_share_devices(node, backend, shares, status, id, &mut out) {
                     skipped.get_or_insert(e);

@@ -11,6 +11,7 @@ pub mod ascend_topology;
 mod biren;
 mod cambricon;
 mod enflame;
+pub mod enflame_drs;
 mod hygon;
 mod iluvatar;
 pub mod kunlun;
@@ -55,6 +56,8 @@ pub enum RegisterFormat {
     KunlunCards,
     /// No annotation: AWS Neuron devices from the count and core capacities ([`neuron::devices`]).
     NeuronCapacity,
+    /// Enflame DRS's capacity annotation: devices and profiles ([`enflame_drs::devices`]).
+    DrsCapacity,
 }
 
 /// Devices HAMi derives from a node's capacity of a backend's core resource: one per
@@ -95,6 +98,8 @@ pub enum PodExtras {
     Kunlun,
     /// `AWS_NEURON_IDS` and the other `NEURON_*` keys ([`neuron::extra_annotations`]).
     Neuron,
+    /// `enflame.com/gcu-assigned*` and `assigned-containers` ([`enflame_drs::extra_annotations`]).
+    EnflameDrs,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -130,6 +135,9 @@ pub enum FitChecks {
     /// AWS Neuron: several devices as one run of positions, one device by its free core bits
     /// ([`crate::fit::neuron`]).
     Neuron,
+    /// Enflame DRS: a profile chosen for the request, then one device with a free slot, the
+    /// profile's memory and cores ([`crate::fit::drs`]); its slices counted as slots taken.
+    DrsProfile,
 }
 
 /// What a backend adds to a node's score (HAMi's `ScoreNode`).
@@ -169,6 +177,9 @@ pub enum Admission {
     /// Either resource (limits or requests) routes the pod; HAMi's checks of the values
     /// ([`neuron::admission`]).
     NeuronAsk,
+    /// Enflame DRS's checks of the count, memory and cores, each copied between limits and
+    /// requests ([`enflame_drs::admission`]).
+    DrsProfile,
 }
 
 /// How a backend reads a container's request.
@@ -185,6 +196,8 @@ pub enum RequestFormat {
     XpuMemory,
     /// Devices, else cores, resolved per node ([`neuron::container_request`]).
     Neuron,
+    /// A profile asked by its slices, or by memory and cores ([`enflame_drs::container_request`]).
+    DrsProfile,
 }
 
 /// When HAMi keeps a node's devices of a backend.
@@ -253,12 +266,13 @@ impl Backend {
     }
 
     /// The annotations this backend writes beside its device lists, for `placed` (one entry per
-    /// container slot) on `node`; `requests` are the pod's, per container slot.
+    /// container slot) of `pod` on `node`; `requests` are the pod's, per container slot.
     pub fn extra_annotations(
-        &self,
+        self: &std::sync::Arc<Self>,
         node: &crate::model::GpuNode,
         placed: &crate::codec::PodDevices,
         requests: &[Vec<request::VendorRequest>],
+        pod: &crate::k8s::Pod,
         now: i64,
     ) -> Vec<(String, String)> {
         match self.extras {
@@ -267,6 +281,7 @@ impl Backend {
             PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
             PodExtras::Kunlun => kunlun::extra_annotations(node, placed),
             PodExtras::Neuron => neuron::extra_annotations(node, self, placed, requests, now),
+            PodExtras::EnflameDrs => enflame_drs::extra_annotations(node, self, placed, pod, now),
         }
     }
 
@@ -302,6 +317,7 @@ impl Backends {
         list.extend(hygon::backend(devices));
         list.extend(biren::backend(devices));
         list.extend(enflame::gcu_backend(devices));
+        list.extend(enflame_drs::backend(devices));
         list.extend(amd::backend(devices));
         list.extend(vastai::backend(devices));
         list.extend(metax::gpu_backend(devices));
