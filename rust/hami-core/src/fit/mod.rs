@@ -2,6 +2,7 @@
 
 pub mod mig;
 pub mod reason;
+pub mod sgpu;
 pub mod standard;
 pub mod verdict;
 pub mod vnpu;
@@ -197,6 +198,7 @@ impl<'r> VendorSlots<'r> {
                 devices: &self.placed[at].1[phase..slot],
                 init_count,
                 quota: ctx.card_quota.filter(|_| r.backend.quota_per_card),
+                same_phase: slot >= init_count,
             };
             let devices = standard::fit_request(node, usage, order, r, scores, ctx, &earlier)?;
             self.placed[at].1[slot] = devices;

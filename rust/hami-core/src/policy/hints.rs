@@ -77,6 +77,7 @@ pub struct PodHints {
 /// A use/nouse type or UUID annotation of a vendor other than NVIDIA, or Ascend's vNPU mode.
 fn is_vendor_filter(key: &str) -> bool {
     key == crate::vendor::ascend::MODE_KEY
+        || crate::vendor::sgpu::POD_KEYS.contains(&key)
         || !key.starts_with("nvidia.com/") && (key.ends_with("type") || key.ends_with("uuid")) && key.contains("use-")
 }
 

@@ -17,6 +17,7 @@ pub mod kunlun;
 pub mod metax;
 mod mthreads;
 pub mod request;
+pub mod sgpu;
 pub mod vastai;
 
 use crate::config::Config;
@@ -52,6 +53,8 @@ pub enum RegisterFormat {
     CoreShares(CoreShares),
     /// No annotation: Kunlunxin's whole cards from the count resource's capacity ([`kunlun::cards`]).
     KunlunCards,
+    /// MetaX sGPU's own JSON list of cards ([`sgpu::devices`]).
+    Sgpu,
 }
 
 /// Devices HAMi derives from a node's capacity of a backend's core resource: one per
@@ -90,6 +93,8 @@ pub enum PodExtras {
     Mthreads,
     /// `BAIDU_COM_DEVICE_IDX` ([`kunlun::extra_annotations`]).
     Kunlun,
+    /// MetaX sGPU's JSON per container and predicate time ([`sgpu::extra_annotations`]).
+    Sgpu,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -122,6 +127,9 @@ pub enum FitChecks {
     /// Kunlunxin vXPU slices: free memory, and the slices on a card all of one size; chosen on the
     /// interconnect graph ([`crate::fit::xpu`]).
     XpuSlices,
+    /// MetaX sGPU: app classes, QoS policies, then a choice among every card that passes
+    /// ([`crate::fit::sgpu`]).
+    Sgpu,
 }
 
 /// What a backend adds to a node's score (HAMi's `ScoreNode`).
@@ -137,6 +145,9 @@ pub enum NodeScore {
     Topology,
     /// The bubbles the pod's cards leave in the interconnect's wings ([`kunlun::bubble_score`]).
     Bubble,
+    /// MetaX sGPU's policy-neutral score, weighted by HAMi ([`sgpu::node_score`]); the config's
+    /// `sgpuTopologyAware`.
+    Sgpu { topology_aware: bool },
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
@@ -158,6 +169,8 @@ pub enum Admission {
     CardSizes,
     /// A memory limit rounded to a slice size, in the limits and the requests ([`kunlun::trim_memory`]).
     XpuMemory,
+    /// App class and QoS policy checked, the QoS policy defaulted ([`sgpu::admit`]).
+    Sgpu,
 }
 
 /// How a backend reads a container's request.
@@ -172,6 +185,8 @@ pub enum RequestFormat {
     /// Memory (limits, then requests) rounded to a slice size, cores its share of a card
     /// ([`kunlun::container_request`]).
     XpuMemory,
+    /// Limits only; memory in GiB or bytes ([`sgpu::container_request`]).
+    Sgpu,
 }
 
 /// When HAMi keeps a node's devices of a backend.
@@ -252,6 +267,7 @@ impl Backend {
             PodExtras::Cambricon => cambricon::extra_annotations(node, placed),
             PodExtras::Mthreads => mthreads::extra_annotations(node, placed, now),
             PodExtras::Kunlun => kunlun::extra_annotations(node, placed),
+            PodExtras::Sgpu => sgpu::extra_annotations(placed, now.saturating_mul(1_000_000_000)),
         }
     }
 
@@ -293,6 +309,7 @@ impl Backends {
         list.extend(mthreads::backend(devices));
         list.extend(kunlun::card_backend(devices));
         list.extend(kunlun::slice_backend(devices));
+        list.extend(sgpu::backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }
