@@ -30,6 +30,7 @@ from hamigen.renaming import renamed
 from hamigen.vendor_configs import variant
 from hamigen.vendor_oracle import CHART_CONFIG, SKIP_REASON, hami_args, oracle_calls, prepared
 from hamigen.vendor_specs import FAMILIES, VENDORS, Backend
+from hamigen.sgpu import cards_json as sgpu_cards_json
 from hamigen.vendors import colon_encoded, device_id, vendor_cases
 from hypothesis import given, note
 from hypothesis import strategies as st
@@ -172,6 +173,8 @@ def plain_node(b: Backend) -> dict[str, Any]:
     annotations, status = {}, {b.count: "8"}
     if b.registration == "json":
         annotations[b.register_key] = json.dumps(devices)
+    elif b.registration == "sgpu":
+        annotations[b.register_key] = sgpu_cards_json(devices)
     elif b.registration == "colon":
         annotations[b.register_key] = colon_encoded(devices, [False, True])
     elif b.family == "mthreads":

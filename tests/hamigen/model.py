@@ -39,10 +39,11 @@ VENDOR_ANNOTATIONS = (
     "BAIDU_COM_DEVICE_IDX",
     "hami.io/kunlun-allocated",
     "mthreads.com/predicate-node",
+    "metax-tech.com/gpu-devices-allocated",
 )
 # Device lists under a key without the usual suffix (Kunlunxin's whole cards).
 OTHER_ALLOCATED = ("hami.io/kunlun-allocated",)
-TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time", "predicate-time")
+TIMED_VENDOR_ANNOTATIONS = ("mthreads.com/predicate-time", "predicate-time", "metax-tech.com/predicate-time")
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
 FILTER_ERROR = "calcScore failed "

@@ -222,28 +222,24 @@ pub fn admit(class: Option<&str>, qos: Option<&str>, count: i64) -> Result<Optio
     }
 }
 
-/// `metax-tech.com/gpu-devices-allocated` (the cards per container, as JSON) and the predicate time.
+/// `metax-tech.com/gpu-devices-allocated` (the cards per container, as Go marshals them) and the
+/// predicate time.
 pub fn extra_annotations(placed: &PodDevices, now_nanos: i64) -> Vec<(String, String)> {
-    let containers: Vec<Value> = placed
-        .iter()
-        .map(|c| Value::Array(c.iter().map(metax_entry).collect()))
-        .collect();
-    vec![
-        (ALLOCATED_JSON_KEY.into(), Value::Array(containers).to_string()),
-        (PREDICATE_TIME_KEY.into(), now_nanos.to_string()),
-    ]
+    let container = |c: &Vec<ContainerDevice>| format!("[{}]", c.iter().map(metax_entry).collect::<Vec<_>>().join(","));
+    let json = format!("[{}]", placed.iter().map(container).collect::<Vec<_>>().join(","));
+    vec![(ALLOCATED_JSON_KEY.into(), json), (PREDICATE_TIME_KEY.into(), now_nanos.to_string())]
 }
 
-fn metax_entry(e: &ContainerDevice) -> Value {
-    let mut obj = Map::new();
-    obj.insert("uuid".into(), Value::String(e.uuid.clone()));
+/// One card of a container: `uuid`, then `compute` and `vRam` when not 0 (Go's field order).
+fn metax_entry(e: &ContainerDevice) -> String {
+    let mut out = format!("{{\"uuid\":{}", Value::String(e.uuid.clone()));
     if e.usedcores != 0 {
-        obj.insert("compute".into(), Value::from(e.usedcores));
+        out += &format!(",\"compute\":{}", e.usedcores);
     }
     if e.usedmem != 0 {
-        obj.insert("vRam".into(), Value::from(e.usedmem));
+        out += &format!(",\"vRam\":{}", e.usedmem);
     }
-    Value::Object(obj)
+    out + "}"
 }
 
 /// The QoS policies a placement asks its cards to switch to: per entry (init containers first),
@@ -286,8 +282,9 @@ pub fn class_fits(class: AppClass, used: i64, online: i64, offline: i64) -> bool
 }
 
 /// HAMi's choice of `nums` whole cards among `candidates` (walk order): the smallest MetaLink zone
-/// holding them all, else zones from the smallest, then cards in no zone. HAMi takes equal-sized
-/// zones in Go map order; here by zone number.
+/// holding them all, else zones from the smallest, then cards in no zone. HAMi keeps the zones in a
+/// Go map: equal-sized zones (and the zones of no link) come in a rotation of their order of first
+/// appearance in the walk; here that order itself, one HAMi gives.
 pub fn prioritize_exclusive(candidates: &[usize], nums: usize, zone: impl Fn(usize) -> i64) -> Vec<usize> {
     let mut zones: Vec<(i64, Vec<usize>)> = Vec::new();
     for &i in candidates {
@@ -297,7 +294,6 @@ pub fn prioritize_exclusive(candidates: &[usize], nums: usize, zone: impl Fn(usi
             None => zones.push((z, vec![i])),
         }
     }
-    zones.sort_by_key(|(z, _)| *z);
     let (mut linked, other): (Vec<_>, Vec<_>) = zones.into_iter().partition(|(z, _)| *z > 0);
     linked.sort_by_key(|(_, m)| m.len());
     if let Some((_, members)) = linked.iter().find(|(_, m)| m.len() >= nums) {
