@@ -56,6 +56,7 @@ SUPPORTED: set[str] = {
     "cambricon",
     "mthreads",
     "kunlun",
+    "metax-sgpu",
 }
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))

@@ -119,9 +119,14 @@ def engine_allocations_per_node(case: dict[str, Any], nodes: list[str], now: int
         items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
         r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings"))
         placed = r["node"] == name
-        allocated = {k: v for k, v in r["annotations"].items() if k.endswith(ALLOCATED_SUFFIX) or k in OTHER_ALLOCATED}
+        allocated = {k: v for k, v in r["annotations"].items() if is_device_list(k)}
         out[name] = allocated if placed else None
     return out
+
+
+def is_device_list(key: str) -> bool:
+    """A backend's device list as HAMi's oracle reports it (MetaX sGPU's own JSON list is not one)."""
+    return key.startswith("hami.io/") and key.endswith(ALLOCATED_SUFFIX) or key in OTHER_ALLOCATED
 
 
 def effective_node_policy(case: dict[str, Any]) -> str:
