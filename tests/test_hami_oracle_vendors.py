@@ -13,7 +13,7 @@ only, so a supported family's test involves no other vendor. The others run too,
 `xfail(strict=False)`: HAMI_ORACLE_VENDORS=all runs every family as a plain test (partners drawn from
 every family), and HAMI_ORACLE_VENDORS=hygon,amd adds those families to `SUPPORTED` for one run.
 
-HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, twelve families;
+HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, thirteen families;
 the long runs with fresh seeds are in docs/compatibility.md); seeded as
 test_hami_oracle is (HAMI_ORACLE_SEED=random explores).
 """
@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 from hamigen import model, oracle, seeding
 from hamigen.renaming import renamed
+from hamigen.sgpu import cards_json as sgpu_cards_json
 from hamigen.vendor_configs import variant
 from hamigen.vendor_oracle import CHART_CONFIG, SKIP_REASON, hami_args, oracle_calls, prepared
 from hamigen.vendor_specs import FAMILIES, VENDORS, Backend
-from hamigen.sgpu import cards_json as sgpu_cards_json
 from hamigen.vendors import colon_encoded, device_id, vendor_cases
 from hypothesis import given, note
 from hypothesis import strategies as st

@@ -132,11 +132,11 @@ def test_qos_policies_differ_and_the_webhook_checks_classes():
     same, _ = explain(items, {COUNT: "1", CORES: "10", MEMORY: "4"}, {QOS: "fixed-share"})
     assert same["node"] == "a", same
     c, _ = cluster(items)
-    for annotations, message in [
+    for asked, message in [
         ({CLASS: "batch"}, "metax-tech.com/sgpu-app-class must be set one of [online, offline]"),
         ({QOS: "gold"}, "metax-tech.com/sgpu-qos-policy must be set one of [best-effort, fixed-share, burst-share]"),
     ]:
-        review = {"request": {"uid": "r", "namespace": "default", "object": pod({COUNT: "1"}, annotations)}}
+        review = {"request": {"uid": "r", "namespace": "default", "object": pod({COUNT: "1"}, asked)}}
         response = orjson.loads(c.admit(orjson.dumps(review)))["response"]
         assert response["allowed"] is False and response["status"]["message"] == message, response
     two = {"request": {"uid": "r", "namespace": "default", "object": pod({COUNT: "2"}, {CLASS: "online"})}}

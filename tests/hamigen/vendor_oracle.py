@@ -21,8 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hamigen import oracle, seeding
-from hamigen import sgpu
+from hamigen import oracle, seeding, sgpu
 from hamigen.vendor_specs import FAMILIES, SGPU, TIME_ANNOTATIONS, VENDORS
 
 CHART_CONFIG = Path(oracle.REPO.parent / "shared" / "tools" / "hami-scheduler" / "device-config.yaml")

@@ -517,7 +517,10 @@ mod tests {
         assert_eq!(c[0], Collapsed { uuid: "A".into(), mem: 900, cores: 50, slots: 2, app_class: Default::default() });
         assert_eq!(c[1], Collapsed { uuid: "B".into(), mem: 100, cores: 0, slots: 1, app_class: Default::default() });
         let released = collapse(&slots, 2, true);
-        assert_eq!(released[0], Collapsed { uuid: "A".into(), mem: 700, cores: 50, slots: 2, app_class: Default::default() });
+        assert_eq!(
+            released[0],
+            Collapsed { uuid: "A".into(), mem: 700, cores: 50, slots: 2, app_class: Default::default() }
+        );
         let only_init = collapse(&[vec![d("X", 1, 1)], vec![]], 1, true);
         assert!(only_init.is_empty());
     }

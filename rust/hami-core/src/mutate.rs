@@ -129,17 +129,19 @@ pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends) -> Resul
     let mut m = Mutation::default();
     let soft_split = pod.metadata.annotations.get(ascend::MODE_KEY).is_some_and(|v| v == ascend::HAMI_CORE);
     let mut annotations = Vec::new();
+    let mut sgpu = SgpuAdmission::of(pod);
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
         m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m, &mut annotations)?;
+        sgpu.container(c, backends, &mut annotations)?;
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
         let base = format!("/spec/containers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
         m.has_resource |= mutate_for_vendors(c, &base, backends, soft_split, &mut m, &mut annotations)?;
+        sgpu.container(c, backends, &mut annotations)?;
     }
-    admit_sgpu(pod, backends, &mut annotations)?;
     for (key, value) in annotations {
         let op = if pod.metadata.annotations.is_empty() {
             PatchOp { op: "add", path: "/metadata/annotations".into(), value: json!({ key.as_str(): value }) }
@@ -226,23 +228,34 @@ fn mutate_for_vendors(
     Ok(has)
 }
 
-/// MetaX sGPU's webhook, container by container (init first): the app class and QoS policy
-/// checked, the QoS policy set to `best-effort` when absent (not for online pods).
-fn admit_sgpu(pod: &Pod, backends: &Backends, annotations: &mut Vec<(String, String)>) -> Result<()> {
-    let Some(b) = backends.iter().find(|b| b.admission == Admission::Sgpu) else { return Ok(()) };
-    let ann = &pod.metadata.annotations;
-    let class = ann.get(crate::vendor::sgpu::APP_CLASS_KEY).map(String::as_str);
-    let mut qos = ann.get(crate::vendor::sgpu::QOS_KEY).cloned();
-    for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
-        let Some(count) = c.resources().limit(&b.count_name) else { continue };
-        let count = ceil_value(count).unwrap_or(0);
-        let set = crate::vendor::sgpu::admit(class, qos.as_deref(), count).map_err(|m| Error::invalid("", m))?;
-        if let Some((key, value)) = set {
-            qos = Some(value.clone());
-            annotations.push((key, value));
+/// MetaX sGPU's webhook on one container (HAMi's `MutateAdmission`): the pod's app class and QoS
+/// policy checked, the QoS policy set to `best-effort` when absent (not for online pods).
+struct SgpuAdmission {
+    class: Option<String>,
+    qos: Option<String>,
+}
+
+impl SgpuAdmission {
+    fn of(pod: &Pod) -> Self {
+        let ann = &pod.metadata.annotations;
+        Self {
+            class: ann.get(crate::vendor::sgpu::APP_CLASS_KEY).cloned(),
+            qos: ann.get(crate::vendor::sgpu::QOS_KEY).cloned(),
         }
     }
-    Ok(())
+
+    fn container(&mut self, c: &Container, backends: &Backends, annotations: &mut Vec<(String, String)>) -> Result<()> {
+        let Some(b) = backends.iter().find(|b| b.admission == Admission::Sgpu) else { return Ok(()) };
+        let Some(count) = c.resources().limit(&b.count_name) else { return Ok(()) };
+        let count = ceil_value(count).unwrap_or(0);
+        let set = crate::vendor::sgpu::admit(self.class.as_deref(), self.qos.as_deref(), count)
+            .map_err(|m| Error::invalid("", m))?;
+        if let Some((key, value)) = set {
+            self.qos = Some(value.clone());
+            annotations.push((key, value));
+        }
+        Ok(())
+    }
 }
 
 /// Kunlunxin vXPU's webhook: a memory limit is rounded to a slice size, set as limit and request.

@@ -135,7 +135,12 @@ fn memory(r: &VendorRequest, d: &crate::codec::Device) -> i64 {
 }
 
 fn entry(d: &crate::codec::Device, usedmem: i64, cores: i64) -> ContainerDevice {
-    ContainerDevice { uuid: d.id.clone(), device_type: d.device_type.clone(), usedmem: usedmem as i32, usedcores: cores as i32 }
+    ContainerDevice {
+        uuid: d.id.clone(),
+        device_type: d.device_type.clone(),
+        usedmem: usedmem as i32,
+        usedcores: cores as i32,
+    }
 }
 
 /// HAMi's order for online pods: cards with only offline pods last (fewer of them first), the

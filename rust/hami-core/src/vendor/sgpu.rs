@@ -245,7 +245,12 @@ fn metax_entry(e: &ContainerDevice) -> String {
 /// The QoS policies a placement asks its cards to switch to: per entry (init containers first),
 /// the pod's policy, or none for a whole card, where it differs from what the card shows at the
 /// time (its registration, or what an earlier app container of the pod set). Online pods ask none.
-pub fn qos_expectations(node: &crate::model::GpuNode, placed: &PodDevices, init_count: usize, ask: PodAsk) -> Vec<(String, String)> {
+pub fn qos_expectations(
+    node: &crate::model::GpuNode,
+    placed: &PodDevices,
+    init_count: usize,
+    ask: PodAsk,
+) -> Vec<(String, String)> {
     if ask.class == AppClass::Online {
         return Vec::new();
     }

@@ -56,3 +56,41 @@ fn link_pairs() {
     assert_eq!(link_score(&[("a", 1), ("b", 1), ("c", 1), ("d", 0), ("e", 0)]), 30);
     assert_eq!(link_score(&[("a", 1), ("a", 1)]), 0);
 }
+
+#[test]
+fn metax_list_in_go_field_order() {
+    let e = |uuid: &str, mem, cores| ContainerDevice {
+        uuid: uuid.into(),
+        device_type: WORD.into(),
+        usedmem: mem,
+        usedcores: cores,
+    };
+    let placed = vec![vec![e("a", 1024, 50), e("b", 0, 0)], vec![]];
+    let out = extra_annotations(&placed, 7);
+    assert_eq!(out[0].1, r#"[[{"uuid":"a","compute":50,"vRam":1024},{"uuid":"b"}],[]]"#);
+    assert_eq!(out[1], (PREDICATE_TIME_KEY.into(), "7".into()));
+}
+
+#[test]
+fn a_placement_asks_the_switches_its_cards_do_not_show() {
+    let mut node = crate::model::GpuNode::default();
+    node.devices =
+        devices(r#"[{"uuid":"a","qosPolicy":"fixed-share"},{"uuid":"b"},{"uuid":"c","qosPolicy":"best-effort"}]"#, 1)
+            .unwrap();
+    let e = |uuid: &str, cores| ContainerDevice {
+        uuid: uuid.into(),
+        device_type: WORD.into(),
+        usedmem: 0,
+        usedcores: cores,
+    };
+    let ask = PodAsk { class: AppClass::Unset, qos: "best-effort", topology: None };
+    let placed = vec![vec![e("a", 10)], vec![e("a", 10), e("b", 100), e("c", 10)]];
+    let switches = qos_expectations(&node, &placed, 0, ask);
+    assert_eq!(
+        switches,
+        [("a".into(), "best-effort".into())],
+        "the second container sees the first's switch; b shows none"
+    );
+    let online = PodAsk { class: AppClass::Online, ..ask };
+    assert!(qos_expectations(&node, &placed, 0, online).is_empty());
+}
