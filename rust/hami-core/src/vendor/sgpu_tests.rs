@@ -73,10 +73,8 @@ fn metax_list_in_go_field_order() {
 
 #[test]
 fn a_placement_asks_the_switches_its_cards_do_not_show() {
-    let mut node = crate::model::GpuNode::default();
-    node.devices =
-        devices(r#"[{"uuid":"a","qosPolicy":"fixed-share"},{"uuid":"b"},{"uuid":"c","qosPolicy":"best-effort"}]"#, 1)
-            .unwrap();
+    let cards = r#"[{"uuid":"a","qosPolicy":"fixed-share"},{"uuid":"b"},{"uuid":"c","qosPolicy":"best-effort"}]"#;
+    let node = crate::model::GpuNode { devices: devices(cards, 1).unwrap(), ..Default::default() };
     let e = |uuid: &str, cores| ContainerDevice {
         uuid: uuid.into(),
         device_type: WORD.into(),
