@@ -25,6 +25,7 @@ from typing import Any
 import hami_fast._native as native
 import orjson
 
+from hamigen import sgpu
 from hamigen.strategies import requests_gpu
 
 ALLOCATED = "hami.io/vgpu-devices-allocated"
@@ -234,8 +235,9 @@ def ascend_groups(items: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def device_groups(items: list[dict[str, Any]]) -> dict[str, str]:
-    """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards."""
-    return {**vastai_dies(items), **ascend_groups(items)}
+    """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards,
+    MetaX sGPU's MetaLink zones where they tie."""
+    return {**vastai_dies(items), **ascend_groups(items), **sgpu.zone_groups(items)}
 
 
 def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[str, str] | None:
@@ -251,6 +253,10 @@ def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[
     for key in VASTAI_KEYS:
         if key in out:
             out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))
+    for key in [k for k in sgpu.SGPU_LISTS if k in out]:
+        out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))
+    if any(out.get(k) != annotations.get(k) for k in sgpu.SGPU_LISTS) and sgpu.METAX_LIST in out:
+        out[sgpu.METAX_LIST] = sgpu.without_uuids(out[sgpu.METAX_LIST])
     for key in list(out):
         if match := ASCEND_LIST.fullmatch(key):
             out[key] = ";".join(npu_shape(slot, dies) for slot in out[key].split(";"))

@@ -135,8 +135,9 @@ def one_card_each(containers: list[dict[str, Any]], count: str) -> None:
 
 
 def zone_ties(items: list[dict[str, Any]], register_key: str) -> bool:
-    """Some node's cards fall in two MetaLink zones of equal size, or in two zones of none (0 and
-    a negative one): HAMi takes such zones in Go's map order."""
+    """Some node's cards fall in two MetaLink zones, or in two zones of none (0 and a negative
+    one): HAMi takes the zones in Go's map order, sorted by how many cards pass in each, so two of
+    them may tie whatever their sizes on the node."""
     for obj in items:
         if obj.get("kind") != "Node":
             continue
@@ -144,12 +145,8 @@ def zone_ties(items: list[dict[str, Any]], register_key: str) -> bool:
             cards = json.loads((obj["metadata"].get("annotations") or {}).get(register_key, "[]"))
         except json.JSONDecodeError:
             continue
-        sizes: dict[int, int] = {}
-        for c in cards if isinstance(cards, list) else []:
-            z = c.get("linkZone", 0) if isinstance(c, dict) else 0
-            sizes[z] = sizes.get(z, 0) + 1
-        linked = [s for z, s in sizes.items() if z > 0]
-        if len(linked) != len(set(linked)) or len([z for z in sizes if z <= 0]) > 1:
+        zones = {c.get("linkZone", 0) for c in cards if isinstance(c, dict)} if isinstance(cards, list) else set()
+        if len([z for z in zones if z > 0]) > 1 or len([z for z in zones if z <= 0]) > 1:
             return True
     return False
 
@@ -167,3 +164,33 @@ def random_in_hami(case: dict[str, Any], b) -> bool:
         for lim in [(c.get("resources") or {}).get("limits") or {}]
     )
     return whole and zone_ties(case["items"], b.register_key)
+
+
+SGPU_LISTS = ("hami.io/metax-sgpu-devices-allocated", "hami.io/metax-sgpu-devices-to-allocate")
+METAX_LIST = "metax-tech.com/gpu-devices-allocated"
+
+
+def zone_groups(items: list[dict[str, Any]], register_key: str = "metax-tech.com/node-gpu-devices") -> dict[str, str]:
+    """The cards of every node with zone ties (zone_ties), by zone: HAMi's choice among them is
+    random, so a container's cards there are compared by how many it takes from each zone."""
+    out = {}
+    for obj in items:
+        if obj.get("kind") != "Node" or not zone_ties([obj], register_key):
+            continue
+        cards = json.loads(obj["metadata"]["annotations"][register_key])
+        for c in cards:
+            if isinstance(c, dict):
+                out[c.get("uuid")] = f"zone {c.get('linkZone', 0)}"
+    return out
+
+
+def without_uuids(value: str) -> str:
+    """MetaX's own list with its cards' UUIDs left out (their sizes kept, sorted)."""
+    try:
+        containers = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    if not isinstance(containers, list):
+        return value
+    kept = [sorted(json.dumps({k: v for k, v in e.items() if k != "uuid"}) for e in c) for c in containers]
+    return json.dumps(kept)
