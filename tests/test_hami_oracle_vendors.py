@@ -13,7 +13,7 @@ only, so a supported family's test involves no other vendor. The others run too,
 `xfail(strict=False)`: HAMI_ORACLE_VENDORS=all runs every family as a plain test (partners drawn from
 every family), and HAMI_ORACLE_VENDORS=hygon,amd adds those families to `SUPPORTED` for one run.
 
-HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, thirteen families;
+HAMI_ORACLE_VENDOR_BATCHES batches of HAMI_ORACLE_BATCH cases per family (CI: 12 x 8, fifteen families;
 the long runs with fresh seeds are in docs/compatibility.md); seeded as
 test_hami_oracle is (HAMI_ORACLE_SEED=random explores).
 """
@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from hamigen import model, oracle, seeding
 from hamigen.renaming import renamed
+from hamigen.sgpu import cards_json as sgpu_cards_json
 from hamigen.vendor_configs import variant
 from hamigen.vendor_oracle import CHART_CONFIG, SKIP_REASON, hami_args, oracle_calls, prepared
 from hamigen.vendor_specs import FAMILIES, VENDORS, Backend
@@ -57,6 +58,7 @@ SUPPORTED: set[str] = {
     "kunlun",
     "neuron",
     "enflame-drs",
+    "metax-sgpu",
 }
 
 BATCH = int(os.environ.get("HAMI_ORACLE_BATCH", "8"))
@@ -174,6 +176,8 @@ def plain_node(b: Backend) -> dict[str, Any]:
     annotations, status = {}, {b.count: "8"}
     if b.registration == "json":
         annotations[b.register_key] = json.dumps(devices)
+    elif b.registration == "sgpu":
+        annotations[b.register_key] = sgpu_cards_json(devices)
     elif b.registration == "colon":
         annotations[b.register_key] = colon_encoded(devices, [False, True])
     elif b.registration == "drs":

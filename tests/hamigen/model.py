@@ -25,6 +25,7 @@ from typing import Any
 import hami_fast._native as native
 import orjson
 
+from hamigen import sgpu
 from hamigen.strategies import requests_gpu
 
 ALLOCATED = "hami.io/vgpu-devices-allocated"
@@ -49,6 +50,7 @@ VENDOR_ANNOTATIONS = (
     "enflame.com/gcu-assigned-minor",
     "enflame.com/gcu-request-size",
     "assigned-containers",
+    "metax-tech.com/gpu-devices-allocated",
 )
 # Device lists under a key without the usual suffix (Kunlunxin's whole cards).
 OTHER_ALLOCATED = ("hami.io/kunlun-allocated",)
@@ -57,6 +59,7 @@ TIMED_VENDOR_ANNOTATIONS = (
     "predicate-time",
     "NEURON_ALLOC_TIME",
     "enflame.com/gcu-assigned-time",
+    "metax-tech.com/predicate-time",
 )
 NO_RESOURCE = "pod requests no HAMi resource (Filter returns all NodeNames)"
 OUR_NO_RESOURCE = "requests no vGPU resource; kube-scheduler places it without hami-fast"
@@ -133,9 +136,14 @@ def engine_allocations_per_node(case: dict[str, Any], nodes: list[str], now: int
         items = [o for o in case["items"] if o.get("kind") != "Node" or o["metadata"]["name"] == name]
         r = engine_explain(items, case["pod"], case["node_policy"], case["gpu_policy"], now, case.get("settings"))
         placed = r["node"] == name
-        allocated = {k: v for k, v in r["annotations"].items() if k.endswith(ALLOCATED_SUFFIX) or k in OTHER_ALLOCATED}
+        allocated = {k: v for k, v in r["annotations"].items() if is_device_list(k)}
         out[name] = allocated if placed else None
     return out
+
+
+def is_device_list(key: str) -> bool:
+    """A backend's device list as HAMi's oracle reports it (MetaX sGPU's own JSON list is not one)."""
+    return key.startswith("hami.io/") and key.endswith(ALLOCATED_SUFFIX) or key in OTHER_ALLOCATED
 
 
 def effective_node_policy(case: dict[str, Any]) -> str:
@@ -292,9 +300,9 @@ def drs_canonical(assigned: str, node: str | None, groups: dict[str, str]) -> st
 
 
 def device_groups(items: list[dict[str, Any]]) -> dict[str, str]:
-    """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards;
-    and the Enflame DRS profiles it picks among likewise."""
-    return {**vastai_dies(items), **ascend_groups(items), **drs_twins(items)}
+    """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards,
+    MetaX sGPU's MetaLink zones where they tie; and the Enflame DRS profiles it picks among likewise."""
+    return {**vastai_dies(items), **ascend_groups(items), **drs_twins(items), **sgpu.zone_groups(items)}
 
 
 def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[str, str] | None:
@@ -313,6 +321,10 @@ def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[
     for key in VASTAI_KEYS:
         if key in out:
             out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))
+    for key in [k for k in sgpu.SGPU_LISTS if k in out]:
+        out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))
+    if any(out.get(k) != annotations.get(k) for k in sgpu.SGPU_LISTS) and sgpu.METAX_LIST in out:
+        out[sgpu.METAX_LIST] = sgpu.without_uuids(out[sgpu.METAX_LIST])
     for key in list(out):
         if match := ASCEND_LIST.fullmatch(key):
             out[key] = ";".join(npu_shape(slot, dies) for slot in out[key].split(";"))

@@ -32,6 +32,7 @@ SECTIONS = {
     "kunlun": ("kunlun", ("resourceCountName", "resourceVCountName", "resourceVMemoryName")),
     "neuron": ("awsneuron", ("resourceCountName", "resourceCoreName")),
     "enflame-drs": ("enflame", ("resourceNameDRSGCU", "resourceNameGCUMemory", "resourceNameGCUCore")),
+    "metax-sgpu": ("metax", ("resourceVCountName", "resourceVMemoryName", "resourceVCoreName")),
     "ascend": ("vnpus", ("resourceName", "resourceMemoryName", "resourceCoreName")),
 }
 
@@ -50,6 +51,8 @@ def variant(draw, family: str) -> tuple[Path, dict[str, str]]:
             if key in entry and draw(st.booleans()):
                 names[entry[key]] = f"example.com/{entry.get('commonWord', family)}-{key[len('resource') :].lower()}"
                 entry[key] = names[entry[key]]
+    if family == "metax-sgpu":
+        config["metax"]["sgpuTopologyAware"] = draw(st.booleans())
     if family == "hygon":
         config["hygon"]["memoryFactor"] = draw(st.sampled_from([1, 2, 4]))
     if family == "ascend":

@@ -21,8 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hamigen import oracle, seeding
-from hamigen.vendor_specs import FAMILIES, TIME_ANNOTATIONS, VENDORS
+from hamigen import oracle, seeding, sgpu
+from hamigen.vendor_specs import FAMILIES, SGPU, TIME_ANNOTATIONS, VENDORS
 
 CHART_CONFIG = Path(oracle.REPO.parent / "shared" / "tools" / "hami-scheduler" / "device-config.yaml")
 SKIP_REASON = f"HAMi's chart device config not found at {CHART_CONFIG}"
@@ -53,7 +53,8 @@ RERUNS = 10
 def prepared(case: dict[str, Any], config: Path = CHART_CONFIG) -> dict[str, Any]:
     """The case as check_batch takes it: HAMi's flags, hami_fast's settings, and reruns where HAMi
     picks at random."""
-    reruns = RERUNS if case.get("mixed_nodes") or random_in_hami(case["pod"]) else 0
+    sgpu_ties = sgpu.random_in_hami(case, SGPU)
+    reruns = RERUNS if case.get("mixed_nodes") or random_in_hami(case["pod"]) or sgpu_ties else 0
     return {**case, "hami_args": hami_args(config), "settings": engine_settings(config), "hami_reruns": reruns}
 
 

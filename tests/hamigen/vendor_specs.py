@@ -137,6 +137,33 @@ METAX = Backend(
 )
 METAX_TOPOLOGY = ("metax-tech.com/gpu.topology.losses", "metax-tech.com/gpu.topology.scores")
 
+SGPU = Backend(
+    family="metax-sgpu",
+    common_word="Metax-SGPU",
+    count="metax-tech.com/sgpu",
+    memory="metax-tech.com/vmemory",  # limits only: a bare number is GiB, a unit bytes
+    cores="metax-tech.com/vcore",  # limits only; default 100
+    registration="sgpu",
+    register_key="metax-tech.com/node-gpu-devices",
+    allocated="hami.io/metax-sgpu-devices-allocated",
+    to_allocate="hami.io/metax-sgpu-devices-to-allocate",
+    uuid_keys=("metax-tech.com/use-gpuuuid", "metax-tech.com/nouse-gpuuuid"),
+    extra_annotations=("metax-tech.com/gpu-devices-allocated",),
+    source={
+        "keys": "metax/sdevice.go:40-85, protocol.go:26-48",
+        "webhook": "metax/sdevice.go:91-129 (app class online|offline with one device; QoS policy set or checked)",
+        "registration": "metax/sdevice.go:131-140,507-527, protocol.go:112-140 (JSON cards; none: unhealthy)",
+        "requests": "metax/sdevice.go:226-296 (limits only; vmemory bare = GiB, with a unit = bytes)",
+        "fit": "metax/sdevice.go:332-495 (health, app class, QoS, UUID, slots, mutex, memory, cores; online first, "
+        "whole cards by MetaLink zone)",
+        "score": "metax/sdevice.go:298-321,597-700, score.go (online pods on the cards; MetaLink pairs; x10000)",
+        "qos": "metax/qos.go, sdevice.go:153-156,529-574 (pending switches, in memory)",
+    },
+)
+SGPU_APP_CLASS = "metax-tech.com/sgpu-app-class"
+SGPU_QOS = "metax-tech.com/sgpu-qos-policy"
+SGPU_TOPOLOGY = "metax-tech.com/sgpu-topology-aware"
+
 MTHREADS = Backend(
     derived_id="{node}-mthreads-{i}",
     family="mthreads",
@@ -442,6 +469,7 @@ FAMILIES: dict[str, tuple[Backend, ...]] = {
     "kunlun": (KUNLUN, XPU),
     "neuron": (NEURON,),
     "enflame-drs": (ENFLAME_DRS,),
+    "metax-sgpu": (SGPU,),
     "nvidia": (NVIDIA,),
 }
 VENDORS = tuple(FAMILIES)
@@ -453,4 +481,5 @@ TIME_ANNOTATIONS = (
     "predicate-time",
     "NEURON_ALLOC_TIME",
     "enflame.com/gcu-assigned-time",
+    "metax-tech.com/predicate-time",
 )

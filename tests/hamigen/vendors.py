@@ -22,6 +22,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from hamigen import sgpu
 from hamigen import strategies as nvidia
 from hamigen.vendor_specs import (
     ASCEND_MODE,
@@ -328,6 +329,8 @@ def registration(b: Backend, node: str, now: int, neuron_cores: int = 2) -> st.S
         return drs_registration(b, node)
     if b.registration == "capacity":
         return capacity_registration(b, node, now, neuron_cores)
+    if b.registration == "sgpu":
+        return sgpu.registration(b, node, now)
     return listed_registration(b, node, now)
 
 
@@ -413,6 +416,8 @@ def vendor_resident(draw, i: int, b: Backend, node: str, devs: list[dict[str, An
     annotations = {"hami.io/vgpu-node": node, b.allocated: "".join(slots)}
     if b.to_allocate:
         annotations[b.to_allocate] = ";"
+    if b.family == "metax-sgpu":
+        annotations.update(draw(sgpu.resident_annotations()))
     if one_in(draw, 26):
         annotations[b.allocated] = draw(st.sampled_from([f"{uuids[0]},{b.common_word}:;", "x,y,lots,0:;"]))
     phase = draw(st.sampled_from(["Running"] * 6 + ["Pending", "Succeeded", "Failed"]))
@@ -470,6 +475,8 @@ def limits_for(draw, b: Backend) -> dict[str, str]:
         asked.update(drs_limits(draw, b))
     elif b.family == "amd":
         asked[b.memory] = draw(amount([None, None, 0, 8000, 32768, 65536, 300000]))
+    elif b.family == "metax-sgpu":
+        asked.update(sgpu.limits(draw, b))
     elif b.family == "ascend":
         asked[b.count] = draw(amount([1] * 6 + [2, 2, 2, 4, 4, 8, 3, 0]))
         sizes = [None] * 4 + [0, 1000, 3000, 3072, 6000, 8192, 9000, 16384, 17000, 32768, 40000, 65536, 70000]
@@ -559,6 +566,8 @@ def vendor_annotations(draw, asks: list[Backend], uuids: dict[str, list[str]]) -
                 out[key] = draw(
                     st.sampled_from(["x", uuids.get(b.common_word, ["x"])[0] if uuids.get(b.common_word) else "x"])
                 )
+    if any(b.family == "metax-sgpu" for b in asks):
+        out.update(draw(sgpu.pod_annotations()))
     if any(b.family == "ascend" for b in asks) and draw(st.booleans()):
         out[ASCEND_MODE] = draw(st.sampled_from(["hami-core", "hami-core", "hami-core", "other"]))
     if one_in(draw, 6):
@@ -590,6 +599,9 @@ def vendor_pod(draw, focus: list[Backend], partners: list[Backend], uuids: dict[
     soft_split = (metadata.get("annotations") or {}).get(ASCEND_MODE) == "hami-core"
     if any(b.family == "ascend" for b in asked) and not soft_split and not one_in(draw, 5):
         drop_ascend_cores(init + app)  # else most pods would be refused for them
+    sgpu_asked = [b for b in asked if b.family == "metax-sgpu"]
+    if sgpu_asked and sgpu.SGPU_APP_CLASS in (metadata.get("annotations") or {}) and not one_in(draw, 4):
+        sgpu.one_card_each(init + app, sgpu_asked[0].count)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

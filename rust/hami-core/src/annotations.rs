@@ -23,6 +23,11 @@ pub const KUNLUN_ALLOCATED_KEY: &str = "hami.io/kunlun-allocated";
 pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
 /// Enflame DRS's registration: devices and profiles, JSON (not under `hami.io/`).
 pub const ENFLAME_DRS_CAPACITY_KEY: &str = "enflame.com/gcu-drs-capacity";
+/// MetaX sGPU: the node's cards (JSON), and the pod's app class, QoS policy and topology switch.
+pub const SGPU_NODE_DEVICES_KEY: &str = "metax-tech.com/node-gpu-devices";
+pub const SGPU_APP_CLASS_KEY: &str = "metax-tech.com/sgpu-app-class";
+pub const SGPU_QOS_KEY: &str = "metax-tech.com/sgpu-qos-policy";
+pub const SGPU_TOPOLOGY_KEY: &str = "metax-tech.com/sgpu-topology-aware";
 
 /// MetaX's per-node topology tables (`.losses`, `.scores`), read by its GPU backend's node score.
 pub const METAX_TOPOLOGY_PREFIX: &str = "metax-tech.com/gpu.topology.";

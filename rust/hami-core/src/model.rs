@@ -9,6 +9,9 @@ pub struct DeviceUsage {
     pub used: i64,
     pub usedmem: i64,
     pub usedcores: i64,
+    /// Entries of resident pods of MetaX sGPU's app classes on the device (HAMi's `PodInfos`).
+    pub online: i32,
+    pub offline: i32,
 }
 
 /// A pod's footprint on one GPU after HAMi's collapse (init peak vs app sums).
@@ -18,6 +21,30 @@ pub struct Collapsed {
     pub mem: i64,
     pub cores: i64,
     pub slots: i64,
+    /// The pod's MetaX sGPU app class (its cards' `PodInfos` count it).
+    pub app_class: AppClass,
+}
+
+/// A pod's MetaX sGPU app class (`metax-tech.com/sgpu-app-class`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AppClass {
+    #[default]
+    Unset,
+    Online,
+    Offline,
+    /// Set to something else (the webhook refuses it; Filter treats it as neither class).
+    Other,
+}
+
+impl AppClass {
+    pub fn read(value: Option<&str>) -> Self {
+        match value {
+            None => Self::Unset,
+            Some("online") => Self::Online,
+            Some("offline") => Self::Offline,
+            Some(_) => Self::Other,
+        }
+    }
 }
 
 /// Collapses per-container device lists into one footprint per GPU (spec §4.3).
@@ -55,6 +82,7 @@ pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released
                     mem: app_mem,
                     cores: app_cores,
                     slots: app_slots,
+                    app_class: Default::default(),
                 });
             }
             let (init_mem, init_cores) = a.init.unwrap_or((0, 0));
@@ -64,6 +92,7 @@ pub fn collapse(slots: &[Vec<ContainerDevice>], init_count: usize, init_released
                 cores: init_cores.max(app_cores),
                 slots: init_slots.max(app_slots).max(1),
                 uuid: uuid.into(),
+                app_class: Default::default(),
             })
         })
         .collect()
@@ -198,6 +227,9 @@ pub struct GpuNode {
     pub vnpu_core: Option<String>,
     /// A backend's node score tables (MetaX GPU), when the node has that backend's devices.
     pub score_tables: Option<Box<ScoreTables>>,
+    /// MetaX sGPU cards of the node a placement asked to switch QoS policy, not yet shown by their
+    /// registration (UUID, policy): the cluster's pending switches for this node's cards.
+    pub sgpu_qos: Vec<(Box<str>, Box<str>)>,
 }
 
 /// A node's score tables by the number of devices a pod takes: for binpack (losses) and spread
@@ -364,6 +396,11 @@ impl GpuNode {
                 u.used += slots;
                 u.usedmem += mem;
                 u.usedcores += cores;
+                match entry.app_class {
+                    AppClass::Online => u.online += sign as i32,
+                    AppClass::Offline => u.offline += sign as i32,
+                    _ => {}
+                }
                 self.totals.used += slots;
                 self.totals.usedmem += mem;
                 self.totals.usedcores += cores;
@@ -477,10 +514,13 @@ mod tests {
             vec![d("A", 400, 30)],
         ];
         let c = collapse(&slots, 2, false);
-        assert_eq!(c[0], Collapsed { uuid: "A".into(), mem: 900, cores: 50, slots: 2 });
-        assert_eq!(c[1], Collapsed { uuid: "B".into(), mem: 100, cores: 0, slots: 1 });
+        assert_eq!(c[0], Collapsed { uuid: "A".into(), mem: 900, cores: 50, slots: 2, app_class: Default::default() });
+        assert_eq!(c[1], Collapsed { uuid: "B".into(), mem: 100, cores: 0, slots: 1, app_class: Default::default() });
         let released = collapse(&slots, 2, true);
-        assert_eq!(released[0], Collapsed { uuid: "A".into(), mem: 700, cores: 50, slots: 2 });
+        assert_eq!(
+            released[0],
+            Collapsed { uuid: "A".into(), mem: 700, cores: 50, slots: 2, app_class: Default::default() }
+        );
         let only_init = collapse(&[vec![d("X", 1, 1)], vec![]], 1, true);
         assert!(only_init.is_empty());
     }

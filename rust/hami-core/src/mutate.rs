@@ -137,15 +137,18 @@ pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends, neuron_s
     let soft_split = pod.metadata.annotations.get(ascend::MODE_KEY).is_some_and(|v| v == ascend::HAMI_CORE);
     let vendors = VendorDefaults { backends, soft_split, neuron_split };
     let mut annotations = Vec::new();
+    let mut sgpu = SgpuAdmission::of(pod);
     for (i, c) in pod.spec.init_containers.iter_mut().enumerate() {
         let base = format!("/spec/initContainers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
         m.has_resource |= mutate_for_vendors(c, &base, &vendors, &mut m, &mut annotations)?;
+        sgpu.container(c, backends, &mut annotations)?;
     }
     for (i, c) in pod.spec.containers.iter_mut().enumerate() {
         let base = format!("/spec/containers/{i}");
         m.has_resource |= mutate_container(c, &base, cfg, &mut m.ops)?;
         m.has_resource |= mutate_for_vendors(c, &base, &vendors, &mut m, &mut annotations)?;
+        sgpu.container(c, backends, &mut annotations)?;
     }
     for (key, value) in annotations {
         let op = if pod.metadata.annotations.is_empty() {
@@ -265,6 +268,36 @@ fn admit_drs(c: &mut Container, base: &str, b: &Backend, ops: &mut Vec<PatchOp>)
         }
     }
     Ok(true)
+}
+
+/// MetaX sGPU's webhook on one container (HAMi's `MutateAdmission`): the pod's app class and QoS
+/// policy checked, the QoS policy set to `best-effort` when absent (not for online pods).
+struct SgpuAdmission {
+    class: Option<String>,
+    qos: Option<String>,
+}
+
+impl SgpuAdmission {
+    fn of(pod: &Pod) -> Self {
+        let ann = &pod.metadata.annotations;
+        Self {
+            class: ann.get(crate::vendor::sgpu::APP_CLASS_KEY).cloned(),
+            qos: ann.get(crate::vendor::sgpu::QOS_KEY).cloned(),
+        }
+    }
+
+    fn container(&mut self, c: &Container, backends: &Backends, annotations: &mut Vec<(String, String)>) -> Result<()> {
+        let Some(b) = backends.iter().find(|b| b.admission == Admission::Sgpu) else { return Ok(()) };
+        let Some(count) = c.resources().limit(&b.count_name) else { return Ok(()) };
+        let count = ceil_value(count).unwrap_or(0);
+        let set = crate::vendor::sgpu::admit(self.class.as_deref(), self.qos.as_deref(), count)
+            .map_err(|m| Error::invalid("", m))?;
+        if let Some((key, value)) = set {
+            self.qos = Some(value.clone());
+            annotations.push((key, value));
+        }
+        Ok(())
+    }
 }
 
 /// Kunlunxin vXPU's webhook: a memory limit is rounded to a slice size, set as limit and request.

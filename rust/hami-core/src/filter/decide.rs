@@ -68,6 +68,23 @@ pub fn allocation_annotations(
     out
 }
 
+/// MetaX sGPU: the pod's app class, and the QoS switches its placement on `node` asks.
+fn sgpu_switches(
+    state: &ClusterState,
+    node: &str,
+    fit: &NodeFit,
+    placement: &Placement,
+) -> (crate::vendor::sgpu::AppClass, Vec<(String, String)>) {
+    use crate::vendor::sgpu;
+    let ask = sgpu::PodAsk::read(|k| placement.hints.vendor_filter(k));
+    let placed = fit.vendor.iter().find(|(b, _)| b.checks == crate::vendor::FitChecks::Sgpu);
+    let switches = match (placed, state.nodes.get(node)) {
+        (Some((_, devices)), Some(n)) => sgpu::qos_expectations(n, devices, placement.request.init_count, ask),
+        _ => Vec::new(),
+    };
+    (ask.class, switches)
+}
+
 /// The MIG instances with `containerIndex` counted in the device list as written: HAMi numbers
 /// the entries of the list it encodes, which leaves GPU-less containers out unless the node pads.
 fn as_written(mig: &[codec::MigAllocation], slots: &PodDevices, positional: bool) -> Vec<codec::MigAllocation> {
@@ -219,6 +236,9 @@ pub fn decide(
     if record {
         let footprint = fit.footprint(placement.request.init_count);
         let mut record = state.record_with_vendors(&meta.namespace, &meta.name, node, footprint);
+        let switches = sgpu_switches(state, node, fit, placement);
+        record.footprint.iter_mut().for_each(|c| c.app_class = switches.0);
+        state.note_sgpu_qos(node, switches.1);
         record.mig =
             fit.mig.iter().map(|a| MigHold { gpu: a.gpu_uuid.as_str().into(), placement: a.placement }).collect();
         state.reserve(key.to_owned(), record);

@@ -4,6 +4,7 @@ pub mod drs;
 pub mod mig;
 pub mod neuron;
 pub mod reason;
+pub mod sgpu;
 pub mod standard;
 pub mod verdict;
 pub mod vnpu;
@@ -205,6 +206,7 @@ impl<'r> VendorSlots<'r> {
                 devices: &self.placed[at].1[phase..slot],
                 init_count,
                 quota: ctx.card_quota.filter(|_| r.backend.quota_per_card),
+                same_phase: slot >= init_count,
             };
             let devices = match r.backend.checks {
                 crate::vendor::FitChecks::Neuron => {

@@ -23,6 +23,11 @@ pub enum Reason {
     CardNotFoundCustomFilterRule,
     /// No MIG profile with the requested memory has a free placement on the GPU.
     CardMigTopologyInfeasible,
+    /// MetaX sGPU's own words: the card is unhealthy, its pods' app classes or its QoS policy
+    /// refuse the pod.
+    CardUnhealthy,
+    CardAppClassMismatch,
+    CardQosPolicyMismatch,
     ModeNotFit,
     AllocatedCardsInsufficientRequest,
     NodeInsufficientDevice,
@@ -33,7 +38,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const COUNT: usize = 21;
+    pub const COUNT: usize = 24;
     pub const ALL: [Reason; Self::COUNT] = [
         Self::CardNotHealth,
         Self::CardCordoned,
@@ -49,6 +54,9 @@ impl Reason {
         Self::CardComputeUnitsExhausted,
         Self::CardNotFoundCustomFilterRule,
         Self::CardMigTopologyInfeasible,
+        Self::CardUnhealthy,
+        Self::CardAppClassMismatch,
+        Self::CardQosPolicyMismatch,
         Self::ModeNotFit,
         Self::AllocatedCardsInsufficientRequest,
         Self::NodeInsufficientDevice,
@@ -74,6 +82,9 @@ impl Reason {
             Self::CardComputeUnitsExhausted => "CardComputeUnitsExhausted",
             Self::CardNotFoundCustomFilterRule => "CardNotFoundCustomFilterRule",
             Self::CardMigTopologyInfeasible => "CardMigTopologyInfeasible",
+            Self::CardUnhealthy => "CardUnhealthy",
+            Self::CardAppClassMismatch => "CardAppClassMismatch",
+            Self::CardQosPolicyMismatch => "CardQosPolicyMismatch",
             Self::ModeNotFit => "ModeNotFit",
             Self::AllocatedCardsInsufficientRequest => "AllocatedCardsInsufficientRequest",
             Self::NodeInsufficientDevice => "NodeInsufficientDevice",

@@ -17,6 +17,9 @@ pub struct Earlier<'a> {
     pub devices: &'a [Vec<ContainerDevice>],
     pub init_count: usize,
     pub quota: Option<QuotaState>,
+    /// What the earlier containers took is on the usage this one sees (app containers; each init
+    /// container starts from the node as it was).
+    pub same_phase: bool,
 }
 
 impl Earlier<'_> {
@@ -68,6 +71,7 @@ pub fn fit_request(
         Some(vnpu) => (super::vnpu::fit(node, usage, &typed, r, ctx, vnpu)?, 1),
         None if graph => (super::xpu::fit(node, usage, &typed, r, ctx)?, 1),
         None if backend.checks == FitChecks::DrsProfile => super::drs::fit(node, usage, &typed, r, ctx)?,
+        None if backend.checks == FitChecks::Sgpu => (super::sgpu::fit(node, usage, &typed, r, ctx, earlier)?, 1),
         None => (walk(node, usage, &typed, r, ctx, earlier)?, 1),
     };
     // Kunlunxin's whole cards count only the slot taken (its `AddResourceUsage`).
@@ -335,8 +339,19 @@ pub fn vendor_scores(
         if backend.score == NodeScore::Bubble {
             total += bubbles(node, containers);
         }
+        if let NodeScore::Sgpu { topology_aware } = backend.score {
+            total += sgpu_weighted(node, containers, ctx, topology_aware);
+        }
     }
     total
+}
+
+/// MetaX sGPU's policy-neutral score as HAMi weights it: 10000 times, negated under spread.
+fn sgpu_weighted(node: &GpuNode, containers: &crate::codec::PodDevices, ctx: &PodContext, topology: bool) -> f32 {
+    let ask = crate::vendor::sgpu::PodAsk::read(|k| ctx.hints.vendor_filter(k));
+    let score = crate::vendor::sgpu::node_score(node, containers, ask, topology) as f32;
+    let spread = ctx.hints.node_policy == Some(crate::policy::NodePolicy::Spread);
+    score * if spread { -10000.0 } else { 10000.0 }
 }
 
 /// Kunlunxin's bubble score of the cards a pod took, against those in use before it.

@@ -72,6 +72,8 @@ fn is_vendor_key(key: &str) -> bool {
         || key.starts_with(crate::annotations::METAX_TOPOLOGY_PREFIX)
         || key == crate::annotations::KUNLUN_ALLOCATED_KEY
         || key == crate::annotations::ENFLAME_DRS_CAPACITY_KEY
+        || key == crate::annotations::SGPU_NODE_DEVICES_KEY
+        || key == crate::annotations::SGPU_APP_CLASS_KEY
         || key.starts_with("hami.io/")
             && (key.ends_with("-devices-allocated")
                 || (key.starts_with("hami.io/node-") && key.ends_with("-register"))

@@ -6,7 +6,7 @@ use crate::model::{DeviceUsage, GpuNode, Totals};
 use crate::request::{ContainerRequest, VendorRequest, PERCENT_UNSET};
 use std::cmp::Ordering;
 
-mod go_sort;
+pub(crate) mod go_sort;
 
 pub const WEIGHT: f32 = 10.0;
 
@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn device_score_examples() {
-        let u = DeviceUsage { used: 2, usedmem: 4000, usedcores: 30 };
+        let u = DeviceUsage { used: 2, usedmem: 4000, usedcores: 30, ..DeviceUsage::default() };
         let r = ContainerRequest { nums: 1, memreq: 2000, mem_percentage: PERCENT_UNSET, coresreq: 20 };
         let w = ScoringWeights::default();
         assert_eq!(device_score(&dev("NVIDIA-Tesla T4", 10, 16000), &u, &r, &w), 7.5);

@@ -74,9 +74,11 @@ pub struct PodHints {
     pub vendor_filters: Vec<(String, String)>,
 }
 
-/// A use/nouse type or UUID annotation of a vendor other than NVIDIA, or Ascend's vNPU mode.
+/// A use/nouse type or UUID annotation of a vendor other than NVIDIA, Ascend's vNPU mode, or MetaX
+/// sGPU's app class, QoS policy and topology switch.
 fn is_vendor_filter(key: &str) -> bool {
     key == crate::vendor::ascend::MODE_KEY
+        || crate::vendor::sgpu::POD_KEYS.contains(&key)
         || !key.starts_with("nvidia.com/") && (key.ends_with("type") || key.ends_with("uuid")) && key.contains("use-")
 }
 

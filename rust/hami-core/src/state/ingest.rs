@@ -184,6 +184,7 @@ impl ClusterState {
             view.metadata.annotations.vendor_value(crate::annotations::VNPU_CORE_NODE_KEY).map(str::to_owned);
         let (tables, spoilt) = self.score_tables(&fresh, &view.metadata.annotations);
         fresh.score_tables = tables;
+        self.sync_sgpu_qos(&mut fresh);
         let skipped = skipped.or(spoilt);
         let allocatable = status.allocatable.get(&self.config.resource_count_name).map(|q| q.0.as_str());
         fresh.registration = Registration::read(view.metadata.annotations.handshake.as_deref(), allocatable);
@@ -234,6 +235,12 @@ impl ClusterState {
             if backend.register_format == crate::vendor::RegisterFormat::NeuronCapacity {
                 let instance_type = labels.0.as_deref().unwrap_or("");
                 if let Err(e) = neuron_devices(node, backend, status, instance_type, id, &mut out) {
+                    skipped.get_or_insert(e);
+                }
+                continue;
+            }
+            if backend.register_format == crate::vendor::RegisterFormat::Sgpu {
+                if let Err(e) = sgpu_devices(node, backend, ann, id, &mut out) {
                     skipped.get_or_insert(e);
                 }
                 continue;
@@ -362,6 +369,8 @@ impl ClusterState {
             vendor_footprint.push((backend.clone(), collapse(&slots, init_count, init_done)));
         }
         let mut record = self.record_with_vendors(&meta.namespace, &meta.name, node, (footprint, vendor_footprint));
+        let class = crate::vendor::sgpu::AppClass::read(ann.vendor_value(crate::vendor::sgpu::APP_CLASS_KEY));
+        record.footprint.iter_mut().for_each(|c| c.app_class = class);
         record.mig = mig_holds(ann.mig_allocations.as_deref());
         record.priority = spec.priority.unwrap_or(0);
         record.terminating = meta.deletion_timestamp.is_some();
@@ -541,4 +550,21 @@ fn register_hash(register: &str) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     register.hash(&mut h);
     h.finish() | 1
+}
+
+/// MetaX sGPU's cards on a node; a list that does not decode is skipped, naming node and annotation.
+fn sgpu_devices(
+    node: &str,
+    backend: &crate::vendor::Backend,
+    ann: &crate::k8s::view::HamiAnnotations,
+    id: u8,
+    out: &mut Vec<codec::Device>,
+) -> Result<()> {
+    let Some(value) = ann.vendor_value(&backend.register_key) else { return Ok(()) };
+    let devices = crate::vendor::sgpu::devices(value, id).map_err(|e| {
+        let field = format!("annotation {} (its {} devices are skipped)", backend.register_key, backend.common_word);
+        Error::invalid(format!("Node {node}"), e).field(field)
+    })?;
+    out.extend(devices);
+    Ok(())
 }

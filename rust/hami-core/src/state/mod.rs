@@ -5,6 +5,7 @@ mod ingest;
 pub mod nodes;
 mod report;
 pub mod reservations;
+mod sgpu_qos;
 pub mod waiting;
 
 use crate::config::Config;
@@ -65,6 +66,8 @@ pub struct ClusterState {
     holds: reservations::Reservations,
     /// Pods Filter rejected, until they are placed, bind, end or are deleted ([`waiting`]).
     pub(crate) waiting: waiting::Waiting,
+    /// MetaX sGPU's pending QoS switches by card UUID ([`sgpu_qos`]).
+    sgpu_qos: BTreeMap<String, String>,
 }
 
 /// How many recent placements FGD learns its target workload from.

@@ -19,6 +19,7 @@ pub mod metax;
 mod mthreads;
 pub mod neuron;
 pub mod request;
+pub mod sgpu;
 pub mod vastai;
 
 use crate::config::Config;
@@ -58,6 +59,8 @@ pub enum RegisterFormat {
     NeuronCapacity,
     /// Enflame DRS's capacity annotation: devices and profiles ([`enflame_drs::devices`]).
     DrsCapacity,
+    /// MetaX sGPU's own JSON list of cards ([`sgpu::devices`]).
+    Sgpu,
 }
 
 /// Devices HAMi derives from a node's capacity of a backend's core resource: one per
@@ -100,6 +103,8 @@ pub enum PodExtras {
     Neuron,
     /// `enflame.com/gcu-assigned*` and `assigned-containers` ([`enflame_drs::extra_annotations`]).
     EnflameDrs,
+    /// MetaX sGPU's JSON per container and predicate time ([`sgpu::extra_annotations`]).
+    Sgpu,
 }
 
 /// Which of the standard Fit's per-card checks a backend applies.
@@ -138,6 +143,9 @@ pub enum FitChecks {
     /// Enflame DRS: a profile chosen for the request, then one device with a free slot, the
     /// profile's memory and cores ([`crate::fit::drs`]); its slices counted as slots taken.
     DrsProfile,
+    /// MetaX sGPU: app classes, QoS policies, then a choice among every card that passes
+    /// ([`crate::fit::sgpu`]).
+    Sgpu,
 }
 
 /// What a backend adds to a node's score (HAMi's `ScoreNode`).
@@ -153,6 +161,9 @@ pub enum NodeScore {
     Topology,
     /// The bubbles the pod's cards leave in the interconnect's wings ([`kunlun::bubble_score`]).
     Bubble,
+    /// MetaX sGPU's policy-neutral score, weighted by HAMi ([`sgpu::node_score`]); the config's
+    /// `sgpuTopologyAware`.
+    Sgpu { topology_aware: bool },
 }
 
 /// What a backend's webhook does to a container asking for it, beyond routing the pod.
@@ -180,6 +191,8 @@ pub enum Admission {
     /// Enflame DRS's checks of the count, memory and cores, each copied between limits and
     /// requests ([`enflame_drs::admission`]).
     DrsProfile,
+    /// App class and QoS policy checked, the QoS policy defaulted ([`sgpu::admit`]).
+    Sgpu,
 }
 
 /// How a backend reads a container's request.
@@ -198,6 +211,8 @@ pub enum RequestFormat {
     Neuron,
     /// A profile asked by its slices, or by memory and cores ([`enflame_drs::container_request`]).
     DrsProfile,
+    /// Limits only; memory in GiB or bytes ([`sgpu::container_request`]).
+    Sgpu,
 }
 
 /// When HAMi keeps a node's devices of a backend.
@@ -282,6 +297,7 @@ impl Backend {
             PodExtras::Kunlun => kunlun::extra_annotations(node, placed),
             PodExtras::Neuron => neuron::extra_annotations(node, self, placed, requests, now),
             PodExtras::EnflameDrs => enflame_drs::extra_annotations(node, self, placed, pod, now),
+            PodExtras::Sgpu => sgpu::extra_annotations(placed, now.saturating_mul(1_000_000_000)),
         }
     }
 
@@ -325,6 +341,7 @@ impl Backends {
         list.extend(kunlun::card_backend(devices));
         list.extend(kunlun::slice_backend(devices));
         list.extend(neuron::backend(devices));
+        list.extend(sgpu::backend(devices));
         if config.vendors.enable_iluvatar {
             list.extend(iluvatar::backends(devices));
         }

@@ -58,6 +58,9 @@ pub fn container_request(c: &Container, b: &Arc<Backend>) -> Option<VendorReques
     if b.request_format == super::RequestFormat::DrsProfile {
         return super::enflame_drs::container_request(c, b);
     }
+    if b.request_format == super::RequestFormat::Sgpu {
+        return super::sgpu::container_request(c, b);
+    }
     let res = c.resources();
     let nums = res.get(&b.count_name)?.as_int()?;
     if nums <= 0 || (b.count_checked && nums > i64::from(i32::MAX)) {
