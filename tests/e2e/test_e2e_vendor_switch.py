@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -51,6 +51,7 @@ class VendorNode:
     annotations: dict[str, str]
     capacity: dict[str, str]
     devices: dict[str, tuple[int, int]]  # id: (memory MiB, split count)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def listed(name: str, chip: str, mem: int, cores: int, split: int, n: int) -> list[dict[str, Any]]:
@@ -126,7 +127,46 @@ def vendor_nodes() -> list[VendorNode]:
         ),
         VendorNode("metax-0", {}, {"metax-tech.com/gpu": "4"}, derived("metax-0", "metax", 4, 65536, 1)),
         VendorNode("gcu-0", {}, {"enflame.com/gcu": "4"}, derived("gcu-0", "GCU", 4, 100, 1)),
+        drs_node("drs-0"),
+        VendorNode(
+            "neuron-0",
+            {},
+            {"aws.amazon.com/neuron": "4", "aws.amazon.com/neuroncore": "8"},
+            derived("neuron-0", "AWSNeuron", 4, 0, 2),
+            {"node.kubernetes.io/instance-type": "trn1.32xlarge"},
+        ),
+        sgpu_node("sgpu-0"),
     ]
+
+
+def drs_node(name: str) -> VendorNode:
+    """Enflame DRS: devices in slices and the profiles they are cut into (the plugin's JSON)."""
+    profiles = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
+    devices = [{"index": str(i), "minor": str(i), "capacity": 6} for i in range(2)]
+    body = json.dumps({"devices": devices, "profiles": profiles})
+    return VendorNode(name, {"enflame.com/gcu-drs-capacity": body}, {}, derived(name, "enflame-drs", 2, 40960, 6))
+
+
+def sgpu_node(name: str) -> VendorNode:
+    """MetaX sGPU: its plugin's own JSON list of cards, two MetaLink zones."""
+    cards = [
+        {
+            "uuid": f"{name}-card-{i}",
+            "bdf": f"0000:{i:02x}:00.0",
+            "model": "MXC500",
+            "totalDevCount": 8,
+            "totalCompute": 100,
+            "totalVRam": 65536,
+            "numa": 0,
+            "healthy": True,
+            "linkZone": 1 + i // 2,
+        }
+        for i in range(4)
+    ]
+    devices = {c["uuid"]: (65536, 8) for c in cards}
+    return VendorNode(
+        name, {"metax-tech.com/node-gpu-devices": json.dumps(cards)}, {"metax-tech.com/sgpu": "32"}, devices
+    )
 
 
 # What each phase asks: shared NPU slices (the webhook rounds 6000 MiB up to a template), a whole
@@ -148,8 +188,20 @@ PHASE_PODS: list[tuple[str, dict[str, Any]]] = [
     ("mthreads", {"mthreads.com/vgpu": 1, "mthreads.com/sgpu-memory": 4}),
     ("metax", {"metax-tech.com/gpu": 1}),
     ("gcu", {"enflame.com/gcu": 1}),
+    ("drs", {"enflame.com/drs-gcu": 1}),
+    ("neuron", {"aws.amazon.com/neuroncore": 1}),
+    ("sgpu", {"metax-tech.com/sgpu": 1, "metax-tech.com/vmemory": 4, "metax-tech.com/vcore": 20}),
 ]
 CAMBRICON_LOCK = "cambricon.com/dsmlu.lock"
+# The vendors' own annotations naming the devices a pod holds, beside HAMi's lists.
+VENDOR_DEVICE_KEYS = (
+    f"huawei.com/{CHIP}",
+    "BAIDU_COM_DEVICE_IDX",
+    "AWS_NEURON_IDS",
+    "enflame.com/gcu-assigned-index",
+    "assigned-containers",
+    "metax-tech.com/gpu-devices-allocated",
+)
 
 
 def device_keys(annotations: dict[str, str]) -> dict[str, str]:
@@ -157,7 +209,7 @@ def device_keys(annotations: dict[str, str]) -> dict[str, str]:
     return {
         k: v
         for k, v in annotations.items()
-        if (k.startswith("hami.io/") and k.endswith("allocated")) or k in (f"huawei.com/{CHIP}", "BAIDU_COM_DEVICE_IDX")
+        if (k.startswith("hami.io/") and k.endswith("allocated")) or k in VENDOR_DEVICE_KEYS
     }
 
 
@@ -167,7 +219,7 @@ def register(api, node: VendorNode) -> None:
         "kind": "Node",
         "metadata": {
             "name": node.name,
-            "labels": {"kubernetes.io/hostname": node.name, "pool": "vendor"},
+            "labels": {"kubernetes.io/hostname": node.name, "pool": "vendor", **node.labels},
             "annotations": node.annotations,
         },
     }
@@ -325,6 +377,9 @@ def failed_scheduling(api, namespace: str, name: str) -> list[str]:
         ("npus", {f"huawei.com/{CHIP}": 9}),
         ("npu-memory", {f"huawei.com/{CHIP}": 1, f"huawei.com/{CHIP}-memory": 70000}),
         ("xpus", {XPU: 3}),
+        ("neuron-devices", {"aws.amazon.com/neuron": 5}),
+        ("drs-slices", {"enflame.com/drs-gcu": 5}),
+        ("sgpu-memory", {"metax-tech.com/sgpu": 1, "metax-tech.com/vmemory": 100}),
     ],
 )
 def test_a_vendor_pod_that_fits_nowhere_gets_the_same_answer_from_both(vendors, case, limits) -> None:
