@@ -977,3 +977,51 @@ def test_an_empty_snapshot_is_one_line_not_an_empty_plan(tmp_path):
     assert one_line(proc) == (
         f"hami-fast plan: {empty}: empty; a snapshot is a List of Nodes and Pods (kubectl get nodes,pods -A -o json)"
     )
+
+
+def dcu_snapshot(tmp_path: Path) -> tuple[Path, Path]:
+    """Two Hygon DCU nodes, each card a third full, and a pod asking two whole cards."""
+    items: list[dict] = []
+    for n in range(2):
+        node = f"dcu-{n}"
+        register = "".join(f"DCU-{node}-{i},4,65536,100,DCU-Z100L,0,true,{i},hami-core:" for i in range(2))
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": node, "annotations": {"hami.io/node-dcu-register": register}},
+            }
+        )
+        for i in range(2):
+            allocated = f"DCU-{node}-{i},DCU,16000,30:;"
+            annotations = {"hami.io/vgpu-node": node, "hami.io/dcu-devices-allocated": allocated}
+            meta = {"name": f"r-{node}-{i}", "namespace": "default", "uid": f"u-{node}-{i}", "annotations": annotations}
+            spec = {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
+            items.append(
+                {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+            )
+    snapshot, pod = tmp_path / "snap.json", tmp_path / "pod.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    limits = {"hygon.com/dcunum": "2", "hygon.com/dcucores": "100"}
+    container = {"name": "c", "image": "x", "resources": {"limits": limits}}
+    pod.write_text(json.dumps({"kind": "Pod", "metadata": {"name": "big"}, "spec": {"containers": [container]}}))
+    return snapshot, pod
+
+
+def test_plan_for_a_vendor_pod_says_the_planner_moves_nvidia_pods_only(tmp_path):
+    snapshot, pod = dcu_snapshot(tmp_path)
+    proc = hami_fast("plan", "--snapshot", str(snapshot), "--for", str(pod))
+    assert proc.returncode == 2
+    assert one_line(proc) == (
+        f"hami-fast plan: {snapshot}: for_pod: pod default/big: asks hygon.com/dcunum (HAMi's DCU backend): "
+        "the planner moves NVIDIA vGPU pods only; `hami-fast explain` gives its reasons"
+    )
+
+
+def test_explain_of_a_vendor_pod_that_fits_nowhere_points_at_the_node_reasons(tmp_path):
+    snapshot, pod = dcu_snapshot(tmp_path)
+    proc = hami_fast("explain", "--snapshot", str(snapshot), "--pod", str(pod))
+    assert "CardInsufficientMemory" in proc.stdout and "dcu-0" in proc.stdout
+    assert proc.stdout.rstrip().endswith(
+        "what would have to change: see each node's reason above (the cluster-wide advice covers NVIDIA vGPU requests)"
+    )

@@ -218,7 +218,10 @@ def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], t
     if result["error"] or result["node"]:
         return text
     lines = render_headroom(orjson.loads(cluster.headroom(pod)))
-    text += "\n\nwhat would have to change:\n" + "\n".join("  " + line for line in lines)
+    if lines:
+        text += "\n\nwhat would have to change:\n" + "\n".join("  " + line for line in lines)
+    else:  # the headroom facts are worked out for NVIDIA vGPU requests
+        text += "\n\nwhat would have to change: see each node's reason above (the cluster-wide advice covers NVIDIA vGPU requests)"
     preemption = render_preemption(result.get("preemption"))
     return text + ("\n\n" + "\n".join(preemption) if preemption else "")
 

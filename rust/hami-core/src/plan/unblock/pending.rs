@@ -36,10 +36,7 @@ impl PendingPod {
         }
         let request = PodRequest::from_pod(parsed, config);
         if request.is_empty() {
-            return Err(Error::invalid(
-                format!("for_pod: pod {key}"),
-                format!("spec.containers request no vGPU resource ({})", config.resource_count_name),
-            ));
+            return Err(Error::invalid(format!("for_pod: pod {key}"), not_planned(parsed, config)));
         }
         let hints = PodHints::from_annotations(&parsed.metadata.annotations)
             .map_err(|e| e.in_object(format!("for_pod: pod {key}")))?;
@@ -74,5 +71,19 @@ impl PendingPod {
             card_quota: None,
             device_preference: None,
         }
+    }
+}
+
+/// Why a pod without an NVIDIA vGPU request is not planned for: it asks another backend's devices
+/// (which the planner does not move yet), or none at all.
+fn not_planned(pod: &Pod, config: &Config) -> String {
+    let backends = crate::vendor::Backends::from_config(config);
+    let asked = crate::vendor::request::vendor_requests(pod, &backends);
+    match asked.iter().flatten().next() {
+        Some(r) => format!(
+            "asks {} (HAMi's {} backend): the planner moves NVIDIA vGPU pods only; `hami-fast explain` gives its reasons",
+            r.backend.count_name, r.backend.common_word
+        ),
+        None => format!("spec.containers request no vGPU resource ({})", config.resource_count_name),
     }
 }
