@@ -58,11 +58,14 @@ def replicas(e2e_workdir):
         pytest.skip("failover suite is opt-in: HAMI_FAST_E2E_FAILOVER=1")
     missing = missing_binaries()
     why = f"control-plane binaries missing: {', '.join(missing)} (scripts/build-control-plane.sh)" if missing else None
-    why = why or (None if find_helm() else "helm not found (scripts/install-helm.sh)") or uts_namespaces_missing()
+    why = why or (None if find_helm() else "helm not found (scripts/install-helm.sh)")
     if why:
         if os.environ.get("HAMI_FAST_E2E_REQUIRE") == "1":
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
+    no_uts = uts_namespaces_missing()
+    if no_uts:  # a property of the machine, not a missing install: skip even where e2e is required
+        pytest.skip(no_uts)
     cp = ControlPlane(
         e2e_workdir("failover"),
         extra_users={PLUGIN_USER: "system:masters"},
