@@ -299,10 +299,38 @@ def drs_canonical(assigned: str, node: str | None, groups: dict[str, str]) -> st
     return orjson.dumps(entries, option=orjson.OPT_SORT_KEYS).decode()
 
 
+KUNLUN_LISTS = ("hami.io/kunlun-allocated", "hami.io/xpu-devices-allocated")
+KUNLUN_MIXED = "kunlun on a mixed node"
+NOT_DEVICES = {"cpu", "memory", "pods", "ephemeral-storage", "kunlunxin.com/xpu"}
+
+
+def kunlun_mixed(items: list[dict[str, Any]]) -> dict[str, str]:
+    """Kunlunxin cards on a node that registers another backend too. HAMi's candidate list is sorted
+    with pdqsort past 12 devices, and its input is in Go's vendor map order: the cards a container
+    takes come in either order (the choice of cards is compared as it is, their order is not)."""
+    out = {}
+    for obj in items:
+        if obj.get("kind") != "Node":
+            continue
+        annotations = obj["metadata"].get("annotations") or {}
+        capacity = (obj.get("status") or {}).get("capacity") or {}
+        others = [
+            k for k in annotations if k.endswith("-register") or k in (DRS_REGISTER, "metax-tech.com/node-gpu-devices")
+        ]
+        others += [k for k in capacity if k not in NOT_DEVICES]
+        cards = str(capacity.get("kunlunxin.com/xpu") or "0")
+        if others and cards.isdigit():
+            name = obj["metadata"]["name"]
+            out.update({f"{name}-kunlun-{i}": KUNLUN_MIXED for i in range(int(cards))})
+    return out
+
+
 def device_groups(items: list[dict[str, Any]]) -> dict[str, str]:
     """The groups HAMi takes devices by in Go's map order: Vastai dies, Ascend networks and cards,
-    MetaX sGPU's MetaLink zones where they tie; and the Enflame DRS profiles it picks among likewise."""
-    return {**vastai_dies(items), **ascend_groups(items), **drs_twins(items), **sgpu.zone_groups(items)}
+    MetaX sGPU's MetaLink zones where they tie; the Enflame DRS profiles it picks among likewise;
+    and the order of Kunlunxin cards on a node with another backend."""
+    groups = {**vastai_dies(items), **ascend_groups(items), **drs_twins(items), **sgpu.zone_groups(items)}
+    return {**groups, **kunlun_mixed(items)}
 
 
 def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[str, str] | None:
@@ -325,6 +353,10 @@ def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[
         out[key] = ";".join(die_shape(slot, dies) for slot in out[key].split(";"))
     if any(out.get(k) != annotations.get(k) for k in sgpu.SGPU_LISTS) and sgpu.METAX_LIST in out:
         out[sgpu.METAX_LIST] = sgpu.without_uuids(out[sgpu.METAX_LIST])
+    for key in [k for k in KUNLUN_LISTS if k in out]:
+        out[key] = ";".join(kunlun_order_free(slot, dies) for slot in out[key].split(";"))
+        if out[key] != annotations[key] and "BAIDU_COM_DEVICE_IDX" in out:
+            out["BAIDU_COM_DEVICE_IDX"] = ",".join(sorted(out["BAIDU_COM_DEVICE_IDX"].split(",")))
     for key in list(out):
         if match := ASCEND_LIST.fullmatch(key):
             out[key] = ";".join(npu_shape(slot, dies) for slot in out[key].split(";"))
@@ -332,6 +364,14 @@ def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[
             if out[key] != annotations[key] and runtime in out:
                 out[runtime] = without_uuids(out[runtime])
     return out
+
+
+def kunlun_order_free(slot: str, groups: dict[str, str]) -> str:
+    """A container's Kunlunxin cards in sorted order where HAMi's order is Go's (kunlun_mixed)."""
+    entries = [e for e in slot.split(":") if e]
+    if len(entries) < 2 or not all(groups.get(e.split(",")[0]) == KUNLUN_MIXED for e in entries):
+        return slot
+    return ":".join(sorted(entries)) + ":"
 
 
 def npu_shape(slot: str, groups: dict[str, str]) -> str:
