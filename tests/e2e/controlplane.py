@@ -479,18 +479,13 @@ class ControlPlane:
         return proc
 
     def stop(self) -> None:
-        for name in (
-            "kwok",
-            "hami-scheduler",
-            "hami-fast-descheduler",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "hami-fast",
-            "kube-apiserver",
-            "etcd",
-        ):
-            if name in self.procs:
-                self.procs[name].stop()
+        """Every process this control plane started (replicas' too), the API server and etcd last."""
+        first = ("kwok", "hami-scheduler", "hami-fast-descheduler", "kube-controller-manager", "kube-scheduler")
+        last = ("kube-apiserver", "etcd")
+        named = [n for n in first if n in self.procs]
+        others = [n for n in self.procs if n not in first and n not in last]
+        for name in [*named, *others, *(n for n in last if n in self.procs)]:
+            self.procs[name].stop()
 
 
 class ApiError(Exception):
