@@ -104,3 +104,41 @@ def filter_args(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
 def bind_args(pod: dict[str, Any], node: str) -> dict[str, Any]:
     meta = pod["metadata"]
     return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+
+
+def resident_pod(name: str, node: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """A running pod bound to `node` holding devices by its allocation `annotations` (HAMi's
+    `hami.io/vgpu-node` added): how the engine sees another scheduler's or an earlier placement."""
+    meta = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    meta["annotations"] = {"hami.io/vgpu-node": node, **annotations}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def asking_pod(
+    *asks: dict[str, str], where: str = "limits", annotations: dict[str, str] | None = None, name: str = "p"
+) -> dict[str, Any]:
+    """A pending pod, one container per ask (resource: quantity) under `where` (limits or requests)."""
+    containers = [{"name": f"c{i}", "image": "x", "resources": {where: a}} for i, a in enumerate(asks)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
+        "spec": {"containers": containers},
+    }
+
+
+def explain_on(
+    items: list[dict[str, Any]], pod: dict[str, Any], now: int = 0, node_policy: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The engine's `explain` of `pod` on a fresh cluster of `items`, with the ingest errors."""
+    from hami_fast import _native
+
+    cluster = _native.Cluster()
+    _, _, _, errors = cluster.apply_list_page(orjson.dumps({"kind": "List", "items": items}))
+    return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, None)), errors

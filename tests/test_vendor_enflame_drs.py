@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
+from k8s_objects import asking_pod, explain_on, resident_pod
 
 COUNT = "enflame.com/drs-gcu"
 MEMORY = "enflame.com/gcu-memory"
@@ -34,38 +35,11 @@ def node(name: str, capacities: list[Any], profiles: dict[str, str] | None = Non
 
 
 def resident(name: str, on: str, allocated: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "annotations": {"hami.io/vgpu-node": on, ALLOCATED: allocated},
-        },
-        "spec": {"nodeName": on, "containers": [{"name": "c", "image": "x"}]},
-        "status": {"phase": "Running"},
-    }
-
-
-def pod(*limits: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    containers = [{"name": f"c{i}", "image": "x", "resources": {"limits": l}} for i, l in enumerate(limits)]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "default", "uid": "u", "annotations": annotations or {}},
-        "spec": {"containers": containers},
-    }
-
-
-def explain(items: list[dict[str, Any]], the_pod: dict[str, Any]):
-    cluster = _native.Cluster()
-    _, _, _, errors = cluster.apply_list_page(orjson.dumps({"kind": "List", "items": items}))
-    return orjson.loads(cluster.explain(orjson.dumps(the_pod), 0, None, None)), errors
+    return resident_pod(name, on, {ALLOCATED: allocated})
 
 
 def test_a_profile_asked_by_its_slices_and_the_annotations_written():
-    out, errors = explain([node("e", [6])], pod({COUNT: "3"}))
+    out, errors = explain_on([node("e", [6])], asking_pod({COUNT: "3"}))
     assert errors == []
     a = out["annotations"]
     assert a[ALLOCATED] == "e-enflame-drs-0,Enflame,20480,50:;", out
@@ -81,7 +55,7 @@ def test_a_profile_asked_by_its_slices_and_the_annotations_written():
 
 def test_memory_and_cores_ask_the_smallest_profile_holding_both():
     def profile(limits: dict[str, str]) -> str:
-        out, _ = explain([node("e", [6])], pod(limits))
+        out, _ = explain_on([node("e", [6])], asking_pod(limits))
         return json.loads(out["annotations"]["assigned-containers"])["c0"]["profileName"]
 
     assert profile({MEMORY: "16"}) == "3g.20gb"
@@ -92,22 +66,22 @@ def test_memory_and_cores_ask_the_smallest_profile_holding_both():
 
 def test_a_request_no_profile_holds_fails_as_mode_not_fit():
     for limits in ({COUNT: "2"}, {MEMORY: "41"}):
-        out, _ = explain([node("e", [6, 6])], pod(limits))
+        out, _ = explain_on([node("e", [6, 6])], asking_pod(limits))
         assert out["node"] is None and out["failed"]["e"] == "1/2 ModeNotFit", out
 
 
 def test_slices_count_as_slots_within_the_pod_a_resident_entry_as_one():
-    out, _ = explain([node("e", [6])], pod({COUNT: "3"}, {COUNT: "3"}))
+    out, _ = explain_on([node("e", [6])], asking_pod({COUNT: "3"}, {COUNT: "3"}))
     assert out["annotations"][ALLOCATED] == "e-enflame-drs-0,Enflame,20480,50:;e-enflame-drs-0,Enflame,20480,50:;"
-    full, _ = explain([node("e", [6])], pod({COUNT: "3"}, {COUNT: "3"}, {COUNT: "1"}))
+    full, _ = explain_on([node("e", [6])], asking_pod({COUNT: "3"}, {COUNT: "3"}, {COUNT: "1"}))
     assert full["failed"]["e"] == "1/1 CardTimeSlicingExhausted", full
     busy = [node("e", [2]), resident("r", "e", "e-enflame-drs-0,Enflame,6144,17:;")]
-    out, _ = explain(busy, pod({COUNT: "1"}))
+    out, _ = explain_on(busy, asking_pod({COUNT: "1"}))
     assert out["node"] == "e", "a resident's 1g profile takes one slot of two"
-    out, _ = explain(busy, pod({COUNT: "1"}, annotations={POLICY: "mutex"}))
+    out, _ = explain_on(busy, asking_pod({COUNT: "1"}, annotations={POLICY: "mutex"}))
     assert out["failed"]["e"] == "1/1 ExclusiveDeviceAllocateConflict", out
     cores = [node("e", [6]), resident("r", "e", "e-enflame-drs-0,Enflame,6144,90:;")]
-    out, _ = explain(cores, pod({COUNT: "3"}))
+    out, _ = explain_on(cores, asking_pod({COUNT: "3"}))
     assert out["failed"]["e"] == "1/1 CardInsufficientCore", out
 
 
@@ -119,7 +93,7 @@ def test_a_flawed_capacity_annotation_is_skipped_naming_node_and_key():
         '{"devices": [',
     ]
     for raw in flawed:
-        out, errors = explain([node("m", [], raw=raw)], pod({COUNT: "1"}))
+        out, errors = explain_on([node("m", [], raw=raw)], asking_pod({COUNT: "1"}))
         assert len(errors) == 1 and "Node m" in errors[0] and CAPACITY in errors[0], (raw, errors)
         assert out["node"] is None and out["failed"]["m"] == "node unregistered", out
 
@@ -135,9 +109,9 @@ def test_the_webhook_checks_and_copies_what_it_reads():
         ({MEMORY: "0"}, f"{MEMORY} must be greater than 0"),
         ({CORES: "150"}, f"{CORES} must be in range (0,100]"),
     ):
-        response = admit(pod(limits))
+        response = admit(asking_pod(limits))
         assert not response["allowed"] and response["status"]["message"] == message, response
-    asked = pod({})
+    asked = asking_pod({})
     asked["spec"]["containers"][0]["resources"] = {"requests": {MEMORY: "16", CORES: "50"}}
     response = admit(asked)
     ops = json.loads(base64.b64decode(response["patch"]))
@@ -156,7 +130,7 @@ def limit_of(op: dict[str, Any]) -> dict[str, str]:
 
 def test_twin_profiles_give_one_of_them_and_no_lock_is_taken():
     twins = {"1g.6gb": "0", "3g.20gb": "1", "3G.20GB": "7", "6g.40gb": "2"}
-    out, _ = explain([node("e", [6], twins)], pod({COUNT: "3"}))
+    out, _ = explain_on([node("e", [6], twins)], asking_pod({COUNT: "3"}))
     entry = json.loads(out["annotations"]["assigned-containers"])["c0"]
     assert (entry["profileName"], entry["profileID"]) in {("3g.20gb", "1"), ("3G.20GB", "7")}, entry
-    assert _native.Cluster().bind_locks(orjson.dumps(pod({COUNT: "1"}))) == []
+    assert _native.Cluster().bind_locks(orjson.dumps(asking_pod({COUNT: "1"}))) == []

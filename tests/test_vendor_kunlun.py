@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 from hami_fast import _native
+from k8s_objects import asking_pod, explain_on, resident_pod
 
 CARDS = "kunlunxin.com/xpu"
 SLICES = "kunlunxin.com/vxpu"
@@ -42,39 +43,16 @@ def slices(devmem: list[int]) -> str:
     return json.dumps(devices)
 
 
-def resident(name: str, on: str, key: str, allocated: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "annotations": {"hami.io/vgpu-node": on, key: allocated},
-        },
-        "spec": {"nodeName": on, "containers": [{"name": "c", "image": "x"}]},
-        "status": {"phase": "Running"},
-    }
-
-
 def busy_cards(on: str, cards: list[int]) -> list[dict[str, Any]]:
     return [resident(f"r{i}", on, CARDS_ALLOCATED, f"{on}-kunlun-{i},kunlun,98304,100:;") for i in cards]
 
 
-def pod(limits: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "default", "uid": "u", "annotations": annotations or {}},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
-    }
+def resident(name: str, on: str, key: str, allocated: str) -> dict[str, Any]:
+    return resident_pod(name, on, {key: allocated})
 
 
 def explain(items: list[dict[str, Any]], limits: dict[str, str], annotations: dict[str, str] | None = None):
-    cluster = _native.Cluster()
-    _, _, _, errors = cluster.apply_list_page(orjson.dumps({"kind": "List", "items": items}))
-    out = orjson.loads(cluster.explain(orjson.dumps(pod(limits, annotations)), 0, None, None))
-    return out, errors
+    return explain_on(items, asking_pod(limits, annotations=annotations))
 
 
 def test_whole_cards_come_from_capacity_split_in_numa_halves_and_unused_only():
@@ -118,7 +96,9 @@ def test_uuid_pins_of_both_keys_are_honoured():
 
 def test_the_webhook_rounds_slice_memory_in_limits_and_requests():
     cluster = _native.Cluster()
-    review = {"request": {"uid": "r", "namespace": "default", "object": pod({SLICES: "1", SLICE_MEMORY: "30000"})}}
+    review = {
+        "request": {"uid": "r", "namespace": "default", "object": asking_pod({SLICES: "1", SLICE_MEMORY: "30000"})}
+    }
     response = orjson.loads(cluster.admit(orjson.dumps(review)))["response"]
     ops = json.loads(base64.b64decode(response["patch"]))
     container = {"resources": {"limits": {SLICES: "1", SLICE_MEMORY: "30000"}}}
@@ -160,5 +140,5 @@ def test_a_bad_xpu_annotation_is_skipped_and_the_node_s_cards_still_schedule():
 
 def test_bind_locks_the_node_for_slices_only():
     cluster = _native.Cluster()
-    assert cluster.bind_locks(orjson.dumps(pod({SLICES: "1"}))) == ["hami.io/mutex.lock"]
-    assert cluster.bind_locks(orjson.dumps(pod({CARDS: "1"}))) == [], "whole cards take no lock"
+    assert cluster.bind_locks(orjson.dumps(asking_pod({SLICES: "1"}))) == ["hami.io/mutex.lock"]
+    assert cluster.bind_locks(orjson.dumps(asking_pod({CARDS: "1"}))) == [], "whole cards take no lock"
