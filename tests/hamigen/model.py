@@ -307,7 +307,8 @@ NOT_DEVICES = {"cpu", "memory", "pods", "ephemeral-storage", "kunlunxin.com/xpu"
 def kunlun_mixed(items: list[dict[str, Any]]) -> dict[str, str]:
     """Kunlunxin cards on a node that registers another backend too. HAMi's candidate list is sorted
     with pdqsort past 12 devices, and its input is in Go's vendor map order: the cards a container
-    takes come in either order (the choice of cards is compared as it is, their order is not)."""
+    takes come in either order, and graghSelect picks by position: which cards, and in which order,
+    is random (compared as how many)."""
     out = {}
     for obj in items:
         if obj.get("kind") != "Node":
@@ -356,7 +357,7 @@ def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[
     for key in [k for k in KUNLUN_LISTS if k in out]:
         out[key] = ";".join(kunlun_order_free(slot, dies) for slot in out[key].split(";"))
         if out[key] != annotations[key] and "BAIDU_COM_DEVICE_IDX" in out:
-            out["BAIDU_COM_DEVICE_IDX"] = ",".join(sorted(out["BAIDU_COM_DEVICE_IDX"].split(",")))
+            out["BAIDU_COM_DEVICE_IDX"] = f"x{len(out['BAIDU_COM_DEVICE_IDX'].split(','))}"
     for key in list(out):
         if match := ASCEND_LIST.fullmatch(key):
             out[key] = ";".join(npu_shape(slot, dies) for slot in out[key].split(";"))
@@ -367,11 +368,12 @@ def canonical(annotations: dict[str, str] | None, dies: dict[str, str]) -> dict[
 
 
 def kunlun_order_free(slot: str, groups: dict[str, str]) -> str:
-    """A container's Kunlunxin cards in sorted order where HAMi's order is Go's (kunlun_mixed)."""
+    """A container's Kunlunxin cards as how many it took where HAMi's choice follows Go's order
+    (kunlun_mixed): graghSelect picks by position in the sorted list, so the order decides which."""
     entries = [e for e in slot.split(":") if e]
-    if len(entries) < 2 or not all(groups.get(e.split(",")[0]) == KUNLUN_MIXED for e in entries):
+    if not entries or not all(groups.get(e.split(",")[0]) == KUNLUN_MIXED for e in entries):
         return slot
-    return ":".join(sorted(entries)) + ":"
+    return f"kunlun cards x{len(entries)}"
 
 
 def npu_shape(slot: str, groups: dict[str, str]) -> str:
