@@ -979,8 +979,9 @@ def test_an_empty_snapshot_is_one_line_not_an_empty_plan(tmp_path):
     )
 
 
-def dcu_snapshot(tmp_path: Path) -> tuple[Path, Path]:
-    """Two Hygon DCU nodes, each card a third full, and a pod asking two whole cards."""
+def dcu_snapshot(tmp_path: Path, owner: str = "") -> tuple[Path, Path]:
+    """Two Hygon DCU nodes, each card a third full (its pods bare, else of ReplicaSet `owner`), and
+    a pod asking two whole cards."""
     items: list[dict] = []
     for n in range(2):
         node = f"dcu-{n}"
@@ -996,7 +997,10 @@ def dcu_snapshot(tmp_path: Path) -> tuple[Path, Path]:
             allocated = f"DCU-{node}-{i},DCU,16000,30:;"
             annotations = {"hami.io/vgpu-node": node, "hami.io/dcu-devices-allocated": allocated}
             meta = {"name": f"r-{node}-{i}", "namespace": "default", "uid": f"u-{node}-{i}", "annotations": annotations}
-            spec = {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
+            if owner:
+                meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": owner, "controller": True}]
+            share = {"hygon.com/dcunum": "1", "hygon.com/dcumem": "16000", "hygon.com/dcucores": "30"}
+            spec = {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": {"limits": share}}]}
             items.append(
                 {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
             )
@@ -1008,14 +1012,27 @@ def dcu_snapshot(tmp_path: Path) -> tuple[Path, Path]:
     return snapshot, pod
 
 
-def test_plan_for_a_vendor_pod_says_the_planner_moves_nvidia_pods_only(tmp_path):
+def test_plan_for_a_vendor_pod_moves_the_vendor_pods_in_its_way(tmp_path):
+    snapshot, pod = dcu_snapshot(tmp_path, owner="rs")
+    proc = hami_fast("plan", "--snapshot", str(snapshot), "--for", str(pod), "--output", "json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["unblocked"] and len(plan["moves"]) == 2
+    target = plan["target"]["node"]
+    other = "dcu-1" if target == "dcu-0" else "dcu-0"
+    assert sorted(plan["target"]["gpus"]) == [f"DCU-{target}-0", f"DCU-{target}-1"]
+    for move in plan["moves"]:
+        assert move["from"]["node"] == target and move["to"]["node"] == other
+        assert move["to"]["gpus"][0].startswith(f"DCU-{other}-")
+    assert plan["reservation"] == {"pod": "default/big", "uid": "", "node": target, "gpus": plan["target"]["gpus"]}
+
+
+def test_plan_for_a_vendor_pod_names_the_bare_pods_in_its_way(tmp_path):
     snapshot, pod = dcu_snapshot(tmp_path)
     proc = hami_fast("plan", "--snapshot", str(snapshot), "--for", str(pod))
-    assert proc.returncode == 2
-    assert one_line(proc) == (
-        f"hami-fast plan: {snapshot}: for_pod: pod default/big: asks hygon.com/dcunum (HAMi's DCU backend): "
-        "the planner moves NVIDIA vGPU pods only; `hami-fast explain` gives its reasons"
-    )
+    assert proc.returncode == 1
+    assert "pod default/big cannot be unblocked within 10 moves" in proc.stdout
+    assert "GPU DCU-dcu-0-0 holds default/r-dcu-0-0 which may not move (bare pod" in proc.stdout
 
 
 def test_explain_of_a_vendor_pod_that_fits_nowhere_points_at_the_node_reasons(tmp_path):

@@ -236,7 +236,9 @@ def trim_pod(pod: Object) -> Object:
         for key in ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "deletionTimestamp")
         if key in meta
     }
-    kept_meta["annotations"] = {key: annotations[key] for key in KEPT_POD_ANNOTATIONS if key in annotations}
+    kept_meta["annotations"] = {
+        key: value for key, value in annotations.items() if key in KEPT_POD_ANNOTATIONS or k.is_allocation_list(key)
+    }
     return {
         "metadata": kept_meta,
         "spec": {key: spec[key] for key in ("nodeName", "schedulerName") if key in spec},

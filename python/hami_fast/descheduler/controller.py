@@ -121,6 +121,13 @@ REASONS = {
 }
 
 
+def allocated_devices(annotations: dict[str, str]) -> set[str]:
+    """The devices a bound pod was given, every backend's: the UUIDs of HAMi's `hami.io/...-allocated`
+    lists (`uuid,type,mem,cores:` per device, `;` between containers)."""
+    lists = [v for key, v in annotations.items() if k.is_allocation_list(key)]
+    return {entry.split(",")[0] for value in lists for slot in value.split(";") for entry in slot.split(":") if entry}
+
+
 class Controller:
     def __init__(
         self,
@@ -336,6 +343,7 @@ class Controller:
             phase=s.PENDING,
             message="target validated",
             resolvedUUIDs=result["uuids"],
+            pinAnnotations=result["pin"],
             validatedAt=k.now_rfc3339(),
             observedGeneration=int(meta.get("generation") or 1),
         )
@@ -520,9 +528,9 @@ class Controller:
         if annotations.get(keys.BIND_PHASE) == "failed":
             message = f"pod {pod_name} failed to bind on {spec.get('nodeName')} ({keys.BIND_PHASE}=failed)"
             return self.fail(placement, (s.SCHEDULED, False, s.BIND_FAILED, message))
-        allocated = annotations.get(k.ALLOCATED)
-        if node and allocated:
-            return self.bound(placement, pod_name, node, allocated)
+        used = allocated_devices(annotations)
+        if node and used:
+            return self.bound(placement, pod_name, node, used)
         details = [{"podName": pod_name, "gpuDevice": u} for u in uuids]
         if status.get("assignmentDetails") != details:
             self._write(placement, assignmentDetails=details, message=f"pod {pod_name} pinned; waiting for it to bind")
@@ -531,11 +539,10 @@ class Controller:
             return self.fail(placement, (s.SCHEDULED, False, s.BIND_TIMEOUT, message))
         self.queue.add_after(self._key(placement), self.timeouts.bind - _age(status.get("consumedAt")) + 1.0)
 
-    def bound(self, placement: dict[str, Any], pod_name: str, node: str, allocated: str) -> None:
+    def bound(self, placement: dict[str, Any], pod_name: str, node: str, used: set[str]) -> None:
         """The pinned pod is bound: on the target node and GPUs (all of them, or some), or elsewhere."""
         spec, status = placement.get("spec") or {}, placement.get("status") or {}
         uuids = status.get("resolvedUUIDs") or []
-        used = {entry.split(",")[0] for slot in allocated.split(";") for entry in slot.split(":") if entry}
         if node != spec.get("nodeName") or not used <= set(uuids):
             message = (
                 f"pod {pod_name} landed on {node} GPUs {sorted(used)}, not on the target {spec.get('nodeName')} {uuids}"

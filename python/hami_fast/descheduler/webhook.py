@@ -90,14 +90,16 @@ def _escape(key: str) -> str:
 
 
 def pin_patch(pod: dict[str, Any], placement: dict[str, Any]) -> list[dict[str, Any]]:
-    """JSON Patch: stamp annotations, use-gpuuuid, and a required node affinity on the target node."""
+    """JSON Patch: stamp annotations, the UUID pins (`nvidia.com/use-gpuuuid`, or each backend's own
+    key as validation chose them), and a required node affinity on the target node."""
     spec, status = placement.get("spec") or {}, placement.get("status") or {}
     meta = placement["metadata"]
     uuids = status.get("resolvedUUIDs") or []
     node = spec["nodeName"]
     ops: list[dict[str, Any]] = []
+    pins = status.get("pinAnnotations") or {k.USE_UUID: ",".join(uuids)}
     annotations = {
-        k.USE_UUID: ",".join(uuids),
+        **pins,
         k.STAMP_NAME: f"{meta['namespace']}/{meta['name']}",
         k.STAMP_REQ_ID: str(spec.get("reqID", "")),
         k.STAMP_TARGET: f"{node}/{','.join(uuids)}",

@@ -9,7 +9,8 @@ use super::prefetch::{prefetch_ahead, prefetch_ids};
 use super::ranked::{key_score, RankedFits};
 use super::scored::{rescore, LiveViews};
 use crate::fit::{
-    fit_pod, order_free_request, order_free_vendor_request, quick_fit, FitFailure, NodeFit, PodContext, Reason,
+    fit_pod, fit_pod_within, order_free_request, order_free_vendor_request, quick_fit, FitFailure, NodeFit, PodContext,
+    Reason,
 };
 use crate::frag::FragMemo;
 use crate::model::GpuNode;
@@ -365,6 +366,11 @@ fn held_fit<'n>(
     let held = placement.held.as_ref()?;
     let i = fits.iter().position(|(n, _)| *n == &*held.node)?;
     let node = nodes[i];
+    let on_held = |d: usize| held.gpus.iter().any(|g| **g == *node.devices[d].id);
+    if ctx.request.asks_vendors() {
+        // Other backends' Fits keep their own device order: the held GPUs are all they may use.
+        return fit_pod_within(node, ctx, on_held).ok().map(|fit| (fits[i].0, fit));
+    }
     let mut order: Vec<usize> = held.gpus.iter().filter_map(|g| node.device_index(g)).collect();
     let rest: Vec<usize> = (0..node.devices.len()).filter(|d| !order.contains(d)).collect();
     order.extend(rest);
@@ -378,8 +384,8 @@ fn held_fit<'n>(
         device_preference: Some(&prefer),
     };
     let fit = fit_pod(node, &pinned).ok()?;
-    let on_held = fit.slots.iter().flatten().all(|d| held.gpus.iter().any(|g| **g == *d.uuid));
-    on_held.then_some((fits[i].0, fit))
+    let all_held = fit.slots.iter().flatten().all(|d| held.gpus.iter().any(|g| **g == *d.uuid));
+    all_held.then_some((fits[i].0, fit))
 }
 
 #[cfg(test)]

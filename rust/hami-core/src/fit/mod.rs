@@ -8,6 +8,7 @@ pub mod sgpu;
 pub mod standard;
 pub mod verdict;
 pub mod vnpu;
+mod within;
 pub mod xpu;
 
 use crate::codec::{ContainerDevice, MigAllocation, MigPlacement, PodDevices, VENDOR_NVIDIA};
@@ -18,6 +19,7 @@ use crate::policy::device::{device_score, node_score, sort_devices};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::{ContainerRequest, PodRequest};
 pub use reason::{FitFailure, Reason, ReasonCounts};
+pub use within::fit_pod_within;
 
 /// Namespace quota on vGPU memory and cores (limits already scaled by the memory factor).
 #[derive(Debug, Clone, Copy, Default)]

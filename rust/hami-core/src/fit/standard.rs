@@ -130,7 +130,7 @@ pub fn quick_fit(node: &GpuNode, r: &VendorRequest, ctx: &PodContext) -> Result<
 
 /// What a request takes of one card, (MiB, cores), as its backend counts them; cores the card
 /// cannot give are `i64::MAX` (no card has that many free).
-fn share(r: &VendorRequest, d: &crate::codec::Device, backend: &Backend) -> (i64, i64) {
+pub(crate) fn share(r: &VendorRequest, d: &crate::codec::Device, backend: &Backend) -> (i64, i64) {
     if backend.checks == FitChecks::ComputeUnits {
         let (total_mem, total_core) = (i64::from(d.devmem), i64::from(d.devcore));
         let memory = amd::card_memory(r.memreq, total_mem);
@@ -401,6 +401,11 @@ fn entry_type<'a>(backend: &'a Backend, d: &'a crate::codec::Device) -> &'a str 
         FitChecks::ComputeUnits => &d.device_type,
         _ => backend.request_type(),
     }
+}
+
+/// Whether the pod's type and UUID filters for `backend` let it use device `d`.
+pub(crate) fn device_allowed(backend: &Backend, hints: &crate::policy::PodHints, d: &crate::codec::Device) -> bool {
+    type_allowed(backend, hints, &d.device_type) && uuid_allowed(backend, hints, &d.id)
 }
 
 /// HAMi's `CheckType`: the use list must name a part of the device type, the nouse list none.

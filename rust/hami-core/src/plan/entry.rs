@@ -1,13 +1,13 @@
 //! The binding's entry points: Kubernetes objects and options in, plan and measures JSON out.
 
 use super::{
-    baseline_queue, plan, round3, unblock, unblock_queue, validate_target, workload_from_spec, Immovable, ObjectCache,
-    Objective, PendingPod, Snapshot, Strategy,
+    baseline_queue, pin_annotations, plan, round3, unblock, unblock_queue, validate_target, workload_from_spec,
+    Immovable, ObjectCache, Objective, PendingPod, Snapshot, Strategy,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// How many pods stay put for each reason (the reason's text), so "0 movable" says why.
 fn immovable_counts(pods: &[super::PlanPod]) -> std::collections::BTreeMap<String, usize> {
@@ -197,10 +197,12 @@ struct TargetCheck {
     message: String,
     /// The placement field that is wrong ([`super::Rejection::field`]; empty when `ok`).
     field: &'static str,
+    /// The annotations that pin the replacement pod to `uuids` ([`pin_annotations`]; empty when not `ok`).
+    pin: BTreeMap<String, String>,
 }
 
 /// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": "..",
-/// "field": ".."}`.
+/// "field": "..", "pin": {annotation: value}}`.
 pub fn validate_target_bytes(
     inputs: &[&[u8]],
     pod: &str,
@@ -213,10 +215,13 @@ pub fn validate_target_bytes(
 
 fn target_check_json(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[String]) -> Result<Vec<u8>> {
     let out = match validate_target(snapshot, pod, node, gpus) {
-        Ok(uuids) => TargetCheck { ok: true, uuids, message: String::new(), field: "" },
+        Ok(uuids) => {
+            let pin = pin_annotations(snapshot, pod, node, &uuids);
+            TargetCheck { ok: true, uuids, message: String::new(), field: "", pin }
+        }
         Err(why) => {
             let field = why.field().unwrap_or_default();
-            TargetCheck { ok: false, uuids: Vec::new(), message: why.to_string(), field }
+            TargetCheck { ok: false, uuids: Vec::new(), message: why.to_string(), field, pin: BTreeMap::new() }
         }
     };
     serde_json::to_vec(&out).map_err(Error::internal)

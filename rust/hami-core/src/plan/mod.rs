@@ -52,7 +52,7 @@ pub use pod::{Immovable, MigInstance, PlanPod, Seat};
 pub use rejection::Rejection;
 pub use snapshot::Snapshot;
 pub use unblock::{baseline_queue, unblock, unblock_queue, PendingPod, QueueResult, Unblock};
-pub use validate::{resolve_gpus, validate_moves, validate_target};
+pub use validate::{pin_annotations, resolve_gpus, validate_moves, validate_target};
 
 use measures::{is_whole_free, node_frag, node_model, round3};
 use planner::{demand, Planner};

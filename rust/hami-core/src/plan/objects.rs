@@ -46,8 +46,9 @@ pub(super) struct WholePod {
 }
 
 impl WholePod {
-    fn new(pod: &Pod, phase: String, owner: Owner, unschedulable: Option<String>, config: &Config) -> Self {
-        let request = PodRequest::from_pod(pod, config);
+    fn new(pod: &Pod, phase: String, owner: Owner, unschedulable: Option<String>, cluster: &ClusterState) -> Self {
+        let config = &cluster.config;
+        let request = full_request(pod, cluster);
         let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
         let blocked = movable(pod, &phase, &owner, &request);
@@ -72,7 +73,7 @@ impl WholePod {
                 blocked,
             },
             mig_annotation: pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY).cloned(),
-            pending: waiting.then(|| PendingPod::from_pod(pod, config).ok()).flatten(),
+            pending: waiting.then(|| PendingPod::from_pod(pod, config, &cluster.backends).ok()).flatten(),
             running_on: (!unbound && !terminal).then(|| pod.spec.node_name.clone()),
             unschedulable,
         }
@@ -107,6 +108,13 @@ fn kind_of<'a>(object: &'a Object, list_kind: &'a str) -> &'a str {
     } else {
         &object.kind
     }
+}
+
+/// What the pod asks of every backend the cluster's device config sets up.
+fn full_request(pod: &Pod, cluster: &ClusterState) -> PodRequest {
+    let mut request = PodRequest::from_pod(pod, &cluster.config);
+    request.vendor = crate::vendor::request::vendor_requests(pod, &cluster.backends);
+    request
 }
 
 fn pod_key(pod: &Pod) -> String {
@@ -217,11 +225,11 @@ impl ObjectCache {
         let key = pod_key(&pod);
         let whole = self.cluster.pod(&pod.reservation_key()).is_some()
             || pod.metadata.annotations.keys().any(|k| k.starts_with("hami.io/"))
-            || !PodRequest::from_pod(&pod, &self.config).is_empty();
+            || !full_request(&pod, &self.cluster).is_empty();
         let running = !pod.spec.node_name.is_empty() && !status.is_terminal();
         let entry = if whole {
             let unschedulable = status.unschedulable_message().map(str::to_owned);
-            CachedPod::Whole(Box::new(WholePod::new(&pod, status.phase, owner, unschedulable, &self.config)))
+            CachedPod::Whole(Box::new(WholePod::new(&pod, status.phase, owner, unschedulable, &self.cluster)))
         } else if running {
             let (cpu, memory) = pod_host_request(&pod);
             CachedPod::Host { node: pod.spec.node_name, cpu, memory }

@@ -1,9 +1,10 @@
 //! The planner's core: a snapshot's moves lifted, fitted with the engine's Fit and landed, and
 //! the plan these moves make (the strategies are in `strategies`).
 
+use super::pod::device_allowed;
 use super::{node_frag, node_model, per_gpu_request, Measures, MigInstance, PlanPod, Seat, Snapshot};
 use crate::error::{Error, Result};
-use crate::fit::{fit_pod, host_shortfall, mig, NodeFit, PodContext};
+use crate::fit::{fit_pod, fit_pod_within, host_shortfall, mig, NodeFit, PodContext};
 use crate::frag::{FragMemo, NodeShape, MILLI};
 use crate::model::{DeviceUsage, GpuNode, CORDONED, HEALTHY, MIG, MIG_UNHEALTHY, RESERVED};
 use crate::policy::node as np;
@@ -98,6 +99,50 @@ pub(super) fn demand(p: &PlanPod) -> (usize, i64, i64) {
     let mem = p.footprint.iter().map(|c| c.mem).max().unwrap_or(0);
     let cores = p.footprint.iter().map(|c| c.cores).max().unwrap_or(0);
     (p.footprint.len(), mem, cores)
+}
+
+/// What a placed pod holds of one kind of device (NVIDIA 0, else a backend id): how many, and
+/// the most memory and cores on one of them.
+pub(super) struct KindDemand {
+    pub kind: u8,
+    pub count: usize,
+    pub mem: i64,
+    pub cores: i64,
+}
+
+/// The pod's footprint on `node` (its current node) per kind of device, NVIDIA's first.
+pub(super) fn demand_by_kind(p: &PlanPod, node: &GpuNode) -> Vec<KindDemand> {
+    let mut out: Vec<KindDemand> = Vec::new();
+    for c in &p.footprint {
+        let kind = node.device_index(&c.uuid).map_or(0, |d| node.devices[d].vendor);
+        match out.iter_mut().find(|k| k.kind == kind) {
+            Some(k) => (k.count, k.mem, k.cores) = (k.count + 1, k.mem.max(c.mem), k.cores.max(c.cores)),
+            None => out.push(KindDemand { kind, count: 1, mem: c.mem, cores: c.cores }),
+        }
+    }
+    out.sort_by_key(|k| k.kind);
+    out
+}
+
+/// The memory device `d` of `n` would have left after taking the pod's share of `want`, when
+/// it has room for it as the Fit checks (MIG cards by their instances); `None` otherwise.
+fn room_left(n: &GpuNode, d: usize, p: &PlanPod, want: &KindDemand) -> Option<i64> {
+    let (h, u) = (&n.hot[d], &n.usage[d]);
+    if !h.has(HEALTHY) || h.has(CORDONED | RESERVED | MIG_UNHEALTHY) {
+        return None;
+    }
+    if h.has(MIG) {
+        return mig_room(n, d, p);
+    }
+    let (mem, cores) = (want.mem, want.cores);
+    let free_mem = i64::from(h.devmem) - u.usedmem;
+    if free_mem < mem || i64::from(h.devcore) - u.usedcores < cores || u.used >= i64::from(h.count) {
+        return None;
+    }
+    if (cores >= 100 && u.used > 0) || u.usedcores >= 100 {
+        return None;
+    }
+    Some(free_mem - mem)
 }
 
 /// Whether MIG GPU `d` of `n` has room for one instance of the pod as the Fit checks it (the
@@ -195,51 +240,43 @@ impl<'s> Planner<'s> {
     }
 
     /// Target nodes ranked by the estimated fragment change of placing the pod there (best
-    /// fit on the allowed GPUs), cheapest first; only nodes with enough allowed GPUs.
+    /// fit on the allowed GPUs), cheapest first; only nodes with enough allowed devices of each
+    /// kind the pod holds.
     fn rank_targets(&mut self, pi: usize, allowed: &dyn Fn(usize, usize, &GpuNode) -> bool) -> Vec<(f64, i64, usize)> {
         let p = &self.s.pods[pi];
-        let (k, mem, cores) = demand(p);
+        let kinds = demand_by_kind(p, &self.s.nodes[p.node]);
+        let total: usize = kinds.iter().map(|k| k.count).sum();
         let mut out = Vec::new();
-        let mut fits: Vec<(i64, usize)> = Vec::with_capacity(16);
+        let mut fits: Vec<(u8, i64, usize)> = Vec::with_capacity(16);
         for (t, n) in self.s.nodes.iter().enumerate() {
-            if !n.is_registered() || n.devices.len() < k || host_shortfall(n, p.host.0, p.host.1) != [false; 3] {
+            if !n.is_registered() || n.devices.len() < total || host_shortfall(n, p.host.0, p.host.1) != [false; 3] {
                 continue;
             }
             fits.clear();
-            for (d, (h, u)) in n.hot.iter().zip(&n.usage).enumerate() {
-                if !h.has(HEALTHY) || h.has(CORDONED | RESERVED | MIG_UNHEALTHY) || !allowed(t, d, n) {
-                    continue;
-                }
-                if h.has(MIG) {
-                    if let Some(left) = mig_room(n, d, p) {
-                        fits.push((left, d));
+            for d in 0..n.devices.len() {
+                let kind = n.devices[d].vendor;
+                if let Some(want) = kinds.iter().find(|k| k.kind == kind) {
+                    if allowed(t, d, n) && device_allowed(&p.request, &p.hints, n, d) {
+                        fits.extend(room_left(n, d, p, want).map(|left| (kind, left, d)));
                     }
-                    continue;
                 }
-                let free_mem = i64::from(h.devmem) - u.usedmem;
-                if free_mem < mem || i64::from(h.devcore) - u.usedcores < cores || u.used >= i64::from(h.count) {
-                    continue;
-                }
-                if (cores >= 100 && u.used > 0) || u.usedcores >= 100 {
-                    continue;
-                }
-                if !p.hints.type_allowed(&n.devices[d].device_type.to_uppercase())
-                    || !p.hints.uuid_allowed(&n.devices[d].id)
-                {
-                    continue;
-                }
-                fits.push((free_mem - mem, d));
-            }
-            if fits.len() < k {
-                continue;
             }
             fits.sort_unstable();
             let mut free = np::live_free_milli(n);
             let mut leftover = 0;
-            for &(left, d) in fits.iter().take(k) {
-                let devmem = i64::from(n.hot[d].devmem).max(1);
-                free[d] = (left.max(0) * MILLI) / devmem;
-                leftover += left;
+            let mut enough = true;
+            for want in &kinds {
+                let of_kind: Vec<(i64, usize)> =
+                    fits.iter().filter(|f| f.0 == want.kind).take(want.count).map(|f| (f.1, f.2)).collect();
+                enough &= of_kind.len() == want.count;
+                for (left, d) in of_kind {
+                    let devmem = i64::from(n.hot[d].devmem).max(1);
+                    free[d] = (left.max(0) * MILLI) / devmem;
+                    leftover += left;
+                }
+            }
+            if !enough {
+                continue;
             }
             let after =
                 self.memo.frag(&NodeShape { cpu_left: 0, gpu_free: &free, model: node_model(n) }, &self.s.workload);
@@ -258,6 +295,17 @@ impl<'s> Planner<'s> {
         if host_shortfall(n, p.host.0, p.host.1) != [false; 3] {
             return None;
         }
+        let prefer = |node: &GpuNode, usage: &[DeviceUsage]| {
+            let mut order: Vec<usize> = (0..node.devices.len()).collect();
+            order.sort_by_key(|&d| (i64::from(node.hot[d].devmem) - usage[d].usedmem, d));
+            Some(order)
+        };
+        if p.request.asks_vendors() {
+            // Another backend's replacement is held to the target by its reservation, not by a UUID filter.
+            let ctx = PodContext { device_preference: Some(&prefer), ..p.context(&p.hints) };
+            let fit = fit_pod_within(n, &ctx, |d| allowed(t, d, n)).ok()?;
+            return Some(Seat::of(&fit, p.request.init_count));
+        }
         let mut hints = p.hints.clone();
         hints.use_uuids = n
             .devices
@@ -270,11 +318,6 @@ impl<'s> Planner<'s> {
             return None;
         }
         hints.nouse_uuids.clear();
-        let prefer = |node: &GpuNode, usage: &[DeviceUsage]| {
-            let mut order: Vec<usize> = (0..node.devices.len()).collect();
-            order.sort_by_key(|&d| (i64::from(node.hot[d].devmem) - usage[d].usedmem, d));
-            Some(order)
-        };
         let ctx = PodContext { device_preference: Some(&prefer), ..p.context(&hints) };
         let fit = fit_pod(n, &ctx).ok()?;
         let fit = if fit.mig.is_empty() { fit } else { pinned_mig_fit(n, &ctx, &fit)? };

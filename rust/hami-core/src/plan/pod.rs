@@ -2,12 +2,13 @@
 
 use super::{PREFER_NO_EVICTION, SKIP_ANNOTATION};
 use crate::codec::{decode_mig_allocations, MigPlacement};
-use crate::fit::{NodeFit, PodContext};
+use crate::fit::{standard, NodeFit, PodContext};
 use crate::k8s::quantity::{cpu_milli, memory_mib};
 use crate::k8s::{ObjectKey, Pod};
-use crate::model::{collapse, Collapsed, MigHold};
+use crate::model::{Collapsed, GpuNode, MigHold};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
+use crate::vendor::FitChecks;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -124,14 +125,16 @@ pub struct Seat {
 }
 
 impl Seat {
-    /// The seat a Fit grants on `node`.
+    /// The seat a Fit grants on `node`: NVIDIA's devices, then the other backends'.
     pub(super) fn of(fit: &NodeFit, init_count: usize) -> Self {
+        let (mut footprint, vendor) = fit.footprint(init_count);
+        footprint.extend(vendor.into_iter().flat_map(|(_, entries)| entries));
         let mig = fit
             .mig
             .iter()
             .map(|a| MigInstance { gpu: a.gpu_uuid.clone(), profile: a.profile.clone(), placement: a.placement })
             .collect();
-        Self { footprint: collapse(&fit.slots, init_count, false), mig }
+        Self { footprint, mig }
     }
 
     pub(super) fn holds(&self) -> Vec<MigHold> {
@@ -167,6 +170,70 @@ pub(super) fn per_gpu_request(request: &PodRequest, devmem: i64) -> (usize, i64,
     request.slots.iter().flatten().fold((0, 0, 0), |(k, m, c), r| {
         (k.max(r.nums.max(0) as usize), m.max(r.resolved_memory(devmem)), c.max(r.clamped_cores()))
     })
+}
+
+/// What a pod asks of one device, as estimated before a Fit: how many devices of its kind one
+/// node must give, the memory and cores it takes of this one, and whether it takes it whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct DeviceDemand {
+    pub count: usize,
+    pub mem: i64,
+    pub cores: i64,
+    pub whole: bool,
+}
+
+/// The kinds of device a request asks (NVIDIA 0, else a backend id), each with how many devices
+/// of that kind one node must give (its largest container's count).
+pub(crate) fn kinds_asked(request: &PodRequest) -> Vec<(u8, usize)> {
+    let mut kinds: Vec<(u8, usize)> = Vec::new();
+    let mut want = |kind: u8, nums: i64| match kinds.iter_mut().find(|(k, _)| *k == kind) {
+        Some(entry) => entry.1 = entry.1.max(nums.max(0) as usize),
+        None => kinds.push((kind, nums.max(0) as usize)),
+    };
+    request.slots.iter().flatten().for_each(|r| want(0, r.nums));
+    request.vendor.iter().flatten().for_each(|r| want(r.backend_id, r.nums));
+    kinds.sort_unstable();
+    kinds
+}
+
+/// What `request` asks of device `d` of `node` ([`DeviceDemand`]); `None` when it asks nothing of
+/// that device's kind.
+pub(crate) fn device_demand(request: &PodRequest, node: &GpuNode, d: usize) -> Option<DeviceDemand> {
+    let dev = &node.devices[d];
+    if dev.vendor == 0 {
+        if request.asks_no_nvidia() {
+            return None;
+        }
+        let (count, mem, cores) = per_gpu_request(request, i64::from(node.hot[d].devmem));
+        return Some(DeviceDemand { count, mem, cores, whole: false });
+    }
+    let mut out: Option<DeviceDemand> = None;
+    for r in request.vendor.iter().flatten().filter(|r| r.backend_id == dev.vendor) {
+        let (mem, cores) = match r.backend.checks {
+            FitChecks::SlotsOnly | FitChecks::Dies | FitChecks::Exclusive => (0, 0),
+            _ => standard::share(r, dev, &r.backend),
+        };
+        let whole = r.backend.checks == FitChecks::Exclusive;
+        let e = out.get_or_insert_with(DeviceDemand::default);
+        *e = DeviceDemand {
+            count: e.count.max(r.nums.max(0) as usize),
+            mem: e.mem.max(mem),
+            cores: e.cores.max(cores),
+            whole: e.whole || whole,
+        };
+    }
+    out
+}
+
+/// Whether the pod's type and UUID filters let it use device `d` of `node` (HAMi's `CheckType`
+/// and `CheckUUID` of the device's backend).
+pub(crate) fn device_allowed(request: &PodRequest, hints: &PodHints, node: &GpuNode, d: usize) -> bool {
+    let dev = &node.devices[d];
+    if dev.vendor == 0 {
+        return hints.type_allowed(&dev.device_type.to_uppercase()) && hints.uuid_allowed(&dev.id);
+    }
+    let backend = request.vendor.iter().flatten().find(|r| r.backend_id == dev.vendor);
+    backend.is_none_or(|r| standard::device_allowed(&r.backend, hints, dev))
 }
 
 /// Whether a pod may be evicted and recreated elsewhere, or why not.

@@ -1,10 +1,11 @@
 //! Checks of moves and placement targets with the engine's Fit, before anything is evicted.
 
 use super::{demand, Measures, Move, Planner, Rejection, Snapshot};
+use crate::annotations::USE_UUID_KEY;
 use crate::error::Result;
-use crate::fit::{fit_host, fit_pod};
+use crate::fit::{fit_host, fit_pod, fit_pod_within};
 use crate::model::{GpuNode, CORDONED, HEALTHY};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Re-runs a move sequence on a fresh copy of `snapshot`, checking each move with the engine's
 /// Fit at the moment it runs (old copy released, target GPUs whitelisted). `Err` names the
@@ -92,11 +93,44 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
     }
     if planner.fit_on(pi, t, &allowed).is_none() {
         let p = &planner.s.pods[pi];
+        let n = &planner.s.nodes[t];
         let hints = p.hints.pinned_to(&uuids);
-        let reason = fit_pod(&planner.s.nodes[t], &p.context(&hints)).err().map(|f| f.to_string()).unwrap_or_default();
+        let fit = if p.request.asks_vendors() {
+            fit_pod_within(n, &p.context(&p.hints), |d| set.contains(&n.devices[d].id))
+        } else {
+            fit_pod(n, &p.context(&hints))
+        };
+        let reason = fit.err().map(|f| f.to_string()).unwrap_or_default();
         return Err(Rejection::GpusDoNotFit { pod: pod.into(), node: node.into(), gpus: uuids, reason });
     }
     Ok(uuids)
+}
+
+/// The annotations that pin a replacement of `pod` to `uuids` on `node`, per backend whose Fit
+/// reads a UUID filter: `nvidia.com/use-gpuuuid` with NVIDIA's GPUs, and each other backend the
+/// pod asks its own use-UUID key with its devices. A pod the snapshot does not hold gets
+/// NVIDIA's key with every UUID.
+pub fn pin_annotations(snapshot: &Snapshot, pod: &str, node: &str, uuids: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let (Some(p), Some(&t)) = (snapshot.pods.iter().find(|p| p.key() == pod), snapshot.index.get(node)) else {
+        out.insert(USE_UUID_KEY.to_owned(), uuids.join(","));
+        return out;
+    };
+    let n = &snapshot.nodes[t];
+    let of_kind = |kind: u8| -> Vec<&str> {
+        let on_kind = |u: &&String| n.device_index(u).is_some_and(|d| n.devices[d].vendor == kind);
+        uuids.iter().filter(on_kind).map(String::as_str).collect()
+    };
+    if !p.request.asks_no_nvidia() {
+        out.insert(USE_UUID_KEY.to_owned(), of_kind(0).join(","));
+    }
+    for r in p.request.vendor.iter().flatten() {
+        let key = &r.backend.uuid_keys.0;
+        if !key.is_empty() && !out.contains_key(key) {
+            out.insert(key.clone(), of_kind(r.backend_id).join(","));
+        }
+    }
+    out
 }
 
 /// A device id as registered, or `gpu-N` / `gpu-N/x` (by index) on `node` -> the device ids, in

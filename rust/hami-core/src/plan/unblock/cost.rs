@@ -5,28 +5,30 @@ use crate::codec::MigPlacement;
 use crate::error::Result;
 use crate::fit::{fit_host, mig};
 use crate::model::{GpuNode, CORDONED, HEALTHY, MIG_MODE, MIG_UNHEALTHY, NVIDIA, RESERVED};
+use crate::plan::pod::{device_allowed, device_demand, kinds_asked, DeviceDemand};
 use crate::plan::{demand, PlanPod, Planner, Rejection};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Why GPU `d` of `n` can never take the pod, whatever moves.
-fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, mem: i64, cores: i64) -> Option<&'static str> {
+/// Why device `d` of `n` can never take the pod, whatever moves.
+fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, want: &DeviceDemand) -> Option<&'static str> {
     let h = &n.hot[d];
     let dev = &n.devices[d];
+    let nvidia = dev.vendor == 0;
     if !h.has(HEALTHY) || h.has(MIG_UNHEALTHY) {
         Some("unhealthy")
     } else if h.has(CORDONED) {
         Some("cordoned")
     } else if h.has(RESERVED) {
         Some("held for another pending pod")
-    } else if !h.has(NVIDIA) || !pending.hints.type_allowed(&dev.device_type.to_uppercase()) {
+    } else if nvidia && !h.has(NVIDIA) {
         Some("type not allowed")
-    } else if !pending.hints.uuid_allowed(&dev.id) {
-        Some("UUID not allowed")
-    } else if i64::from(h.devmem) < mem {
+    } else if !device_allowed(&pending.request, &pending.hints, n, d) {
+        Some("type or UUID not allowed")
+    } else if i64::from(h.devmem) < want.mem {
         Some("too little memory")
-    } else if i64::from(h.devcore) < cores {
+    } else if i64::from(h.devcore) < want.cores {
         Some("too few cores")
-    } else if dev.mode == MIG_MODE && !dev.mig_profiles.iter().any(|p| i64::from(p.memory_mb) >= mem) {
+    } else if dev.mode == MIG_MODE && !dev.mig_profiles.iter().any(|p| i64::from(p.memory_mb) >= want.mem) {
         Some("no MIG profile has the memory")
     } else {
         None
@@ -34,19 +36,22 @@ fn gpu_unusable(n: &GpuNode, d: usize, pending: &PendingPod, mem: i64, cores: i6
 }
 
 /// What a GPU must have free for the pod's share, as the Fit checks it: memory, cores, a slot,
-/// no exclusive request on a shared card, no zero-core task on a card whose cores are all used.
+/// no exclusive request on a shared card, no zero-core task on a card whose cores are all used;
+/// nobody on it when the pod takes it whole.
 struct Room {
     devmem: i64,
     devcore: i64,
     count: i64,
     mem: i64,
     cores: i64,
+    whole: bool,
 }
 
 impl Room {
-    fn of(n: &GpuNode, d: usize, mem: i64, cores: i64) -> Self {
+    fn of(n: &GpuNode, d: usize, want: &DeviceDemand) -> Self {
         let h = &n.hot[d];
-        Self { devmem: i64::from(h.devmem), devcore: i64::from(h.devcore), count: i64::from(h.count), mem, cores }
+        let (devmem, devcore, count) = (i64::from(h.devmem), i64::from(h.devcore), i64::from(h.count));
+        Self { devmem, devcore, count, mem: want.mem, cores: want.cores, whole: want.whole }
     }
 
     fn left_by(&self, used: i64, usedmem: i64, usedcores: i64) -> bool {
@@ -54,6 +59,7 @@ impl Room {
         self.devmem - usedmem >= mem
             && self.devcore - usedcores >= cores
             && used < self.count
+            && !(self.whole && used > 0)
             && !(self.devcore == 100 && cores == 100 && used > 0)
             && !(self.devcore != 0 && usedcores == self.devcore && cores == 0)
     }
@@ -61,13 +67,14 @@ impl Room {
 
 /// The fewest pods to move off GPU `d` so the pod's share fits there (the Fit's slot, memory,
 /// core, exclusivity and exhausted-cores checks); `Err` names the pod in the way.
-fn clear_gpu(planner: &Planner, t: usize, d: usize, mem: i64, cores: i64) -> Result<Vec<usize>, Rejection> {
+fn clear_gpu(planner: &Planner, t: usize, d: usize, want: &DeviceDemand) -> Result<Vec<usize>, Rejection> {
     let n = &planner.s.nodes[t];
     if n.devices[d].mode == MIG_MODE {
-        return clear_mig_gpu(planner, t, d, (mem, cores), 1);
+        return clear_mig_gpu(planner, t, d, want, 1);
     }
     let u = n.usage[d];
-    let room = Room::of(n, d, mem, cores);
+    let room = Room::of(n, d, want);
+    let mem = want.mem;
     let satisfied = |used: i64, usedmem: i64, usedcores: i64| room.left_by(used, usedmem, usedcores);
     let mut on: Vec<usize> = planner.on_gpu.get(&(t, d)).cloned().unwrap_or_default();
     // Largest memory first: the fewest pods to free the memory.
@@ -108,13 +115,14 @@ fn clear_mig_gpu(
     planner: &Planner,
     t: usize,
     d: usize,
-    (mem, cores): (i64, i64),
+    want: &DeviceDemand,
     instances: usize,
 ) -> Result<Vec<usize>, Rejection> {
     let n = &planner.s.nodes[t];
     let dev = &n.devices[d];
     let pods = &planner.s.pods;
-    let room = Room::of(n, d, mem, cores);
+    let room = Room::of(n, d, want);
+    let mem = want.mem;
     let mut on: Vec<usize> = planner.on_gpu.get(&(t, d)).cloned().unwrap_or_default();
     on.sort_by_key(|&pi| (pods[pi].blocked.is_some(), std::cmp::Reverse(demand(&pods[pi]).1), pi));
     on.truncate(MIG_CLEAR_MAX_PODS);
@@ -178,51 +186,41 @@ pub(super) fn cost_node(
     if let Some(e) = &n.register_error {
         return Err(Rejection::NotRegistered { error: e.clone() });
     }
-    let mut options: Vec<(Vec<usize>, usize)> = Vec::new();
+    let mut kinds = kinds_asked(&pending.request);
+    let mut options: BTreeMap<u8, Vec<(Vec<usize>, usize)>> = BTreeMap::new();
     let mut why_not: BTreeSet<String> = BTreeSet::new();
-    let mut k = 0;
     for d in 0..n.devices.len() {
-        let (need, mem, cores) = pending.per_gpu(i64::from(n.hot[d].devmem));
-        k = need;
-        if let Some(why) = gpu_unusable(n, d, pending, mem, cores) {
+        let Some(want) = device_demand(&pending.request, n, d) else { continue };
+        if let Some(why) = gpu_unusable(n, d, pending, &want) {
             why_not.insert(format!("{why}: {}", n.devices[d].id));
             continue;
         }
-        match clear_gpu(planner, t, d, mem, cores) {
-            Ok(evict) => options.push((evict, d)),
+        match clear_gpu(planner, t, d, &want) {
+            Ok(evict) => options.entry(n.devices[d].vendor).or_default().push((evict, d)),
             Err(why) => {
                 why_not.insert(why.to_string());
             }
         }
     }
-    if k > options.len() && !options.is_empty() && mig_request(n, pending) {
-        // HAMi's isMIGRequest: more instances than cards may come from one card.
-        let mut one_card: Vec<(Vec<usize>, usize)> = Vec::new();
-        for &(_, d) in options.iter().filter(|(_, d)| n.devices[*d].mode == MIG_MODE) {
-            let (_, mem, cores) = pending.per_gpu(i64::from(n.hot[d].devmem));
-            match clear_mig_gpu(planner, t, d, (mem, cores), k) {
-                Ok(evict) => one_card.push((evict, d)),
-                Err(why) => {
-                    why_not.insert(format!("{k} instances: {why}"));
-                }
-            }
-        }
-        options = one_card.into_iter().min_by_key(|(evict, d)| (evict.len(), *d)).into_iter().collect();
-        k = options.len();
+    if let Some(nvidia) = kinds.iter_mut().find(|(kind, _)| *kind == 0) {
+        mig_on_one_card(planner, pending, t, nvidia, &mut options, &mut why_not);
     }
-    if k == 0 || options.len() < k {
-        let detail: Vec<String> = why_not.into_iter().take(4).collect();
-        let needs = pending.per_gpu(0).0.max(1);
-        return Err(Rejection::TooFewGpus { usable: options.len(), total: n.devices.len(), needs, detail });
-    }
-    options.sort_by_key(|(evict, d)| (evict.len(), *d));
     let mut evict: Vec<usize> = Vec::new();
     let mut gpus = Vec::new();
-    for (e, d) in options.into_iter().take(k) {
-        gpus.push(d);
-        for pi in e {
-            if !evict.contains(&pi) {
-                evict.push(pi);
+    for &(kind, need) in &kinds {
+        let mut usable = options.remove(&kind).unwrap_or_default();
+        if need == 0 || usable.len() < need {
+            let detail: Vec<String> = why_not.into_iter().take(4).collect();
+            let total = n.devices.iter().filter(|dev| dev.vendor == kind).count();
+            return Err(Rejection::TooFewGpus { usable: usable.len(), total, needs: need.max(1), detail });
+        }
+        usable.sort_by_key(|(evict, d)| (evict.len(), *d));
+        for (e, d) in usable.into_iter().take(need) {
+            gpus.push(d);
+            for pi in e {
+                if !evict.contains(&pi) {
+                    evict.push(pi);
+                }
             }
         }
     }
@@ -231,6 +229,36 @@ pub(super) fn cost_node(
         free_host(planner, pending, t, on_node, &mut evict)?;
     }
     Ok(Candidate { node: t, evict, gpus, leave_node })
+}
+
+/// HAMi's isMIGRequest: more instances than cards may come from one card. Where the pod asks
+/// more NVIDIA GPUs than can be cleared, the one MIG card that takes them all (fewest moves).
+fn mig_on_one_card(
+    planner: &Planner,
+    pending: &PendingPod,
+    t: usize,
+    (_, need): &mut (u8, usize),
+    options: &mut BTreeMap<u8, Vec<(Vec<usize>, usize)>>,
+    why_not: &mut BTreeSet<String>,
+) {
+    let n = &planner.s.nodes[t];
+    let Some(cleared) = options.get_mut(&0) else { return };
+    if *need <= cleared.len() || cleared.is_empty() || !mig_request(n, pending) {
+        return;
+    }
+    let k = *need;
+    let mut one_card: Vec<(Vec<usize>, usize)> = Vec::new();
+    for &(_, d) in cleared.iter().filter(|(_, d)| n.devices[*d].mode == MIG_MODE) {
+        let want = device_demand(&pending.request, n, d).unwrap_or_default();
+        match clear_mig_gpu(planner, t, d, &want, k) {
+            Ok(evict) => one_card.push((evict, d)),
+            Err(why) => {
+                why_not.insert(format!("{k} instances: {why}"));
+            }
+        }
+    }
+    *cleared = one_card.into_iter().min_by_key(|(evict, d)| (evict.len(), *d)).into_iter().collect();
+    *need = cleared.len();
 }
 
 /// Adds movable pods of node `t` (most CPU first) to `evict` until the node has the pod's CPU

@@ -16,7 +16,7 @@ pub use queue::{baseline_queue, unblock_queue, QueueResult};
 
 use super::{demand, is_whole_free, round3, Measures, Move, Place, Planner, Rejection, Seat, Snapshot};
 use crate::error::Result;
-use crate::fit::{fit_host, fit_pod};
+use crate::fit::{fit_host, fit_pod, fit_pod_within};
 use crate::model::{GpuNode, RESERVED};
 use cost::cost_node;
 use serde::Serialize;
@@ -271,15 +271,20 @@ fn fit_cleared(
 ) -> Result<(usize, Seat), Rejection> {
     let n = &planner.s.nodes[t];
     fit_host(n, pending.host.0, pending.host.1).map_err(|e| Rejection::Host(Box::new(e)))?;
-    let mut hints = pending.hints.clone();
-    hints.use_uuids = n
-        .devices
-        .iter()
-        .enumerate()
-        .filter(|(d, dev)| cleared.contains(d) && pending.hints.uuid_allowed(&dev.id))
-        .map(|(_, dev)| dev.id.clone())
-        .collect();
-    hints.nouse_uuids.clear();
-    let fit = fit_pod(n, &pending.context(&hints)).map_err(|r| Rejection::StillDoesNotFit(Box::new(r)))?;
+    let fit = if pending.request.asks_vendors() {
+        fit_pod_within(n, &pending.context(&pending.hints), |d| cleared.contains(&d))
+    } else {
+        let mut hints = pending.hints.clone();
+        hints.use_uuids = n
+            .devices
+            .iter()
+            .enumerate()
+            .filter(|(d, dev)| cleared.contains(d) && pending.hints.uuid_allowed(&dev.id))
+            .map(|(_, dev)| dev.id.clone())
+            .collect();
+        hints.nouse_uuids.clear();
+        fit_pod(n, &pending.context(&hints))
+    };
+    let fit = fit.map_err(|r| Rejection::StillDoesNotFit(Box::new(r)))?;
     Ok((t, Seat::of(&fit, pending.request.init_count)))
 }
