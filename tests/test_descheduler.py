@@ -349,7 +349,13 @@ def test_rest_api(served, cluster):
         f"{base}/api/v1/placements/validate",
         orjson.dumps({"pod": f"{NS}/old", "nodeName": "n1", "gpuDevices": ["gpu-1"]}),
     )
-    assert check == {"ok": True, "uuids": ["GPU-n1-1"], "message": "", "field": "", "pin": {"nvidia.com/use-gpuuuid": "GPU-n1-1"}}
+    assert check == {
+        "ok": True,
+        "uuids": ["GPU-n1-1"],
+        "message": "",
+        "field": "",
+        "pin": {"nvidia.com/use-gpuuuid": "GPU-n1-1"},
+    }
     assert http(f"{base}/api/v1/placements/validate", b'{"pod": "x"}')[0] == 400
     assert cluster.count("create", EVICTIONS) == 0, "plan is a dry run"
     create_placement(cluster, placement("move", "n1", ["gpu-1"]))
