@@ -300,8 +300,10 @@ def fragmentation(inputs: list[bytes], config: bytes | None = None) -> bytes:
     """``{"cluster": {free_whole_gpus, fragmentation, ...}, "nodes": [{node, fragmentation, ...}]}``."""
 
 def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], config: bytes | None = None) -> bytes:
-    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str, "field": str}``
-    (``field``: ``spec.nodeName`` or ``spec.gpuDevices``, the placement field a rejection is about).
+    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str, "field": str,
+    "pin": {annotation: value}}`` (``field``: ``spec.nodeName`` or ``spec.gpuDevices``, the placement field a
+    rejection is about; ``pin``: the annotations that pin the replacement to ``uuids``, each backend by its own
+    use-UUID key).
 
     ``gpus`` are ``gpu-N`` (``/suffix`` ignored) or UUIDs; ``pod`` is ``namespace/name``.
     """

@@ -395,7 +395,9 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
     }
     // HAMi checks the quota of every pod, with or without a resource limit the webhook saw
     // (a pod asking for vGPUs only in `requests` is counted too).
-    if exceeds_admission_quota(state, pod) || exceeds_vendor_quota(state, pod, neuron_cores) {
+    if exceeds_admission_quota(state, pod, Admitted::New)
+        || exceeds_vendor_quota(state, pod, neuron_cores, Admitted::New)
+    {
         return Verdict::Deny("exceeding resource quota".into());
     }
     Verdict::Patch(m.ops)
@@ -410,7 +412,7 @@ pub fn admit_pod(state: &ClusterState, pod: &mut Pod) -> Result<()> {
 }
 
 /// §13.2: app containers sum, init containers peak, percentage-only memory counts 0.
-fn exceeds_admission_quota(state: &ClusterState, pod: &Pod) -> bool {
+fn exceeds_admission_quota(state: &ClusterState, pod: &Pod, asks: Admitted) -> bool {
     let Some(q) = state.quota_state(&pod.metadata.namespace) else { return false };
     let request = PodRequest::from_pod(pod, &state.config);
     let (mut app, mut init) = ((0i64, 0i64), (0i64, 0i64));
@@ -428,13 +430,42 @@ fn exceeds_admission_quota(state: &ClusterState, pod: &Pod) -> bool {
         // HAMi checks no quota for a pod that asks for neither, even in a namespace over its quota.
         return false;
     }
+    let (mem, cores) = (asks.added(mem), asks.added(cores));
     q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
+}
+
+/// Whose request the quota check adds to the namespace's usage.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Admitted {
+    /// A new pod: its request is added.
+    New,
+    /// The replacement of a pod that is counted already (evicted, recreated with the same
+    /// request): the usage comes back to what it is, so it must be within every limit checked.
+    Replacement,
+}
+
+impl Admitted {
+    fn added(self, amount: i64) -> i64 {
+        if self == Self::New {
+            amount
+        } else {
+            0
+        }
+    }
+}
+
+/// Whether the webhook would refuse the replacement of `pod` (a resident counted in its
+/// namespace's usage) for quota: its namespace is over a limit on a resource the pod asks.
+pub fn replacement_refused(state: &ClusterState, pod: &Pod) -> bool {
+    let neuron_cores = crate::vendor::neuron::cluster_cores(pod, &state.backends, state.nodes.values());
+    exceeds_admission_quota(state, pod, Admitted::Replacement)
+        || exceeds_vendor_quota(state, pod, neuron_cores, Admitted::Replacement)
 }
 
 /// HAMi's admission quota for every other backend with a memory or core name: the pod's request
 /// as the backend reads it (app containers summed, init containers at their peak, per card times
 /// the count) against the namespace's limits on that backend's resources.
-fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod, neuron_cores: i64) -> bool {
+fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod, neuron_cores: i64, asks: Admitted) -> bool {
     let ns = &pod.metadata.namespace;
     state.backends.iter().any(|b| {
         if b.memory_name.is_empty() && b.core_name.is_empty() {
@@ -455,7 +486,7 @@ fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod, neuron_cores: i64) -> b
         if mem == 0 && cores == 0 {
             return false;
         }
-        state.exceeds_vendor_quota(ns, &b.memory_name, mem, b.quota_factor())
-            || state.exceeds_vendor_quota(ns, &b.core_name, cores, 1)
+        state.exceeds_vendor_quota(ns, &b.memory_name, asks.added(mem), b.quota_factor())
+            || state.exceeds_vendor_quota(ns, &b.core_name, asks.added(cores), 1)
     })
 }

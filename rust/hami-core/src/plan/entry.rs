@@ -117,12 +117,21 @@ impl PlanOptions {
 /// objects in, plan JSON out.
 pub fn plan_bytes(inputs: &[&[u8]], options: &[u8], config: &Config) -> Result<Vec<u8>> {
     let options = PlanOptions::from_bytes(options)?;
-    let snapshot = Snapshot::from_objects_except(inputs, config, &options.left_out())?;
-    plan_snapshot(snapshot, &options, config)
+    let mut objects = ObjectCache::new(config.clone());
+    for (n, bytes) in inputs.iter().enumerate() {
+        objects.apply_input(bytes, &format!("snapshot input {n}"))?;
+    }
+    let snapshot = objects.snapshot(&options.left_out(), unix_now());
+    plan_snapshot(snapshot, &options, &objects)
+}
+
+/// The wall clock in Unix seconds: a snapshot drops the holds that have lapsed.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// The plan JSON of `options` on `snapshot`.
-fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, config: &Config) -> Result<Vec<u8>> {
+fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, objects: &ObjectCache) -> Result<Vec<u8>> {
     let objective = Objective::parse(&options.objective)?;
     let strategy = match (objective, Strategy::parse(&options.planner)?) {
         (_, Strategy::Greedy) => Strategy::Greedy,
@@ -141,7 +150,7 @@ fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, config: &Config)
         }
     }
     let pct_budget = ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize;
-    let out = match for_pod(&snapshot, options, config)? {
+    let out = match for_pod(&snapshot, options, objects)? {
         Some(pending) => {
             let budget = options.max_moves.unwrap_or(pct_budget.max(FOR_MIN_DEFAULT_MOVES));
             unblock(&snapshot, &pending, budget).to_json(&snapshot)
@@ -160,9 +169,9 @@ fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, config: &Config)
 }
 
 /// The pending pod the plan is for: given in full, or named among the snapshot's waiting pods.
-fn for_pod(snapshot: &Snapshot, options: &PlanOptions, config: &Config) -> Result<Option<PendingPod>> {
+fn for_pod(snapshot: &Snapshot, options: &PlanOptions, objects: &ObjectCache) -> Result<Option<PendingPod>> {
     if let Some(pod) = &options.for_pod {
-        return PendingPod::from_value(pod, config).map(Some);
+        return PendingPod::admitted(pod, &objects.cluster).map(Some);
     }
     let Some(key) = &options.for_pod_key else { return Ok(None) };
     match snapshot.pending.iter().find(|p| p.key == *key) {
@@ -235,7 +244,7 @@ impl ObjectCache {
         let left_out = options.left_out();
         let snapshot =
             if left_out.is_empty() { (*self.shared_snapshot(now)).clone() } else { self.snapshot(&left_out, now) };
-        plan_snapshot(snapshot, &options, &self.config)
+        plan_snapshot(snapshot, &options, self)
     }
 
     pub fn fragmentation_bytes(&mut self, now: i64) -> Result<Vec<u8>> {

@@ -43,13 +43,18 @@ pub(super) struct WholePod {
     pub running_on: Option<String>,
     /// kube-scheduler's last message when it found no node.
     pub unschedulable: Option<String>,
+    /// What the webhook reads of it for quota (namespace and container resources): whether a
+    /// replacement would be admitted is asked of the namespace's usage when a snapshot is taken.
+    pub quota_view: Box<Pod>,
 }
 
 impl WholePod {
     fn new(pod: &Pod, phase: String, owner: Owner, unschedulable: Option<String>, cluster: &ClusterState) -> Self {
         let config = &cluster.config;
-        let request = full_request(pod, cluster);
-        let hints = PodHints::from_annotations(&pod.metadata.annotations).unwrap_or_default();
+        let admitted = admitted(pod, cluster);
+        let view = admitted.as_ref().unwrap_or(pod);
+        let request = full_request(view, cluster);
+        let hints = PodHints::from_annotations(&view.metadata.annotations).unwrap_or_default();
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
         let blocked = movable(pod, &phase, &owner, &request);
         let unbound = pod.spec.node_name.is_empty();
@@ -73,8 +78,9 @@ impl WholePod {
                 blocked,
             },
             mig_annotation: pod.metadata.annotations.get(MIG_ALLOCATIONS_KEY).cloned(),
-            pending: waiting.then(|| PendingPod::from_pod(pod, config, &cluster.backends).ok()).flatten(),
+            pending: waiting.then(|| PendingPod::from_pod(view, config, &cluster.backends).ok()).flatten(),
             running_on: (!unbound && !terminal).then(|| pod.spec.node_name.clone()),
+            quota_view: Box::new(quota_view(view)),
             unschedulable,
         }
     }
@@ -110,11 +116,35 @@ fn kind_of<'a>(object: &'a Object, list_kind: &'a str) -> &'a str {
     }
 }
 
+/// The pod but what the webhook's quota checks read: its namespace, annotations and resources.
+fn quota_view(pod: &Pod) -> Pod {
+    let mut out = pod.clone();
+    out.metadata.labels.clear();
+    for c in out.spec.containers.iter_mut().chain(out.spec.init_containers.iter_mut()) {
+        c.env = None;
+    }
+    out
+}
+
 /// What the pod asks of every backend the cluster's device config sets up.
 fn full_request(pod: &Pod, cluster: &ClusterState) -> PodRequest {
     let mut request = PodRequest::from_pod(pod, &cluster.config);
     request.vendor = crate::vendor::request::vendor_requests(pod, &cluster.backends);
     request
+}
+
+/// A pod asking another backend as the webhook leaves it (its card sizes and defaults; no change
+/// on a pod it admitted): what a replacement from the same template asks once admitted. `None`
+/// for a pod asking NVIDIA only, or one the webhook would refuse.
+fn admitted(pod: &Pod, cluster: &ClusterState) -> Option<Pod> {
+    if crate::vendor::request::vendor_requests(pod, &cluster.backends).is_empty() {
+        return None;
+    }
+    let mut admitted = pod.clone();
+    let cores = crate::vendor::neuron::cluster_cores(pod, &cluster.backends, cluster.nodes.values());
+    let split = crate::vendor::neuron::split_size(cores);
+    crate::mutate::apply_defaults(&mut admitted, &cluster.config, &cluster.backends, split).ok()?;
+    Some(admitted)
 }
 
 fn pod_key(pod: &Pod) -> String {

@@ -1,7 +1,7 @@
 //! The planner's working state, built from Kubernetes objects through the engine's own state.
 
 use super::objects::{CachedPod, ObjectCache};
-use super::{resident_instances, PendingPod, PlanPod};
+use super::{resident_instances, Immovable, PendingPod, PlanPod};
 use crate::config::Config;
 use crate::error::Result;
 use crate::frag::Workload;
@@ -80,11 +80,16 @@ impl Snapshot {
         });
         for w in whole {
             let Some(record) = cluster.pod(&w.reservation_key) else {
-                pending.extend(w.pending.clone());
+                pending.extend(w.pending.clone().map(|p| p.with_quotas(cluster)));
                 continue;
             };
             let Some(&node) = index.get(&*record.node) else { continue };
+            let namespace = &w.placed.namespace;
+            let refused = w.placed.blocked.is_none()
+                && cluster.has_quotas(namespace)
+                && crate::mutate::replacement_refused(cluster, &w.quota_view);
             out.push(PlanPod {
+                blocked: if refused { Some(Immovable::OverQuota) } else { w.placed.blocked.clone() },
                 node,
                 footprint: record.footprint.to_vec(),
                 mig: resident_instances(&record.mig, || w.mig_annotation.as_ref()),

@@ -1,10 +1,12 @@
 //! Checks of moves and placement targets with the engine's Fit, before anything is evicted.
 
+use super::pod::kinds_asked;
 use super::{demand, Measures, Move, Planner, Rejection, Snapshot};
 use crate::annotations::USE_UUID_KEY;
 use crate::error::Result;
 use crate::fit::{fit_host, fit_pod, fit_pod_within};
 use crate::model::{GpuNode, CORDONED, HEALTHY};
+use crate::request::PodRequest;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Re-runs a move sequence on a fresh copy of `snapshot`, checking each move with the engine's
@@ -82,7 +84,7 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
         return Ok(uuids);
     };
     let (k, _, _) = demand(&planner.s.pods[pi]);
-    if k != uuids.len() {
+    if k != uuids.len() && !devices_it_may_take(&planner.s.pods[pi].request).contains(&uuids.len()) {
         return Err(Rejection::GpuCountMismatch { pod: pod.into(), uses: k, named: uuids.len() });
     }
     planner.lift(pi);
@@ -106,6 +108,16 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
     Ok(uuids)
 }
 
+/// How many distinct devices a pod's Fit may give it: each kind's largest container at least
+/// (containers share devices), every container's own at most.
+fn devices_it_may_take(request: &PodRequest) -> std::ops::RangeInclusive<usize> {
+    let least: usize = kinds_asked(request).iter().map(|(_, n)| n).sum();
+    let nums = |n: i64| n.max(0) as usize;
+    let most: usize = request.slots.iter().flatten().map(|r| nums(r.nums)).sum::<usize>()
+        + request.vendor.iter().flatten().map(|r| nums(r.nums)).sum::<usize>();
+    least.max(1)..=most
+}
+
 /// The annotations that pin a replacement of `pod` to `uuids` on `node`, per backend whose Fit
 /// reads a UUID filter: `nvidia.com/use-gpuuuid` with NVIDIA's GPUs, and each other backend the
 /// pod asks its own use-UUID key with its devices. A pod the snapshot does not hold gets
@@ -118,7 +130,7 @@ pub fn pin_annotations(snapshot: &Snapshot, pod: &str, node: &str, uuids: &[Stri
     };
     let n = &snapshot.nodes[t];
     let of_kind = |kind: u8| -> Vec<&str> {
-        let on_kind = |u: &&String| n.device_index(u).is_some_and(|d| n.devices[d].vendor == kind);
+        let on_kind = |u: &&String| n.devices.iter().any(|d| d.id == **u && d.vendor == kind);
         uuids.iter().filter(on_kind).map(String::as_str).collect()
     };
     if !p.request.asks_no_nvidia() {

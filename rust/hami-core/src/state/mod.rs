@@ -386,6 +386,12 @@ impl ClusterState {
         })
     }
 
+    /// Whether any ResourceQuota of the namespace limits a vGPU or another backend's resource.
+    pub fn has_quotas(&self, namespace: &str) -> bool {
+        self.quotas.get(namespace).is_some_and(|q| !q.is_empty())
+            || self.vendor_quotas.get(namespace).is_some_and(|q| !q.is_empty())
+    }
+
     /// The tightest vGPU quota of a namespace with its current usage; `None` without limits.
     pub fn quota_state(&self, namespace: &str) -> Option<QuotaState> {
         let quotas = self.quotas.get(namespace)?;

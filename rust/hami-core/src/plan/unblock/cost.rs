@@ -90,8 +90,10 @@ fn clear_gpu(planner: &Planner, t: usize, d: usize, want: &DeviceDemand) -> Resu
             return Err(Rejection::GpuHoldsUnmovable { gpu: n.devices[d].id.clone(), pod: p.key(), why: why.clone() });
         }
         if let Some(c) = p.footprint.iter().find(|c| &*c.uuid == n.devices[d].id.as_str()) {
-            if p.footprint.len() == 1 && c.mem >= mem && mem > 0 {
-                // It needs as much room elsewhere as the pod would: where it could go, the pod could.
+            let as_large = c.mem >= mem && c.cores >= want.cores && !want.whole && want.cores < 100;
+            if p.footprint.len() == 1 && as_large && mem > 0 {
+                // It needs as much room elsewhere as the pod would (the pod takes no card whole):
+                // where it could go, the pod could.
                 return Err(Rejection::GpuHoldsAsLarge { gpu: n.devices[d].id.clone(), pod: p.key() });
             }
             used -= c.slots.max(1);

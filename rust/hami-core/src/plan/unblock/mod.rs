@@ -272,7 +272,11 @@ fn fit_cleared(
     let n = &planner.s.nodes[t];
     fit_host(n, pending.host.0, pending.host.1).map_err(|e| Rejection::Host(Box::new(e)))?;
     let fit = if pending.request.asks_vendors() {
-        fit_pod_within(n, &pending.context(&pending.hints), |d| cleared.contains(&d))
+        // The pod comes with a reservation, not a UUID filter: the Filter's verdict on the node is
+        // its Fit on every device (Kunlunxin's graph refuses eight cards of ten free), then it
+        // takes the held ones.
+        let ctx = pending.context(&pending.hints);
+        fit_pod(n, &ctx).and_then(|_| fit_pod_within(n, &ctx, |d| cleared.contains(&d)))
     } else {
         let mut hints = pending.hints.clone();
         hints.use_uuids = n

@@ -2,13 +2,19 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::fit::PodContext;
+use crate::fit::{PodContext, QuotaState};
 use crate::k8s::Pod;
+use crate::mutate::admit_pod;
 use crate::plan::pod_host_request;
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
+use crate::state::ClusterState;
 use crate::vendor::request::vendor_requests;
 use crate::vendor::Backends;
+
+fn parse(pod: &serde_json::Value) -> Result<Pod> {
+    serde_json::from_value(pod.clone()).map_err(|e| Error::decode("for_pod", format!("not a Pod: {e}")))
+}
 
 /// The pod to unblock, as parsed from its manifest.
 #[derive(Debug, Clone)]
@@ -21,13 +27,35 @@ pub struct PendingPod {
     pub hints: PodHints,
     pub gpu_policy: GpuPolicy,
     pub host: (i64, i64),
+    /// Its namespace's vGPU quota and the per-card quota of a backend that checks one (Cambricon),
+    /// as the Filter reads them: set where the cluster's quotas are known ([`Self::with_quotas`]).
+    pub quota: Option<QuotaState>,
+    pub card_quota: Option<QuotaState>,
 }
 
 impl PendingPod {
     pub fn from_value(pod: &serde_json::Value, config: &Config) -> Result<Self> {
-        let parsed: Pod =
-            serde_json::from_value(pod.clone()).map_err(|e| Error::decode("for_pod", format!("not a Pod: {e}")))?;
-        Self::from_pod(&parsed, config, &Backends::from_config(config))
+        Self::from_pod(&parse(pod)?, config, &Backends::from_config(config))
+    }
+
+    /// A pod as the user wrote it, through the webhook as `serve` applies it (its defaults; a
+    /// denial is the error): what the scheduler will be asked to place.
+    pub fn admitted(pod: &serde_json::Value, cluster: &ClusterState) -> Result<Self> {
+        let mut parsed = parse(pod)?;
+        if parsed.metadata.namespace.is_empty() {
+            parsed.metadata.namespace = "default".into();
+        }
+        let key = format!("{}/{}", parsed.metadata.namespace, parsed.metadata.name);
+        admit_pod(cluster, &mut parsed).map_err(|e| e.in_object(format!("for_pod: pod {key}")))?;
+        Ok(Self::from_pod(&parsed, &cluster.config, &cluster.backends)?.with_quotas(cluster))
+    }
+
+    /// The pod with its namespace's quotas as `cluster` has them now.
+    pub fn with_quotas(self, cluster: &ClusterState) -> Self {
+        let namespace = self.key.split_once('/').map_or("default", |(ns, _)| ns);
+        let quota = cluster.quota_state(namespace);
+        let card_quota = cluster.card_quota_state(namespace, &self.request);
+        Self { quota, card_quota, ..self }
     }
 
     /// The pod as the planner makes room for it: what it asks of NVIDIA and of every backend in
@@ -55,6 +83,8 @@ impl PendingPod {
             hints,
             gpu_policy,
             host: pod_host_request(parsed),
+            quota: None,
+            card_quota: None,
         })
     }
 
@@ -68,8 +98,8 @@ impl PendingPod {
             request: &self.request,
             hints,
             gpu_policy: &self.gpu_policy,
-            quota: None,
-            card_quota: None,
+            quota: self.quota,
+            card_quota: self.card_quota,
             device_preference: None,
         }
     }
