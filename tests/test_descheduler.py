@@ -155,6 +155,68 @@ def test_full_move_with_restart_mid_eviction(cluster, client):
     assert patched(replacement(), make_pinner(client).admit(admission(replacement(), uid="r2"))) is None
 
 
+def dcu_node(name: str) -> dict:
+    register = "".join(f"DCU-{name}-{i},4,65536,100,DCU-Z100L,0,true,{i},hami-core:" for i in range(2))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"hami.io/node-dcu-register": register}},
+    }
+
+
+def dcu_pod(name: str | None, node_name: str | None = None) -> dict:
+    """A Hygon DCU pod of the `dcu` ReplicaSet (bound on card 0 of `node_name` when given)."""
+    p = pod(name or "", None, app="dcu")
+    limits = {"hygon.com/dcunum": "1", "hygon.com/dcumem": "4000", "hygon.com/dcucores": "30"}
+    p["spec"]["containers"][0]["resources"] = {"limits": limits}
+    if node_name:
+        p["metadata"]["annotations"] = {
+            "hami.io/vgpu-node": node_name,
+            "hami.io/dcu-devices-allocated": f"DCU-{node_name}-0,DCU,4000,30:;",
+        }
+        p["spec"]["nodeName"] = node_name
+        p["status"] = {"phase": "Running"}
+    else:
+        p["metadata"].pop("name")
+        p["metadata"].pop("uid")
+        p["metadata"]["generateName"] = "dcu-"
+    return p
+
+
+def test_another_backends_pod_moves_pinned_by_its_own_uuid_key(cluster, client):
+    cluster.create(dcu_node("d1"))
+    cluster.create(dcu_pod("dcu-old", "d1"))
+    create_placement(cluster, placement("move", "d1", ["DCU-d1-1"], evict="dcu-old", app="dcu"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    st = status_of(cluster, "move")
+    assert st["phase"] == "Pending" and st["pinAnnotations"] == {"hygon.com/use-gpuuuid": "DCU-d1-1"}, st
+    c.reconcile_all()
+    assert cluster.get("pods", "dcu-old", NS) is None
+    new = patched(dcu_pod(None), make_pinner(client).admit(admission(dcu_pod(None))))
+    assert new is not None
+    ann = new["metadata"]["annotations"]
+    assert ann["hygon.com/use-gpuuuid"] == "DCU-d1-1" and k.USE_UUID not in ann
+    new["metadata"]["name"] = "dcu-abcde"
+    cluster.create(new)
+    c.reconcile_all()
+    cluster.patch(
+        "pods",
+        "dcu-abcde",
+        {
+            "spec": {"nodeName": "d1"},
+            "status": {"phase": "Running"},
+            "metadata": {
+                "annotations": {"hami.io/vgpu-node": "d1", "hami.io/dcu-devices-allocated": "DCU-d1-1,DCU,4000,30:;"}
+            },
+        },
+        NS,
+    )
+    c.reconcile_all()
+    st = status_of(cluster, "move")
+    assert st["phase"] == "Completed" and st["assignmentDetails"] == [{"podName": "dcu-abcde", "gpuDevice": "DCU-d1-1"}]
+
+
 def test_replacement_on_the_wrong_gpu_fails(cluster, client):
     create_placement(cluster, placement("move", "n1", ["gpu-1"], evict="old"))
     c = Controller(client, fast())

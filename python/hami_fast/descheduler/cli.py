@@ -269,6 +269,7 @@ class Runtime:
                 ttl=args.placement_ttl,
                 leading=self.leading.is_set if args.leader_elect else None,
                 term=(lambda: self.elector.terms) if args.leader_elect else None,
+                engine_config=engine_config,
             )
             self.threads.append(ControllerLoop(self.controller, self.leading, self.stop, args.period))
             if args.auto:

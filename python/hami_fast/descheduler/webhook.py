@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
 from hami_fast.kube.client import KubeClient
@@ -167,12 +166,15 @@ class Pinner:
         leading: Callable[[], bool] | None = None,
         term: Callable[[], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        engine_config: bytes | None = None,
     ) -> None:
         """`placements`: a shared informer (the controller's); without one the pinner starts its own
         on the first admission, ended by `stop` or `close()`. `leading`: whether this replica leads
         (None: the only replica); a follower, and a leader whose cache has not caught up, confirms
         a cache miss with a consistent read. `term`: how many times this replica took the lease
-        (a lease lost and won back between two admissions is a new term)."""
+        (a lease lost and won back between two admissions is a new term). `engine_config`: the
+        engine's settings (the device config), to read every backend's devices on the target."""
+        self.engine_config = engine_config
         self.client, self.scheduler_name, self.ttl, self.sync_timeout = client, scheduler_name, ttl, sync_timeout
         self.leading, self.term, self.clock = leading, term, clock
         self.catch_up: CatchUp | None = None  # this term's, once an admission saw this replica lead
@@ -269,22 +271,22 @@ class Pinner:
             node = self._api().request("GET", path_of("api", "v1", "nodes", node_name)).json()
         except NotFound:
             return f"spec.nodeName: node {node_name} not found"
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        cluster = _native.Cluster(self.engine_config)
         try:
-            devices = {
-                d.get("id"): d
-                for d in orjson.loads(_native.decode_node_register(annotations.get(keys.NODE_REGISTER, "")))
-            }
-        except (_native.EngineError, orjson.JSONDecodeError) as exc:
+            cluster.apply(orjson.dumps(node))
+        except _native.EngineError as exc:
             return f"spec.nodeName: node {node_name} is not registered: {exc}"
-        cordoned = {u.strip() for u in annotations.get(keys.DEVICE_CORDON, "").split(",") if u.strip()}
+        [usage] = orjson.loads(cluster.usage()) or [{}]
+        if not usage.get("registered"):
+            return f"spec.nodeName: node {node_name} is not registered: {usage.get('error')}"
+        devices = {d["uuid"]: d for d in usage.get("devices") or []}
         for uuid in uuids:
             device = devices.get(uuid)
             if device is None:
                 return f"spec.gpuDevices: GPU {uuid} no longer registered on {node_name}"
             if not device.get("health"):
                 return f"spec.gpuDevices: GPU {uuid} on {node_name} is not healthy"
-            if uuid in cordoned:
+            if device.get("cordoned"):
                 return f"spec.gpuDevices: GPU {uuid} on {node_name} is cordoned"
         return ""
 
