@@ -119,7 +119,9 @@ def run_move(items, move, case, now: int, config: bytes) -> list[str]:
     new = replacement(items.pop(at), check["pin"])
     answer = explain_alone(items, new, to["node"], case, now)
     if answer["node"] != to["node"]:
-        return [f"move {move}: Filter refuses the replacement on {to['node']}: {answer.get('failed')}"]
+        return [
+            f"move {move}: Filter refuses the replacement on {to['node']}: {answer.get('failed') or answer.get('error')}"
+        ]
     taken = devices_of(answer["annotations"])
     if not families_asked(new) & UNPINNED and taken != set(to["gpus"]):
         return [f"move {move}: the replacement (pinned by {check['pin']}) took {sorted(taken)}, not the move's devices"]

@@ -357,6 +357,23 @@ pub enum Verdict {
 
 /// HAMi's webhook decision for a pod: defaults, denials, scheduler and runtime class, admission quota.
 pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
+    mutate_as(state, pod, Admitted::New)
+}
+
+/// Why the webhook would refuse a replacement of `pod` (a resident, counted in its namespace's
+/// usage, recreated from the same spec): one of its checks fails, or (`quota`) its namespace is
+/// over a quota the pod is counted in. `None`: the replacement is admitted.
+pub fn replacement_denied(state: &ClusterState, pod: &Pod, quota: bool) -> Option<String> {
+    let mut replacement = pod.clone();
+    replacement.spec.node_name.clear();
+    let asks = if quota { Admitted::Replacement(state.pod(&pod.reservation_key())) } else { Admitted::Unchecked };
+    match mutate_as(state, &mut replacement, asks) {
+        Verdict::Allow(_) | Verdict::Patch(_) => None,
+        Verdict::Deny(message) | Verdict::Fail(_, message) => Some(message),
+    }
+}
+
+fn mutate_as(state: &ClusterState, pod: &mut Pod, asks: Admitted<'_>) -> Verdict {
     let cfg = &state.config;
     if pod.spec.containers.is_empty() {
         return Verdict::Deny("pod has no containers".into());
@@ -395,9 +412,7 @@ pub fn mutate(state: &ClusterState, pod: &mut Pod) -> Verdict {
     }
     // HAMi checks the quota of every pod, with or without a resource limit the webhook saw
     // (a pod asking for vGPUs only in `requests` is counted too).
-    if exceeds_admission_quota(state, pod, Admitted::New)
-        || exceeds_vendor_quota(state, pod, neuron_cores, Admitted::New)
-    {
+    if exceeds_admission_quota(state, pod, asks) || exceeds_vendor_quota(state, pod, neuron_cores, asks) {
         return Verdict::Deny("exceeding resource quota".into());
     }
     Verdict::Patch(m.ops)
@@ -412,7 +427,10 @@ pub fn admit_pod(state: &ClusterState, pod: &mut Pod) -> Result<()> {
 }
 
 /// §13.2: app containers sum, init containers peak, percentage-only memory counts 0.
-fn exceeds_admission_quota(state: &ClusterState, pod: &Pod, asks: Admitted) -> bool {
+fn exceeds_admission_quota(state: &ClusterState, pod: &Pod, asks: Admitted<'_>) -> bool {
+    if matches!(asks, Admitted::Unchecked) {
+        return false;
+    }
     let Some(q) = state.quota_state(&pod.metadata.namespace) else { return false };
     let request = PodRequest::from_pod(pod, &state.config);
     let (mut app, mut init) = ((0i64, 0i64), (0i64, 0i64));
@@ -430,42 +448,45 @@ fn exceeds_admission_quota(state: &ClusterState, pod: &Pod, asks: Admitted) -> b
         // HAMi checks no quota for a pod that asks for neither, even in a namespace over its quota.
         return false;
     }
-    let (mem, cores) = (asks.added(mem), asks.added(cores));
+    let (freed_mem, freed_cores) = asks.freed_nvidia();
+    let (mem, cores) = (mem - freed_mem, cores - freed_cores);
     q.limit_mem.is_some_and(|l| q.used_mem + mem > l) || q.limit_cores.is_some_and(|l| q.used_cores + cores > l)
 }
 
 /// Whose request the quota check adds to the namespace's usage.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Admitted {
+#[derive(Clone, Copy)]
+enum Admitted<'a> {
     /// A new pod: its request is added.
     New,
-    /// The replacement of a pod that is counted already (evicted, recreated with the same
-    /// request): the usage comes back to what it is, so it must be within every limit checked.
-    Replacement,
+    /// The replacement of a resident (its record, when the engine holds one): what the resident
+    /// is counted for is freed first, the request added.
+    Replacement(Option<&'a crate::state::PodRecord>),
+    /// Every check but the quota's.
+    Unchecked,
 }
 
-impl Admitted {
-    fn added(self, amount: i64) -> i64 {
-        if self == Self::New {
-            amount
-        } else {
-            0
-        }
+impl Admitted<'_> {
+    /// The NVIDIA memory and cores the resident is counted for.
+    fn freed_nvidia(self) -> (i64, i64) {
+        let Self::Replacement(Some(record)) = self else { return (0, 0) };
+        let nvidia = &record.footprint[..(record.nvidia_len as usize).min(record.footprint.len())];
+        (nvidia.iter().map(|c| c.mem).sum(), nvidia.iter().map(|c| c.cores).sum())
     }
-}
 
-/// Whether the webhook would refuse the replacement of `pod` (a resident counted in its
-/// namespace's usage) for quota: its namespace is over a limit on a resource the pod asks.
-pub fn replacement_refused(state: &ClusterState, pod: &Pod) -> bool {
-    let neuron_cores = crate::vendor::neuron::cluster_cores(pod, &state.backends, state.nodes.values());
-    exceeds_admission_quota(state, pod, Admitted::Replacement)
-        || exceeds_vendor_quota(state, pod, neuron_cores, Admitted::Replacement)
+    /// What the resident is counted for of another backend's quota resource.
+    fn freed(self, resource: &str) -> i64 {
+        let Self::Replacement(Some(record)) = self else { return 0 };
+        record.vendor_usage.iter().filter(|(r, _)| &**r == resource).map(|(_, amount)| amount).sum()
+    }
 }
 
 /// HAMi's admission quota for every other backend with a memory or core name: the pod's request
 /// as the backend reads it (app containers summed, init containers at their peak, per card times
 /// the count) against the namespace's limits on that backend's resources.
-fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod, neuron_cores: i64, asks: Admitted) -> bool {
+fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod, neuron_cores: i64, asks: Admitted<'_>) -> bool {
+    if matches!(asks, Admitted::Unchecked) {
+        return false;
+    }
     let ns = &pod.metadata.namespace;
     state.backends.iter().any(|b| {
         if b.memory_name.is_empty() && b.core_name.is_empty() {
@@ -486,7 +507,8 @@ fn exceeds_vendor_quota(state: &ClusterState, pod: &Pod, neuron_cores: i64, asks
         if mem == 0 && cores == 0 {
             return false;
         }
-        state.exceeds_vendor_quota(ns, &b.memory_name, asks.added(mem), b.quota_factor())
-            || state.exceeds_vendor_quota(ns, &b.core_name, asks.added(cores), 1)
+        let (mem, cores) = (mem - asks.freed(&b.memory_name), cores - asks.freed(&b.core_name));
+        state.exceeds_vendor_quota(ns, &b.memory_name, mem, b.quota_factor())
+            || state.exceeds_vendor_quota(ns, &b.core_name, cores, 1)
     })
 }

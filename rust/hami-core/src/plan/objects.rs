@@ -5,7 +5,7 @@
 //! descheduler plans, validates and draws the GPU map without listing the cluster. A one-shot
 //! snapshot (`hami-fast plan`, a file) goes through the same type.
 
-use super::{movable, pod_host_request, Owner, PendingPod, PlanPod, Snapshot};
+use super::{movable, pod_host_request, Immovable, Owner, PendingPod, PlanPod, Snapshot};
 use crate::codec::MIG_ALLOCATIONS_KEY;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -56,7 +56,8 @@ impl WholePod {
         let request = full_request(view, cluster);
         let hints = PodHints::from_annotations(&view.metadata.annotations).unwrap_or_default();
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
-        let blocked = movable(pod, &phase, &owner, &request);
+        let blocked = movable(pod, &phase, &owner, &request)
+            .or_else(|| crate::mutate::replacement_denied(cluster, view, false).map(Immovable::ReplacementDenied));
         let unbound = pod.spec.node_name.is_empty();
         let waiting = unbound && matches!(phase.as_str(), "Pending" | "") && pod.metadata.deletion_timestamp.is_none();
         let terminal = matches!(phase.as_str(), "Succeeded" | "Failed");

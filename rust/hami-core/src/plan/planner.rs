@@ -301,10 +301,13 @@ impl<'s> Planner<'s> {
             Some(order)
         };
         if p.request.asks_vendors() {
-            // Another backend's replacement is held to the target by its reservation, not by a UUID filter.
+            // The replacement is pinned to the devices chosen (each backend's use-UUID key), which
+            // its Fit then sees alone: a graph (Kunlunxin) may choose otherwise among fewer cards.
             let ctx = PodContext { device_preference: Some(&prefer), ..p.context(&p.hints) };
-            let fit = fit_pod_within(n, &ctx, |d| allowed(t, d, n)).ok()?;
-            return Some(Seat::of(&fit, p.request.init_count));
+            let chosen = Seat::of(&fit_pod_within(n, &ctx, |d| allowed(t, d, n)).ok()?, p.request.init_count);
+            let on_chosen = |d: usize| chosen.footprint.iter().any(|c| *c.uuid == *n.devices[d].id);
+            let pinned = Seat::of(&fit_pod_within(n, &ctx, on_chosen).ok()?, p.request.init_count);
+            return (pinned == chosen).then_some(pinned);
         }
         let mut hints = p.hints.clone();
         hints.use_uuids = n

@@ -65,8 +65,9 @@ pub enum Immovable {
     Phase(String),
     /// An automatic run's `movable` list leaves it out.
     NotOptedIn,
-    /// Its namespace is over a quota it is counted in: the webhook would refuse its replacement.
-    OverQuota,
+    /// The webhook would refuse its replacement (its reason): a check its spec fails, or its
+    /// namespace over a quota it is counted in.
+    ReplacementDenied(String),
 }
 
 impl std::fmt::Display for Immovable {
@@ -79,7 +80,7 @@ impl std::fmt::Display for Immovable {
             Self::NoVgpuRequest => f.write_str("its spec requests no vGPU resource"),
             Self::Phase(phase) => write!(f, "phase {phase}"),
             Self::NotOptedIn => f.write_str("not opted in to automatic moves"),
-            Self::OverQuota => f.write_str("its namespace is over its quota: the webhook would refuse its replacement"),
+            Self::ReplacementDenied(why) => write!(f, "the webhook would refuse its replacement ({why})"),
         }
     }
 }

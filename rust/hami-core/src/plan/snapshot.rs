@@ -84,12 +84,12 @@ impl Snapshot {
                 continue;
             };
             let Some(&node) = index.get(&*record.node) else { continue };
-            let namespace = &w.placed.namespace;
-            let refused = w.placed.blocked.is_none()
-                && cluster.has_quotas(namespace)
-                && crate::mutate::replacement_refused(cluster, &w.quota_view);
+            // The webhook's answer to a replacement depends on the namespace's usage now: asked
+            // here, of pods that could move, in namespaces with a quota.
+            let denied = w.placed.blocked.is_none() && cluster.has_quotas(&w.placed.namespace);
+            let denied = denied.then(|| crate::mutate::replacement_denied(cluster, &w.quota_view, true)).flatten();
             out.push(PlanPod {
-                blocked: if refused { Some(Immovable::OverQuota) } else { w.placed.blocked.clone() },
+                blocked: denied.map(Immovable::ReplacementDenied).or_else(|| w.placed.blocked.clone()),
                 node,
                 footprint: record.footprint.to_vec(),
                 mig: resident_instances(&record.mig, || w.mig_annotation.as_ref()),

@@ -1,6 +1,5 @@
 //! Checks of moves and placement targets with the engine's Fit, before anything is evicted.
 
-use super::pod::kinds_asked;
 use super::{demand, Measures, Move, Planner, Rejection, Snapshot};
 use crate::annotations::USE_UUID_KEY;
 use crate::error::Result;
@@ -108,14 +107,14 @@ pub fn validate_target(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[Strin
     Ok(uuids)
 }
 
-/// How many distinct devices a pod's Fit may give it: each kind's largest container at least
-/// (containers share devices), every container's own at most.
+/// How many distinct devices a pod's Fit may give it: one at least (containers share devices,
+/// and Kunlunxin's graph may give fewer cards than asked, as HAMi's does), every container's own
+/// count at most.
 fn devices_it_may_take(request: &PodRequest) -> std::ops::RangeInclusive<usize> {
-    let least: usize = kinds_asked(request).iter().map(|(_, n)| n).sum();
     let nums = |n: i64| n.max(0) as usize;
     let most: usize = request.slots.iter().flatten().map(|r| nums(r.nums)).sum::<usize>()
         + request.vendor.iter().flatten().map(|r| nums(r.nums)).sum::<usize>();
-    least.max(1)..=most
+    1..=most
 }
 
 /// The annotations that pin a replacement of `pod` to `uuids` on `node`, per backend whose Fit
