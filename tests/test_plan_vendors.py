@@ -10,7 +10,7 @@ Filter wrote. Then the pending pod fits on the target node with the target's dev
 
 Two kinds of cluster: the generated ones with every node twice (a twin with the same devices and
 residents, so pods have somewhere to go), and crowded ones (small pods spread one per device by
-the engine's Filter until a pod asking a whole device's cores fits nowhere), where a family whose
+the engine's Filter until a pod asking a whole device's cores, or two cards, fits nowhere), where a family whose
 clusters never need a move fails: a change that silently stops moving a backend is seen.
 Seeded (HAMI_ORACLE_SEED, as the other generated suites; HAMI_PLAN_VENDOR_BATCHES for more).
 """
@@ -233,6 +233,56 @@ def test_plan_for_makes_a_whole_device_free_as_the_engine_filter_keeps(family):
         for case in batch:
             b = data.draw(st.sampled_from(FAMILIES[family]))
             problems, did_move = check_plan(crowded(case, b, now), now)
+            moved.append(did_move)
+            if problems:
+                note(orjson.dumps(case).decode())
+            assert not problems, f"{seeding.describe()}: {problems}"
+
+    run()
+    assert any(moved), f"{family}: no crowded cluster needed a move; the suite checks nothing for it"
+
+
+# Backends whose cards a pod takes whole or by slot count: small pods spread one card each leave
+# no node with two free cards, and consolidating them makes one. (Kunlunxin's two-card pairs
+# must be linked on its graph: spread one-card pods leave none to consolidate into.)
+CARD_BACKENDS = {"enflame": 0, "biren": 0, "vastai": 0}
+
+
+def card_pod(name: str, b: Backend, cards: int) -> dict[str, Any]:
+    container = {"name": "c", "image": "x", "resources": {"limits": {b.count: str(cards)}}}
+    meta = {"name": name, "namespace": "default", "uid": "uid-" + name}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container]}}
+
+
+def crowded_cards(case: dict[str, Any], b: Backend, now: int) -> dict[str, Any]:
+    """The case's nodes (and twins) with one-card pods spread by the engine's Filter until a pod
+    asking two cards of one node fits nowhere; that pod is the case's pod."""
+    items = [o for o in with_twins(case["items"]) if o.get("kind") == "Node"]
+    pending = card_pod("two", b, 2)
+    for i in range(64):
+        if not places(items, pending, now):
+            break
+        filler = card_pod(f"card-{i}", b, 1)
+        answer = model.engine_explain(items, filler, "spread", "spread", now, engine_settings())
+        if not answer.get("node"):
+            break
+        filler["metadata"]["annotations"] = answer["annotations"]
+        filler["spec"]["nodeName"], filler["status"] = answer["node"], {"phase": "Running"}
+        items.append(filler)
+    return {**case, "items": items, "pod": pending, "node_policy": "spread", "gpu_policy": "spread"}
+
+
+@pytest.mark.parametrize("family", list(CARD_BACKENDS))
+def test_plan_for_makes_two_cards_free_on_one_node_as_the_engine_filter_keeps(family):
+    moved = []
+    b = FAMILIES[family][CARD_BACKENDS[family]]
+
+    @seeding.seeded_batches(BATCHES)
+    @given(st.lists(vendor_cases(family, (family,)), min_size=3, max_size=3))
+    def run(batch):
+        now = int(time.time())
+        for case in batch:
+            problems, did_move = check_plan(crowded_cards(case, b, now), now)
             moved.append(did_move)
             if problems:
                 note(orjson.dumps(case).decode())

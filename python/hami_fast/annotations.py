@@ -56,3 +56,12 @@ REQUEUED_AT: Final = _ENGINE["REQUEUED_KEY"]
 def is_allocation_key(key: str) -> bool:
     """A backend's allocation annotation: NVIDIA's ALLOCATED or another vendor's `hami.io/<word>-devices-allocated`."""
     return key.startswith("hami.io/") and key.endswith("-devices-allocated")
+
+
+_hami_prefix: Final = ALLOCATED.split("/", 1)[0] + "/"
+
+
+def is_allocation_list(key: str) -> bool:
+    """A backend's device list on a bound pod: NVIDIA's `ALLOCATED`, Hygon's `hami.io/dcu-devices-allocated`,
+    Kunlunxin's `hami.io/kunlun-allocated`, ... (`uuid,type,mem,cores:` per device, `;` between containers)."""
+    return key.startswith(_hami_prefix) and key.endswith("-allocated")

@@ -23,10 +23,7 @@ USE_UUID = keys.USE_GPU_UUID
 ALLOCATED = keys.ALLOCATED
 
 
-def is_allocation_list(key: str) -> bool:
-    """A backend's device list on a bound pod: NVIDIA's `hami.io/vgpu-devices-allocated`, Hygon's
-    `hami.io/dcu-devices-allocated`, Kunlunxin's `hami.io/kunlun-allocated`, ..."""
-    return key.startswith("hami.io/") and key.endswith("-allocated")
+is_allocation_list = keys.is_allocation_list
 
 
 now_rfc3339 = times.now  # status stamps (metav1.Time); kept for the controller and the webhook
