@@ -39,6 +39,8 @@ mod strategies;
 mod tests;
 mod unblock;
 mod validate;
+#[cfg(test)]
+mod vendor_tests;
 
 pub use entry::{
     fragmentation_bytes, plan_bytes, plan_json, validate_target_bytes, PlanOptions, FOR_MIN_DEFAULT_MOVES,
