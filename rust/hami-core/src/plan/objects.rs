@@ -56,8 +56,11 @@ impl WholePod {
         let request = full_request(view, cluster);
         let hints = PodHints::from_annotations(&view.metadata.annotations).unwrap_or_default();
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
-        let blocked = movable(pod, &phase, &owner, &request)
-            .or_else(|| crate::mutate::replacement_denied(cluster, view, false).map(Immovable::ReplacementDenied));
+        // Of an NVIDIA pod the webhook refuses only a privileged container (the quota is asked
+        // per snapshot): the webhook's full run is kept for pods that ask other backends.
+        let checked = request.asks_vendors() || pod.spec.containers.iter().any(|c| c.privileged());
+        let denied = || crate::mutate::replacement_denied(cluster, view, false).map(Immovable::ReplacementDenied);
+        let blocked = movable(pod, &phase, &owner, &request).or_else(|| checked.then(denied).flatten());
         let unbound = pod.spec.node_name.is_empty();
         let waiting = unbound && matches!(phase.as_str(), "Pending" | "") && pod.metadata.deletion_timestamp.is_none();
         let terminal = matches!(phase.as_str(), "Succeeded" | "Failed");
