@@ -51,9 +51,12 @@ pub(super) struct WholePod {
 impl WholePod {
     fn new(pod: &Pod, phase: String, owner: Owner, unschedulable: Option<String>, cluster: &ClusterState) -> Self {
         let config = &cluster.config;
-        let admitted = admitted(pod, cluster);
+        let mut request = full_request(pod, cluster);
+        let admitted = request.asks_vendors().then(|| admitted(pod, cluster)).flatten();
         let view = admitted.as_ref().unwrap_or(pod);
-        let request = full_request(view, cluster);
+        if admitted.is_some() {
+            request = full_request(view, cluster);
+        }
         let hints = PodHints::from_annotations(&view.metadata.annotations).unwrap_or_default();
         let gpu_policy = hints.gpu_policy.clone().unwrap_or_else(|| GpuPolicy::parse(&config.gpu_scheduler_policy));
         // Of an NVIDIA pod the webhook refuses only a privileged container (the quota is asked
@@ -139,11 +142,8 @@ fn full_request(pod: &Pod, cluster: &ClusterState) -> PodRequest {
 
 /// A pod asking another backend as the webhook leaves it (its card sizes and defaults; no change
 /// on a pod it admitted): what a replacement from the same template asks once admitted. `None`
-/// for a pod asking NVIDIA only, or one the webhook would refuse.
+/// for one the webhook would refuse.
 fn admitted(pod: &Pod, cluster: &ClusterState) -> Option<Pod> {
-    if crate::vendor::request::vendor_requests(pod, &cluster.backends).is_empty() {
-        return None;
-    }
     let mut admitted = pod.clone();
     let cores = crate::vendor::neuron::cluster_cores(pod, &cluster.backends, cluster.nodes.values());
     let split = crate::vendor::neuron::split_size(cores);
