@@ -650,3 +650,37 @@ def test_bind_gives_up_on_an_api_server_that_keeps_failing(cluster) -> None:
         assert "503" in error
         assert len(cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding")) == 4, "4 tries in all"
         assert "hami.io/mutex.lock" not in (cluster.get("nodes", node)["metadata"].get("annotations") or {})
+
+
+def test_a_bind_answers_within_bind_timeout_when_the_api_server_hangs(cluster) -> None:
+    """Every binding POST hangs for 4 s; kube-scheduler waits --bind-timeout (here 3 s): the Bind's
+    tries are cut to what is left of it, no retry starts that could not be answered in time, and the
+    answer is the failure, with the node lock released, before kube-scheduler gives up."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    with serve(cluster, bind_timeout=3.0) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        cluster.delay("POST", "/api/v1/namespaces/default/pods/p/binding", 4.0)
+        started = time.monotonic()
+        error = svc.post("/bind", bind_args(pod, node))["Error"]
+        took = time.monotonic() - started
+    assert error, "the binding never answered in time: the Bind fails"
+    assert took < 3.0, f"answered after {took:.2f} s, past kube-scheduler's 3 s"
+    assert len(cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding")) == 1, "no retry past the deadline"
+    assert "hami.io/mutex.lock" not in (cluster.get("nodes", node)["metadata"].get("annotations") or {})
+
+
+def test_a_retry_after_longer_than_the_bind_timeout_left_is_not_waited(cluster) -> None:
+    """A 503 asking to come back in 2 s, with 1.5 s of the Bind's time left: the Bind answers the
+    503 at once instead of retrying after kube-scheduler stopped waiting."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    with serve(cluster, bind_timeout=3.5) as svc:
+        wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        cluster.fail("POST", "/api/v1/namespaces/default/pods/p/binding", 503, times=None, retry_after=2)
+        started = time.monotonic()
+        error = svc.post("/bind", bind_args(pod, node))["Error"]
+        took = time.monotonic() - started
+    assert "503" in error
+    assert took < 1.0, f"waited {took:.2f} s for a retry that could not be answered in time"
+    assert len(cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding")) == 1

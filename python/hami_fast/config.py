@@ -105,6 +105,14 @@ class Config:
             "duration": True,
         },
     )
+    bind_timeout: float = field(
+        default=30.0,
+        metadata={
+            "help": "kube-scheduler's extender httpTimeout: a Bind's API writes stop retrying in time "
+            "to answer within it",
+            "duration": True,
+        },
+    )
     bind_workers: int = field(
         default=64, metadata={"help": "binds run at once (each waits on the API server, not the CPU)"}
     )

@@ -19,6 +19,7 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from hami_fast.kube import deadline
 from hami_fast.kube.errors import ApiError, api_error, from_response
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -149,6 +150,9 @@ class KubeClient:
             self.bucket.take()
         if guard is not None:
             guard()
+        total = deadline.request_timeout(timeout or self.timeout)
+        if total < deadline.MIN_REQUEST_TIME:
+            raise api_error(0, "DeadlinePassed", "not sent: its caller's deadline has passed", method, path)
         url, headers = self._prepare(method, path, query, content_type or (JSON if body is not None else None))
         try:
             raw = self.api_client.rest_client.pool_manager.request(
@@ -156,7 +160,7 @@ class KubeClient:
                 url,
                 body=body,
                 headers=headers,
-                timeout=urllib3.Timeout(total=timeout or self.timeout),
+                timeout=urllib3.Timeout(total=total),
                 retries=False,
             )
         except urllib3.exceptions.HTTPError as exc:

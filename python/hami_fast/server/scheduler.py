@@ -17,6 +17,7 @@ from hami_fast import annotations as keys
 from hami_fast._native import Cluster, EngineError, FilterDecision, parse_binding_args
 from hami_fast._native import is_pod_group_member as native_pod_group_member
 from hami_fast.config import Config
+from hami_fast.kube import deadline
 from hami_fast.kube.errors import NotFound
 from hami_fast.kube.lease import Leadership, NotLeading
 from hami_fast.kube.nodelock import LockContention, NodeLocker
@@ -33,6 +34,9 @@ log = logging.getLogger("hami_fast.scheduler")
 # Filter answers kept for their Bind; kube-scheduler binds within seconds of Filter, or filters again.
 ALLOCATION_TTL = 600.0
 MAX_ALLOCATIONS = 200_000
+# A failed Bind releases its node lock within this, then answers with this much to spare.
+RELEASE_BUDGET = 1.5
+ANSWER_MARGIN = 0.5
 
 
 def filter_error(message: str) -> bytes:
@@ -324,24 +328,16 @@ class Scheduler:
         key = uid or f"{namespace}/{name}"
         locked = False
         try:
-            if not pending.looked_up:
-                self._look_up(pending, key)
-            allocation = pending.allocation
-            if pending.job and not self.binds.commit(pending.job):
-                raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
-            self._require_leading()
-            self.locks.take(node, namespace, name, pending.locks)
-            locked = True
-            unwritten = allocation if allocation is not None and not allocation.written else None
-            patch = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
-            if self.before_patch:
-                self.before_patch(namespace, name, uid)
-            self._require_leading()
-            self.writer.patch_pod(namespace, name, patch)
-            if unwritten is not None:
-                unwritten.written = True
-            self._require_leading()
-            self.writer.bind(namespace, name, uid, node)
+            with deadline.answer_by(self._writes_deadline(pending)):
+                if not pending.looked_up:
+                    self._look_up(pending, key)
+                allocation = pending.allocation
+                if pending.job and not self.binds.commit(pending.job):
+                    raise LockContention(f"node {node}: bind answered at its deadline, not attempted")
+                self._require_leading()
+                self.locks.take(node, namespace, name, pending.locks)
+                locked = True
+                self._write_binding(pending, allocation)
         except LockContention:
             raise
         except Exception as exc:
@@ -349,7 +345,8 @@ class Scheduler:
                 self.cluster.release(uid)
                 self._forget_allocation(key)
             if locked and not isinstance(exc, NotLeading):  # the next leader may hold this pod's lock now
-                self.locks.release_after_failure(node, namespace, name, pending.locks)
+                with deadline.answer_by(time.monotonic() + RELEASE_BUDGET):
+                    self.locks.release_after_failure(node, namespace, name, pending.locks)
             return self._bind_failed(pending, exc)
         if pending.allocation is not None:
             self._forget_allocation(key, pending.allocation)
@@ -359,6 +356,26 @@ class Scheduler:
         )
         log.info("bound", extra={"pod": f"{namespace}/{name}", "node": node})
         return bind_result()
+
+    def _write_binding(self, pending: PendingBind, allocation: Allocation | None) -> None:
+        """The pod's annotations (with bind-phase), then the binding; the node lock is held."""
+        namespace, name = pending.namespace, pending.name
+        unwritten = allocation if allocation is not None and not allocation.written else None
+        patch = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
+        if self.before_patch:
+            self.before_patch(namespace, name, pending.uid)
+        self._require_leading()
+        self.writer.patch_pod(namespace, name, patch)
+        if unwritten is not None:
+            unwritten.written = True
+        self._require_leading()
+        self.writer.bind(namespace, name, pending.uid, pending.node)
+
+    def _writes_deadline(self, pending: PendingBind) -> float:
+        """When a Bind's writes stop retrying: early enough that its answer (after releasing the lock
+        of a failed one) reaches kube-scheduler inside its httpTimeout (`--bind-timeout`)."""
+        started = pending.job.enqueued if pending.job else time.monotonic()
+        return started + self.config.bind_timeout - RELEASE_BUDGET - ANSWER_MARGIN
 
     def _look_up(self, pending: PendingBind, key: str) -> None:
         """The Bind guard, once per bind: the allocation Filter made for this pod on this node (its
