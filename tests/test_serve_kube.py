@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
+from prometheus_client import generate_latest
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
 from kubeapi.fixtures import wait_for
 from serving import Service
@@ -356,6 +357,21 @@ def test_lock_conflicts_are_retried(cluster) -> None:
         assert scheduling_patches(cluster, "/api/v1/nodes/node-0") == 3
 
 
+def test_a_lock_write_refused_or_answered_too_late_is_retried_and_taken_once(cluster) -> None:
+    """503, then a write made whose answer is lost (its retry meets 409 on the changed node, reads
+    it again and finds its own lock): the Bind goes on, and the node's lock is released after."""
+    pod = cluster.create(gpu_pod("a", gpu=1, mem=100))
+    with serve(cluster) as svc:
+        settled(svc)
+        filtered(svc, pod, "node-0")
+        cluster.fail("PATCH", "/api/v1/nodes/node-0", 503)
+        cluster.fail("PATCH", "/api/v1/nodes/node-0", 500, after=True)
+        assert svc.post("/bind", bind_args(pod, "node-0"))["Error"] == ""
+        assert cluster.get("pods", "a", "default")["spec"]["nodeName"] == "node-0"
+        lock = (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {}).get("hami.io/mutex.lock", "")
+        assert lock.endswith(",default,a"), "the pod's own lock, taken once"
+
+
 def test_listed_nodes_feed_the_lock_read(cluster) -> None:
     """NodeLockFeed: a list page hands each node's lock value and resourceVersion to NodeLocks."""
     from hami_fast._native import Cluster
@@ -638,6 +654,8 @@ def test_bind_retries_a_busy_or_failing_api_server(cluster) -> None:
     assert cluster.get("pods", "p", "default")["spec"]["nodeName"] == node
     assert len(cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding")) == 2
     assert RETRIES[429] > before.get(429, 0) and RETRIES[500] > before.get(500, 0)
+    scraped = generate_latest(svc.runtime.metrics.registry).decode()
+    assert f'hami_fast_api_write_retries_total{{status="429"}} {float(RETRIES[429])}' in scraped
 
 
 def test_bind_gives_up_on_an_api_server_that_keeps_failing(cluster) -> None:

@@ -218,7 +218,8 @@ class ControlPlane:
         (d / "tokens.csv").write_text(lines)
         self.pki = d
 
-    def kubeconfig(self, name: str, token: str) -> Path:
+    def kubeconfig(self, name: str, token: str, server: str = "") -> Path:
+        """`server`: another address for the API server (a proxy in front of it)."""
         path = self.workdir / f"{name}.kubeconfig"
         path.write_text(
             yaml.safe_dump(
@@ -227,7 +228,10 @@ class ControlPlane:
                     "kind": "Config",
                     "current-context": "e2e",
                     "clusters": [
-                        {"name": "e2e", "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}
+                        {
+                            "name": "e2e",
+                            "cluster": {"server": server or self.server, "certificate-authority": str(self.ca_file)},
+                        }
                     ],
                     "users": [{"name": name, "user": {"token": token}}],
                     "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": name}}],
@@ -371,6 +375,7 @@ class ControlPlane:
         name: str = "hami-fast",
         pod_name: str = "",
         token: str = "",
+        server: str = "",
     ) -> Proc:
         """`hami-fast serve` with the chart's flags; only addresses, TLS files and the kubeconfig change.
         `name` keys the process and its log; `pod_name` is its POD_NAME (default: this host's name)."""
@@ -379,7 +384,7 @@ class ControlPlane:
             for a in serve_args
             if not a.startswith(("--http_bind", "--cert_file", "--key_file", "--metrics-bind-address"))
         ]
-        kubeconfig = self.kubeconfig(name, token or self.sa_token)
+        kubeconfig = self.kubeconfig(name, token or self.sa_token, server)
         exe = shutil.which("hami-fast", path=str(Path(sys.executable).parent)) or shutil.which("hami-fast")
         cmd = [exe] if exe else [sys.executable, "-m", "hami_fast.cli"]
         # As in the chart's pod: POD_NAME is the hostname kube-scheduler puts first in its Lease identity.

@@ -160,6 +160,7 @@ class Replicas:
         self.restarts: list[tuple[float, str]] = []  # (when, process) restarted after it exited
         self._kubelet = threading.Thread(target=self._restart_exited, name="kubelet", daemon=True)
         self._stopped = threading.Event()
+        self.api_server = ""  # hami-fast's API server address when not the control plane's own (a proxy)
 
     def chart(self, kind: str, suffix: str = "") -> dict[str, Any]:
         (found,) = [o for o in self.objs if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
@@ -218,7 +219,13 @@ class Replicas:
     def _start_fast(self, r: Replica) -> None:
         token = self.cp.replica_tokens[r.index]
         self.cp.start_hami_fast(
-            self.serve_args(), r.port, r.metrics_port, name=r.fast_key, pod_name=r.name, token=token
+            self.serve_args(),
+            r.port,
+            r.metrics_port,
+            name=r.fast_key,
+            pod_name=r.name,
+            token=token,
+            server=self.api_server,
         )
 
     def _start_kube_scheduler(self, r: Replica, token: str) -> None:
@@ -234,6 +241,17 @@ class Replicas:
         args += [binary, f"--config={path}", "--secure-port=0", "-v=2"]
         proc = Proc(r.scheduler_key, args, self.cp.workdir / "logs" / f"{r.scheduler_key}.log").start()
         self.cp.procs[r.scheduler_key] = proc
+
+    def restart_fast(self) -> None:
+        """Every live replica's hami-fast stopped and started again (e.g. with another `api_server`);
+        kube-scheduler keeps running, as when the kubelet restarts one container of the pod."""
+        for r in self.replicas:
+            if r.name in self.down:
+                continue
+            self.down.add(r.name)  # the kubelet stand-in leaves it be meanwhile
+            self.cp.procs[r.fast_key].stop()
+            self._start_fast(r)
+            self.down.discard(r.name)
 
     def procs(self, r: Replica) -> list[Proc]:
         return [self.cp.procs[k] for k in (r.scheduler_key, r.fast_key) if k in self.cp.procs]

@@ -577,3 +577,67 @@ def test_auto_moves_the_pods_of_an_opted_in_namespace(cluster, auto):
         assert auto_passes(port)["error"] == 0 and auto_runs(port)["error"] == 0
     finally:
         api.patch(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {label: None}}})
+
+
+def distinct_gpus(api) -> bool:
+    """No A100 of this module holds two whole-GPU-sized shares beyond its memory: every GPU's
+    allocated memory, summed from the pods' annotations, fits in it."""
+    used: dict[str, int] = {}
+    for p in suite_pods(api):
+        for uuid, mem, _cores in allocations(p):
+            used[uuid] = used.get(uuid, 0) + mem
+    return all(mem <= GPU_MEM for mem in used.values())
+
+
+def restart_when_placed(cluster, component: str = "kube-apiserver") -> tuple[str, float]:
+    """As soon as a move's HamiPodPlacement exists, restart `component`: the move is in flight
+    (validated, evicting or waiting for its replacement). Its phase then, and the outage."""
+    api = cluster.api
+    placement = wait_for(
+        "a placement", lambda: next(iter(api.get(PLACEMENTS)["items"]), None), timeout=90, interval=0.1
+    )
+    phase = (placement.get("status") or {}).get("phase") or "(none)"
+    return phase, cluster.cp.restart(component)
+
+
+def test_a_move_survives_the_api_server_restarting_mid_move(cluster, descheduler):
+    """`plan --for --apply` is moving a pod when kube-apiserver restarts: the placement completes,
+    the pending pod lands on the freed GPU, nothing is evicted twice or granted twice."""
+    api = cluster.api
+    on = one_filler_per_gpu(cluster, "filler")
+    whole_gpu_pod(cluster, "big")
+    mover = subprocess.Popen(plan_for(cluster, "big"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    phase, outage = restart_when_placed(cluster)
+    out, err = mover.communicate(timeout=300)
+    assert mover.returncode == 0, f"{err}\n{diagnose(api)}\n{logs(cluster)}"
+    [move] = json.loads(out)["moves"]
+    landed = wait_bound(cluster, "big", timeout=120)
+    [placement] = completed(api, 1)
+    evicted = placement["spec"]["evictPod"]
+    assert move["pod"] == f"{NS}/{evicted}" and evicted in on.values()
+    assert [a[0] for a in allocations(landed)] == [k for k, v in on.items() if v == evicted]
+    fillers = allocated(api, "filler", 2)
+    assert evicted not in {p["metadata"]["name"] for p in fillers}, "the evicted pod is gone, replaced once"
+    assert distinct_gpus(api), diagnose(api)
+    print(f"\n[e2e] plan --apply: kube-apiserver restarted at phase {phase}, down {outage:.1f}s; the move completed")
+    remove_workloads(api)
+
+
+def test_auto_survives_the_api_server_restarting_mid_move(cluster, auto):
+    """`--auto` started a move when kube-apiserver restarts: the run ends (moved), the pending pod
+    lands, one placement, no second move for the same pod."""
+    api = cluster.api
+    port = auto()
+    deployment(api, "mover", replicas=2, mem=4000, labels=MOVABLE)
+    allocated(api, "mover", 2)
+    whole_gpu_pod(cluster, "big-auto", still_waiting=False)
+    phase, outage = restart_when_placed(cluster)
+    landed = wait_bound(cluster, "big-auto", timeout=180)
+    assert landed["spec"]["nodeName"] == NODE
+    [placement] = completed(api, 1)
+    assert placement["spec"]["evictPod"].startswith("mover-")
+    wait_for("the run counted", lambda: auto_runs(port).get("moved", 0) >= 1, timeout=60, interval=0.5)
+    assert auto_passes(port)["started"] == 1, "one run, not a second after the restart"
+    assert len(recorded_moves(api)) == 1
+    assert distinct_gpus(api), diagnose(api)
+    print(f"\n[e2e] --auto: kube-apiserver restarted at phase {phase}, down {outage:.1f}s; the move completed")

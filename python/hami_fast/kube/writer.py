@@ -238,13 +238,13 @@ class KubeWriter:
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None:
         """Raises errors.Conflict (409) when the node changed since `resource_version` was read; the
         node's watched value is then dropped, so the retry reads the node from the API server."""
+        path, body = path_of("api", "v1", "nodes", node), lock_patch(value, resource_version)
         try:
-            answer = self.client.request(
-                "PATCH",
-                path_of("api", "v1", "nodes", node),
-                body=lock_patch(value, resource_version),
-                content_type=MERGE_PATCH,
-                guard=self.guard,
+            # A retried write whose first answer was lost meets 409 (the node changed): the caller
+            # reads the node again and finds its own lock.
+            answer = retried(
+                lambda: self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH, guard=self.guard),
+                f"write node {node}'s lock",
             )
         except Conflict:
             if self.node_locks is not None:

@@ -20,6 +20,7 @@ from prometheus_client.utils import floatToGoString
 
 from hami_fast import __version__
 from hami_fast._native import Cluster
+from hami_fast.kube.retry import RETRIES
 
 MIB = 1048576
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -146,6 +147,20 @@ class EventSinkCollector:
         yield from (results, dropped, queued)
 
 
+class WriteRetriesCollector:
+    """The API writes retried after no answer, a 429 or a 5xx (`kube/retry.py`), by status; read on scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        retries = CounterMetricFamily(
+            "hami_fast_api_write_retries",
+            "Pod patches, bindings and lock writes tried again, by the failed try's status (0: no answer)",
+            labels=["status"],
+        )
+        for status, value in sorted(RETRIES.items()):
+            retries.add_metric([str(status)], value)
+        yield retries
+
+
 class Labelled:
     """A labelled metric whose `labels(...)` children are kept: prometheus_client looks them up under
     a lock with some validation each call, a few µs that showed in every /filter."""
@@ -245,6 +260,7 @@ class Metrics:
     def __init__(self, cluster: Cluster) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(UsageCollector(cluster))
+        self.registry.register(WriteRetriesCollector())
         self.latency = BatchedHistogram(
             "hami_fast_request_duration_seconds",
             "Latency of extender and webhook calls",
