@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import threading
 import time
 import urllib.request
@@ -496,6 +497,39 @@ def test_plan_apply_runs_moves_one_by_one(kubeapi, client):
     final = orjson.loads(_native.fragmentation(k.snapshot_inputs(client)))
     assert final["cluster"]["free_whole_gpus"] == 3
     assert kubeapi.count("create", EVICTIONS) == len(plan["moves"])
+
+
+def test_plan_apply_waits_out_an_api_server_that_stops_answering_mid_move(kubeapi, client):
+    """The placement's status reads fail (503s, then no answer at all) while the controller moves
+    the pod: the run keeps waiting and reports the move Completed, once, not a failed move."""
+    from hami_fast.descheduler.apply import apply_moves
+    from hami_fast.descheduler.controller import ControllerLoop
+
+    kubeapi.create(node("n1"))
+    kubeapi.create(pod("a", "n1", 0, 4000, app="app-a"))
+    kubeapi.create(pod("b", "n1", 1, 3000, app="app-b"))
+    plan = orjson.loads(_native_plan(client))
+    [move] = plan["moves"]
+    stop, leading = threading.Event(), threading.Event()
+    leading.set()
+    kubeapi.fail("GET", re.compile(r".*/hamipodplacements/[^/]+$"), 503, times=4)
+    kubeapi.fail("GET", re.compile(r".*/hamipodplacements/[^/]+$"), 429, times=2)
+    said: list[str] = []
+    ControllerLoop(Controller(client, fast()), leading, stop, period=0.05).start()
+    FakeReplicaSetAndScheduler(kubeapi, client, stop, {"app-a": 4000, "app-b": 3000}).start()
+    try:
+        results = apply_moves(client, [move], interval=0.1, timeout=30, say=said.append)
+    finally:
+        stop.set()
+    assert [r["phase"] for r in results] == ["Completed"], (results, said)
+    assert any("did not answer" in line for line in said), said
+    assert kubeapi.count("create", EVICTIONS) == 1
+
+
+def _native_plan(client) -> bytes:
+    from hami_fast import _native
+
+    return _native.plan(k.snapshot_inputs(client), b'{"max_moves": 1}')
 
 
 def test_status_fields_are_declared_in_the_crd(cluster, client):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -202,6 +203,20 @@ def test_a_follower_leads_only_until_the_lease_it_read_expires(kubeapi, client):
     follower = LeaseFollower(client, "kube-system", "sched", threading.Event(), identity="sched-0")
     assert follower.step() and follower.leading.is_set()
     assert 1.5 < follower.leading.expires_in() <= 3.0
+
+
+def test_an_api_server_that_stops_answering_leaves_the_term_to_its_deadline(kubeapi, client):
+    """Lease reads failing (a restarting API server) neither end the term at once nor extend it:
+    this replica leads until the Lease it last read expires, as no other replica can take it before."""
+    renewed = datetime.now(UTC) - timedelta(seconds=13)
+    kubeapi.create(lease("sched-0_4b1f", renewed))  # about 2 s left
+    follower = LeaseFollower(client, "kube-system", "sched", threading.Event(), identity="sched-0")
+    assert follower.step()
+    kubeapi.fail("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/sched", 503, times=None)
+    assert follower.step() and follower.leading.is_set(), "one failed read does not end the term"
+    assert follower.leading.expires_in() <= 2.0, "nor does it lengthen it"
+    time.sleep(follower.leading.expires_in() + 0.05)
+    assert not follower.step() and not follower.leading.is_set(), "the term ended at the Lease's expiry"
 
 
 def test_an_elector_leads_no_longer_than_the_duration_it_wrote(kubeapi, client):

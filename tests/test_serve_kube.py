@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
-from prometheus_client import generate_latest
 from k8s_objects import bind_args, filter_args, gpu_node, gpu_pod
 from kubeapi.fixtures import wait_for
+from prometheus_client import generate_latest
 from serving import Service
 
 LOCK = "hami.io/mutex.lock"

@@ -591,36 +591,52 @@ def distinct_gpus(api) -> bool:
 
 def restart_when_placed(cluster, component: str = "kube-apiserver") -> tuple[str, float]:
     """As soon as a move's HamiPodPlacement exists, restart `component`: the move is in flight
-    (validated, evicting or waiting for its replacement). Its phase then, and the outage."""
-    api = cluster.api
+    (validated, evicting or waiting for its replacement). Its phase then, and the outage.
+
+    kube-scheduler exits when it cannot renew its Lease (client-go's leader election); the kubelet
+    would start its container again, so this does once the API server is back."""
+    api, cp = cluster.api, cluster.cp
     placement = wait_for(
         "a placement", lambda: next(iter(api.get(PLACEMENTS)["items"]), None), timeout=90, interval=0.1
     )
     phase = (placement.get("status") or {}).get("phase") or "(none)"
-    return phase, cluster.cp.restart(component)
+    outage = cp.restart(component)
+    scheduler = cp.procs["kube-scheduler"]
+    deadline = time.monotonic() + 30  # past its renew deadline (10 s), in case it is still trying
+    while time.monotonic() < deadline and scheduler.alive():
+        time.sleep(0.5)
+    if not scheduler.alive():
+        print("\n[e2e] kube-scheduler exited (its Lease lost while the API server was down): restarted")
+        scheduler.start()
+    return phase, outage
 
 
 def test_a_move_survives_the_api_server_restarting_mid_move(cluster, descheduler):
     """`plan --for --apply` is moving a pod when kube-apiserver restarts: the placement completes,
     the pending pod lands on the freed GPU, nothing is evicted twice or granted twice."""
     api = cluster.api
-    on = one_filler_per_gpu(cluster, "filler")
-    whole_gpu_pod(cluster, "big")
-    mover = subprocess.Popen(plan_for(cluster, "big"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    phase, outage = restart_when_placed(cluster)
-    out, err = mover.communicate(timeout=300)
-    assert mover.returncode == 0, f"{err}\n{diagnose(api)}\n{logs(cluster)}"
-    [move] = json.loads(out)["moves"]
-    landed = wait_bound(cluster, "big", timeout=120)
-    [placement] = completed(api, 1)
-    evicted = placement["spec"]["evictPod"]
-    assert move["pod"] == f"{NS}/{evicted}" and evicted in on.values()
-    assert [a[0] for a in allocations(landed)] == [k for k, v in on.items() if v == evicted]
-    fillers = allocated(api, "filler", 2)
-    assert evicted not in {p["metadata"]["name"] for p in fillers}, "the evicted pod is gone, replaced once"
-    assert distinct_gpus(api), diagnose(api)
-    print(f"\n[e2e] plan --apply: kube-apiserver restarted at phase {phase}, down {outage:.1f}s; the move completed")
-    remove_workloads(api)
+    try:
+        on = one_filler_per_gpu(cluster, "filler")
+        whole_gpu_pod(cluster, "big")
+        cmd = plan_for(cluster, "big")
+        mover = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        phase, outage = restart_when_placed(cluster)
+        out, err = mover.communicate(timeout=300)
+        assert mover.returncode == 0, f"{err}\n{diagnose(api)}\n{logs(cluster)}"
+        [move] = json.loads(out)["moves"]
+        landed = wait_bound(cluster, "big", timeout=120)
+        [placement] = completed(api, 1)
+        evicted = placement["spec"]["evictPod"]
+        assert move["pod"] == f"{NS}/{evicted}" and evicted in on.values()
+        assert [a[0] for a in allocations(landed)] == [k for k, v in on.items() if v == evicted]
+        fillers = allocated(api, "filler", 2)
+        assert evicted not in {p["metadata"]["name"] for p in fillers}, "the evicted pod is gone, replaced once"
+        assert distinct_gpus(api), diagnose(api)
+        print(
+            f"\n[e2e] plan --apply: kube-apiserver restarted at phase {phase}, down {outage:.1f}s; the move completed"
+        )
+    finally:
+        remove_workloads(api)
 
 
 def test_auto_survives_the_api_server_restarting_mid_move(cluster, auto):

@@ -13,8 +13,10 @@ import orjson
 
 from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.status import FINAL
 from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of
-from hami_fast.kube.errors import NotFound
+from hami_fast.kube.errors import ApiError, NotFound
+from hami_fast.kube.retry import RETRIED_STATUSES
 
 log = logging.getLogger("hami_fast.descheduler.apply")
 
@@ -183,17 +185,7 @@ def apply_moves(
         say(
             f"move {i + 1}/{len(moves)}: {move['pod']} -> {move['to']['node']} {move['to']['gpus']} (placement {namespace}/{placement_name})"
         )
-        deadline = time.monotonic() + timeout
-        status: dict[str, Any] = {}
-        stopped = False
-        while time.monotonic() < deadline:
-            current = k.get_placement(client, namespace, placement_name) or {}
-            status = current.get("status") or {}
-            if status.get("phase") in ("Completed", "Failed"):
-                break
-            if stop.wait(1.0):
-                stopped = True
-                break
+        status, stopped = wait_for_placement(client, namespace, placement_name, timeout, stop, say)
         phase = "Stopped" if stopped else status.get("phase") or "Timeout"
         results.append(
             {
@@ -212,3 +204,39 @@ def apply_moves(
             say("stopping: later moves assumed this one had happened")
             break
     return results
+
+
+def wait_for_placement(
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    timeout: float,
+    stop: threading.Event,
+    say: Callable[[str], None],
+) -> tuple[dict[str, Any], bool]:
+    """Poll the placement until its phase is final, `timeout` passes or `stop` is set: its last status
+    and whether it was stopped. The API server briefly unable to answer (a restart, a 429 or 5xx) is
+    waited out: the controller moves the placement on meanwhile, and giving up would report a move
+    that completes as failed."""
+    deadline = time.monotonic() + timeout
+    status: dict[str, Any] = {}
+    unreachable_since: float | None = None
+    while time.monotonic() < deadline:
+        try:
+            current = k.get_placement(client, namespace, name) or {}
+            unreachable_since = None
+        except ApiError as exc:
+            if exc.status not in RETRIED_STATUSES:
+                raise
+            if unreachable_since is None:
+                unreachable_since = time.monotonic()
+                say(
+                    f"  the API server did not answer ({exc.status or 'no answer'}); still waiting for {namespace}/{name}"
+                )
+            current = {"status": status}
+        status = current.get("status") or {}
+        if status.get("phase") in FINAL:
+            return status, False
+        if stop.wait(1.0):
+            return status, True
+    return status, False

@@ -128,7 +128,9 @@ class LeaseWatcher(threading.Thread):
     """Polls `poll()` every `period` seconds until `stop`; `leading` follows its answer.
 
     `poll()` returns how many seconds this replica may lead from the moment the poll started (0: not
-    leading). An API error or a malformed Lease counts as not leading, logged at `error_level`.
+    leading). A malformed Lease counts as not leading. An API error (the API server restarting)
+    changes nothing: a term keeps its deadline, the last read Lease's expiry, before which no other
+    replica can take the Lease over; both are logged at `error_level`.
     """
 
     error_level = logging.WARNING
@@ -160,12 +162,15 @@ class LeaseWatcher(threading.Thread):
         started = time.monotonic()
         was_leading = self.leading.is_set()
         try:
-            seconds = self.poll()
-        except (ApiError, ValueError) as exc:
+            seconds: float | None = self.poll()
+        except ApiError as exc:
+            log.log(self.error_level, "lease %s/%s: %s", self.namespace, self.lease_name, exc)
+            seconds = None
+        except ValueError as exc:
             log.log(self.error_level, "lease %s/%s: %s", self.namespace, self.lease_name, exc)
             seconds = 0.0
-        leading = seconds > 0
-        if leading:
+        leading = self.leading.is_set() if seconds is None else seconds > 0
+        if seconds:
             self.leading.set(until=started + seconds)
         if leading != was_leading:
             log.info(
