@@ -354,6 +354,7 @@ def test_dry_run_validates_but_never_evicts(cluster, client):
 @pytest.fixture
 def served(cluster):
     from hami_fast.descheduler.cli import Runtime, add_arguments
+    from hami_fast.descheduler.config import load
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -371,7 +372,7 @@ def served(cluster):
             "kube-system",
         ]
     )
-    runtime = Runtime(args)
+    runtime = Runtime(load(args, environ={}))
     runtime.start()
     ready = threading.Event()
     thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)
@@ -626,6 +627,7 @@ def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
 
     import trustme
     from hami_fast.descheduler.cli import Runtime, add_arguments
+    from hami_fast.descheduler.config import load
 
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1", "localhost")
@@ -647,7 +649,7 @@ def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
             "--leader-elect=false",
         ]
     )
-    runtime = Runtime(args)
+    runtime = Runtime(load(args, environ={}))
     runtime.start()
     ready = threading.Event()
     thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)
@@ -704,6 +706,7 @@ def test_a_follower_does_not_reconcile(cluster, client):
 
 def test_offline_api_on_a_snapshot(tmp_path):
     from hami_fast.descheduler.cli import Runtime, add_arguments
+    from hami_fast.descheduler.config import load
 
     snap = tmp_path / "cluster.json"
     snap.write_bytes(
@@ -714,7 +717,7 @@ def test_offline_api_on_a_snapshot(tmp_path):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     port = free_port()
-    runtime = Runtime(parser.parse_args(["--bind", f"127.0.0.1:{port}", "--snapshot", str(snap)]))
+    runtime = Runtime(load(parser.parse_args(["--bind", f"127.0.0.1:{port}", "--snapshot", str(snap)]), environ={}))
     runtime.start()
     ready = threading.Event()
     thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)

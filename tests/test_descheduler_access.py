@@ -38,6 +38,7 @@ ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 def descheduler(cluster, *flags: str):
     """`hami-fast descheduler` in this process on free ports; yields (base URLs by flag, runtime)."""
     from hami_fast.descheduler.cli import Runtime, add_arguments
+    from hami_fast.descheduler.config import load
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -45,7 +46,7 @@ def descheduler(cluster, *flags: str):
     args = parser.parse_args(
         ["--bind", f"127.0.0.1:{api}", "--kubeconfig", cluster.kubeconfig, "--lease-namespace", NS, *flags]
     )
-    runtime = Runtime(args)
+    runtime = Runtime(load(args, environ={}))
     runtime.start()
     ready = threading.Event()
     thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)

@@ -37,6 +37,7 @@ from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import ObjectStore
 from hami_fast.descheduler.controller import Controller, ControllerLoop, Timeouts, WorkQueue
 from hami_fast.descheduler.metrics import DeschedulerMetrics
+from hami_fast.descheduler.placement import Placement, StatusUpdate
 from hami_fast.descheduler.webhook import Pinner
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -665,11 +666,14 @@ def test_metrics_endpoint_serves_prometheus_text(cluster):
     import urllib.request
 
     from hami_fast.descheduler.cli import Runtime, add_arguments
+    from hami_fast.descheduler.config import load
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     port = free_port()
-    runtime = Runtime(parser.parse_args(["--bind", f"127.0.0.1:{port}", "--kubeconfig", cluster.kubeconfig]))
+    runtime = Runtime(
+        load(parser.parse_args(["--bind", f"127.0.0.1:{port}", "--kubeconfig", cluster.kubeconfig]), environ={})
+    )
     runtime.start()
     ready = threading.Event()
     thread = threading.Thread(target=lambda: asyncio.run(runtime.serve(ready)), daemon=True)
@@ -765,12 +769,12 @@ def test_object_store_follows_the_reflector_contract():
     ],
 )
 def test_phases_change_only_as_the_state_machine_allows(old, new, allowed):
-    placement = {"metadata": {"namespace": "ns", "name": "pl"}, "status": {"phase": old} if old else {}}
+    placement = Placement({"metadata": {"namespace": "ns", "name": "pl"}, "status": {"phase": old} if old else {}})
     if allowed:
-        s.check_transition(placement, new)
+        placement.check_transition(new)
     else:
         with pytest.raises(s.IllegalTransition) as refused:
-            s.check_transition(placement, new)
+            placement.check_transition(new)
         assert str(refused.value) == f"placement ns/pl: phase {old or '(none)'} cannot become {new}"
 
 
@@ -778,5 +782,5 @@ def test_a_write_the_state_machine_refuses_reaches_no_api(cluster, client):
     controller = Controller(client)
     done = {"metadata": {"namespace": "ns", "name": "pl", "uid": "u"}, "status": {"phase": s.COMPLETED}}
     cluster.clear_log()
-    assert controller._write(done, phase=s.FAILED, message="late failure") is None
+    assert controller.writer.write(Placement(done), StatusUpdate(phase=s.FAILED, message="late failure")) is None
     assert cluster.requests() == [] and done["status"] == {"phase": s.COMPLETED}

@@ -12,6 +12,7 @@ import orjson
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.cache import ObjectStore
 from hami_fast.descheduler.gpumap import GpuMap
+from hami_fast.descheduler.placement import Placement
 from hami_fast.descheduler.view import ClusterView
 from hami_fast.descheduler.webhook import Pinner
 from hami_fast.kube.client import KubeClient
@@ -35,8 +36,8 @@ class Source:
             view = ClusterView.of_snapshot(snapshot or b'{"kind": "List", "items": []}', config)
         self.view, self.placement_store = view, placement_store
 
-    def placements(self) -> list[dict[str, Any]]:
-        return self.placement_store.items() if self.placement_store is not None else []
+    def placements(self) -> list[Placement]:
+        return [Placement(body) for body in self.placement_store.items()] if self.placement_store is not None else []
 
     def synced_view(self) -> ClusterView:
         """The view once its first LIST is in (a request right after start waits for it)."""
@@ -94,32 +95,32 @@ def cluster_info(source: Source, leading: bool) -> dict[str, Any]:
 def placements(source: Source) -> dict[str, Any]:
     items, allocations = [], []
     for p in source.placements():
-        meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
+        spec, status = p.spec, p.status
         items.append(
             {
-                "namespace": meta["namespace"],
-                "name": meta["name"],
-                "reqID": spec.get("reqID"),
-                "podSelector": spec.get("podSelector"),
-                "nodeName": spec.get("nodeName"),
-                "gpuDevices": spec.get("gpuDevices"),
-                "resolvedUUIDs": status.get("resolvedUUIDs", []),
-                "evictPod": spec.get("evictPod"),
-                "phase": status.get("phase", ""),
-                "claimedBy": status.get("claimedBy"),
-                "assignmentDetails": status.get("assignmentDetails", []),
-                "consumedAt": status.get("consumedAt"),
-                "message": status.get("message", ""),
+                "namespace": p.namespace,
+                "name": p.name,
+                "reqID": spec.req_id,
+                "podSelector": spec.pod_selector,
+                "nodeName": spec.node_name,
+                "gpuDevices": spec.gpu_devices,
+                "resolvedUUIDs": status.resolved_uuids,
+                "evictPod": spec.evict_pod or None,
+                "phase": status.phase or "",
+                "claimedBy": status.claimed_by,
+                "assignmentDetails": status.assignment_details,
+                "consumedAt": status.consumed_at,
+                "message": status.message,
             }
         )
-        for detail in status.get("assignmentDetails") or []:
+        for detail in status.assignment_details:
             allocations.append(
                 {
-                    "pod": f"{meta['namespace']}/{detail['podName']}",
-                    "placement": f"{meta['namespace']}/{meta['name']}",
-                    "node": spec.get("nodeName"),
+                    "pod": f"{p.namespace}/{detail['podName']}",
+                    "placement": p.key,
+                    "node": spec.node_name,
                     "gpuDevice": detail["gpuDevice"],
-                    "result": status.get("phase"),
+                    "result": status.phase,
                 }
             )
     return {"items": items, "allocations": allocations}

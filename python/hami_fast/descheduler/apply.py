@@ -13,7 +13,7 @@ import orjson
 
 from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
-from hami_fast.descheduler.status import FINAL
+from hami_fast.descheduler.placement import Placement, Status
 from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of
 from hami_fast.kube.errors import ApiError, NotFound
 from hami_fast.kube.retry import RETRIED_STATUSES
@@ -186,18 +186,18 @@ def apply_moves(
             f"move {i + 1}/{len(moves)}: {move['pod']} -> {move['to']['node']} {move['to']['gpus']} (placement {namespace}/{placement_name})"
         )
         status, stopped = wait_for_placement(client, namespace, placement_name, timeout, stop, say)
-        phase = "Stopped" if stopped else status.get("phase") or "Timeout"
+        phase = "Stopped" if stopped else status.phase or "Timeout"
         results.append(
             {
                 "move": move,
                 "reqID": req_id,
                 "placement": f"{namespace}/{placement_name}",
                 "phase": phase,
-                "message": status.get("message", ""),
-                "evictedAt": status.get("evictedAt") or "",
+                "message": status.message,
+                "evictedAt": status.evicted_at or "",
             }
         )
-        say(f"  {phase}: {status.get('message', '')}")
+        say(f"  {phase}: {status.message}")
         if phase == "Completed" and after_move is not None:
             after_move(results[-1])
         if phase != "Completed":
@@ -213,17 +213,17 @@ def wait_for_placement(
     timeout: float,
     stop: threading.Event,
     say: Callable[[str], None],
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[Status, bool]:
     """Poll the placement until its phase is final, `timeout` passes or `stop` is set: its last status
     and whether it was stopped. The API server briefly unable to answer (a restart, a 429 or 5xx) is
     waited out: the controller moves the placement on meanwhile, and giving up would report a move
     that completes as failed."""
     deadline = time.monotonic() + timeout
-    status: dict[str, Any] = {}
+    status = Placement({}).status
     unreachable_since: float | None = None
     while time.monotonic() < deadline:
         try:
-            current = k.get_placement(client, namespace, name) or {}
+            status = Placement(k.get_placement(client, namespace, name) or {}).status
             unreachable_since = None
         except ApiError as exc:
             if exc.status not in RETRIED_STATUSES:
@@ -233,9 +233,7 @@ def wait_for_placement(
                 say(
                     f"  the API server did not answer ({exc.status or 'no answer'}); still waiting for {namespace}/{name}"
                 )
-            current = {"status": status}
-        status = current.get("status") or {}
-        if status.get("phase") in FINAL:
+        if status.finished:
             return status, False
         if stop.wait(1.0):
             return status, True

@@ -31,9 +31,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler import status as s
 from hami_fast.descheduler.apply import MANAGED_BY, apply_for
+from hami_fast.descheduler.config import DEFAULT_LEASE_NAMESPACE, DEFAULTS, DeschedulerConfig
 from hami_fast.descheduler.ledger import Full, MoveLedger
 from hami_fast.descheduler.metrics import DeschedulerMetrics
+from hami_fast.descheduler.placement import Placement
 from hami_fast.descheduler.view import ClusterView
 from hami_fast.kube import times
 from hami_fast.kube.client import KubeClient, path_of
@@ -43,7 +46,6 @@ from hami_fast.kube.lease import Leadership
 
 log = logging.getLogger("hami_fast.descheduler.auto")
 
-DEFAULT_SELECTOR = "hami-fast.io/movable=true"
 COMPONENT = "hami-fast-descheduler"
 BY_AUTO = "hami-fast-descheduler-auto"  # the managed-by label of the placements this mode creates
 HOUR = 3600.0
@@ -51,18 +53,33 @@ HOUR = 3600.0
 
 @dataclass
 class AutoOptions:
-    max_moves_per_hour: int = 6
-    max_moves_per_pod: int = 4
-    selector: str = DEFAULT_SELECTOR
-    namespace_selector: str = ""
-    dry_run: bool = False
-    period: float = 30.0
-    reservation_ttl: float = 600.0
-    interval: float = 5.0
-    move_timeout: float = 900.0
-    max_concurrent_moves: int = 2
-    record_namespace: str = "kube-system"
-    record_name: str = "hami-gpu-descheduler-auto-moves"
+    max_moves_per_hour: int = DEFAULTS.max_moves_per_hour
+    max_moves_per_pod: int = DEFAULTS.max_moves_per_pending_pod
+    selector: str = DEFAULTS.selector
+    namespace_selector: str = DEFAULTS.namespace_selector
+    dry_run: bool = DEFAULTS.dry_run
+    period: float = DEFAULTS.auto_period
+    reservation_ttl: float = DEFAULTS.reservation_ttl
+    interval: float = 5.0  # between two moves of one run
+    move_timeout: float = 900.0  # how long one move's placement is waited on
+    max_concurrent_moves: int = DEFAULTS.max_concurrent_moves
+    record_namespace: str = DEFAULT_LEASE_NAMESPACE
+    record_name: str = DEFAULTS.moves_configmap
+
+    @classmethod
+    def of(cls, config: DeschedulerConfig) -> AutoOptions:
+        return cls(
+            max_moves_per_hour=config.max_moves_per_hour,
+            max_moves_per_pod=config.max_moves_per_pending_pod,
+            selector=config.selector,
+            namespace_selector=config.namespace_selector,
+            dry_run=config.dry_run,
+            period=config.auto_period,
+            reservation_ttl=config.reservation_ttl,
+            max_concurrent_moves=config.max_concurrent_moves,
+            record_namespace=config.lease_namespace,
+            record_name=config.moves_configmap,
+        )
 
 
 def pod_key(pod: dict[str, Any]) -> str:
@@ -144,13 +161,12 @@ class AutoMover:
             return age is not None and age < HOUR
 
         counted = set()
-        for p in items:
-            status, meta = p.get("status") or {}, p["metadata"]
-            req_id = (p.get("spec") or {}).get("reqID") or f"{meta.get('namespace')}/{meta.get('name')}"
-            if status.get("evictedAt"):
-                if within(status["evictedAt"]):
+        for p in (Placement(body) for body in items):
+            req_id = p.spec.req_id or p.key
+            if p.status.evicted_at:
+                if within(p.status.evicted_at):
                     counted.add(req_id)
-            elif status.get("phase") in (None, "", "Pending") and within(meta.get("creationTimestamp")):
+            elif p.status.phase in (None, s.PENDING) and within(p.created_at):
                 counted.add(req_id)
         return counted
 

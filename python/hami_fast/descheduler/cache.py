@@ -18,6 +18,7 @@ import orjson
 
 from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.placement import Placement
 from hami_fast.kube.client import KubeClient
 from hami_fast.kube.reflector import Reflector, Resource
 
@@ -253,8 +254,7 @@ def pinned_by(pod: Object) -> str:
 
 def evictee_of(placement: Object) -> str:
     """The pod (`namespace/name`) a placement evicts, or ''."""
-    name = (placement.get("spec") or {}).get("evictPod")
-    return f"{placement['metadata'].get('namespace', '')}/{name}" if name else ""
+    return Placement(placement).evictee
 
 
 def placement_informer(client: KubeClient, stop: threading.Event, watch_seconds: int = 300) -> Informer:

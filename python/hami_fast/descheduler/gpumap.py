@@ -21,6 +21,7 @@ import orjson
 
 from hami_fast import _native
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler.placement import Placement
 from hami_fast.descheduler.view import ClusterView
 from hami_fast.kube.client import ApiError
 from hami_fast.server.router import HttpError, Route
@@ -52,19 +53,18 @@ def _gpu(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _placement(p: dict[str, Any]) -> dict[str, Any]:
-    meta, spec, status = p["metadata"], p.get("spec") or {}, p.get("status") or {}
+def _placement(p: Placement) -> dict[str, Any]:
     return {
-        "name": f"{meta.get('namespace', '')}/{meta.get('name', '')}",
-        "evictPod": spec.get("evictPod"),
-        "nodeName": spec.get("nodeName"),
-        "gpuDevices": spec.get("gpuDevices") or [],
-        "phase": status.get("phase", ""),
-        "message": status.get("message", ""),
+        "name": p.key,
+        "evictPod": p.spec.evict_pod or None,
+        "nodeName": p.spec.node_name,
+        "gpuDevices": p.spec.gpu_devices,
+        "phase": p.status.phase or "",
+        "message": p.status.message,
     }
 
 
-def map_data(view: ClusterView, placements: list[dict[str, Any]]) -> dict[str, Any]:
+def map_data(view: ClusterView, placements: list[Placement]) -> dict[str, Any]:
     """Nodes with their GPUs and fragmentation, the pending vGPU pods, the plan and the placements."""
     holds = view.holds()  # drops the lapsed ones first
     usage = view.usage()

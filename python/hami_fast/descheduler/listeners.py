@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import threading
@@ -21,6 +20,7 @@ from granian.constants import Interfaces
 from granian.server.embed import Server
 
 from hami_fast.descheduler.access import OPEN_PATHS, attributes_in, auth_mode, is_loopback, require_loopback
+from hami_fast.descheduler.config import DeschedulerConfig
 from hami_fast.server.guard import Guarded
 from hami_fast.server.listen import ListenError, probe, start_listening
 
@@ -35,20 +35,20 @@ class Listener:
     tls: bool
 
 
-def api_tls(args: argparse.Namespace) -> bool:
-    certificates = bool(args.cert_file and args.key_file)
-    return bool(args.api_tls) or (certificates and not args.webhook_bind)
+def api_tls(config: DeschedulerConfig) -> bool:
+    certificates = bool(config.cert_file and config.key_file)
+    return bool(config.api_tls) or (certificates and not config.webhook_bind)
 
 
-def check(args: argparse.Namespace) -> None:
+def check(config: DeschedulerConfig) -> None:
     """ValueError / ListenError (one line each) for flags that cannot work, before anything starts."""
-    auth_mode(args.api_auth, args.bind, bool(args.snapshot))
-    if args.local_bind:
-        require_loopback(args.local_bind, "--local-bind")
-    if args.api_tls and not (args.cert_file and args.key_file):
+    auth_mode(config.api_auth, config.bind, bool(config.snapshot))
+    if config.local_bind:
+        require_loopback(config.local_bind, "--local-bind")
+    if config.api_tls and not (config.cert_file and config.key_file):
         raise ValueError("--api-tls needs --cert-file and --key-file")
     seen: dict[str, str] = {}
-    for address, flag in addresses(args):
+    for address, flag in addresses(config):
         port = address.rpartition(":")[2]
         if port != "0" and port in seen:
             raise ValueError(f"{flag} {address}: port {port} is {seen[port]}'s already; each listener needs its own")
@@ -56,20 +56,22 @@ def check(args: argparse.Namespace) -> None:
         probe(address, flag)
 
 
-def addresses(args: argparse.Namespace) -> list[tuple[str, str]]:
-    named = [(args.bind, "--bind"), (args.webhook_bind, "--webhook-bind"), (args.local_bind, "--local-bind")]
+def addresses(config: DeschedulerConfig) -> list[tuple[str, str]]:
+    named = [(config.bind, "--bind"), (config.webhook_bind, "--webhook-bind"), (config.local_bind, "--local-bind")]
     return [(address, flag) for address, flag in named if address]
 
 
-def build(args: argparse.Namespace, api: Any, webhook: Any, access: Any) -> list[Listener]:
+def build(config: DeschedulerConfig, api: Any, webhook: Any, access: Any) -> list[Listener]:
     """The listeners to start; `access`: the KubeAccess guarding the API on --bind (None: open)."""
-    hint = f"; without one (a browser): the loopback listener {args.local_bind}" if args.local_bind else ""
-    guarded = guard(api, access, args.lease_namespace, hint) if access is not None else api
-    found = [Listener(args.bind, "--bind", guarded, api_tls(args))]
-    if args.webhook_bind:
-        found.append(Listener(args.webhook_bind, "--webhook-bind", webhook, bool(args.cert_file and args.key_file)))
-    if args.local_bind:
-        found.append(Listener(args.local_bind, "--local-bind", api, False))
+    hint = f"; without one (a browser): the loopback listener {config.local_bind}" if config.local_bind else ""
+    guarded = guard(api, access, config.lease_namespace, hint) if access is not None else api
+    found = [Listener(config.bind, "--bind", guarded, api_tls(config))]
+    if config.webhook_bind:
+        found.append(
+            Listener(config.webhook_bind, "--webhook-bind", webhook, bool(config.cert_file and config.key_file))
+        )
+    if config.local_bind:
+        found.append(Listener(config.local_bind, "--local-bind", api, False))
     return found
 
 
@@ -77,30 +79,30 @@ def guard(api: Any, access: Any, namespace: str, hint: str = "") -> Guarded:
     return Guarded(api, access, attributes_in(namespace), OPEN_PATHS, realm="hami-fast-descheduler", hint=hint)
 
 
-def describe(args: argparse.Namespace, guarded: bool) -> str:
+def describe(config: DeschedulerConfig, guarded: bool) -> str:
     """The start-up line: where each listener is and who may use it."""
-    scheme = "https" if api_tls(args) else "http"
+    scheme = "https" if api_tls(config) else "http"
     who = "bearer tokens checked with TokenReview and SubjectAccessReview" if guarded else "no authentication"
-    parts = [f"descheduler API on {args.bind} ({scheme}, {who})"]
-    if args.webhook_bind:
-        parts.append(f"webhook on {args.webhook_bind}")
-    if args.local_bind:
-        parts.append(f"local API on {args.local_bind} (http, no authentication)")
+    parts = [f"descheduler API on {config.bind} ({scheme}, {who})"]
+    if config.webhook_bind:
+        parts.append(f"webhook on {config.webhook_bind}")
+    if config.local_bind:
+        parts.append(f"local API on {config.local_bind} (http, no authentication)")
     return ", ".join(parts)
 
 
-def warn_if_open(args: argparse.Namespace, guarded: bool) -> None:
-    if not guarded and not is_loopback(args.bind):
+def warn_if_open(config: DeschedulerConfig, guarded: bool) -> None:
+    if not guarded and not is_loopback(config.bind):
         log.warning(
             "the descheduler API on %s answers anyone who reaches it (--api-auth=none): cluster info,"
             " every GPU pod, placements and plans",
-            args.bind,
+            config.bind,
         )
 
 
-def granian(listener: Listener, args: argparse.Namespace) -> Server:
+def granian(listener: Listener, config: DeschedulerConfig) -> Server:
     host, _, port = listener.address.rpartition(":")
-    ssl: dict[str, Any] = {"ssl_cert": Path(args.cert_file), "ssl_key": Path(args.key_file)} if listener.tls else {}
+    ssl: dict[str, Any] = {"ssl_cert": Path(config.cert_file), "ssl_key": Path(config.key_file)} if listener.tls else {}
     return Server(
         listener.app,
         address=host.strip("[]") or "0.0.0.0",
@@ -111,12 +113,12 @@ def granian(listener: Listener, args: argparse.Namespace) -> Server:
     )
 
 
-async def serve_all(found: list[Listener], args: argparse.Namespace, stop: threading.Event) -> list[Any]:
+async def serve_all(found: list[Listener], config: DeschedulerConfig, stop: threading.Event) -> list[Any]:
     """Start every listener (all or none: a busy port stops the ones started); the running pairs."""
     running: list[tuple[Server, asyncio.Task[None]]] = []
     try:
         for listener in found:
-            server = granian(listener, args)
+            server = granian(listener, config)
             running.append((server, await start_listening(server, listener.address, flag=listener.flag)))
     except ListenError:
         await stop_all(running)

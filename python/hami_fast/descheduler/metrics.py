@@ -34,12 +34,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from hami_fast import _native
 from hami_fast import annotations as keys
+from hami_fast.descheduler import status as s
 from hami_fast.descheduler.cache import ObjectStore
+from hami_fast.descheduler.placement import Placement
 
 RESULTS = ("completed", "partially_completed", "rejected", "failed", "expired")
 AUTO_OUTCOMES = ("started", "busy", "dry_run", "no_plan", "idle", "budget_spent", "error")
 RUN_RESULTS = ("moved", "refused", "error")
-PHASES = ("New", "Pending", "DeletingOldPod", "PartiallyCompleted", "Completed", "Failed")
+PHASES = ("New", s.PENDING, s.DELETING, s.PARTIAL, s.COMPLETED, s.FAILED)
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -49,7 +51,7 @@ class PhaseCollector:
         self.placements = placements
 
     def collect(self) -> Iterator[Metric]:
-        counts = Tally(((p.get("status") or {}).get("phase") or "New") for p in self.placements.items())
+        counts = Tally((Placement(p).status.phase or "New") for p in self.placements.items())
         gauge = GaugeMetricFamily(
             "hami_fast_descheduler_placements", "HamiPodPlacements by status.phase", labels=["phase"]
         )

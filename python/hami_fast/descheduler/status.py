@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from hami_fast.descheduler import kube as k
 from hami_fast.kube import times
 
 PENDING, DELETING, PARTIAL, COMPLETED, FAILED = "Pending", "DeletingOldPod", "PartiallyCompleted", "Completed", "Failed"
@@ -46,15 +45,13 @@ class IllegalTransition(ValueError):
     """A write that would move a placement's phase where the state machine does not go."""
 
 
-def check_transition(placement: dict[str, Any], new_phase: str | None) -> None:
-    """Raises IllegalTransition unless `new_phase` (None: the phase stays) may follow the placement's."""
-    old = (placement.get("status") or {}).get("phase") or None
-    if new_phase is None or (new_phase == old and old not in FINAL):
+def check_transition(name: str, old: str | None, new: str | None) -> None:
+    """Raises IllegalTransition unless phase `new` (None: the phase stays) may follow `old`
+    on placement `name` (`namespace/name`)."""
+    if new is None or (new == old and old not in FINAL):
         return
-    if new_phase not in TRANSITIONS.get(old, frozenset()):
-        meta = placement.get("metadata") or {}
-        name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        raise IllegalTransition(f"placement {name}: phase {old or '(none)'} cannot become {new_phase}")
+    if new not in TRANSITIONS.get(old, frozenset()):
+        raise IllegalTransition(f"placement {name}: phase {old or '(none)'} cannot become {new}")
 
 
 VALIDATED, EVICTION, CLAIMED, REPLACEMENT, SCHEDULED = (
@@ -106,46 +103,25 @@ def set_condition(status: dict[str, Any], generation: int, condition: Condition)
         entry = {"type": kind}
         conditions.append(entry)
     if entry.get("status") != value or not entry.get("lastTransitionTime"):
-        entry["lastTransitionTime"] = k.now_rfc3339()
+        entry["lastTransitionTime"] = times.now()
     entry.update(status=value, reason=reason, message=message[:4096], observedGeneration=generation)
 
 
-def spec_changed(placement: dict[str, Any]) -> bool:
-    """Unclaimed, and its spec changed since it was validated (`observedGeneration` is the
-    generation whose spec the status describes; the validation writes it)."""
-    status = placement.get("status") or {}
-    generation = int(placement["metadata"].get("generation") or 1)
-    return not status.get("claimedBy") and generation > int(status.get("observedGeneration") or generation)
-
-
-def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
-
-
-def result_of(status: dict[str, Any]) -> str:
-    """How a finished placement ended, as `hami_fast_descheduler_moves_total{result}` counts it."""
-    phase = status.get("phase")
-    if phase == COMPLETED:
-        return "completed"
-    if phase == PARTIAL:
-        return "partially_completed"
-    failed = [c for c in status.get("conditions") or [] if c.get("status") == "False"]
-    reasons = {c.get("reason") for c in failed}
-    if EXPIRED in reasons:
-        return "expired"
-    if reasons & set(REJECTED_REASONS):
-        return "rejected"
-    return "failed"
-
-
-def stamp_age(stamp: str | None) -> float:
-    """Seconds since a status stamp; a missing or unreadable one counts as just now (never expires)."""
-    return (times.age_seconds(stamp) or 0.0) if stamp else 0.0
-
-
-def expired(placement: dict[str, Any], ttl: float, margin: float = 0.0) -> bool:
-    """Pending, never claimed, and older than the TTL (minus `margin`): the Claimed=False Expired case."""
-    status = placement.get("status") or {}
-    if ttl <= 0 or status.get("phase") != PENDING or status.get("claimedBy") or status.get("evictedAt"):
-        return False
-    return stamp_age(placement["metadata"].get("creationTimestamp")) > ttl - margin
+# The audit Event posted on a placement whose phase becomes one of these: (type, reason). A Failed
+# one carries the failed condition's reason instead.
+TARGET_VALIDATED_EVENT, EVICTED_EVENT, COMPLETED_EVENT, PARTIAL_EVENT, FAILED_EVENT = (
+    "TargetValidated",
+    "Evicted",
+    "Completed",
+    "PartiallyCompleted",
+    "Failed",
+)
+PHASE_EVENTS = {
+    PENDING: ("Normal", TARGET_VALIDATED_EVENT),
+    DELETING: ("Normal", EVICTED_EVENT),
+    COMPLETED: ("Normal", COMPLETED_EVENT),
+    PARTIAL: ("Normal", PARTIAL_EVENT),
+    FAILED: ("Warning", FAILED_EVENT),
+}
+# Event reason: a disruption budget refused the first eviction attempt (it is retried with backoff).
+EVICTION_BLOCKED_EVENT = "EvictionBlocked"

@@ -32,8 +32,10 @@ import orjson
 
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
+from hami_fast.descheduler.config import DEFAULTS
+from hami_fast.descheduler.placement import Placement, StatusUpdate, claim
 from hami_fast.kube.client import KubeClient
-from hami_fast.kube.errors import ApiError, Conflict, NotFound
+from hami_fast.kube.errors import ApiError, Conflict
 
 if TYPE_CHECKING:
     from hami_fast.descheduler.cache import Informer
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("hami_fast.descheduler.webhook")
 
 OPEN_PHASES = s.OPEN
-DEFAULT_TTL = 3600.0
 
 
 def _revision(version: str) -> int | None:
@@ -79,28 +80,22 @@ class CatchUp:
         return True
 
 
-def labels_match(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    want = ((selector or {}).get("matchLabels")) or {}
-    return bool(want) and all(labels.get(key) == value for key, value in want.items())
-
-
 def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def pin_patch(pod: dict[str, Any], placement: dict[str, Any]) -> list[dict[str, Any]]:
+def pin_patch(pod: dict[str, Any], placement: Placement) -> list[dict[str, Any]]:
     """JSON Patch: stamp annotations, the UUID pins (`nvidia.com/use-gpuuuid`, or each backend's own
     key as validation chose them), and a required node affinity on the target node."""
-    spec, status = placement.get("spec") or {}, placement.get("status") or {}
-    meta = placement["metadata"]
-    uuids = status.get("resolvedUUIDs") or []
-    node = spec["nodeName"]
+    spec, status = placement.spec, placement.status
+    uuids = status.resolved_uuids
+    node = spec.node_name
     ops: list[dict[str, Any]] = []
-    pins = status.get("pinAnnotations") or {k.USE_UUID: ",".join(uuids)}
+    pins = status.pin_annotations or {k.USE_UUID: ",".join(uuids)}
     annotations = {
         **pins,
-        k.STAMP_NAME: f"{meta['namespace']}/{meta['name']}",
-        k.STAMP_REQ_ID: str(spec.get("reqID", "")),
+        k.STAMP_NAME: placement.key,
+        k.STAMP_REQ_ID: spec.req_id,
         k.STAMP_TARGET: f"{node}/{','.join(uuids)}",
     }
     if not (pod.get("metadata") or {}).get("annotations"):
@@ -160,7 +155,7 @@ class Pinner:
         client: KubeClient | None,
         scheduler_name: str = k.SCHEDULER_NAME,
         placements: Informer | None = None,
-        ttl: float = DEFAULT_TTL,
+        ttl: float = DEFAULTS.placement_ttl,
         stop: threading.Event | None = None,
         sync_timeout: float = 5.0,
         leading: Callable[[], bool] | None = None,
@@ -202,7 +197,7 @@ class Pinner:
             raise RuntimeError("the placement pinner has no API client")
         return self.client
 
-    def open_placements(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    def open_placements(self, namespace: str, labels: dict[str, str]) -> list[Placement]:
         """Validated (for their current spec), unclaimed, unexpired placements in `namespace` whose
         selector matches, oldest first."""
         informer = self.informer()
@@ -241,54 +236,41 @@ class Pinner:
             catch_up = self.catch_up = CatchUp(term, self.clock())
         return not catch_up.done(informer.reflector.stats.resource_version, self.clock()), catch_up
 
-    def _open_in_cache(self, informer: Informer, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-        candidates = informer.store.select(
-            lambda p: (
-                p["metadata"].get("namespace") == namespace
-                and (p.get("status") or {}).get("phase") in OPEN_PHASES
-                and not (p.get("status") or {}).get("claimedBy")
-                and bool((p.get("status") or {}).get("resolvedUUIDs"))
-                and labels_match((p.get("spec") or {}).get("podSelector"), labels)
-                and not s.expired(p, self.ttl)
-                and not s.spec_changed(p)  # resolvedUUIDs describe an older spec: wait for the re-validation
+    def _open_in_cache(self, informer: Informer, namespace: str, labels: dict[str, str]) -> list[Placement]:
+        def pins(p: Placement) -> bool:
+            status = p.status
+            return (
+                p.namespace == namespace
+                and status.phase in OPEN_PHASES
+                and not status.claimed_by
+                and bool(status.resolved_uuids)
+                and p.spec.selects(labels)
+                and not p.expired(self.ttl)
+                and not p.spec_changed  # resolvedUUIDs describe an older spec: wait for the re-validation
             )
-        )
-        candidates.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+
+        candidates = [Placement(body) for body in informer.store.select(lambda body: pins(Placement(body)))]
+        candidates.sort(key=lambda p: (p.created_at, p.name))
         return candidates
 
-    def _remember(self, written: dict[str, Any]) -> None:
+    def _remember(self, written: dict[str, Any]) -> Placement:
         if self.placements is not None:
             self.placements.store.put(written)
+        return Placement(written)
 
-    def target_problem(self, placement: dict[str, Any]) -> str:
-        """The target node still exists and its resolved GPUs are registered, healthy, not cordoned."""
+    def target_problem(self, placement: Placement) -> str:
+        """'' when the target node, read now, still takes the pin: registered, and its resolved GPUs
+        there, healthy and not cordoned, as the engine's target check says; else `field: why`."""
         from hami_fast import _native
-        from hami_fast.kube.client import path_of
 
-        node_name = (placement.get("spec") or {}).get("nodeName", "")
-        uuids = (placement.get("status") or {}).get("resolvedUUIDs") or []
-        try:
-            node = self._api().request("GET", path_of("api", "v1", "nodes", node_name)).json()
-        except NotFound:
+        node_name, uuids = placement.spec.node_name, placement.status.resolved_uuids
+        node = k.get_node(self._api(), node_name)
+        if node is None:
             return f"spec.nodeName: node {node_name} not found"
-        cluster = _native.Cluster(self.engine_config)
-        try:
-            cluster.apply(orjson.dumps(node))
-        except _native.EngineError as exc:
-            return f"spec.nodeName: node {node_name} is not registered: {exc}"
-        [usage] = orjson.loads(cluster.usage()) or [{}]
-        if not usage.get("registered"):
-            return f"spec.nodeName: node {node_name} is not registered: {usage.get('error')}"
-        devices = {d["uuid"]: d for d in usage.get("devices") or []}
-        for uuid in uuids:
-            device = devices.get(uuid)
-            if device is None:
-                return f"spec.gpuDevices: GPU {uuid} no longer registered on {node_name}"
-            if not device.get("health"):
-                return f"spec.gpuDevices: GPU {uuid} on {node_name} is not healthy"
-            if device.get("cordoned"):
-                return f"spec.gpuDevices: GPU {uuid} on {node_name} is cordoned"
-        return ""
+        target = _native.ObjectCache(self.engine_config)
+        target.apply(orjson.dumps(node), "node")
+        check = orjson.loads(target.validate_target("", node_name, uuids))
+        return "" if check["ok"] else f"{check['field']}: {check['message']}"
 
     def admit(self, body: bytes) -> bytes:
         try:
@@ -319,34 +301,25 @@ class Pinner:
             }
         )
 
-    def _claim(self, placement: dict[str, Any], pod_meta: dict[str, Any], attempts: int = 5) -> dict[str, Any] | None:
+    def _claim(self, placement: Placement, pod_meta: dict[str, Any], attempts: int = 5) -> Placement | None:
         """Claim with a resourceVersion-guarded status write. A conflict may come from the controller's
         own status update rather than a rival claim: re-read, and retry while the placement is still
         open and unclaimed."""
+        pod_name, generate_name = pod_meta.get("name") or "", pod_meta.get("generateName") or ""
+        admitted = (s.CLAIMED, True, s.POD_ADMITTED, f"pod {pod_name or generate_name + '*'} admitted with the pin")
         for _ in range(attempts):
-            status = placement.setdefault("status", {})
             stamp = k.now_rfc3339()
-            status["claimedBy"] = {
-                "podName": pod_meta.get("name") or "",
-                "generateName": pod_meta.get("generateName") or "",
-                "claimedAt": stamp,
-            }
-            status["consumedAt"] = stamp
-            claimed = f"pod {pod_meta.get('name') or pod_meta.get('generateName', '') + '*'} admitted with the pin"
-            generation = int(placement["metadata"].get("generation") or 1)
-            s.set_condition(status, generation, (s.CLAIMED, True, s.POD_ADMITTED, claimed))
+            update = StatusUpdate(claimed_by=claim(pod_name, generate_name, stamp), consumed_at=stamp)
             try:
-                written = k.put_status(self._api(), placement)
-                self._remember(written)
-                return written
+                return self._remember(k.put_status(self._api(), placement.with_status(update, admitted).body))
             except Conflict:
                 pass
-            meta = placement["metadata"]
-            fresh = k.get_placement(self._api(), meta["namespace"], meta["name"])
-            fresh_status = (fresh or {}).get("status") or {}
-            if fresh is None or fresh_status.get("phase") not in OPEN_PHASES or fresh_status.get("claimedBy"):
+            fresh = k.get_placement(self._api(), placement.namespace, placement.name)
+            if fresh is None:
                 return None
-            placement = fresh
+            placement = Placement(fresh)
+            if placement.status.phase not in OPEN_PHASES or placement.status.claimed_by:
+                return None
         return None
 
     def pin(self, request: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -370,23 +343,22 @@ class Pinner:
                 claimed = self._claim(placement, meta)
                 if claimed is None:
                     continue  # another pod or replica claimed it first
-                log.info("pinned pod to placement", extra={"placement": f"{namespace}/{placement['metadata']['name']}"})
+                log.info("pinned pod to placement", extra={"placement": placement.key})
                 return pin_patch(pod, claimed)
         return None
 
-    def _fail_at_admission(self, placement: dict[str, Any], problem: str) -> None:
+    def _fail_at_admission(self, placement: Placement, problem: str) -> None:
         """Never leave an unschedulable pin: the pod is admitted as it is, the placement fails."""
         try:
-            s.check_transition(placement, s.FAILED)
+            placement.check_transition(s.FAILED)
         except s.IllegalTransition as exc:
             log.error("%s", exc)
             return
-        status = placement.setdefault("status", {})
         message = f"target no longer valid at admission: {problem}; nothing was pinned"
-        status.update(phase=s.FAILED, message=message)
-        generation = int(placement["metadata"].get("generation") or 1)
-        s.set_condition(status, generation, (s.VALIDATED, False, s.TARGET_GONE, message))
+        failed = placement.with_status(
+            StatusUpdate(phase=s.FAILED, message=message), (s.VALIDATED, False, s.TARGET_GONE, message)
+        )
         try:
-            self._remember(k.put_status(self._api(), placement))
+            self._remember(k.put_status(self._api(), failed.body))
         except ApiError as exc:
             log.info("placement not marked failed: %s", exc)
