@@ -610,15 +610,27 @@ def test_cli_accepts_the_helm_chart_flags():
         parser.parse_args(["--eviction-mode=Delete"])
 
 
-def test_webhook_does_not_pin_to_a_target_that_went_bad(cluster, client):
+@pytest.mark.parametrize(
+    "went_bad, why",
+    [
+        ({"unhealthy": (1,)}, "spec.gpuDevices: GPU GPU-n1-1 on node n1 is not healthy"),
+        ({"gpus": 1}, "spec.gpuDevices: GPU GPU-n1-1 not found on node n1"),
+        (None, "spec.nodeName: node n1 not found"),
+    ],
+)
+def test_webhook_does_not_pin_to_a_target_that_went_bad(cluster, client, went_bad, why):
+    """The engine's target check at admission names the placement field that went bad."""
     create_placement(cluster, placement("pin", "n1", ["gpu-1"]))
     Controller(client, fast()).reconcile_all()
-    cluster.patch(
-        "nodes", "n1", {"metadata": {"annotations": {"hami.io/node-nvidia-register": register("n1", unhealthy=(1,))}}}
-    )
+    if went_bad is None:
+        cluster.delete("nodes", "n1")
+    else:
+        registered = register("n1", **went_bad)
+        cluster.patch("nodes", "n1", {"metadata": {"annotations": {"hami.io/node-nvidia-register": registered}}})
     assert patched(replacement(), make_pinner(client).admit(admission(replacement()))) is None
     st = status_of(cluster, "pin")
-    assert st["phase"] == "Failed" and "not healthy" in st["message"]
+    assert st["phase"] == "Failed"
+    assert st["message"] == f"target no longer valid at admission: {why}; nothing was pinned"
 
 
 def test_webhook_on_its_own_tls_listener(cluster, tmp_path):
