@@ -784,3 +784,15 @@ def test_a_write_the_state_machine_refuses_reaches_no_api(cluster, client):
     cluster.clear_log()
     assert controller.writer.write(Placement(done), StatusUpdate(phase=s.FAILED, message="late failure")) is None
     assert cluster.requests() == [] and done["status"] == {"phase": s.COMPLETED}
+
+
+def test_the_devices_a_bound_pod_got_are_read_by_the_engines_codec_from_every_backends_list():
+    from hami_fast.descheduler.evictee import allocated_devices
+
+    annotations = {
+        "hami.io/vgpu-devices-allocated": "GPU-a,NVIDIA,4000,30:GPU-b,NVIDIA,4000,30:;GPU-c,NVIDIA,1,1:;",
+        "hami.io/dcu-devices-allocated": "DCU-0,DCU,4000,30:;",
+        "hami.io/vgpu-devices-to-allocate": "GPU-z,NVIDIA,1,1:;",  # not an allocation list
+    }
+    assert allocated_devices(annotations) == {"GPU-a", "GPU-b", "GPU-c", "DCU-0"}
+    assert allocated_devices({"hami.io/vgpu-devices-allocated": "GPU-a,NVIDIA,lots,30:;"}) == set()

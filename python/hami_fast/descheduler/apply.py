@@ -13,6 +13,7 @@ import orjson
 
 from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
+from hami_fast.descheduler import status as s
 from hami_fast.descheduler.placement import Placement, Status
 from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of
 from hami_fast.kube.errors import ApiError, NotFound
@@ -108,7 +109,7 @@ def apply_for(
         starting=starting,
         stop=stop,
     )
-    if len(done) != len(result["moves"]) or any(r["phase"] != "Completed" for r in done):
+    if len(done) != len(result["moves"]) or any(r["phase"] != s.COMPLETED for r in done):
         clear_reservation(client, reservation["pod"])
         say(f"reservation for {reservation['pod']} dropped: not every move completed")
     return done
@@ -198,9 +199,9 @@ def apply_moves(
             }
         )
         say(f"  {phase}: {status.message}")
-        if phase == "Completed" and after_move is not None:
+        if phase == s.COMPLETED and after_move is not None:
             after_move(results[-1])
-        if phase != "Completed":
+        if phase != s.COMPLETED:
             say("stopping: later moves assumed this one had happened")
             break
     return results

@@ -49,6 +49,7 @@ log = logging.getLogger("hami_fast.descheduler.auto")
 COMPONENT = "hami-fast-descheduler"
 BY_AUTO = "hami-fast-descheduler-auto"  # the managed-by label of the placements this mode creates
 HOUR = 3600.0
+WOULD_MOVE_EVENT = "WouldMove"  # the Event reason of a dry run's moves, on the pending pod
 
 
 @dataclass
@@ -333,7 +334,7 @@ class AutoMover:
             r = by_req.get(req_id)
             if r is None:
                 continue
-            if r.get("placement") and (r.get("phase") != "Failed" or r.get("evictedAt")):
+            if r.get("placement") and (r.get("phase") != s.FAILED or r.get("evictedAt")):
                 continue
             try:
                 self.ledger.forget(req_id, time.time())
@@ -356,7 +357,7 @@ class AutoMover:
     def evicted(self, result: dict[str, Any]) -> bool:
         """A move counts once its pod was evicted: Completed, or failed after the old pod left.
         A refused eviction (a disruption budget) leaves the pod in place: not moved."""
-        if result.get("phase") == "Completed" or result.get("evictedAt"):
+        if result.get("phase") == s.COMPLETED or result.get("evictedAt"):
             return True
         if not result.get("placement"):
             return False
@@ -375,7 +376,7 @@ class AutoMover:
             return
         self.announced.add((uid, message))
         namespace, name = pod.split("/", 1)
-        body = event_body(namespace, name, uid, "Normal", "WouldMove", message, COMPONENT)
+        body = event_body(namespace, name, uid, "Normal", WOULD_MOVE_EVENT, message, COMPONENT)
         try:
             self.client.request("POST", path_of("api", "v1", "namespaces", namespace, "events"), body=body)
         except ApiError as exc:

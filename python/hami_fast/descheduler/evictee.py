@@ -3,10 +3,16 @@ which devices did the pinned replacement get."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import orjson
+
+from hami_fast import _native
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.placement import Placement
+
+log = logging.getLogger("hami_fast.descheduler.controller")
 
 
 def controller_owner(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -35,7 +41,16 @@ def evictee_problem(placement: Placement, pod: dict[str, Any] | None, scheduler_
 
 
 def allocated_devices(annotations: dict[str, str]) -> set[str]:
-    """The devices a bound pod was given, every backend's: the UUIDs of HAMi's allocation lists
-    (`uuid,type,mem,cores:` per device, `;` between containers)."""
-    lists = [v for key, v in annotations.items() if k.is_allocation_list(key)]
-    return {entry.split(",")[0] for value in lists for slot in value.split(";") for entry in slot.split(":") if entry}
+    """The devices a bound pod was given, every backend's: the UUIDs of HAMi's allocation lists,
+    read by the engine's codec (HAMi's DecodePodDevices). A list it cannot read gives none."""
+    used: set[str] = set()
+    for key, value in annotations.items():
+        if not k.is_allocation_list(key):
+            continue
+        try:
+            containers = orjson.loads(_native.decode_pod_devices(value))
+        except _native.EngineError as exc:
+            log.warning("pod allocation %s unreadable: %s", key, exc)
+            continue
+        used.update(device["uuid"] for devices in containers for device in devices)
+    return used

@@ -342,13 +342,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             return 1
         if args.apply and client is not None:
             from hami_fast.descheduler.apply import apply_for, apply_moves
+            from hami_fast.descheduler.status import COMPLETED
 
             say = lambda m: print(m, file=sys.stderr)  # noqa: E731
             if for_pod is not None:
                 done = apply_for(client, result, args.reservation_ttl, args.interval, args.move_timeout, say=say)
             else:
                 done = apply_moves(client, result["moves"], args.interval, args.move_timeout, say=say)
-            return 0 if all(r["phase"] == "Completed" for r in done) and len(done) == len(result["moves"]) else 1
+            return 0 if all(r["phase"] == COMPLETED for r in done) and len(done) == len(result["moves"]) else 1
         return 0
 
     p.set_defaults(func=run)
