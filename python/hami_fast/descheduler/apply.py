@@ -14,7 +14,7 @@ import orjson
 from hami_fast import annotations as keys
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
-from hami_fast.descheduler.placement import Placement, Status
+from hami_fast.descheduler.placement import Placement, Status, new_placement
 from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of
 from hami_fast.kube.errors import ApiError, NotFound
 from hami_fast.kube.retry import RETRIED_STATUSES
@@ -129,22 +129,15 @@ def placement_for(move: dict[str, Any], pod: dict[str, Any], req_id: str, manage
     }
     if not labels:
         raise ValueError(f"pod {move['pod']} has no labels: a placement needs a podSelector")
-    return {
-        "apiVersion": f"{k.GROUP}/{k.VERSION}",
-        "kind": "HamiPodPlacement",
-        "metadata": {
-            "generateName": "defrag-",
-            "namespace": namespace,
-            "labels": {MANAGED_BY: manager},
-        },
-        "spec": {
-            "reqID": req_id,
-            "podSelector": {"matchLabels": labels},
-            "nodeName": move["to"]["node"],
-            "gpuDevices": move["to"]["gpus"],
-            "evictPod": name,
-        },
-    }
+    return new_placement(
+        namespace,
+        {MANAGED_BY: manager},
+        req_id=req_id,
+        match_labels=labels,
+        node_name=move["to"]["node"],
+        gpu_devices=move["to"]["gpus"],
+        evict_pod=name,
+    )
 
 
 def apply_moves(

@@ -10,6 +10,7 @@ import copy
 from dataclasses import dataclass, fields
 from typing import Any
 
+from hami_fast.descheduler import kube as k
 from hami_fast.descheduler import status as s
 from hami_fast.kube import times
 
@@ -171,6 +172,34 @@ class StatusUpdate:
 
     def as_status(self) -> dict[str, Any]:
         return {STATUS_FIELDS[f.name]: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def new_placement(
+    namespace: str,
+    labels: dict[str, str],
+    *,
+    req_id: str,
+    match_labels: dict[str, str],
+    node_name: str,
+    gpu_devices: list[str],
+    evict_pod: str = "",
+    generate_name: str = "defrag-",
+) -> dict[str, Any]:
+    """A HamiPodPlacement to create (the API server names it from `generate_name`)."""
+    spec: dict[str, Any] = {
+        "reqID": req_id,
+        "podSelector": {"matchLabels": match_labels},
+        "nodeName": node_name,
+        "gpuDevices": gpu_devices,
+    }
+    if evict_pod:
+        spec["evictPod"] = evict_pod
+    return {
+        "apiVersion": f"{k.GROUP}/{k.VERSION}",
+        "kind": "HamiPodPlacement",
+        "metadata": {"generateName": generate_name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
 
 
 def assignment(pod_name: str, gpu: str) -> dict[str, str]:
