@@ -37,6 +37,11 @@ def test_a_flag_beats_the_environment_which_beats_the_file(tmp_path):
     assert (config.eviction_timeout, config.replacement_timeout, config.bind_timeout) == (90.0, 1200.0, 180.0)
 
 
+def test_a_flag_given_hides_a_bad_value_of_its_option_elsewhere():
+    config = load(parse("--auto-period=5s"), environ={"HAMI_FAST_DESCHEDULER_AUTO_PERIOD": "often"})
+    assert config.auto_period == 5.0
+
+
 def test_a_flag_given_at_its_default_value_still_beats_the_environment():
     environ = {"HAMI_FAST_DESCHEDULER_DRY_RUN": "true", "HAMI_FAST_DESCHEDULER_KUBE_QPS": "5"}
     config = load(parse("--dry-run=false"), environ=environ)

@@ -253,7 +253,7 @@ def load(args: argparse.Namespace | None = None, environ: Mapping[str, str] | No
     for name in known:
         if ENV_PREFIX + name.upper() in environ:
             values[name] = (environ[ENV_PREFIX + name.upper()], ENV_PREFIX + name.upper())
-    kwargs = {name: _read(known[name], value, source) for name, (value, source) in values.items()}
+    kwargs = {name: _read(known[name], value, source) for name, (value, source) in values.items() if name not in given}
     kwargs.update(given)
     if not kwargs.get("lease_namespace"):
         kwargs["lease_namespace"] = environ.get("POD_NAMESPACE") or DEFAULT_LEASE_NAMESPACE
