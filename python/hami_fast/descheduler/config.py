@@ -23,12 +23,12 @@ import yaml
 from hami_fast import device_config
 from hami_fast.argtypes import non_negative_float, non_negative_int, parse_bool, positive_int
 from hami_fast.config import format_duration, parse_duration
+from hami_fast.descheduler.access import AUTH_MODES
 
 ENV_PREFIX = "HAMI_FAST_DESCHEDULER_"
 DEFAULT_SELECTOR = "hami-fast.io/movable=true"
 DEFAULT_LEASE_NAMESPACE = "kube-system"  # when POD_NAMESPACE is not set either
 GIVEN = "_given_options"  # the namespace attribute naming the options given on the command line
-AUTH_MODES = ("auto", "kubernetes", "none")
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
