@@ -8,7 +8,8 @@ a periodic resync queues every placement as a safety net.
 
 All state that matters lives in the placement's status, so a restarted controller resumes where
 the previous one stopped (an evicted pod is never evicted twice). Phases and conditions:
-`descheduler/status.py`.
+`descheduler/status.py`; the placement as typed views: `descheduler/placement.py`; its writes:
+`descheduler/writer.py`.
 """
 
 from __future__ import annotations
@@ -49,9 +50,8 @@ class Timeouts:
     backoff_min: float = 1.0
     backoff_max: float = 30.0
     max_in_flight: int = DEFAULTS.max_in_flight  # evictions whose replacement has not completed yet, cluster-wide
-    ttl: float = (
-        DEFAULTS.placement_ttl
-    )  # a Pending placement no pod consumed expires this long after creation; 0: never
+    # A Pending placement no pod consumed expires this long after creation; 0: never.
+    ttl: float = DEFAULTS.placement_ttl
     resync: float = DEFAULTS.period  # every placement is reconciled at least this often
 
     @classmethod
