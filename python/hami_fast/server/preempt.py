@@ -18,8 +18,9 @@ import orjson
 
 from hami_fast._native import Cluster
 from hami_fast.descheduler.apply import write_reservation
-from hami_fast.kube.client import MERGE_PATCH, KubeClient, pod_path
+from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of, pod_path
 from hami_fast.kube.errors import ApiError, NotFound, TooManyRequests
+from hami_fast.server.budgets import shortfall
 from hami_fast.server.metrics import Metrics
 from hami_fast.server.requeue import TokenBucket
 from hami_fast.server.wakeloop import WakeLoop
@@ -59,6 +60,12 @@ class PreemptionApi:
         }
         path = pod_path(meta["namespace"], meta["name"], "eviction")
         self.client.request("POST", path, body=orjson.dumps(body))
+
+    def budgets(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's PodDisruptionBudgets."""
+        path = path_of("apis", "policy", "v1", "namespaces", namespace, "poddisruptionbudgets")
+        items: list[dict[str, Any]] = self.client.request("GET", path).json()["items"]
+        return items
 
     def hold(self, preemption: dict[str, Any], ttl: float) -> None:
         pod = f"{preemption['namespace']}/{preemption['name']}"
@@ -130,12 +137,12 @@ class Preemptor(WakeLoop):
     def carry_out(self, preemption: dict[str, Any]) -> int:
         try:
             victims = self._victims(preemption)
+            refused = victims is None or self._refused(preemption, victims)
         except ApiError as exc:  # the API server unreachable: nothing done, the hold dropped
             self.cluster.unhold(preemption["key"])
             self.metrics.preemptions.labels("failed").inc()
-            log.warning("preemption victims not read", extra={"pod": _key(preemption), "error": str(exc)})
+            log.warning("preemption victims not checked", extra={"pod": _key(preemption), "error": str(exc)})
             return 0
-        refused = victims is None or self._refused(preemption, victims)
         if victims is None or refused:
             self.cluster.unhold(preemption["key"])
             self.metrics.preemptions.labels("blocked").inc()
@@ -168,17 +175,31 @@ class Preemptor(WakeLoop):
         return pods
 
     def _refused(self, preemption: dict[str, Any], victims: list[dict[str, Any]]) -> bool:
-        """A dry-run eviction of every victim: the first a PodDisruptionBudget (or anything) refuses."""
+        """A dry-run eviction of every victim, then their PodDisruptionBudgets taken together: True
+        (and a PreemptionBlocked Event) at the first refusal."""
         for v, pod in zip(preemption["victims"], victims, strict=True):
             try:
                 self.api.evict(pod, dry_run=True)
             except ApiError as exc:
                 why = "a PodDisruptionBudget forbids evicting" if isinstance(exc, TooManyRequests) else "cannot evict"
-                message = f"vGPU preemption on node {preemption['node']} not done: {why} {who(v)}: {exc.message}"
-                self.emit(_ref_of(preemption), "Warning", "PreemptionBlocked", message, self.component)
-                log.info("preemption blocked", extra={"pod": _key(preemption), "victim": who(v), "error": str(exc)})
+                self._blocked(preemption, f"{why} {who(v)}: {exc.message}")
                 return True
-        return False
+        return self._over_budget(preemption, victims)
+
+    def _over_budget(self, preemption: dict[str, Any], victims: list[dict[str, Any]]) -> bool:
+        if len(victims) < 2:
+            return False  # the dry run was the whole check
+        namespaces = sorted({v["metadata"]["namespace"] for v in victims})
+        budgets = [pdb for ns in namespaces for pdb in self.api.budgets(ns)]
+        short = shortfall(victims, budgets)
+        if short is not None:
+            self._blocked(preemption, f"{short.message()}: evicting them would break it")
+        return short is not None
+
+    def _blocked(self, preemption: dict[str, Any], why: str) -> None:
+        message = f"vGPU preemption on node {preemption['node']} not done: {why}"
+        self.emit(_ref_of(preemption), "Warning", "PreemptionBlocked", message, self.component)
+        log.info("preemption blocked", extra={"pod": _key(preemption), "error": why})
 
     def _nominate(self, preemption: dict[str, Any]) -> None:
         try:
