@@ -22,7 +22,9 @@ def ready_status() -> dict[str, Any]:
         for kind in ("Initialized", "ContainersReady", "Ready")
     ]
     running = {"running": {"startedAt": now}}
-    containers = [{"name": "main", "ready": True, "restartCount": 0, "image": "cuda:e2e", "imageID": "", "state": running}]
+    containers = [
+        {"name": "main", "ready": True, "restartCount": 0, "image": "cuda:e2e", "imageID": "", "state": running}
+    ]
     return {"status": {"phase": "Running", "startTime": now, "conditions": conditions, "containerStatuses": containers}}
 
 

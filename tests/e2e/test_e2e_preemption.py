@@ -2,7 +2,8 @@
 high-priority pod that needs the whole GPU gets it: hami-fast evicts the low-priority pod through
 the Eviction API, holds the GPU, nominates the node, and the pod binds there. No preemption for a
 pod of equal or lower priority, for `preemptionPolicy: Never`, or when a PodDisruptionBudget (its
-status computed by kube-controller-manager's disruption controller) forbids it. Opt-in, see
+status computed by kube-controller-manager's disruption controller) forbids it. A restart of
+hami-fast while the victim terminates keeps the hold and evicts nothing twice. Opt-in, see
 conftest.py.
 
 The pods ask for `nvidia.com/use-gputype: H100`: only this module's node has an H100, so the other
@@ -20,6 +21,7 @@ from kubelet import ready_status
 from test_e2e_control_plane import (
     NS,
     _alive,
+    allocations,
     device_plugin_allocate,
     events_for,
     get_pod,
@@ -56,7 +58,7 @@ def node(cluster):
             **({"preemptionPolicy": policy} if policy else {}),
         }
         api.create("/apis/scheduling.k8s.io/v1/priorityclasses", body, exist_ok=True)
-    for name in ("pre-1", *(f"pre-{case}" for case in REFUSALS), "pre-control"):
+    for name in ("pre-1", *(f"pre-{case}" for case in REFUSALS), "pre-control", "pre-restart"):
         make_node(api, name, gpus=1, memory=GPU_MEM, gpu_type="NVIDIA-H100-SXM5-16GB")
     return "pre-1"
 
@@ -175,3 +177,41 @@ def test_no_preemption_for_a_lower_priority_for_policy_never_or_when_a_budget_fo
         assert seen["blocked"] and all(want in m for m in seen["blocked"]), seen["blocked"]
     else:
         assert not seen["blocked"], "nothing to block: no victim was chosen"
+
+
+def event_count(api, name: str, reason: str) -> int:
+    items = api.get(f"/api/v1/namespaces/{NS}/events?fieldSelector=involvedObject.name%3D{name}")["items"]
+    return sum(e.get("count") or 1 for e in items if e["reason"] == reason)
+
+
+def test_a_restart_while_the_victim_terminates_keeps_the_hold_and_evicts_nothing_twice(cluster, node) -> None:
+    """The victim is held by a finalizer (it terminates until the test lets it go); hami-fast restarts
+    meanwhile. The hold is read back from the preemptor, the victim is not evicted again, a
+    low-priority pod that arrives meanwhile never gets the GPU, and the preemptor binds once the
+    victim goes."""
+    api = cluster.api
+    victim = pod("restart-victim", "e2e-low", "pre-restart")
+    victim["metadata"]["finalizers"] = ["e2e.example/keep"]
+    api.create(pods_path(), victim)
+    device_plugin_allocate(api, wait_bound(cluster, "restart-victim"))
+    api.create(pods_path(), pod("restart-urgent", "e2e-high", "pre-restart"))
+    wait_for("the victim evicted", lambda: gone(api, "restart-victim"), timeout=60)
+    held = wait_for(
+        "the hold on the preemptor",
+        lambda: (get_pod(api, "restart-urgent")["metadata"].get("annotations") or {}).get(keys.RESERVATION),
+        timeout=30,
+    )
+    cluster.restart_hami_fast()
+    api.create(pods_path(), pod("restart-thief", "e2e-low", "pre-restart"))
+    wait_for("the late pod rejected", lambda: failed_scheduling(api, "restart-thief"), timeout=60)
+    assert get_pod(api, "restart-urgent")["metadata"]["annotations"][keys.RESERVATION] == held
+    api.patch(pods_path("restart-victim"), {"metadata": {"finalizers": None}})
+    bound = wait_bound(cluster, "restart-urgent", timeout=120)
+    assert allocations(bound) == [("GPU-pre-restart-0", GPU_MEM, 0)]
+    thief = get_pod(api, "restart-thief")
+    assert not thief["spec"].get("nodeName") and not thief["metadata"].get("deletionTimestamp")
+    wait_for("the victim's Preempted event", lambda: event_count(api, "restart-victim", "Preempted"), timeout=30)
+    assert event_count(api, "restart-victim", "Preempted") == 1, "evicted twice"
+    assert event_count(api, "restart-urgent", "Preempting") == 1
+    for name in ("restart-urgent", "restart-thief"):
+        api.delete(pods_path(name))
