@@ -182,7 +182,7 @@ def read_round(
     before: dict[str, Replica], after: dict[str, Replica], pod: dict[str, Any], timeline: Timeline, created: float
 ) -> Round:
     victims = [r for uid, r in before.items() if uid not in after or after[uid].terminating]
-    gone = [timeline.deleted.get(v.uid) for v in victims]
+    gone = [timeline.deleted[v.uid] for v in victims if v.uid in timeline.deleted]
     starts = [timeline.terminating[v.uid] for v in victims if v.uid in timeline.terminating]
     return Round(
         victims=victims,
@@ -192,7 +192,7 @@ def read_round(
         created=created,
         bound=timeline.bound.get(pod["metadata"]["name"]),
         first_eviction=min(starts) if starts else None,
-        victims_gone=max(gone) if gone and None not in gone else None,  # type: ignore[type-var]
+        victims_gone=max(gone) if victims and len(gone) == len(victims) else None,
     )
 
 
