@@ -226,6 +226,26 @@ def test_a_budget_spent_between_the_dry_run_and_the_eviction_leaves_the_hold_to_
         assert holds(svc) == [] and sample(svc, "hami_fast_preemptions_total", result="incomplete") == 1
 
 
+def test_a_refused_preemption_is_tried_again_once_the_budget_allows_it(one_gpu) -> None:
+    """A budget's status changing is no node change: the refused pod is looked at again after a
+    while all the same, and preempts once the budget allows it."""
+    one_gpu.create(ready(running("guarded")))
+    one_gpu.create(budget(0))
+    with Service(kubeconfig=one_gpu.kubeconfig) as svc:
+        started(svc)
+        preemptor = svc.runtime.preemptor
+        preemptor.blocked_retry = 0.5
+        wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the victim in the engine")
+        rejected(svc, one_gpu, pending("urgent", 100))
+        preemptor.wake()
+        wait_for(lambda: events(one_gpu, "PreemptionBlocked"), 5, "the refusal")
+        one_gpu.patch("poddisruptionbudgets", "keep", {"status": {"disruptionsAllowed": 1}}, "default")
+        wait_for(lambda: one_gpu.get("pods", "guarded", "default") is None, 10, "the victim evicted on a later look")
+        assert [e.status for e in evictions(one_gpu, "guarded")] == [201]
+        assert len(evictions(one_gpu, "guarded", dry_run=True)) >= 2
+        assert preemptor.blocked == {}
+
+
 def test_an_unreachable_victim_drops_the_hold_and_evicts_no_one(one_gpu) -> None:
     one_gpu.create(running("low"))
     one_gpu.fail("GET", "/api/v1/namespaces/default/pods/low", status=503, times=None)

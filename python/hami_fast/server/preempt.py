@@ -29,6 +29,9 @@ log = logging.getLogger("hami_fast.preempt")
 
 # The hold lasts the victims' longest grace period plus this margin, for kube-scheduler to come back.
 HOLD_MARGIN = 60.0
+# A preemption a disruption budget refused is tried again this long after, node change or not: a
+# budget's status changing (a replica Ready again) is no node change, so nothing else would.
+BLOCKED_RETRY = 30.0
 DEFAULT_GRACE = 30.0  # a pod's terminationGracePeriodSeconds when unset
 
 Emit = Callable[[dict[str, Any], str, str, str, str], None]
@@ -111,10 +114,13 @@ class Preemptor(WakeLoop):
         period: float = 2.0,
         min_gap: float = 0.2,
         hold_margin: float = HOLD_MARGIN,
+        blocked_retry: float = BLOCKED_RETRY,
     ) -> None:
         super().__init__("preempt", stop, ready, period, min_gap)
         self.cluster, self.api, self.emit, self.metrics = cluster, api, emit, metrics
         self.bucket, self.component, self.hold_margin = bucket, component, hold_margin
+        self.blocked_retry = blocked_retry
+        self.blocked: dict[str, float] = {}  # pod key: when (monotonic) to look at it again
 
     what = "preemption pass"
 
@@ -123,6 +129,7 @@ class Preemptor(WakeLoop):
 
     def preempt_once(self) -> int:
         """One pass; how many preemptions were carried out."""
+        self._look_again_at_blocked()
         answer = orjson.loads(self.cluster.preempt(int(time.time())))
         if answer["more"]:
             self.wake()
@@ -137,7 +144,7 @@ class Preemptor(WakeLoop):
     def carry_out(self, preemption: dict[str, Any]) -> int:
         try:
             victims = self._victims(preemption)
-            refused = victims is None or self._refused(preemption, victims)
+            refused = victims is not None and self._refused(preemption, victims)
         except ApiError as exc:  # the API server unreachable: nothing done, the hold dropped
             self.cluster.unhold(preemption["key"])
             self.metrics.preemptions.labels("failed").inc()
@@ -146,7 +153,10 @@ class Preemptor(WakeLoop):
         if victims is None or refused:
             self.cluster.unhold(preemption["key"])
             self.metrics.preemptions.labels("blocked").inc()
+            if refused:
+                self.blocked[preemption["key"]] = time.monotonic() + self.blocked_retry
             return 0
+        self.blocked.pop(preemption["key"], None)
         ttl = max([grace_of(v) for v in victims], default=DEFAULT_GRACE) + self.hold_margin
         try:
             self.api.hold(preemption, ttl)
@@ -161,6 +171,14 @@ class Preemptor(WakeLoop):
         self.metrics.preemptions.labels("done" if len(gone) == len(victims) else "incomplete").inc()
         self.metrics.preemption_victims.inc(len(gone))
         return 1
+
+    def _look_again_at_blocked(self) -> None:
+        """The pods whose preemption was refused long enough ago are looked at again (a pod no
+        longer waiting is forgotten)."""
+        now = time.monotonic()
+        for key in [k for k, due in self.blocked.items() if due <= now]:
+            del self.blocked[key]
+            self.cluster.look_again(key)
 
     def _victims(self, preemption: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Each victim as the API server has it now; None when one is gone or already going (the
