@@ -70,7 +70,7 @@ image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isola
 # The issue's sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
 # and 40 pods onto 2 nodes with a 1 s Allocate. Needs the control plane, helm, KWOK (built and cached
 # on first use) and HAMi's binary in ../shared/tools/hami-scheduler. ~20-30 min on 2 cores.
-# Results: bench-e2e-results/ (scale.md, scale.json, lock.json).
+# Results: bench-e2e-results/ (scale.md, scale.json, lock.json, release-*.json, preemption.json).
 BENCH_E2E_NODES ?= 1000
 BENCH_E2E_PODS ?= 5000
 # Side by side in one run: kube-scheduler alone, alone plus HAMi's per-pod protocol writes, hami-fast
@@ -87,10 +87,10 @@ bench-e2e: install ## side by side with HAMi's real scheduler at 1,000 KWOK node
 	HAMI_FAST_E2E_SCALE_NODES=$(BENCH_E2E_NODES) HAMI_FAST_E2E_SCALE_PODS=$(BENCH_E2E_PODS) \
 	HAMI_FAST_E2E_SCALE_RUNS=$(BENCH_E2E_RUNS) HAMI_FAST_E2E_SCALE_DEFAULT_RUNS=$(BENCH_E2E_DEFAULT_RUNS) \
 	HAMI_FAST_E2E_SCALE_DEFAULT_PODS=20 HAMI_FAST_E2E_SCALE_HAMI_BUDGET=120 HAMI_FAST_E2E_LOCK_PODS=40 HAMI_FAST_E2E_LOCK_HAMI_BUDGET=180 \
-	HAMI_FAST_E2E_RELEASE_PAIRS=20 HAMI_FAST_E2E_RELEASE_HAMI_BUDGET=330 \
+	HAMI_FAST_E2E_RELEASE_PAIRS=20 HAMI_FAST_E2E_RELEASE_HAMI_BUDGET=330 HAMI_FAST_E2E_PREEMPT_ROUNDS=10 \
 	HAMI_FAST_E2E_FAILOVER=1 HAMI_FAST_E2E_FAILOVER_PODS=1000 HAMI_FAST_E2E_FAILOVER_PAUSED_PODS=300 \
 	$(PY) -m pytest tests/e2e/test_e2e_scale.py tests/e2e/test_e2e_side_by_side.py tests/e2e/test_e2e_failover.py \
-	  -k "scale or lock or holder_goes or failover or paused or restarting" -v -s -rs
+	  -k "scale or lock or holder_goes or preempts or failover or paused or restarting" -v -s -rs
 
 # GPU map: the page in headless Chromium (Debian's package); screenshots in $(ARTIFACTS)/gpumap/
 ARTIFACTS ?= $(CURDIR)/artifacts

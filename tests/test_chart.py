@@ -640,6 +640,7 @@ def test_scheduler_rbac_is_least_privilege():
         ("", "resourcequotas", "watch"),
         ("", "events", "create"),
         ("", "events", "patch"),
+        ("policy", "poddisruptionbudgets", "list"),
     }
     role = one(objs, "Role", "hf-hami-fast-scheduler-leader")
     assert role["metadata"]["namespace"] == NS

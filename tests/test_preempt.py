@@ -162,6 +162,90 @@ def test_a_pdb_that_forbids_the_eviction_stops_the_preemption(one_gpu) -> None:
         assert sample(svc, "hami_fast_preemptions_total", result="blocked") == 1
 
 
+def ready(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod as its kubelet reports it once its containers are ready: a budget counts it healthy."""
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return pod
+
+
+def budget(allowed: int) -> dict[str, Any]:
+    """A PodDisruptionBudget over every test pod (`app: t`), its status as the disruption controller
+    leaves it."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep", "namespace": "default"},
+        "spec": {"maxUnavailable": allowed, "selector": {"matchLabels": {"app": "t"}}},
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 2 - allowed},
+    }
+
+
+def test_two_victims_under_a_budget_that_allows_one_disruption_are_not_evicted(one_gpu) -> None:
+    """Each victim's dry run passes on its own; together they would break the budget: nothing is
+    evicted (not one pod for nothing)."""
+    for name in ("half-a", "half-b"):
+        one_gpu.create(ready(running(name, mem=MEM // 2)))
+    one_gpu.create(budget(1))
+    with Service(kubeconfig=one_gpu.kubeconfig) as svc:
+        started(svc)
+        wait_for(lambda: svc.cluster.pod_count() == 2, 5, "the victims in the engine")
+        rejected(svc, one_gpu, pending("urgent", 100))
+        svc.runtime.preemptor.wake()
+        [blocked] = wait_for(lambda: events(one_gpu, "PreemptionBlocked"), 5, "the blocked preemption reported")
+        assert "default/keep allows 1 disruption(s) and 2 of the victims" in blocked["message"]
+        assert [len(evictions(one_gpu, n, dry_run=True)) for n in ("half-a", "half-b")] == [1, 1]
+        assert not evictions(one_gpu, "half-a") and not evictions(one_gpu, "half-b")
+        assert holds(svc) == [] and sample(svc, "hami_fast_preemptions_total", result="blocked") == 1
+
+
+def test_a_budget_spent_between_the_dry_run_and_the_eviction_leaves_the_hold_to_expire(one_gpu) -> None:
+    """The dry run passes; before the eviction another disruption spends the budget (here: the test
+    sets it to 0 while the nomination is slowed down). The eviction is refused, the GPU stays the
+    victim's and is granted to no one, the hold expires and the pod is looked at again."""
+    one_gpu.create(ready(running("guarded")))
+    one_gpu.create(budget(1))
+    one_gpu.delay("PATCH", "/api/v1/namespaces/default/pods/urgent/status", 2.0, times=1)
+    with Service(kubeconfig=one_gpu.kubeconfig) as svc:
+        started(svc)
+        svc.runtime.preemptor.hold_margin = 1.0  # the victim's grace is 0: a hold of about a second
+        wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the victim in the engine")
+        urgent = rejected(svc, one_gpu, pending("urgent", 100))
+        svc.runtime.preemptor.wake()
+        wait_for(lambda: evictions(one_gpu, "guarded", dry_run=True), 5, "the dry run")
+        one_gpu.patch("poddisruptionbudgets", "keep", {"status": {"disruptionsAllowed": 0}}, "default")
+        [incomplete] = wait_for(lambda: events(one_gpu, "PreemptionIncomplete"), 10, "the refused eviction reported")
+        assert "default/guarded (priority 0) was not evicted" in incomplete["message"]
+        assert [e.status for e in evictions(one_gpu, "guarded")] == [429]
+        assert one_gpu.get("pods", "guarded", "default")["metadata"].get("deletionTimestamp") is None
+        for pod in (urgent, one_gpu.create(pending("thief", 0, mem=1000))):
+            answer = svc.post("/filter", filter_args(pod, ["node-0"]))
+            assert answer["FailedNodes"], f"the GPU is still the guarded pod's: {answer}"
+        # The hold expires; the pod is looked at again and the budget, still spent, blocks it.
+        wait_for(lambda: events(one_gpu, "PreemptionBlocked"), 10, "the preemption tried again after the hold")
+        assert len(evictions(one_gpu, "guarded", dry_run=True)) == 2 and len(evictions(one_gpu, "guarded")) == 1
+        assert holds(svc) == [] and sample(svc, "hami_fast_preemptions_total", result="incomplete") == 1
+
+
+def test_a_refused_preemption_is_tried_again_once_the_budget_allows_it(one_gpu) -> None:
+    """A budget's status changing is no node change: the refused pod is looked at again after a
+    while all the same, and preempts once the budget allows it."""
+    one_gpu.create(ready(running("guarded")))
+    one_gpu.create(budget(0))
+    with Service(kubeconfig=one_gpu.kubeconfig) as svc:
+        started(svc)
+        preemptor = svc.runtime.preemptor
+        preemptor.blocked_retry = 0.5
+        wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the victim in the engine")
+        rejected(svc, one_gpu, pending("urgent", 100))
+        preemptor.wake()
+        wait_for(lambda: events(one_gpu, "PreemptionBlocked"), 5, "the refusal")
+        one_gpu.patch("poddisruptionbudgets", "keep", {"status": {"disruptionsAllowed": 1}}, "default")
+        wait_for(lambda: one_gpu.get("pods", "guarded", "default") is None, 10, "the victim evicted on a later look")
+        assert [e.status for e in evictions(one_gpu, "guarded")] == [201]
+        assert len(evictions(one_gpu, "guarded", dry_run=True)) >= 2
+        assert preemptor.blocked == {}
+
+
 def test_an_unreachable_victim_drops_the_hold_and_evicts_no_one(one_gpu) -> None:
     one_gpu.create(running("low"))
     one_gpu.fail("GET", "/api/v1/namespaces/default/pods/low", status=503, times=None)

@@ -157,6 +157,9 @@ class Cluster:
         "namespace", "name", "priority"}]}], "more"}``; the GPUs chosen for each are held at once."""
     def unhold(self, pod_key: str) -> bool:
         """Drop the GPUs held for a pod (a preemption not carried out); True if it had a hold."""
+    def look_again(self, pod_key: str) -> bool:
+        """Have preemption look at a waiting pod again at its next pass although no node changed;
+        False if the pod is not waiting."""
     def waiting_count(self) -> int:
         """How many pods Filter rejected wait for a release."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:

@@ -439,14 +439,15 @@ class ControlPlane:
         self.procs["kube-scheduler"] = proc
         return proc
 
-    def start_controller_manager(self) -> Proc:
-        """Only the Deployment and ReplicaSet controllers: enough for workloads whose pods get replaced."""
+    def start_controller_manager(self, controllers: str = "deployment,replicaset,disruption") -> Proc:
+        """The Deployment and ReplicaSet controllers (workloads whose pods get replaced) and the
+        disruption controller (a PodDisruptionBudget's status, which the eviction API reads)."""
         proc = Proc(
             "kube-controller-manager",
             [
                 str(binaries_dir() / "kube-controller-manager"),
                 f"--kubeconfig={self.kubeconfig('admin', self.admin_token)}",
-                "--controllers=deployment,replicaset",
+                f"--controllers={controllers}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--use-service-account-credentials=false",
@@ -584,6 +585,11 @@ class Cluster:
         self.cp.procs["hami-fast"].stop()
         return self.start_hami_fast()
 
+    def ensure_controllers(self) -> None:
+        """kube-controller-manager (Deployments, ReplicaSets, disruption budgets), started once."""
+        if "kube-controller-manager" not in self.cp.procs:
+            self.cp.start_controller_manager()
+
     # The descheduler.
     descheduler_port: int = 0  # the loopback listener (api.localPort): what kubectl port-forward reaches, no token
     descheduler_api_port: int = 0  # the API as the chart serves it: HTTPS, bearer tokens, TokenReview + SAR
@@ -620,7 +626,7 @@ class Cluster:
         api.create("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", mwc)
         self._descheduler_ports = (port, webhook_port, local_port)
         self._start_descheduler_from(objs)
-        cp.start_controller_manager()
+        self.ensure_controllers()
         self.descheduler_port, self.descheduler_api_port = local_port, port
         return local_port
 

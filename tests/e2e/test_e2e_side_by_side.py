@@ -9,7 +9,10 @@
    printed; `make bench-e2e` runs the issue's 40 pods / 1 s);
 4. retry at release: pods Pending because a terminating pod still holds their GPU bind when it
    goes, hami-fast and HAMi (the times are printed; `make bench-e2e` runs 20 pairs each and gives
-   HAMi kube-scheduler's full 5-minute unschedulable flush).
+   HAMi kube-scheduler's full 5-minute unschedulable flush);
+5. vGPU-aware preemption: GPUs full of a Deployment's low-priority pods under a disruption budget,
+   a high-priority pod arrives: hami-fast evicts exactly the pods it needs and the pod binds on
+   their GPU; with HAMi it stays Pending (its message is printed). `make bench-e2e` runs 10 rounds.
 """
 
 from __future__ import annotations
@@ -21,16 +24,32 @@ import time
 from pathlib import Path
 
 import pytest
-from controlplane import wait_for
+from controlplane import SA_USER, wait_for
+from kubelet import Kubelet
+from preemption_world import (
+    Round,
+    Timeline,
+    allocated,
+    preemptor,
+    priority_classes,
+    read_round,
+    replicas,
+    scale_to_zero,
+    scheduling_message,
+    wait_settled,
+    workload,
+)
 from sidebyside import (
     BIND_PHASE,
     FAST,
     GPU_MEM,
     HAMI,
+    HAMI_USER,
     BindTracker,
     DevicePlugin,
     SideBySide,
     allocations,
+    audit_calls,
     audit_counts,
     control_plane,
     create_namespace,
@@ -53,10 +72,16 @@ LOCK_HAMI_BUDGET = float(os.environ.get("HAMI_FAST_E2E_LOCK_HAMI_BUDGET", "240")
 RELEASE_PAIRS = int(os.environ.get("HAMI_FAST_E2E_RELEASE_PAIRS", "4"))
 RELEASE_HAMI_BUDGET = float(os.environ.get("HAMI_FAST_E2E_RELEASE_HAMI_BUDGET", "45"))
 RELEASE_FAST_BUDGET = 60.0
+PREEMPT_ROUNDS = int(os.environ.get("HAMI_FAST_E2E_PREEMPT_ROUNDS", "2"))
+PREEMPT_REPLICAS = 8  # two per GPU on 2 nodes x 2 GPUs
 
 
 def release_nodes(which: str) -> list[str]:
     return [f"rel-{which}-{i}" for i in range(RELEASE_PAIRS)]
+
+
+def preempt_nodes(which: str) -> list[str]:
+    return [f"pre-{which}-{i}" for i in range(2)]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +97,8 @@ def sbs(e2e_workdir, require_side_by_side):
         register_nodes(cp.api, ["lock-fast-0", "lock-fast-1"], gpus=2, labels={"pool": "lock-fast"})
         for which in (FAST, HAMI):
             register_nodes(cp.api, release_nodes(which), gpus=1, labels={"pool": f"rel-{which}"})
-        rel = [*release_nodes(FAST), *release_nodes(HAMI)]
+            register_nodes(cp.api, preempt_nodes(which), gpus=2, labels={"pool": f"pre-{which}"})
+        rel = [*release_nodes(FAST), *release_nodes(HAMI), *preempt_nodes(FAST), *preempt_nodes(HAMI)]
         s.wait_nodes_registered([*NODES, "lock-hami-0", "lock-hami-1", "lock-fast-0", "lock-fast-1", *rel])
         plugin = DevicePlugin(cp.api, delay=0.2).start()
         s.plugin = plugin
@@ -315,3 +341,106 @@ def test_pods_waiting_for_a_gpu_bind_when_its_holder_goes(sbs, how) -> None:
         (Path(out) / f"release-{how}.json").write_text(json.dumps({"runs": [fast, hami]}, indent=2) + "\n")
     assert fast["terminating_holder_kept_its_gpu"], "a terminating pod's GPU was given away before it went"
     assert fast["bound"] == RELEASE_PAIRS, fast
+
+
+def emptied(s: SideBySide, namespace: str) -> None:
+    scale_to_zero(s.api, namespace)
+    wait_for(f"{namespace}: emptied", lambda: not list_pods(s.api, namespace), 60, 0.5)
+
+
+def preempt_hami(s: SideBySide) -> dict:
+    """HAMi: the high-priority pod on the full pool; kube-scheduler's verdict once its own preemption
+    step has run, and whether any pod went."""
+    ns = pool = f"pre-{HAMI}"
+    s.use(HAMI)
+    create_namespace(s.api, ns)
+    workload(s.api, ns, pool, PREEMPT_REPLICAS)
+    kubelet = Kubelet(s.api, ns)
+    try:
+        wait_settled(s.api, ns, PREEMPT_REPLICAS)
+        before = replicas(s.api, ns)
+        s.api.create(f"/api/v1/namespaces/{ns}/pods", preemptor("urgent", ns, pool))
+        message = wait_for("HAMi: kube-scheduler's verdict", lambda: scheduling_message(s.api, ns, "urgent"), 60, 0.5)
+        pod = s.api.get(f"/api/v1/namespaces/{ns}/pods/urgent")
+        after = replicas(s.api, ns)
+        return {
+            "scheduler": HAMI,
+            "bound": bool(pod["spec"].get("nodeName")),
+            "nominated": (pod.get("status") or {}).get("nominatedNodeName"),
+            "victims": sum(1 for uid in before if uid not in after or after[uid].terminating),
+            "message": message,
+        }
+    finally:
+        s.api.delete(f"/api/v1/namespaces/{ns}/pods/urgent?gracePeriodSeconds=0")
+        emptied(s, ns)
+        kubelet.stop()
+
+
+def preempt_round(s: SideBySide, ns: str, name: str, timeline: Timeline) -> Round:
+    before = replicas(s.api, ns)
+    created = time.time()
+    s.api.create(f"/api/v1/namespaces/{ns}/pods", preemptor(name, ns, ns))
+    wait_for(f"{name} bound", lambda: name in timeline.bound, 120, 0.1)
+    pod = wait_for(f"{name} allocated", lambda: allocated(s.api, ns, name), 60, 0.2)
+    found = read_round(before, replicas(s.api, ns), pod, timeline, created)
+    assert overcommitted(device_usage(s.api)) == []
+    # The preemptor goes; the Deployment's replacements take the freed GPU (retry at release).
+    s.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}?gracePeriodSeconds=0")
+    wait_settled(s.api, ns, PREEMPT_REPLICAS)
+    return found
+
+
+def preempt_fast(s: SideBySide) -> dict:
+    """hami-fast: `PREEMPT_ROUNDS` high-priority pods, one after the other, on the full pool."""
+    ns = pool = f"pre-{FAST}"
+    s.use(FAST)
+    create_namespace(s.api, ns)
+    workload(s.api, ns, pool, PREEMPT_REPLICAS)
+    kubelet, timeline = Kubelet(s.api, ns), Timeline(s.api, ns).start()
+    t0 = time.time()
+    try:
+        wait_settled(s.api, ns, PREEMPT_REPLICAS)
+        timeline.armed = True
+        rounds = [preempt_round(s, ns, f"urgent-{i}", timeline) for i in range(PREEMPT_ROUNDS)]
+        timeline.armed = False
+        calls = audit_calls(s.cp.audit_log, t0, time.time() + 1)
+        return {"scheduler": FAST, "rounds": rounds, "budget_margin": timeline.budget_margin, "calls": calls}
+    finally:
+        emptied(s, ns)
+        timeline.stop()
+        kubelet.stop()
+
+
+def p50_max(values: list[float]) -> tuple[float, float]:
+    return round(statistics.median(values), 2), round(max(values), 2)
+
+
+def test_a_high_priority_pod_preempts_with_hami_fast_and_stays_pending_with_hami(sbs) -> None:
+    if "kube-controller-manager" not in sbs.cp.procs:
+        sbs.cp.start_controller_manager()
+    priority_classes(sbs.api)
+    try:
+        hami = preempt_hami(sbs)
+        fast = preempt_fast(sbs)
+    finally:
+        sbs.cp.procs["kube-controller-manager"].stop()
+        del sbs.cp.procs["kube-controller-manager"]
+    summaries = [r.summary() for r in fast["rounds"]]
+    log(f"preemption, HAMi: {hami}")
+    log(f"preemption, hami-fast: {summaries}; budget margin {fast['budget_margin']}")
+    if summaries:
+        log(f"  created -> bound p50/max {p50_max([r['bound_s'] for r in summaries])} s over {len(summaries)} rounds")
+    out = os.environ.get("HAMI_FAST_E2E_RESULTS")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        body = {"hami": hami, "hami_fast": summaries, "budget_margin": fast["budget_margin"]}
+        (Path(out) / "preemption.json").write_text(json.dumps(body, indent=2) + "\n")
+    assert not hami["bound"] and hami["victims"] == 0 and not hami["nominated"], hami
+    for r in fast["rounds"]:
+        assert len(r.victims) == 2 and len(r.victim_gpus) == 1, "exactly the two pods on one GPU went"
+        assert r.preemptor_gpus == r.victim_gpus, "the preemptor bound on the victims' GPU"
+        assert len(r.replacements) == 2 and not any(x.node for x in r.replacements), "replacements kept off the GPU"
+    assert fast["budget_margin"] is not None and fast["budget_margin"] >= 0, "the disruption budget was broken"
+    fast_calls = fast["calls"].get(SA_USER, {})
+    assert fast_calls.get("create pods/eviction", 0) >= 2 * PREEMPT_ROUNDS and not fast_calls.get("delete pods")
+    assert not any(k.startswith(("create pods/eviction", "delete pods")) for k in fast["calls"].get(HAMI_USER, {}))

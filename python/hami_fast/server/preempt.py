@@ -18,8 +18,9 @@ import orjson
 
 from hami_fast._native import Cluster
 from hami_fast.descheduler.apply import write_reservation
-from hami_fast.kube.client import MERGE_PATCH, KubeClient, pod_path
+from hami_fast.kube.client import MERGE_PATCH, KubeClient, path_of, pod_path
 from hami_fast.kube.errors import ApiError, NotFound, TooManyRequests
+from hami_fast.server.budgets import shortfall
 from hami_fast.server.metrics import Metrics
 from hami_fast.server.requeue import TokenBucket
 from hami_fast.server.wakeloop import WakeLoop
@@ -28,6 +29,9 @@ log = logging.getLogger("hami_fast.preempt")
 
 # The hold lasts the victims' longest grace period plus this margin, for kube-scheduler to come back.
 HOLD_MARGIN = 60.0
+# A preemption a disruption budget refused is tried again this long after, node change or not: a
+# budget's status changing (a replica Ready again) is no node change, so nothing else would.
+BLOCKED_RETRY = 30.0
 DEFAULT_GRACE = 30.0  # a pod's terminationGracePeriodSeconds when unset
 
 Emit = Callable[[dict[str, Any], str, str, str, str], None]
@@ -59,6 +63,12 @@ class PreemptionApi:
         }
         path = pod_path(meta["namespace"], meta["name"], "eviction")
         self.client.request("POST", path, body=orjson.dumps(body))
+
+    def budgets(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's PodDisruptionBudgets."""
+        path = path_of("apis", "policy", "v1", "namespaces", namespace, "poddisruptionbudgets")
+        items: list[dict[str, Any]] = self.client.request("GET", path).json()["items"]
+        return items
 
     def hold(self, preemption: dict[str, Any], ttl: float) -> None:
         pod = f"{preemption['namespace']}/{preemption['name']}"
@@ -104,10 +114,13 @@ class Preemptor(WakeLoop):
         period: float = 2.0,
         min_gap: float = 0.2,
         hold_margin: float = HOLD_MARGIN,
+        blocked_retry: float = BLOCKED_RETRY,
     ) -> None:
         super().__init__("preempt", stop, ready, period, min_gap)
         self.cluster, self.api, self.emit, self.metrics = cluster, api, emit, metrics
         self.bucket, self.component, self.hold_margin = bucket, component, hold_margin
+        self.blocked_retry = blocked_retry
+        self.blocked: dict[str, float] = {}  # pod key: when (monotonic) to look at it again
 
     what = "preemption pass"
 
@@ -116,6 +129,7 @@ class Preemptor(WakeLoop):
 
     def preempt_once(self) -> int:
         """One pass; how many preemptions were carried out."""
+        self._look_again_at_blocked()
         answer = orjson.loads(self.cluster.preempt(int(time.time())))
         if answer["more"]:
             self.wake()
@@ -130,16 +144,19 @@ class Preemptor(WakeLoop):
     def carry_out(self, preemption: dict[str, Any]) -> int:
         try:
             victims = self._victims(preemption)
+            refused = victims is not None and self._refused(preemption, victims)
         except ApiError as exc:  # the API server unreachable: nothing done, the hold dropped
             self.cluster.unhold(preemption["key"])
             self.metrics.preemptions.labels("failed").inc()
-            log.warning("preemption victims not read", extra={"pod": _key(preemption), "error": str(exc)})
+            log.warning("preemption victims not checked", extra={"pod": _key(preemption), "error": str(exc)})
             return 0
-        refused = victims is None or self._refused(preemption, victims)
         if victims is None or refused:
             self.cluster.unhold(preemption["key"])
             self.metrics.preemptions.labels("blocked").inc()
+            if refused:
+                self.blocked[preemption["key"]] = time.monotonic() + self.blocked_retry
             return 0
+        self.blocked.pop(preemption["key"], None)
         ttl = max([grace_of(v) for v in victims], default=DEFAULT_GRACE) + self.hold_margin
         try:
             self.api.hold(preemption, ttl)
@@ -155,6 +172,14 @@ class Preemptor(WakeLoop):
         self.metrics.preemption_victims.inc(len(gone))
         return 1
 
+    def _look_again_at_blocked(self) -> None:
+        """The pods whose preemption was refused long enough ago are looked at again (a pod no
+        longer waiting is forgotten)."""
+        now = time.monotonic()
+        for key in [k for k, due in self.blocked.items() if due <= now]:
+            del self.blocked[key]
+            self.cluster.look_again(key)
+
     def _victims(self, preemption: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Each victim as the API server has it now; None when one is gone or already going (the
         engine sees that change and looks again)."""
@@ -168,17 +193,31 @@ class Preemptor(WakeLoop):
         return pods
 
     def _refused(self, preemption: dict[str, Any], victims: list[dict[str, Any]]) -> bool:
-        """A dry-run eviction of every victim: the first a PodDisruptionBudget (or anything) refuses."""
+        """A dry-run eviction of every victim, then their PodDisruptionBudgets taken together: True
+        (and a PreemptionBlocked Event) at the first refusal."""
         for v, pod in zip(preemption["victims"], victims, strict=True):
             try:
                 self.api.evict(pod, dry_run=True)
             except ApiError as exc:
                 why = "a PodDisruptionBudget forbids evicting" if isinstance(exc, TooManyRequests) else "cannot evict"
-                message = f"vGPU preemption on node {preemption['node']} not done: {why} {who(v)}: {exc.message}"
-                self.emit(_ref_of(preemption), "Warning", "PreemptionBlocked", message, self.component)
-                log.info("preemption blocked", extra={"pod": _key(preemption), "victim": who(v), "error": str(exc)})
+                self._blocked(preemption, f"{why} {who(v)}: {exc.message}")
                 return True
-        return False
+        return self._over_budget(preemption, victims)
+
+    def _over_budget(self, preemption: dict[str, Any], victims: list[dict[str, Any]]) -> bool:
+        if len(victims) < 2:
+            return False  # the dry run was the whole check
+        namespaces = sorted({v["metadata"]["namespace"] for v in victims})
+        budgets = [pdb for ns in namespaces for pdb in self.api.budgets(ns)]
+        short = shortfall(victims, budgets)
+        if short is not None:
+            self._blocked(preemption, f"{short.message()}: evicting them would break it")
+        return short is not None
+
+    def _blocked(self, preemption: dict[str, Any], why: str) -> None:
+        message = f"vGPU preemption on node {preemption['node']} not done: {why}"
+        self.emit(_ref_of(preemption), "Warning", "PreemptionBlocked", message, self.component)
+        log.info("preemption blocked", extra={"pod": _key(preemption), "error": why})
 
     def _nominate(self, preemption: dict[str, Any]) -> None:
         try:

@@ -171,6 +171,18 @@ impl Engine {
         self.state.unhold_tentative(key)
     }
 
+    /// Has preemption look for victims for this waiting pod at its next pass although no node changed
+    /// (a preemption a disruption budget refused, tried again later); false if the pod is not waiting.
+    pub fn look_again(&mut self, key: &str) -> bool {
+        match self.state.waiting_mut().get_mut(key) {
+            Some(w) => {
+                (w.preempt_seen, w.preempt_from) = (None, None);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.
     pub fn explain(
         &mut self,

@@ -186,6 +186,19 @@ fn a_dropped_preemption_is_not_tried_again_before_a_node_changes() {
 }
 
 #[test]
+fn a_refused_preemption_is_looked_at_again_when_asked_though_no_node_changed() {
+    let mut e = engine(&[("n1", 1)], &[holder("low", 0, "n1", 0, GPU_MEM)]);
+    let first = preempt_for(&mut e, &pending("urgent", 100, GPU_MEM), &["n1"]);
+    assert!(e.unhold(&first[0].key));
+    assert!(e.preempt(NOW).preemptions.is_empty());
+    assert!(e.look_again(&first[0].key));
+    let again = e.preempt(NOW).preemptions;
+    assert_eq!(again.len(), 1, "asked: looked at again");
+    assert_eq!(victims(&again[0]), ["low"]);
+    assert!(!e.look_again("default/nobody"), "only a waiting pod");
+}
+
+#[test]
 fn explain_names_the_victims_or_why_there_are_none() {
     let mut e = engine(&[("n1", 1)], &[holder("low", 5, "n1", 0, GPU_MEM)]);
     let explain = |e: &mut Engine, pod: &Value| -> Value {

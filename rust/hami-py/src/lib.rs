@@ -163,6 +163,12 @@ impl Cluster {
         run(py, || Ok(self.lock().unhold(pod_key)))
     }
 
+    /// Has preemption look at a waiting pod again at its next pass although no node changed; false
+    /// if the pod is not waiting.
+    fn look_again(&self, py: Python<'_>, pod_key: &str) -> PyResult<bool> {
+        run(py, || Ok(self.lock().look_again(pod_key)))
+    }
+
     /// How many pods Filter rejected wait for a release.
     fn waiting_count(&self) -> usize {
         self.lock().state.waiting().len()
