@@ -515,6 +515,7 @@ def test_plan_apply_waits_out_an_api_server_that_stops_answering_mid_move(kubeap
     leading.set()
     kubeapi.fail("GET", re.compile(r".*/hamipodplacements/[^/]+$"), 503, times=4)
     kubeapi.fail("GET", re.compile(r".*/hamipodplacements/[^/]+$"), 429, times=2)
+    kubeapi.fail("GET", re.compile(r".*/hamipodplacements/[^/]+$"), 403, times=2)  # RBAC warming up
     said: list[str] = []
     ControllerLoop(Controller(client, fast()), leading, stop, period=0.05).start()
     FakeReplicaSetAndScheduler(kubeapi, client, stop, {"app-a": 4000, "app-b": 3000}).start()

@@ -28,6 +28,7 @@ from descheduler_world import (  # noqa: F401  (the fixtures: client, cluster, _
     make_pinner,
     patched,
     placement,
+    pod,
     replacement,
     sees,
     status_of,
@@ -498,6 +499,44 @@ def test_claimed_placement_whose_pod_never_arrives_fails(cluster, client):
     st = status_of(cluster, "pin")
     assert st["phase"] == "Failed" and "no pinned pod appeared" in st["message"]
     assert conditions(st)["ReplacementCreated"]["reason"] == "ReplacementTimeout"
+
+
+def unpinned_replacement(kubeapi, name: str) -> None:
+    """The evicted pod's replacement, created while the pinning webhook could not pin it, in a
+    later second than the eviction (timestamps are whole seconds)."""
+    time.sleep(1.05 - time.time() % 1)
+    pod = replacement()
+    pod["metadata"].pop("generateName")
+    pod["metadata"]["name"] = name
+    kubeapi.create(pod)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "phase", "reason"), [("GPU-n1-1", "Completed", "BoundOnTarget"), ("GPU-n1-0", "Failed", "WrongTarget")]
+)
+def test_a_replacement_admitted_without_the_pin_decides_the_move_when_it_binds(cluster, client, gpu, phase, reason):
+    """No pinned pod will come once the workload's replacement exists unpinned: the move is judged
+    on where that pod lands instead of waiting out the replacement timeout."""
+    reach_deleting(cluster, client)
+    unpinned_replacement(cluster, "infer-u")
+    c = Controller(client, fast())
+    c.reconcile_all()
+    st = status_of(cluster, "p")
+    assert st["phase"] == "DeletingOldPod" and "admitted without the pin" in st["message"], st
+    assert conditions(st)["ReplacementCreated"]["reason"] == "CreatedWithoutPin"
+    bind(cluster, "infer-u", "n1", gpu)
+    c.reconcile_all()
+    st = status_of(cluster, "p")
+    assert st["phase"] == phase and conditions(st)["Scheduled"]["reason"] == reason, st
+    assert conditions(st)["ReplacementCreated"]["reason"] == "CreatedWithoutPin"
+
+
+def test_a_pod_of_the_workload_created_before_the_eviction_is_not_its_replacement(cluster, client):
+    cluster.create(pod("infer-before", "n1", 1, 4000))
+    reach_deleting(cluster, client)
+    Controller(client, fast()).reconcile_all()
+    st = status_of(cluster, "p")
+    assert st["phase"] == "DeletingOldPod" and "waiting for the replacement" in st["message"], st
 
 
 # -- bad input: Failed, a message naming the field, nothing evicted ---------------------------------

@@ -200,6 +200,9 @@ def apply_moves(
     return results
 
 
+WAITED_OUT = RETRIED_STATUSES | {401, 403}
+
+
 def wait_for_placement(
     client: KubeClient,
     namespace: str,
@@ -211,7 +214,8 @@ def wait_for_placement(
     """Poll the placement until its phase is final, `timeout` passes or `stop` is set: its last status
     and whether it was stopped. The API server briefly unable to answer (a restart, a 429 or 5xx) is
     waited out: the controller moves the placement on meanwhile, and giving up would report a move
-    that completes as failed."""
+    that completes as failed. So is a 401 or 403 for a placement this run created and read: a
+    restarted kube-apiserver refuses requests until its authorizer has caught up."""
     deadline = time.monotonic() + timeout
     status = Placement({}).status
     unreachable_since: float | None = None
@@ -220,7 +224,7 @@ def wait_for_placement(
             status = Placement(k.get_placement(client, namespace, name) or {}).status
             unreachable_since = None
         except ApiError as exc:
-            if exc.status not in RETRIED_STATUSES:
+            if exc.status not in WAITED_OUT:
                 raise
             if unreachable_since is None:
                 unreachable_since = time.monotonic()

@@ -234,7 +234,16 @@ def trim_pod(pod: Object) -> Object:
     annotations = meta.get("annotations") or {}
     kept_meta = {
         key: meta[key]
-        for key in ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "deletionTimestamp")
+        for key in (
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "labels",
+            "ownerReferences",
+            "creationTimestamp",
+            "deletionTimestamp",
+        )
         if key in meta
     }
     kept_meta["annotations"] = {

@@ -40,6 +40,8 @@ from hami_fast.kube.lease import Leadership
 __all__ = ["Controller", "ControllerLoop", "Timeouts", "WorkQueue"]
 
 log = logging.getLogger("hami_fast.descheduler.controller")
+# How often an unpinned replacement is looked at until it binds (its events name no placement).
+UNPINNED_POLL = 2.0
 
 
 @dataclass
@@ -350,12 +352,56 @@ class Controller:
     def deleting(self, placement: Placement) -> None:
         status = placement.status
         if not status.claimed_by:
+            unpinned = self._unpinned_replacement(placement)
+            if unpinned is not None:
+                return self._watch_unpinned(placement, unpinned)
             waited = stamp_age(status.evicted_at)
             if waited > self.timeouts.replacement:
                 message = f"no replacement pod was pinned within {self.timeouts.replacement:.0f}s after the eviction"
                 return self.fail(placement, (s.REPLACEMENT, False, s.REPLACEMENT_TIMEOUT, message))
             self.queue.add_after(placement.key, self.timeouts.replacement - waited + 1.0)
         self.watch_replacement(placement)
+
+    def _unpinned_replacement(self, placement: Placement) -> dict[str, Any] | None:
+        """The evicted pod's replacement admitted without the pin: a pod of the same workload created
+        since the eviction that carries no placement's stamp (the webhook could not pin it, e.g. the
+        API server restarting between the eviction and the replacement's admission). Its workload
+        makes no other replacement, so no pinned pod will come."""
+        status, spec = placement.status, placement.spec
+        evicted_at = status.evicted_at
+        if not evicted_at or not spec.match_labels:
+            return None
+
+        def replacement(pod: dict[str, Any]) -> bool:
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            return (
+                meta.get("namespace") == placement.namespace
+                and meta.get("name") != spec.evict_pod
+                and not pinned_by(pod)
+                and not meta.get("deletionTimestamp")
+                # after the eviction's second: a pod of that very second may be older (RFC 3339 seconds)
+                and (meta.get("creationTimestamp") or "") > evicted_at
+                and all(labels.get(key) == value for key, value in spec.match_labels.items())
+            )
+
+        found = sorted(self.pods.store.select(replacement), key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        return found[0] if found else None
+
+    def _watch_unpinned(self, placement: Placement, pod: dict[str, Any]) -> None:
+        """The unpinned replacement decides the move once it binds: on the target, the move's aim is
+        met (Completed); elsewhere it failed (WrongTarget). Its binding is polled: its events name no
+        placement."""
+        pod_name = pod["metadata"]["name"]
+        message = f"pod {pod_name} was admitted without the pin (the pinning webhook could not pin it)"
+        placement = placement.with_status(condition=(s.REPLACEMENT, True, s.CREATED_WITHOUT_PIN, message))
+        node = (pod.get("spec") or {}).get("nodeName")
+        used = allocated_devices(pod["metadata"].get("annotations") or {})
+        if node and used:
+            return self.bound(placement, pod_name, node, used)
+        if placement.status.message != message:
+            self.writer.write(placement, StatusUpdate(message=message))
+        self.queue.add_after(placement.key, UNPINNED_POLL)
 
     def watch_replacement(self, placement: Placement) -> None:
         status = placement.status

@@ -14,7 +14,7 @@ Condition types and their reasons:
 - Validated: TargetValid | InvalidSpec, DuplicateReqID, InvalidEvictee, InvalidTarget, TargetGone
 - EvictionRequested: Evicted, AlreadyGone | DisruptionBudget (retrying), EvictionTimeout
 - Claimed: PodAdmitted | Expired (TTL passed before any pod consumed the placement)
-- ReplacementCreated: PodCreated | ReplacementTimeout
+- ReplacementCreated: PodCreated, CreatedWithoutPin | ReplacementTimeout
 - Scheduled: BoundOnTarget, PartialAssignment | BindFailed, WrongTarget, BindTimeout
 """
 
@@ -80,6 +80,7 @@ POD_ADMITTED = "PodAdmitted"
 EXPIRED = "Expired"
 # ReplacementCreated
 POD_CREATED = "PodCreated"
+CREATED_WITHOUT_PIN = "CreatedWithoutPin"
 REPLACEMENT_TIMEOUT = "ReplacementTimeout"
 # Scheduled
 BOUND_ON_TARGET = "BoundOnTarget"
