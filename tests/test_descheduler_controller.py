@@ -531,6 +531,25 @@ def test_a_replacement_admitted_without_the_pin_decides_the_move_when_it_binds(c
     assert conditions(st)["ReplacementCreated"]["reason"] == "CreatedWithoutPin"
 
 
+def test_the_evicting_controller_knows_a_replacement_created_in_the_evictions_second(cluster, client):
+    """Creation times are whole seconds and the replacement usually comes in the eviction's own
+    second: the controller that evicted remembers the workload's pods before, so a new one is the
+    replacement, and an older one in that second (below) is not."""
+    create_placement(cluster, placement("p", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    c.reconcile_all()
+    assert status_of(cluster, "p")["phase"] == "DeletingOldPod"
+    pod = replacement()
+    pod["metadata"].pop("generateName")
+    pod["metadata"]["name"] = "infer-now"
+    cluster.create(pod)
+    bind(cluster, "infer-now", "n1", "GPU-n1-1")
+    c.reconcile_all()
+    st = status_of(cluster, "p")
+    assert st["phase"] == "Completed" and conditions(st)["ReplacementCreated"]["reason"] == "CreatedWithoutPin", st
+
+
 def test_a_pod_of_the_workload_created_before_the_eviction_is_not_its_replacement(cluster, client):
     cluster.create(pod("infer-before", "n1", 1, 4000))
     reach_deleting(cluster, client)

@@ -100,6 +100,9 @@ class Controller:
         # after a restart they are derived from the status stamps, to the second)
         self.first_attempt: dict[str, float] = {}
         self.evicted: dict[str, float] = {}
+        # placement uid -> names of its workload's pods when it evicted (this process only): a pod
+        # created in the eviction's second is its replacement only if it was not among them
+        self.workload_at_eviction: dict[str, set[str]] = {}
         self.leading: Any = lambda: True  # the loop sets its leader check: only the leader counts moves
         self.placements.store.listeners.append(self._placement_changed)
         self.pods.store.listeners.append(self._pod_changed)
@@ -112,6 +115,7 @@ class Controller:
             self.next_attempt.pop(uid, None)
             self.first_attempt.pop(uid, None)
             self.evicted.pop(uid, None)
+            self.workload_at_eviction.pop(uid, None)
             return
         self.queue.add(key)
         was, now = Placement(old or {}).status, Placement(new).status
@@ -310,10 +314,12 @@ class Controller:
         status, evictee, uid = placement.status, placement.evictee, placement.uid
         first = status.first_eviction_attempt or k.now_rfc3339()
         self.first_attempt.setdefault(uid, time.monotonic() - stamp_age(status.first_eviction_attempt))
+        before = {p["metadata"]["name"] for p in self._workload_pods(placement)}
         code = k.evict(self.client, placement.namespace, placement.spec.evict_pod)
         attempts = status.eviction_attempts + 1
         if code == 429:
             return self._eviction_refused(placement, first, attempts)
+        self.workload_at_eviction[uid] = before
         self.next_attempt.pop(uid, None)
         self.evicted[uid] = time.monotonic()
         self.metrics.eviction_seconds.observe(max(0.0, self.evicted[uid] - self.first_attempt.pop(uid)))
@@ -362,30 +368,41 @@ class Controller:
             self.queue.add_after(placement.key, self.timeouts.replacement - waited + 1.0)
         self.watch_replacement(placement)
 
+    def _workload_pods(self, placement: Placement) -> list[dict[str, Any]]:
+        """The pods its `spec.podSelector` selects in its namespace, as the pod informer holds them."""
+        namespace, wanted = placement.namespace, placement.spec.match_labels
+
+        def selected(pod: dict[str, Any]) -> bool:
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            return meta.get("namespace") == namespace and all(labels.get(k) == v for k, v in wanted.items())
+
+        return self.pods.store.select(selected) if wanted else []
+
     def _unpinned_replacement(self, placement: Placement) -> dict[str, Any] | None:
         """The evicted pod's replacement admitted without the pin: a pod of the same workload created
         since the eviction that carries no placement's stamp (the webhook could not pin it, e.g. the
         API server restarting between the eviction and the replacement's admission). Its workload
         makes no other replacement, so no pinned pod will come."""
-        status, spec = placement.status, placement.spec
-        evicted_at = status.evicted_at
-        if not evicted_at or not spec.match_labels:
+        evicted_at = placement.status.evicted_at
+        if not evicted_at:
             return None
+        known = self.workload_at_eviction.get(placement.uid)
 
-        def replacement(pod: dict[str, Any]) -> bool:
-            meta = pod.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            return (
-                meta.get("namespace") == placement.namespace
-                and meta.get("name") != spec.evict_pod
-                and not pinned_by(pod)
-                and not meta.get("deletionTimestamp")
-                # after the eviction's second: a pod of that very second may be older (RFC 3339 seconds)
-                and (meta.get("creationTimestamp") or "") > evicted_at
-                and all(labels.get(key) == value for key, value in spec.match_labels.items())
-            )
+        def created_since(meta: dict[str, Any]) -> bool:
+            created = meta.get("creationTimestamp") or ""
+            # timestamps are whole seconds: in the eviction's own second, only a pod not there before
+            return created > evicted_at or (created == evicted_at and known is not None and meta["name"] not in known)
 
-        found = sorted(self.pods.store.select(replacement), key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        found = [
+            p
+            for p in self._workload_pods(placement)
+            if p["metadata"].get("name") != placement.spec.evict_pod
+            and not pinned_by(p)
+            and not p["metadata"].get("deletionTimestamp")
+            and created_since(p["metadata"])
+        ]
+        found.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
         return found[0] if found else None
 
     def _watch_unpinned(self, placement: Placement, pod: dict[str, Any]) -> None:
