@@ -17,8 +17,9 @@ use std::cmp::Ordering;
 /// The policies' view of the fitting nodes, aligned with the fits.
 pub(super) struct LiveViews<'s> {
     frees: Vec<Vec<i64>>,
-    /// Per fit: (CPU left, the pod's CPU); both 0 where the node's allocatable is unknown.
-    cpu: Vec<(i64, i64)>,
+    /// Per fit: (CPU left, the pod's CPU); `None` where the node's allocatable is unknown (no
+    /// CPU term then: both read as 0).
+    cpu: Vec<Option<(i64, i64)>>,
     models: Vec<String>,
     /// Per fit: (GPU count, per-GPU milli) of the pod on that node.
     gpus: Vec<(u32, i64)>,
@@ -43,7 +44,7 @@ impl<'s> LiveViews<'s> {
         let pod_cpu = np::live_pod_cpu(placement.pod.spec.host_request().0);
         let cpu = names
             .iter()
-            .map(|n| state.host().node(n).and_then(|h| h.cpu_left()).map_or((0, 0), |left| (left, pod_cpu)))
+            .map(|n| state.host().node(n).and_then(|h| h.cpu_left()).map(|left| (left, pod_cpu)))
             .collect();
         let gpus: Vec<(u32, i64)> = nodes.iter().map(|node| np::live_pod_gpus(&placement.request, node)).collect();
         let spec = placement.hints.use_types.join("|");
@@ -79,7 +80,7 @@ impl<'s> LiveViews<'s> {
 
     pub(super) fn candidate<'a>(&'a self, name: &'a str, i: usize, hami_score: f64) -> Candidate<'a> {
         let tags: &[(np::GpuTag, u32)] = self.tags.get(name).map_or(&[], Vec::as_slice);
-        let (cpu_left, cpu_milli) = self.cpu[i];
+        let (cpu_left, cpu_milli) = self.cpu[i].unwrap_or((0, 0));
         let shape = NodeShape { cpu_left, gpu_free: &self.frees[i], model: &self.models[i] };
         let (num_gpu, gpu_milli) = self.gpus[i];
         let pod = np::PodShape { cpu_milli, gpu_milli, num_gpu, gpu_spec: &self.spec };
@@ -109,8 +110,9 @@ pub(super) fn rescore(state: &ClusterState, views: &mut LiveViews, placement: &P
 }
 
 /// `fgd-balance` as the replay chooses: each fit's [`bal::Cost`] (the model reserve, the step
-/// score, the CPU balance), compared exactly; the scores handed on are the costs' dense ranks
-/// (equal costs, equal scores: ties go to the smallest name), so the order is the replay's.
+/// score, the CPU balance), compared exactly; the scores handed on are the costs' dense ranks,
+/// 1 for the worst (equal costs, equal scores: ties go to the smallest name), so the order is
+/// the replay's. Nodes where it does not fit by the policy's view score `f64::MIN`.
 fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&str, f64)]) {
     let history = views.history.take().unwrap_or_default();
     let cpu_per_gpu = history.cpu_per_gpu();
@@ -121,6 +123,7 @@ fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&st
     for (i, (name, _)) in fits.iter().enumerate() {
         let c = views.candidate(name, i, 0.0);
         let before = memo.frag(&c.view.shape, &views.workload);
+        let cpu_per_gpu = if views.cpu[i].is_some() { cpu_per_gpu } else { 0.0 };
         let cost = bal::cost(&c.view, &c.pod, &views.workload, &mut memo, before, cpu_per_gpu);
         gpus.push(cost.and_then(|c| c.1));
         costs.push(cost.map(|(mut cost, _)| {
@@ -131,7 +134,7 @@ fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&st
     let mut order: Vec<usize> = (0..fits.len()).filter(|&i| costs[i].is_some()).collect();
     let cost = |i: usize| costs[i].unwrap_or(bal::Cost { score: 0, keeps_reserve: false, balance: 0.0 });
     order.sort_by(|&a, &b| cost(a).compare(&cost(b)));
-    let mut rank = 0.0;
+    let mut rank = 1.0;
     for (k, &i) in order.iter().enumerate() {
         if k > 0 && cost(order[k - 1]).compare(&cost(i)) != Ordering::Equal {
             rank += 1.0;
