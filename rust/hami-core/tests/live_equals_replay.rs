@@ -89,28 +89,34 @@ fn sorted(placed: &Option<(String, Vec<String>)>) -> Option<(String, Vec<String>
     })
 }
 
-/// Replays the trace under `policy`, checking the extender at every GPU pod; returns how many
-/// pods were checked (every 29th also on an engine rebuilt from a snapshot of the objects).
+/// Replays the generated trace under `policy`, checking the extender at every GPU pod; returns
+/// how many pods were checked (every 29th also on an engine rebuilt from a snapshot).
 fn check(policy: &str, named: bool) -> usize {
     let nodes = parse_nodes("nodes.csv", &nodes_csv()).unwrap();
     let pods = parse_pods("pods.csv", &pods_csv(named)).unwrap();
     let options = Options { policy: hami_core::policy::NodePolicy::from_name(policy).unwrap(), ..Options::default() };
-    let mut replay = Replay::new(&nodes, &pods, options).unwrap();
+    check_replay(policy, Replay::new(&nodes, &pods, options).unwrap(), usize::MAX, 29)
+}
+
+/// The first `steps` pods of `replay`: before each, the engine fed as the watches would (and
+/// every `fresh`-th pod one rebuilt from the objects so far) must choose the replay's node and
+/// GPUs. Returns how many GPU pods were checked.
+fn check_replay(policy: &str, mut replay: Replay, steps: usize, fresh: usize) -> usize {
     let mut live = engine(policy, &replay);
     let mut objects = replay.node_objects();
     objects.iter().for_each(|o| apply(&mut live, o));
     live.state.registration_pass(NOW);
     let (mut checked, mut k) = (0, 0);
-    while let Some(step) = replay.next_live_step().unwrap() {
+    while let Some(step) = replay.next_live_step().unwrap().filter(|_| k < steps) {
         k += 1;
         let expected = sorted(&step.placed);
         if step.gpu && !step.host_fits.is_empty() {
-            if k % 29 == 0 {
-                let mut fresh = engine(policy, &replay);
+            if k % fresh == 0 {
+                let mut rebuilt = engine(policy, &replay);
                 let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
-                apply(&mut fresh, &list);
-                fresh.state.registration_pass(NOW);
-                let chosen = extender_choice(&mut fresh, &step, false);
+                apply(&mut rebuilt, &list);
+                rebuilt.state.registration_pass(NOW);
+                let chosen = extender_choice(&mut rebuilt, &step, false);
                 assert_eq!(chosen, expected, "{policy}: pod {k} on an engine rebuilt from the snapshot");
             }
             let chosen = extender_choice(&mut live, &step, true);
@@ -135,6 +141,26 @@ fn every_node_policy_places_live_as_the_replay() {
 fn pods_that_name_their_models_are_placed_live_as_the_replay() {
     for policy in ["fgd-balance", "fgd"] {
         let checked = check(policy, true);
+        assert!(checked > 250, "{policy}: only {checked} GPU pods checked");
+    }
+}
+
+/// The openb `default` trace (read in place from `../shared/data/openb`), seed 42: the first
+/// 300 pods under `fgd-balance` and FGD. Skipped, saying so, when the traces are not there.
+#[test]
+fn openb_default_places_live_as_the_replay() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/openb");
+    let (nodes, pods) = (dir.join("openb_node_list_gpu_node.csv"), dir.join("openb_pod_list_default.csv"));
+    let (Ok(nodes), Ok(pods)) = (std::fs::read_to_string(&nodes), std::fs::read_to_string(&pods)) else {
+        eprintln!("SKIPPED openb_default_places_live_as_the_replay: no openb traces at {}", dir.display());
+        return;
+    };
+    let nodes = parse_nodes("nodes.csv", &nodes).unwrap();
+    let pods = parse_pods("pods.csv", &pods).unwrap();
+    for policy in ["fgd-balance", "fgd"] {
+        let options =
+            Options { policy: hami_core::policy::NodePolicy::from_name(policy).unwrap(), ..Options::default() };
+        let checked = check_replay(policy, Replay::new(&nodes, &pods, options).unwrap(), 300, 97);
         assert!(checked > 250, "{policy}: only {checked} GPU pods checked");
     }
 }

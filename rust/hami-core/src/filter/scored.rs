@@ -20,7 +20,9 @@ pub(super) struct LiveViews<'s> {
     /// Per fit: (CPU left, the pod's CPU); `None` where the node's allocatable is unknown (no
     /// CPU term then: both read as 0).
     cpu: Vec<Option<(i64, i64)>>,
-    models: Vec<String>,
+    /// Per fit: its GPU model ([`np::live_model`]), an index into `model_names`.
+    models: Vec<usize>,
+    model_names: Vec<String>,
     /// Per fit: (GPU count, per-GPU milli) of the pod on that node.
     gpus: Vec<(u32, i64)>,
     /// The models the pod names, `|`-joined.
@@ -42,10 +44,8 @@ impl<'s> LiveViews<'s> {
         nodes: &[&GpuNode],
     ) -> Self {
         let pod_cpu = np::live_pod_cpu(placement.pod.spec.host_request().0);
-        let cpu = names
-            .iter()
-            .map(|n| state.host().node(n).and_then(|h| h.cpu_left()).map(|left| (left, pod_cpu)))
-            .collect();
+        let cpu =
+            names.iter().map(|n| state.host().node(n).and_then(|h| h.cpu_left()).map(|left| (left, pod_cpu))).collect();
         let gpus: Vec<(u32, i64)> = nodes.iter().map(|node| np::live_pod_gpus(&placement.request, node)).collect();
         let spec = placement.hints.use_types.join("|");
         let (mut workload, history) = match scorer {
@@ -65,10 +65,12 @@ impl<'s> LiveViews<'s> {
             workload.types.push((pod.task_type(), 1.0));
         }
         let tags = if scorer == np::Scorer::Clustering { state.gpu_tags_by_node() } else { Default::default() };
+        let (models, model_names) = model_ids(nodes);
         Self {
             frees: nodes.iter().map(|n| np::live_free_milli(n)).collect(),
             cpu,
-            models: nodes.iter().map(|n| np::live_model(n)).collect(),
+            models,
+            model_names,
             gpus,
             spec,
             tags,
@@ -81,11 +83,29 @@ impl<'s> LiveViews<'s> {
     pub(super) fn candidate<'a>(&'a self, name: &'a str, i: usize, hami_score: f64) -> Candidate<'a> {
         let tags: &[(np::GpuTag, u32)] = self.tags.get(name).map_or(&[], Vec::as_slice);
         let (cpu_left, cpu_milli) = self.cpu[i].unwrap_or((0, 0));
-        let shape = NodeShape { cpu_left, gpu_free: &self.frees[i], model: &self.models[i] };
+        let shape = NodeShape { cpu_left, gpu_free: &self.frees[i], model: &self.model_names[self.models[i]] };
         let (num_gpu, gpu_milli) = self.gpus[i];
         let pod = np::PodShape { cpu_milli, gpu_milli, num_gpu, gpu_spec: &self.spec };
         Candidate { name, view: np::NodeView { shape, tags }, pod, hami_score, frag: None, shape_key: None }
     }
+}
+
+/// Each node's GPU model as an index into the distinct models ([`np::live_model`] once per device type).
+fn model_ids(nodes: &[&GpuNode]) -> (Vec<usize>, Vec<String>) {
+    let mut types: Vec<&str> = Vec::new();
+    let mut names = Vec::new();
+    let ids = nodes
+        .iter()
+        .map(|n| {
+            let t = n.devices.first().map_or("", |d| d.device_type.as_str());
+            types.iter().position(|k| *k == t).unwrap_or_else(|| {
+                types.push(t);
+                names.push(np::live_model(n));
+                names.len() - 1
+            })
+        })
+        .collect();
+    (ids, names)
 }
 
 /// Replaces HAMi's node scores of the fits by the simulator-derived policy's ([`score::score_nodes`]).
@@ -127,7 +147,8 @@ fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&st
         let cost = bal::cost(&c.view, &c.pod, &views.workload, &mut memo, before, cpu_per_gpu);
         gpus.push(cost.and_then(|c| c.1));
         costs.push(cost.map(|(mut cost, _)| {
-            cost.keeps_reserve = reserve.iter().find(|(m, _)| *m == views.models[i]).is_none_or(|(_, keeps)| *keeps);
+            let model = &views.model_names[views.models[i]];
+            cost.keeps_reserve = reserve.iter().find(|(m, _)| m == model).is_none_or(|(_, keeps)| *keeps);
             cost
         }));
     }
