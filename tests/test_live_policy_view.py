@@ -9,14 +9,21 @@ import json
 
 import orjson
 import pytest
-
 from hami_fast import _native
 from hami_fast.config import Config
 
 
 def _node(name: str, gpus: int, cores: int) -> bytes:
     devices = [
-        {"id": f"GPU-{name}-{i}", "index": i, "count": 10, "devmem": 32768, "devcore": 100, "type": "NVIDIA-G2", "health": True}
+        {
+            "id": f"GPU-{name}-{i}",
+            "index": i,
+            "count": 10,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": "NVIDIA-G2",
+            "health": True,
+        }
         for i in range(gpus)
     ]
     return orjson.dumps(
@@ -36,7 +43,9 @@ def _pod(name: str, cores: int, node: str = "") -> bytes:
         annotations = {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": f"GPU-{node}-0,NVIDIA,32768,0:;"}
     meta = {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations,
             "creationTimestamp": "2026-01-01T00:00:00Z"}  # fmt: skip
-    return orjson.dumps({"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec, "status": {"phase": "Running"}})
+    return orjson.dumps(
+        {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+    )
 
 
 def _cluster() -> _native.Cluster:
