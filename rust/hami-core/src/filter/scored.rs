@@ -52,8 +52,7 @@ impl<'s> LiveViews<'s> {
             np::Scorer::Fgd => (state.target_workload(), None),
             np::Scorer::FgdBalance => {
                 let arrivals = state.arrivals();
-                let key = placement.pod.reservation_key();
-                let this = (!arrivals.contains(&key))
+                let this = (!state.host().knows(&placement.pod.key().to_string()))
                     .then(|| state.arrival_type(&placement.pod.spec, &placement.hints.use_types, None));
                 let (w, h) = arrivals.with_pod(this.as_ref());
                 (w, Some(h))

@@ -1,7 +1,7 @@
 //! The pods placed so far, in arrival order: what `fgd-balance` learns from, as the replay's
 //! [`History`] does (the replay learns a pod when some node can host it, and then places it).
-//! Every pod the watches show on a node counts once (by key), whatever its scheduler; deleting a
-//! pod does not unlearn it. Arrival order is the creation time, then the key.
+//! The caller learns each pod once ([`super::host::HostBook::knows`]); deleting a pod does not
+//! unlearn it. Arrival order is the creation time, then the pod.
 //!
 //! The replay rebuilds its target workload only at 1, 2, 4, …, 512 pods seen and then every 512
 //! ([`History::refresh_due`]), so the workload at `s` pods seen is that of the first
@@ -10,7 +10,6 @@
 
 use crate::frag::{TaskType, Workload};
 use crate::policy::balance::{last_refresh, History};
-use rustc_hash::FxHashSet;
 use std::collections::BTreeMap;
 
 /// Arrivals kept in order before they are folded into counts (more than one refresh period).
@@ -21,8 +20,6 @@ type Arrival = (Box<str>, Box<str>);
 
 #[derive(Debug, Default, Clone)]
 pub struct Arrivals {
-    /// Keys of the pods seen that have not been deleted: each pod counts once.
-    present: FxHashSet<Box<str>>,
     /// Every pod seen: `c̄` and the share of demand naming each model read all of them.
     all: History,
     /// The oldest arrivals, as counts.
@@ -38,15 +35,8 @@ impl Arrivals {
         self.all.seen()
     }
 
-    pub fn contains(&self, key: &str) -> bool {
-        self.present.contains(key)
-    }
-
-    /// Learns a pod once; `created` is its creation timestamp (empty: unknown, ordered first).
+    /// Learns a pod; `created` is its creation timestamp (empty: unknown, ordered first).
     pub fn observe(&mut self, key: &str, created: &str, t: TaskType) {
-        if !self.present.insert(key.into()) {
-            return;
-        }
         self.all.observe(t.clone());
         let at: Arrival = (created.into(), key.into());
         // Only an arrival older than the newest kept can land before the cached refresh point.
@@ -55,11 +45,6 @@ impl Arrivals {
         }
         self.tail.insert(at, t);
         self.fold();
-    }
-
-    /// A deleted pod: it stays learnt, but a pod of the same key would count again.
-    pub fn forget(&mut self, key: &str) {
-        self.present.remove(key);
     }
 
     fn fold(&mut self) {
@@ -122,8 +107,7 @@ mod tests {
         for (k, milli) in [(3, 300), (1, 100), (5, 500), (2, 200), (4, 400)] {
             a.observe(&format!("p{k}"), &format!("2026-01-01T00:00:0{k}Z"), ty(milli));
         }
-        a.observe("p1", "2026-01-01T00:00:01Z", ty(999));
-        assert_eq!(a.seen(), 5, "a pod counts once");
+        assert_eq!(a.seen(), 5);
         let (w, all) = a.with_pod(None);
         let millis: Vec<i64> = w.types.iter().map(|(t, _)| t.gpu_milli).collect();
         assert_eq!(millis.len(), 4);
@@ -147,7 +131,7 @@ mod tests {
     }
 
     #[test]
-    fn old_arrivals_fold_into_counts_and_deleted_keys_count_again() {
+    fn old_arrivals_fold_into_counts() {
         let mut a = Arrivals::default();
         for k in 0..5000 {
             a.observe(&format!("p{k:05}"), &format!("t{k:05}"), ty(100 + (k % 7) * 100));
@@ -156,8 +140,5 @@ mod tests {
         let mut whole = History::default();
         (0..4608).for_each(|k| whole.observe(ty(100 + (k % 7) * 100)));
         assert_eq!(a.with_pod(None).0.types, whole.workload().types, "at 5000 seen: the first 4608");
-        a.forget("p00001");
-        a.observe("p00001", "t99999", ty(100));
-        assert_eq!(a.seen(), 5001);
     }
 }

@@ -4,6 +4,7 @@
 
 use rustc_hash::FxHashMap;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// One node's CPU (milli) and memory (MiB): allocatable when the Node says, and what pods request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,18 +24,18 @@ impl NodeHost {
 
 #[derive(Debug, Clone)]
 struct PodHost {
-    node: Box<str>,
-    /// `namespace/name`, for a re-list.
-    object: String,
+    node: Arc<str>,
     cpu: i64,
     memory: i64,
+    /// False once the pod has ended: its requests no longer count, but the pod is still known.
+    counted: bool,
 }
 
-/// Nodes' allocatable and the pods' requests on them, by pod key (UID, else `namespace/name`).
+/// Nodes' allocatable and the pods' requests on them, by pod (`namespace/name`).
 #[derive(Debug, Default, Clone)]
 pub struct HostBook {
     nodes: FxHashMap<Box<str>, NodeHost>,
-    pods: FxHashMap<String, PodHost>,
+    pods: FxHashMap<Box<str>, PodHost>,
 }
 
 impl HostBook {
@@ -53,41 +54,52 @@ impl HostBook {
         }
     }
 
+    /// Whether the pod was ever placed (its requests may have stopped counting since).
+    pub fn knows(&self, pod: &str) -> bool {
+        self.pods.contains_key(pod)
+    }
+
     /// The node a pod's requests count on, if they do.
-    pub fn placed_on(&self, key: &str) -> Option<&str> {
-        self.pods.get(key).map(|p| &*p.node)
+    pub fn placed_on(&self, pod: &str) -> Option<&str> {
+        self.pods.get(pod).filter(|p| p.counted).map(|p| &*p.node)
     }
 
     /// Counts a pod's requests on `node` (moving them if they counted elsewhere).
-    pub fn place(&mut self, key: &str, object: String, node: &str, (cpu, memory): (i64, i64)) {
-        self.remove(key);
-        let n = self.nodes.entry(node.into()).or_default();
+    pub fn place(&mut self, pod: &str, node: Arc<str>, (cpu, memory): (i64, i64)) {
+        self.uncount(pod);
+        let n = self.nodes.entry(node.as_ref().into()).or_default();
         n.cpu_requested += cpu;
         n.memory_requested += memory;
         n.pods += 1;
-        self.pods.insert(key.to_owned(), PodHost { node: node.into(), object, cpu, memory });
+        self.pods.insert(pod.into(), PodHost { node, cpu, memory, counted: true });
     }
 
-    /// Stops counting a pod's requests; true if they counted.
-    pub fn remove(&mut self, key: &str) -> bool {
-        let Some(p) = self.pods.remove(key) else { return false };
-        if let Some(n) = self.nodes.get_mut(&p.node) {
-            n.cpu_requested -= p.cpu;
-            n.memory_requested -= p.memory;
+    /// A pod that ended: its requests stop counting; it stays known.
+    pub fn uncount(&mut self, pod: &str) {
+        let Some(p) = self.pods.get_mut(pod).filter(|p| p.counted) else { return };
+        p.counted = false;
+        let (node, cpu, memory) = (p.node.clone(), p.cpu, p.memory);
+        if let Some(n) = self.nodes.get_mut(&*node) {
+            n.cpu_requested -= cpu;
+            n.memory_requested -= memory;
             n.pods -= 1;
             if n.allocatable.is_none() && n.pods == 0 {
-                self.nodes.remove(&p.node);
+                self.nodes.remove(&*node);
             }
         }
-        true
     }
 
-    /// After a re-list of pods: forgets those whose `namespace/name` is not in `objects`.
-    pub fn retain_pods(&mut self, objects: &HashSet<String>) {
-        let gone: Vec<String> =
-            self.pods.iter().filter(|(_, p)| !objects.contains(&p.object)).map(|(k, _)| k.clone()).collect();
-        for key in gone {
-            self.remove(&key);
+    /// A pod deleted (or a decision rolled back): forgotten; true if it was known.
+    pub fn remove(&mut self, pod: &str) -> bool {
+        self.uncount(pod);
+        self.pods.remove(pod).is_some()
+    }
+
+    /// After a re-list of pods: forgets those whose `namespace/name` is not in `pods`.
+    pub fn retain_pods(&mut self, pods: &HashSet<String>) {
+        let gone: Vec<Box<str>> = self.pods.keys().filter(|k| !pods.contains(&***k)).cloned().collect();
+        for pod in gone {
+            self.remove(&pod);
         }
     }
 
@@ -107,19 +119,23 @@ mod tests {
     #[test]
     fn requests_follow_their_pod_and_allocatable_may_come_later() {
         let mut book = HostBook::default();
-        book.place("u1", "ns/a".into(), "n1", (1500, 100));
+        book.place("ns/a", "n1".into(), (1500, 100));
         assert_eq!(book.node("n1").unwrap().cpu_left(), None, "no allocatable yet");
         book.set_allocatable("n1", Some((8000, 1000)));
-        book.place("u2", "ns/b".into(), "n1", (500, 10));
+        book.place("ns/b", "n1".into(), (500, 10));
         assert_eq!(book.node("n1").unwrap().cpu_left(), Some(6000));
-        book.place("u1", "ns/a".into(), "n2", (1500, 100));
+        book.place("ns/a", "n2".into(), (1500, 100));
         assert_eq!(book.node("n1").unwrap().cpu_left(), Some(7500), "moved off n1");
-        assert_eq!(book.placed_on("u1"), Some("n2"));
+        assert_eq!(book.placed_on("ns/a"), Some("n2"));
+        book.uncount("ns/b");
+        assert_eq!(book.node("n1").unwrap().cpu_left(), Some(8000), "an ended pod's requests stop counting");
+        assert!(book.knows("ns/b") && book.placed_on("ns/b").is_none());
+        book.uncount("ns/b");
+        assert_eq!(book.node("n1").unwrap().cpu_left(), Some(8000), "once");
         book.retain_pods(&HashSet::from(["ns/b".to_owned()]));
-        assert_eq!(book.placed_on("u1"), None);
+        assert!(!book.knows("ns/a"));
         assert!(book.node("n2").is_none(), "a node known only by its pods goes with them");
-        assert!(book.remove("u2") && !book.remove("u2"));
-        assert_eq!(book.node("n1").unwrap().cpu_left(), Some(8000));
+        assert!(book.remove("ns/b") && !book.remove("ns/b"));
         book.retain_nodes(&HashSet::new());
         assert_eq!(book.node("n1").unwrap().allocatable, None);
     }

@@ -68,7 +68,7 @@ impl ClusterState {
             }
             "Pod" => {
                 let key = meta.reservation_key();
-                self.forget_pod_host(&key, true);
+                self.forget_pod_host(&meta.namespace, &meta.name, true);
                 self.release(&key);
                 self.unhold(&key);
                 self.forget_waiting(&key);
@@ -327,7 +327,7 @@ impl ClusterState {
         let status: PodStatusView =
             parse_raw(view.status).map_err(|e| Error::invalid(pod_name(), e).field("status"))?;
         if status.is_terminal() {
-            self.forget_pod_host(&key, false);
+            self.forget_pod_host(&meta.namespace, &meta.name, false);
             self.release(&key);
             self.unhold(&key);
             self.forget_waiting(&key);
@@ -340,7 +340,7 @@ impl ClusterState {
         let vendor_allocated = self.backends.iter().any(|b| ann.vendor_value(&b.allocated_key).is_some());
         let assigned = ann.vgpu_node.as_deref().filter(|_| ann.allocated.is_some() || vendor_allocated);
         let named = (meta.namespace.as_ref(), meta.name.as_ref(), meta.creation_timestamp.as_ref());
-        self.observe_pod(&key, named, view.spec, ann.use_type.as_deref(), assigned);
+        self.observe_pod(named, view.spec, ann.use_type.as_deref(), assigned);
         if let (Some(node), None, Some(mig)) =
             (ann.vgpu_node.as_deref(), ann.allocated.as_deref(), ann.mig_allocations.as_deref())
         {

@@ -42,55 +42,62 @@ impl ClusterState {
     }
 
     /// A pod from the watch placed on a node, bound (`spec.nodeName`) or assigned (`assigned`: a
-    /// scheduler's allocation annotations): learnt once, and its CPU and memory counted on that
-    /// node. The spec is read only for a pod not counted on a node yet.
+    /// scheduler's allocation annotations): learnt the first time, and its CPU and memory counted
+    /// on that node. The spec is read only for a pod not counted on a node yet.
     pub(super) fn observe_pod(
         &mut self,
-        key: &str,
         (namespace, name, created): (&str, &str, &str),
         spec: Option<&serde_json::value::RawValue>,
         use_types: Option<&str>,
         assigned: Option<&str>,
     ) {
-        if self.host.placed_on(key).is_some() {
+        let object = crate::k8s::ObjectKey::namespaced(namespace, name).to_string();
+        if self.host.placed_on(&object).is_some() {
             return;
         }
         let Ok(spec) = crate::k8s::view::parse_raw::<PodSpec>(spec) else { return };
         let Some(node) = Some(spec.node_name.as_str()).filter(|n| !n.is_empty()).or(assigned) else { return };
-        if !self.arrivals.contains(key) {
+        if !self.host.knows(&object) {
             let models: Vec<String> = use_types
                 .map(|v| v.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_uppercase).collect())
                 .unwrap_or_default();
             let t = self.arrival_type(&spec, &models, Some(node));
-            self.arrivals.observe(key, created, t);
+            self.arrivals.observe(&object, created, t);
         }
-        let object = crate::k8s::ObjectKey::namespaced(namespace, name).to_string();
-        self.host.place(key, object, node, spec.host_request());
+        let node = self.shared(node);
+        self.host.place(&object, node, spec.host_request());
     }
 
-    /// A pod that ended or was deleted: its requests no longer count; a pod of the same key
-    /// would be learnt again.
-    pub(super) fn forget_pod_host(&mut self, key: &str, deleted: bool) {
-        self.host.remove(key);
-        if deleted {
-            self.arrivals.forget(key);
+    /// A pod that ended (its requests stop counting) or was deleted (forgotten: a pod of the same
+    /// name would be learnt again).
+    pub(super) fn forget_pod_host(&mut self, namespace: &str, name: &str, deleted: bool) {
+        let object = crate::k8s::ObjectKey::namespaced(namespace, name).to_string();
+        match deleted {
+            true => {
+                self.host.remove(&object);
+            }
+            false => self.host.uncount(&object),
         }
     }
 
     /// Filter's own decision about `pod` (recorded) when it placed it on `node`: the pod is learnt,
     /// and its requests count on the node at once, before the watch shows it bound.
     pub fn note_placement(&mut self, pod: &Pod, use_types: &[String], node: &str) {
-        let key = pod.reservation_key();
-        if !self.arrivals.contains(&key) {
+        let object = pod.key().to_string();
+        if !self.host.knows(&object) {
             let t = self.arrival_type(&pod.spec, use_types, Some(node));
             let created = pod.metadata.creation_timestamp.as_deref().unwrap_or("");
-            self.arrivals.observe(&key, created, t);
+            self.arrivals.observe(&object, created, t);
         }
-        self.host.place(&key, pod.key().to_string(), node, pod.spec.host_request());
+        let node = self.shared(node);
+        self.host.place(&object, node, pod.spec.host_request());
     }
 
-    /// A decision rolled back: the pod's requests no longer count on the node.
+    /// A decision rolled back (the pod's reservation `key`): its requests no longer count.
     pub fn undo_host(&mut self, key: &str) {
-        self.host.remove(key);
+        if let Some(r) = self.pod(key) {
+            let object = crate::k8s::ObjectKey::namespaced(&r.namespace, &r.name).to_string();
+            self.host.remove(&object);
+        }
     }
 }
