@@ -86,6 +86,13 @@ class Config:
             "policy": "gpu",
         },
     )
+    fgd_target_workload: str = field(
+        default="",
+        metadata={
+            "help": "FGD's target workload, a JSON file of [cpu_milli, per-GPU milli, GPU count, models 'A|B', share] "
+            "rows, as the trace replay gives it (default: learned from the recent placements)"
+        },
+    )
     metrics_bind_address: str = field(default=":9395", metadata={"help": "Prometheus /metrics address ('' disables)"})
     node_label_selector: str = field(default="", metadata={"help": "k=v,k=v: only these nodes are considered"})
     kube_qps: float = field(default=5.0, metadata={"help": "API client queries per second"})
@@ -228,6 +235,7 @@ class Config:
                 "scheduler_name": self.scheduler_name,
                 "force_overwrite_default_scheduler": self.force_overwrite_default_scheduler,
                 "gpu_core_policy": self.gpu_core_policy,
+                "fgd_target_workload": _read_json(self.fgd_target_workload, []),
                 **self.devices.engine_fields(),
             }
         )
@@ -240,6 +248,11 @@ class Config:
             self.resource_cores,
             self.resource_priority,
         ]
+
+
+def _read_json(path: str, default: Any) -> Any:
+    """The JSON file at `path`, or `default` when no path is given."""
+    return orjson.loads(Path(path).read_bytes()) if path else default
 
 
 def _flag(f: dataclasses.Field) -> str:

@@ -28,6 +28,10 @@ pub struct Config {
     pub device_config: Option<DeviceConfig>,
     /// HAMi's `--enable-ascend` and `--enable-iluvatar`.
     pub vendors: VendorSwitches,
+    /// FGD's target workload when known up front, as the FGD paper's simulator is given it:
+    /// `[cpu_milli, per-GPU milli, GPU count, allowed models ("A|B" or ""), share]` per task type.
+    /// Empty: FGD learns it from the recent placements.
+    pub fgd_target_workload: Vec<(i64, i64, u32, String, f64)>,
 }
 
 impl Default for Config {
@@ -51,6 +55,7 @@ impl Default for Config {
             overwrite_env: false,
             device_config: None,
             vendors: VendorSwitches::default(),
+            fgd_target_workload: Vec::new(),
         }
     }
 }

@@ -44,6 +44,7 @@ impl Engine {
 
     /// Drops a pod's reservation (for example after a failed annotation patch); true if it had one.
     pub fn release(&mut self, key: &str) -> bool {
+        self.state.undo_host(key);
         self.state.release(key)
     }
 
@@ -125,11 +126,17 @@ impl Engine {
             return FilterOutcome::error(e);
         }
         state.expire_holds(now);
+        if placement.node_policy == NodePolicy::Scored(crate::policy::node::Scorer::FgdBalance) {
+            state.prepare_arrivals();
+        }
         let own = if record { OwnFootprint::Release } else { OwnFootprint::Restore };
         let total = cache.entries.len();
         let eval = state.without_pod(&key, own, |state| evaluate_candidates(state, &placement, now, cache));
         let outcome = filter::decide(state, &placement, &eval, total, now, record, &key);
         if record {
+            if let Some(node) = outcome.decision.as_ref().and_then(|d| d.node.as_deref()) {
+                self.state.note_placement(pod, &placement.hints.use_types, node);
+            }
             self.note_waiting(&outcome, key, pod);
         }
         outcome

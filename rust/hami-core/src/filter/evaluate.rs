@@ -300,8 +300,9 @@ fn settle<'n, 'c>(
 ) -> Evaluation<'n> {
     let views = match placement.node_policy {
         NodePolicy::Scored(scorer) => {
-            let views = LiveViews::new(state, scorer, &placement.request, &fit_nodes);
-            rescore(&views, placement, &mut eval.fits, &fit_nodes);
+            let names: Vec<&str> = eval.fits.iter().map(|(n, _)| *n).collect();
+            let mut views = LiveViews::new(state, scorer, placement, &names, &fit_nodes);
+            rescore(state, &mut views, placement, &mut eval.fits);
             Some(views)
         }
         NodePolicy::Binpack | NodePolicy::Spread => None,
@@ -318,8 +319,11 @@ fn settle<'n, 'c>(
             // else the tightest fitting GPUs (lowest index first).
             Some(views) => {
                 let (node, view) = (fit_nodes[i], alive[i]);
-                let candidate = views.candidate(name, node, view, score);
-                let fgd = score::fgd_gpu(&candidate, &views.workload, &mut FragMemo::default());
+                let candidate = views.candidate(name, view, score);
+                let fgd = match views.balance_gpus.get(view) {
+                    Some(gpu) => *gpu,
+                    None => score::fgd_gpu(&candidate, &views.workload, &mut FragMemo::default()),
+                };
                 let free = candidate.view.shape.gpu_free;
                 let preference = score::gpu_preference(placement.node_policy, &candidate.pod, free, fgd, None);
                 let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| preference.clone();

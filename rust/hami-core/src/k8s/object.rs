@@ -131,6 +131,32 @@ pub struct PodSpec {
     pub priority: Option<i32>,
     /// `Never`: the pod waits without evicting anyone (copied from its priority class at admission).
     pub preemption_policy: Option<String>,
+    /// What the pod's RuntimeClass adds to its requests (`spec.overhead`).
+    #[serde(deserialize_with = "nullable")]
+    pub overhead: ResourceList,
+}
+
+impl PodSpec {
+    /// CPU (milli) and memory (MiB) the pod requests of its node, as kube-scheduler counts them:
+    /// the larger of the app containers' sum and any one init container, plus the overhead.
+    /// Restartable (sidecar) init containers count as plain init containers here.
+    pub fn host_request(&self) -> (i64, i64) {
+        use crate::k8s::quantity::{cpu_milli, memory_mib};
+        let req = |r: Option<&ResourceList>, key: &str, f: fn(&str) -> Option<i64>| {
+            r.and_then(|r| r.get(key)).and_then(|q| f(&q.0)).unwrap_or(0)
+        };
+        let one = |c: &Container| {
+            let r = c.resources().requests.as_ref();
+            (req(r, "cpu", cpu_milli), req(r, "memory", memory_mib))
+        };
+        let (mut cpu, mut mem) = self.containers.iter().map(one).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        for (c, m) in self.init_containers.iter().map(one) {
+            cpu = cpu.max(c);
+            mem = mem.max(m);
+        }
+        let overhead = Some(&self.overhead);
+        (cpu + req(overhead, "cpu", cpu_milli), mem + req(overhead, "memory", memory_mib))
+    }
 }
 
 /// `spec.schedulingGroup` (Kubernetes' workload API): the PodGroup a pod belongs to.

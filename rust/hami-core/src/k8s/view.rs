@@ -52,6 +52,8 @@ pub struct HamiAnnotations<'a> {
     /// hami-fast's reservation of GPUs for a pending pod (see [`crate::state::reservations`]).
     pub reservation: Option<Cow<'a, str>>,
     pub reservation_expires: Option<Cow<'a, str>>,
+    /// `nvidia.com/use-gputype`: the GPU models a pod accepts (what the node policies learn).
+    pub use_type: Option<Cow<'a, str>>,
     /// The other vendors' register (`hami.io/node-*-register`) and allocation
     /// (`hami.io/*-devices-allocated`) annotations, as (key, value).
     pub vendor: Vec<(Cow<'a, str>, Cow<'a, str>)>,
@@ -119,6 +121,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for HamiAnnotations<'a> {
                         codec::MIG_ALLOCATIONS_KEY => &mut out.mig_allocations,
                         codec::RESERVATION_KEY => &mut out.reservation,
                         codec::RESERVATION_EXPIRES_KEY => &mut out.reservation_expires,
+                        crate::annotations::USE_TYPE_KEY => &mut out.use_type,
                         k if is_vendor_key(k) => {
                             if let Some(Text(value)) = map.next_value::<Option<Text<'de>>>()? {
                                 out.vendor.push((key, value));
@@ -161,6 +164,9 @@ pub struct MetaView<'a> {
     pub labels: InstanceType<'a>,
     /// Set once the object is being deleted (a pod in its termination grace period).
     pub deletion_timestamp: Option<IgnoredAny>,
+    /// RFC 3339 (sorts as text): a pod's arrival order for the policies that learn from pods seen.
+    #[serde(borrow, deserialize_with = "cow_or_empty")]
+    pub creation_timestamp: Cow<'a, str>,
 }
 
 impl MetaView<'_> {

@@ -3,7 +3,6 @@
 use super::{PREFER_NO_EVICTION, SKIP_ANNOTATION};
 use crate::codec::{decode_mig_allocations, MigPlacement};
 use crate::fit::{standard, NodeFit, PodContext};
-use crate::k8s::quantity::{cpu_milli, memory_mib};
 use crate::k8s::{ObjectKey, Pod};
 use crate::model::{Collapsed, GpuNode, MigHold};
 use crate::policy::{GpuPolicy, PodHints};
@@ -12,17 +11,9 @@ use crate::vendor::FitChecks;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// CPU and memory a pod requests of its node, as kube-scheduler counts them: the larger of the
-/// app containers' sum and any init container.
+/// CPU and memory a pod requests of its node, as kube-scheduler counts them ([`crate::k8s::PodSpec::host_request`]).
 pub(super) fn pod_host_request(pod: &Pod) -> (i64, i64) {
-    let req = |c: &crate::k8s::Container, key: &str, f: fn(&str) -> Option<i64>| {
-        c.resources().requests.as_ref().and_then(|r| r.get(key)).and_then(|q| f(&q.0)).unwrap_or(0)
-    };
-    let app_cpu: i64 = pod.spec.containers.iter().map(|c| req(c, "cpu", cpu_milli)).sum();
-    let app_mem: i64 = pod.spec.containers.iter().map(|c| req(c, "memory", memory_mib)).sum();
-    let init_cpu = pod.spec.init_containers.iter().map(|c| req(c, "cpu", cpu_milli)).max().unwrap_or(0);
-    let init_mem = pod.spec.init_containers.iter().map(|c| req(c, "memory", memory_mib)).max().unwrap_or(0);
-    (app_cpu.max(init_cpu), app_mem.max(init_mem))
+    pod.spec.host_request()
 }
 
 /// A pod's controlling owner (kind, name).

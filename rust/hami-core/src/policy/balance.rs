@@ -29,10 +29,8 @@
 //! Inside the node a sharing pod takes the GPU with the best score, ties to the tightest fit. Only the
 //! cluster state and the pods seen so far are used, never future arrivals.
 
-use super::node::{live_free_milli, live_pod_gpus, subtract, NodeView, PodShape};
+use super::node::{subtract, NodeView, PodShape};
 use crate::frag::{FragMemo, NodeShape, TaskType, Workload, MILLI};
-use crate::model::GpuNode;
-use crate::request::PodRequest;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -78,6 +76,11 @@ impl History {
         self.seen
     }
 
+    /// Whether any GPU pod seen names the models it accepts.
+    pub fn names_models(&self) -> bool {
+        !self.named_milli.is_empty()
+    }
+
     /// `c̄`: CPU milli that GPU pods ask for per whole GPU (0 before any GPU pod).
     pub fn cpu_per_gpu(&self) -> f64 {
         if self.gpu_pod_milli > 0.0 {
@@ -90,7 +93,7 @@ impl History {
     /// When to rebuild the workload (it settles after a few hundred pods): at 1, 2, 4, …, 512
     /// pods seen, then every 512.
     pub fn refresh_due(&self) -> bool {
-        self.seen > 0 && (self.seen.is_power_of_two() || self.seen.is_multiple_of(512))
+        self.seen > 0 && last_refresh(self.seen) == self.seen
     }
 
     /// Every GPU task type seen, with its share of the GPU pods seen; most common first, ties
@@ -111,6 +114,15 @@ impl History {
             e.1 /= total;
         }
         Workload { types: list }
+    }
+}
+
+/// The last rebuild of the workload at `seen` pods seen ([`History::refresh_due`]); 0 before any.
+pub fn last_refresh(seen: u64) -> u64 {
+    match seen {
+        0 => 0,
+        s if s < 512 => 1 << (63 - s.leading_zeros()),
+        s => s - s % 512,
     }
 }
 
@@ -239,40 +251,6 @@ pub fn task_type(pod: &PodShape) -> TaskType {
     TaskType { cpu_milli: pod.cpu_milli, gpu_milli, num_gpu, gpu_spec: pod.gpu_spec.to_owned() }
 }
 
-/// The live scheduler: scores ([`Cost::live_score`]) of the nodes where the pod fits, and the
-/// GPU to use on each for a sharing pod. The extender sees no CPU (kube-scheduler checks it),
-/// so the CPU terms are zero and the balance tie-break is neutral; nor does it see every model's
-/// free capacity, so every placement keeps the reserve; GPUs are shares of device memory, as for
-/// the other simulator-derived policies.
-pub fn rescore_live(
-    learned: Workload,
-    request: &PodRequest,
-    fits: &mut [(&str, f64)],
-    nodes: &[&GpuNode],
-) -> Vec<Option<usize>> {
-    let mut memo = FragMemo::default();
-    let mut gpus = Vec::with_capacity(fits.len());
-    let mut workload = learned;
-    for ((_, score), node) in fits.iter_mut().zip(nodes) {
-        let free = live_free_milli(node);
-        let model = node.devices.first().map_or("", |d| d.device_type.as_str());
-        let (num_gpu, gpu_milli) = live_pod_gpus(request, node);
-        let pod = PodShape { cpu_milli: 0, gpu_milli, num_gpu, gpu_spec: "" };
-        if workload.types.is_empty() {
-            workload = workload_or_pod(&workload, &pod);
-        }
-        let view = NodeView { shape: NodeShape { cpu_left: 0, gpu_free: &free, model }, tags: &[] };
-        let before = memo.frag(&view.shape, &workload);
-        let (value, gpu) = match cost(&view, &pod, &workload, &mut memo, before, 0.0) {
-            Some((c, gpu)) => (c.live_score(), gpu),
-            None => (f64::MIN, None),
-        };
-        *score = value;
-        gpus.push(gpu);
-    }
-    gpus
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,6 +302,7 @@ mod tests {
             })
             .collect();
         assert_eq!(due, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
+        assert_eq!([0, 1, 3, 511, 512, 1023, 1536].map(last_refresh), [0, 1, 2, 256, 512, 512, 1536]);
     }
 
     #[test]

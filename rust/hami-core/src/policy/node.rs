@@ -379,12 +379,47 @@ pub fn live_free_milli(node: &GpuNode) -> Vec<i64> {
 /// Live cluster: a pod's (GPU count, per-GPU milli) on `node`: the GPUs of its app containers and
 /// the first one's memory request as a share of the node's first GPU (percentages map directly).
 pub fn live_pod_gpus(request: &PodRequest, node: &GpuNode) -> (u32, i64) {
+    live_pod_gpus_of(request, node.devices.first().map_or(0, |d| i64::from(d.devmem)))
+}
+
+/// [`live_pod_gpus`] on GPUs of `devmem` MiB (0: a whole GPU each).
+pub fn live_pod_gpus_of(request: &PodRequest, devmem: i64) -> (u32, i64) {
     let app = &request.slots[request.init_count.min(request.slots.len())..];
     let nums: i64 = app.iter().flatten().map(|r| r.nums).sum();
     let Some(first) = app.iter().flatten().next() else { return (0, 0) };
-    let devmem = node.devices.first().map_or(0, |d| i64::from(d.devmem));
     let milli = if devmem > 0 { first.resolved_memory(devmem) * MILLI / devmem } else { MILLI };
     (nums.clamp(0, i64::from(u32::MAX)) as u32, milli.clamp(1, MILLI))
+}
+
+/// Live cluster: the CPU the node policies read for a pod, kube-scheduler's non-zero rule for
+/// scoring (a pod that requests no CPU counts 100 millicores), as the simulator reads a trace.
+pub fn live_pod_cpu(cpu_request: i64) -> i64 {
+    if cpu_request == 0 {
+        100
+    } else {
+        cpu_request
+    }
+}
+
+/// Live cluster: the GPU model the node policies compare a pod's named models with: the device
+/// type of the node's first GPU without `NVIDIA-`, upper case (empty without GPUs).
+pub fn live_model(node: &GpuNode) -> String {
+    let t = node.devices.first().map_or("", |d| d.device_type.as_str());
+    t.strip_prefix("NVIDIA-").unwrap_or(t).to_uppercase()
+}
+
+/// Live cluster: the task type of a pod seen (placed or not), for the policies that learn their
+/// target workload from the pods seen: its CPU ([`live_pod_cpu`]), its GPUs on GPUs of `devmem`
+/// MiB, and the models it names (`|`-joined, upper case).
+pub fn live_arrival_type(request: &PodRequest, cpu_request: i64, models: &[String], devmem: i64) -> TaskType {
+    let (num_gpu, gpu_milli) = live_pod_gpus_of(request, devmem);
+    let gpu = num_gpu > 0 && gpu_milli > 0;
+    TaskType {
+        cpu_milli: live_pod_cpu(cpu_request),
+        gpu_milli: if gpu { gpu_milli } else { 0 },
+        num_gpu: if gpu { num_gpu } else { 0 },
+        gpu_spec: if gpu { models.join("|") } else { String::new() },
+    }
 }
 
 /// Live cluster: the task type a placed pod's footprint stands for (CPU not tracked; the per-GPU
@@ -401,12 +436,16 @@ pub fn live_task_type(node: &GpuNode, footprint: &[Collapsed]) -> Option<TaskTyp
     })
 }
 
-/// Live cluster: GpuClustering's tag of a placed pod.
+/// Live cluster: GpuClustering's tag of a placed pod, as the simulator tags a task: sharing when
+/// it holds part of one GPU's memory, else the number of GPUs it holds.
 pub fn live_tag(node: &GpuNode, footprint: &[Collapsed]) -> GpuTag {
-    match live_task_type(node, footprint) {
-        None => GpuTag::NoGpu,
-        Some(t) if t.num_gpu == 1 && t.gpu_milli < MILLI => GpuTag::Share,
-        Some(t) => GpuTag::Whole(t.num_gpu),
+    match footprint {
+        [] => GpuTag::NoGpu,
+        [one] => match node.device_index(&one.uuid).map(|i| i64::from(node.devices[i].devmem)) {
+            Some(devmem) if one.mem < devmem => GpuTag::Share,
+            _ => GpuTag::Whole(1),
+        },
+        many => GpuTag::Whole(many.len() as u32),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod snapshot;
 
 pub use metrics::{Event, Outcome};
 pub use run::{Placed, Replay};
+pub use snapshot::LiveStep;
 
 use crate::error::Result;
 use crate::frag::MILLI;

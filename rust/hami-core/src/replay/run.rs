@@ -31,6 +31,8 @@ pub struct Replay {
     pub(super) scores: Vec<f64>,
     /// `fgd-balance`: its own online target workload (from the pods seen so far) and memo.
     pub(super) balance: BalanceState,
+    /// The next arrival [`Replay::next_live_step`] runs.
+    pub(super) cursor: usize,
 }
 
 #[derive(Default)]
@@ -112,6 +114,7 @@ impl Replay {
             shape_scores: HashMap::default(),
             scores: Vec::new(),
             balance: BalanceState::default(),
+            cursor: 0,
         })
     }
 

@@ -32,32 +32,20 @@ impl Replay {
                 }
                 continue;
             };
-            let n = &self.nodes[node];
-            let gpu = task.request.is_some();
-            let devices: Vec<ContainerDevice> = n
-                .gpu
-                .usage
-                .iter()
-                .zip(&before)
-                .enumerate()
-                .filter(|(_, (a, b))| a.used != b.used)
-                .map(|(i, (a, b))| ContainerDevice {
-                    uuid: n.gpu.devices[i].id.clone(),
-                    device_type: codec::VENDOR_NVIDIA.to_owned(),
-                    usedmem: (a.usedmem - b.usedmem) as i32,
-                    usedcores: (a.usedcores - b.usedcores) as i32,
-                })
-                .collect();
-            let mut annotations = serde_json::Map::new();
-            if gpu {
-                annotations.insert(codec::VGPU_NODE_KEY.into(), n.name.clone().into());
-                annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[devices]).into());
-                annotations.insert(codec::BIND_PHASE_KEY.into(), "success".into());
-            }
-            items.push(task_pod(k, task, annotations, Some(&n.name)));
+            items.push(self.placed_object(k, task, node, &before));
         }
-        let mut list: Vec<Value> = self
-            .nodes
+        let mut list = self.node_objects();
+        list.extend(items);
+        Ok(
+            json!({"apiVersion": "v1", "kind": "List", "metadata": {"arrivedPct": arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64}, "items": list}),
+        )
+    }
+}
+
+impl Replay {
+    /// The Nodes: HAMi's registration annotation and handshake, allocatable CPU and memory.
+    pub fn node_objects(&self) -> Vec<Value> {
+        self.nodes
             .iter()
             .map(|n| {
                 let host = n.gpu.host.unwrap_or_default();
@@ -70,12 +58,87 @@ impl Replay {
                     "status": {"allocatable": {"cpu": format!("{}m", host.cpu_milli), "memory": format!("{}Mi", host.memory_mib)}},
                 })
             })
-            .collect();
-        list.extend(items);
-        Ok(
-            json!({"apiVersion": "v1", "kind": "List", "metadata": {"arrivedPct": arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64}, "items": list}),
-        )
+            .collect()
     }
+
+    /// The `k`-th arrival as the Pod placed on `node` (HAMi's allocation annotations for a GPU
+    /// pod), given its node's device usage `before` the placement.
+    fn placed_object(&self, k: usize, task: &super::Task, node: usize, before: &[crate::model::DeviceUsage]) -> Value {
+        let n = &self.nodes[node];
+        let mut annotations = serde_json::Map::new();
+        if task.request.is_some() {
+            annotations.insert(codec::VGPU_NODE_KEY.into(), n.name.clone().into());
+            annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[placed_devices(n, before)]).into());
+            annotations.insert(codec::BIND_PHASE_KEY.into(), "success".into());
+        }
+        task_pod(k, task, annotations, Some(&n.name))
+    }
+
+    /// Runs the next pod event and returns it as a live cluster sees it (see [`LiveStep`]);
+    /// `None` at the end of the stream.
+    pub fn next_live_step(&mut self) -> Result<Option<LiveStep>> {
+        let Some(&t) = self.order.get(self.cursor) else { return Ok(None) };
+        let k = self.cursor;
+        self.cursor += 1;
+        let task = self.tasks[t].clone();
+        let host_fits = self
+            .nodes
+            .iter()
+            .filter(|n| crate::fit::host_shortfall(&n.gpu, task.cpu, task.memory) == [false; 3])
+            .map(|n| n.name.clone())
+            .collect();
+        let pod = task_pod(k, &task, serde_json::Map::new(), None);
+        let mut cands = Vec::with_capacity(self.nodes.len());
+        let (placed, object) = match self.step(&task, &mut cands)? {
+            Some(Placed { node, usage_before, .. }) => {
+                let n = &self.nodes[node];
+                let gpus = placed_devices(n, &usage_before).into_iter().map(|d| d.uuid).collect();
+                (Some((n.name.clone(), gpus)), self.placed_object(k, &task, node, &usage_before))
+            }
+            None => (None, pod.clone()),
+        };
+        Ok(Some(LiveStep { pod, host_fits, placed, object, gpu: task.request.is_some() }))
+    }
+
+    /// The target workload the replay gives FGD (the trace's typical task types), as
+    /// [`crate::Config::fgd_target_workload`] takes it.
+    pub fn fgd_target_workload(&self) -> Vec<(i64, i64, u32, String, f64)> {
+        self.workload.types.iter().map(|(t, p)| (t.cpu_milli, t.gpu_milli, t.num_gpu, t.gpu_spec.clone(), *p)).collect()
+    }
+}
+
+/// One pod event of a replay as a live cluster sees it: what the extender is asked and what the
+/// replay decided.
+#[derive(Debug, Clone)]
+pub struct LiveStep {
+    /// The pod as submitted: no node, no allocation (`Pending`).
+    pub pod: Value,
+    /// The nodes kube-scheduler's `NodeResourcesFit` lets through (CPU, memory, pod count), by
+    /// name: what it passes to the extender.
+    pub host_fits: Vec<String>,
+    /// Where the replay placed it: the node and the GPUs (device ids); `None` when nowhere.
+    pub placed: Option<(String, Vec<String>)>,
+    /// The pod as the watch shows it afterwards: bound with its allocation, or still pending.
+    pub object: Value,
+    /// Whether it asks for GPUs: only those reach the extender.
+    pub gpu: bool,
+}
+
+/// The devices whose usage a placement changed, with what it took of each.
+fn placed_devices(n: &super::SimNode, before: &[crate::model::DeviceUsage]) -> Vec<ContainerDevice> {
+    n.gpu
+        .usage
+        .iter()
+        .zip(before)
+        .enumerate()
+        .filter(|(_, (a, b))| a.used != b.used)
+        .map(|(i, (a, b))| ContainerDevice {
+            uuid: n.gpu.devices[i].id.clone(),
+            device_type: codec::VENDOR_NVIDIA.to_owned(),
+            usedmem: (a.usedmem - b.usedmem) as i32,
+            usedcores: (a.usedcores - b.usedcores) as i32,
+        })
+        .collect()
 }
 
 /// A task as the Pod a cluster would hold: `Running` on `node` when placed (with its allocation

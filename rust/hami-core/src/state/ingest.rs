@@ -64,9 +64,11 @@ impl ClusterState {
         match view.kind.as_ref() {
             "Node" => {
                 self.nodes.remove(meta.name.as_ref());
+                self.host.set_allocatable(meta.name.as_ref(), None);
             }
             "Pod" => {
                 let key = meta.reservation_key();
+                self.forget_pod_host(&meta.namespace, &meta.name, true);
                 self.release(&key);
                 self.unhold(&key);
                 self.forget_waiting(&key);
@@ -134,6 +136,7 @@ impl ClusterState {
                 gone.iter().for_each(|k| {
                     self.nodes.remove(k);
                 });
+                self.host.retain_nodes(keys);
                 gone.len()
             }
             "Pod" => {
@@ -146,6 +149,7 @@ impl ClusterState {
                 gone.iter().for_each(|uid| {
                     self.release(uid);
                 });
+                self.host.retain_pods(keys);
                 self.retain_waiting(keys);
                 let lapsed: Vec<String> =
                     self.holds.iter().filter(|(_, r)| !keys.contains(&r.pod)).map(|(k, _)| k.clone()).collect();
@@ -173,6 +177,10 @@ impl ClusterState {
         }
         let status: NodeStatusView = parse_raw(view.status)
             .map_err(|e| Error::invalid(format!("Node {}", view.metadata.name), e).field("status"))?;
+        let quantity = |key: &str, f: fn(&str) -> Option<i64>| status.allocatable.get(key).and_then(|q| f(&q.0));
+        let host =
+            quantity("cpu", crate::k8s::quantity::cpu_milli).zip(quantity("memory", crate::k8s::quantity::memory_mib));
+        self.host.set_allocatable(&view.metadata.name, host);
         let was_member =
             self.nodes.get(view.metadata.name.as_ref()).map(|n| n.vendor_members.clone()).unwrap_or_default();
         let labels = &view.metadata.labels;
@@ -319,6 +327,7 @@ impl ClusterState {
         let status: PodStatusView =
             parse_raw(view.status).map_err(|e| Error::invalid(pod_name(), e).field("status"))?;
         if status.is_terminal() {
+            self.forget_pod_host(&meta.namespace, &meta.name, false);
             self.release(&key);
             self.unhold(&key);
             self.forget_waiting(&key);
@@ -328,6 +337,10 @@ impl ClusterState {
             self.forget_waiting(&key);
         }
         let ann = &meta.annotations;
+        let vendor_allocated = self.backends.iter().any(|b| ann.vendor_value(&b.allocated_key).is_some());
+        let assigned = ann.vgpu_node.as_deref().filter(|_| ann.allocated.is_some() || vendor_allocated);
+        let named = (meta.namespace.as_ref(), meta.name.as_ref(), meta.creation_timestamp.as_ref());
+        self.observe_pod(named, view.spec, ann.use_type.as_deref(), assigned);
         if let (Some(node), None, Some(mig)) =
             (ann.vgpu_node.as_deref(), ann.allocated.as_deref(), ann.mig_allocations.as_deref())
         {
@@ -341,8 +354,7 @@ impl ClusterState {
             self.reserve(key, record);
             return Ok(Applied::Pod);
         }
-        let vendor_allocated = self.backends.iter().any(|b| ann.vendor_value(&b.allocated_key).is_some());
-        let Some(node) = ann.vgpu_node.as_deref().filter(|_| ann.allocated.is_some() || vendor_allocated) else {
+        let Some(node) = assigned else {
             return self.apply_hold(view, &key).map(|()| Applied::PodIgnored);
         };
         // The owner of a reservation has its allocation now: its GPUs are its own, not held.

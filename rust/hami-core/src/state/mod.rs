@@ -1,8 +1,11 @@
 //! The cluster state fed by watch events: nodes, reserved pods, quotas; per-device usage kept
 //! incrementally. Pure data and accounting: no scheduling decisions live here.
 
+pub mod arrivals;
+pub mod host;
 mod ingest;
 pub mod nodes;
+mod policy_view;
 mod report;
 pub mod reservations;
 mod sgpu_qos;
@@ -68,6 +71,10 @@ pub struct ClusterState {
     pub(crate) waiting: waiting::Waiting,
     /// MetaX sGPU's pending QoS switches by card UUID ([`sgpu_qos`]).
     sgpu_qos: BTreeMap<String, String>,
+    /// Nodes' CPU and memory and the pods' requests on them ([`host`]), for the node policies.
+    host: host::HostBook,
+    /// The pods seen so far ([`arrivals`]): what `fgd-balance` learns from.
+    arrivals: arrivals::Arrivals,
 }
 
 /// How many recent placements FGD learns its target workload from.
@@ -274,17 +281,24 @@ impl ClusterState {
         }
     }
 
-    /// FGD's target workload: the task types of the last [`FGD_RECENT_PODS`] placements that
-    /// cover 95 % of them, with their shares (empty before any placement).
+    /// FGD's target workload: the configured one ([`Config::fgd_target_workload`]), else the task
+    /// types of the last [`FGD_RECENT_PODS`] placements that cover 95 % of them, with their shares
+    /// (empty before any placement).
     pub fn target_workload(&self) -> crate::frag::Workload {
+        let given = &self.config.fgd_target_workload;
+        if !given.is_empty() {
+            let types = given.iter().map(|(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)| {
+                let t = crate::frag::TaskType {
+                    cpu_milli: *cpu_milli,
+                    gpu_milli: *gpu_milli,
+                    num_gpu: *num_gpu,
+                    gpu_spec: gpu_spec.clone(),
+                };
+                (t, *share)
+            });
+            return crate::frag::Workload { types: types.collect() };
+        }
         crate::frag::Workload::typical(self.recent.iter().cloned(), 95.0)
-    }
-
-    /// `fgd-balance`'s target workload: every task type of the same recent placements.
-    pub fn balance_workload(&self) -> crate::frag::Workload {
-        let mut history = crate::policy::balance::History::default();
-        self.recent.iter().cloned().for_each(|t| history.observe(t));
-        history.workload()
     }
 
     /// GpuClustering's view of the nodes: the GPU tags of the pods on each, with counts (one pass).
