@@ -411,12 +411,11 @@ pub(crate) fn device_allowed(backend: &Backend, hints: &crate::policy::PodHints,
 /// HAMi's `CheckType`: the use list must name a part of the device type, the nouse list none.
 fn type_allowed(backend: &Backend, hints: &crate::policy::PodHints, device_type: &str) -> bool {
     let Some((use_key, nouse_key)) = &backend.type_keys else { return true };
-    let upper = device_type.to_uppercase();
     let names = |key: &str| {
-        hints
-            .vendor_filter(key)
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| v.split(',').map(str::trim).any(|t| !t.is_empty() && upper.contains(&t.to_uppercase())))
+        hints.vendor_filter(key).filter(|v| !v.trim().is_empty()).map(|v| {
+            let upper = device_type.to_uppercase();
+            v.split(',').map(str::trim).any(|t| !t.is_empty() && upper.contains(&t.to_uppercase()))
+        })
     };
     names(use_key) != Some(false) && names(nouse_key) != Some(true)
 }

@@ -255,25 +255,29 @@ impl<'s> Planner<'s> {
             fits.clear();
             for d in 0..n.devices.len() {
                 let kind = n.devices[d].vendor;
-                if let Some(want) = kinds.iter().find(|k| k.kind == kind) {
-                    if allowed(t, d, n) && device_allowed(&p.request, &p.hints, n, d) {
-                        fits.extend(room_left(n, d, p, want).map(|left| (kind, left, d)));
-                    }
+                let Some(want) = kinds.iter().find(|k| k.kind == kind) else { continue };
+                // the cheap room check first: most devices of a busy cluster fail it
+                let Some(left) = room_left(n, d, p, want) else { continue };
+                if allowed(t, d, n) && device_allowed(&p.request, &p.hints, n, d) {
+                    fits.push((kind, left, d));
                 }
+            }
+            if fits.len() < total {
+                continue;
             }
             fits.sort_unstable();
             let mut free = np::live_free_milli(n);
             let mut leftover = 0;
             let mut enough = true;
             for want in &kinds {
-                let of_kind: Vec<(i64, usize)> =
-                    fits.iter().filter(|f| f.0 == want.kind).take(want.count).map(|f| (f.1, f.2)).collect();
-                enough &= of_kind.len() == want.count;
-                for (left, d) in of_kind {
+                let mut taken = 0;
+                for &(_, left, d) in fits.iter().filter(|f| f.0 == want.kind).take(want.count) {
                     let devmem = i64::from(n.hot[d].devmem).max(1);
                     free[d] = (left.max(0) * MILLI) / devmem;
                     leftover += left;
+                    taken += 1;
                 }
+                enough &= taken == want.count;
             }
             if !enough {
                 continue;

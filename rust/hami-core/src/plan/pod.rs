@@ -225,7 +225,8 @@ pub(crate) fn device_demand(request: &PodRequest, node: &GpuNode, d: usize) -> O
 pub(crate) fn device_allowed(request: &PodRequest, hints: &PodHints, node: &GpuNode, d: usize) -> bool {
     let dev = &node.devices[d];
     if dev.vendor == 0 {
-        return hints.type_allowed(&dev.device_type.to_uppercase()) && hints.uuid_allowed(&dev.id);
+        let type_ok = !hints.filters_types() || hints.type_allowed(&dev.device_type.to_uppercase());
+        return type_ok && hints.uuid_allowed(&dev.id);
     }
     let backend = request.vendor.iter().flatten().find(|r| r.backend_id == dev.vendor);
     backend.is_none_or(|r| standard::device_allowed(&r.backend, hints, dev))

@@ -130,6 +130,11 @@ impl PodHints {
         !self.use_types.is_empty() || !self.nouse_types.is_empty() || self.vgpu_mode.is_some()
     }
 
+    /// Any type filter set (otherwise every device type passes without a look at its name).
+    pub fn filters_types(&self) -> bool {
+        !self.use_types.is_empty() || !self.nouse_types.is_empty()
+    }
+
     pub fn filters_uuids(&self) -> bool {
         !self.use_uuids.is_empty() || !self.nouse_uuids.is_empty()
     }
