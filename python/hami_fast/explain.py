@@ -301,10 +301,10 @@ def run(args: Any) -> int:
         print_notes(result["notes"])
         print(json.dumps(result, sort_keys=True))
         return BAD_INPUT if result["error"] else exit_status(result)
-    placed = dict(decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy))
+    placed = decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
     print_notes(placed["notes"])
-    print(render_with_headroom(cluster, pod, placed, args.top, args.all))
-    return exit_status(placed)
+    print(render_with_headroom(cluster, pod, dict(placed), args.top, args.all))
+    return FITS if placed["node"] else FITS_NOWHERE
 
 
 def print_notes(notes: list[str]) -> None:
