@@ -423,6 +423,10 @@ class FilterDecision:
     @property
     def locks(self) -> list[str]:
         """The node locks its Bind takes: annotation keys, in HAMi's order."""
+    @property
+    def error(self) -> EngineError | None:
+        """With outcome ``error``: the error the response's ``Error`` reads, typed (carried, not raised:
+        kube-scheduler gets its answer)."""
 
 @final
 class ObjectCache:
@@ -599,7 +603,8 @@ def replay(
     shuffle: bool = True,
     check_all: bool = False,
 ) -> bytes:
-    """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return JSON.
+    """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return a
+    :class:`ReplaySummary` as JSON.
 
     ``policy`` is one of :func:`policy_names` (fgd, bestfit, dotprod, packing, clustering, random,
     binpack, spread, fgd-balance).
@@ -633,7 +638,9 @@ def node_frag(cpu_left: int, gpu_free: list[int], model: str, types: list[tuple[
     ``(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)``; ``gpu_free`` is free milli per GPU."""
 
 def plan(inputs: list[bytes], options: bytes | None = None, config: bytes | None = None) -> bytes:
-    """Defragmentation plan over Kubernetes objects (each input a List or one Node/Pod, JSON).
+    """Defragmentation plan over Kubernetes objects (each input a List or one Node/Pod, JSON): a
+    :class:`Plan`, :class:`UnblockPlan` (``for_pod``, ``for_pod_key``) or :class:`QueuePlan`
+    (objective ``pending``) as JSON.
 
     ``options`` is JSON ``{"max_moves": int | null, "max_moves_pct": 5.0, "planner": "drain" | "greedy",
     "baseline": true}``. Returns ``{"moves": [{"pod": "ns/name", "from": {"node", "gpus"}, "to": {...}}],
@@ -645,7 +652,7 @@ def fragmentation(inputs: list[bytes], config: bytes | None = None) -> bytes:
     """``{"cluster": {free_whole_gpus, fragmentation, ...}, "nodes": [{node, fragmentation, ...}]}``."""
 
 def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], config: bytes | None = None) -> bytes:
-    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str, "field": str,
+    """Pre-eviction check of a placement target, a :class:`TargetCheck` as JSON: ``{"ok": bool, "uuids": [...], "message": str, "field": str,
     "pin": {annotation: value}}`` (``field``: ``spec.nodeName`` or ``spec.gpuDevices``, the placement field a
     rejection is about; ``pin``: the annotations that pin the replacement to ``uuids``, each backend by its own
     use-UUID key).

@@ -176,7 +176,11 @@ mod tests {
 
     #[test]
     fn the_typed_answer_has_the_untyped_answers_bytes() {
-        let op = || crate::mutate::PatchOp { op: "add", path: "/spec/x".into(), value: json!("y") };
+        let op = || crate::mutate::PatchOp {
+            op: "add",
+            path: "/spec/x".into(),
+            value: crate::mutate::PatchValue::Text("y".into()),
+        };
         let verdicts = || {
             [
                 Verdict::Allow(None),
@@ -200,6 +204,23 @@ mod tests {
                 let expected = untyped(untyped_verdict, "u", warnings);
                 assert_eq!(String::from_utf8(bytes).unwrap(), String::from_utf8(expected).unwrap());
             }
+        }
+    }
+
+    #[test]
+    fn patch_values_serialise_as_the_json_they_replace() {
+        use crate::mutate::{EnvVar, PatchValue};
+        let env = || EnvVar { name: "N".into(), value: "v".into() };
+        let limits = std::collections::BTreeMap::from([("nvidia.com/gpu".to_owned(), "1".to_owned())]);
+        let cases = [
+            (PatchValue::Text("1".into()), json!("1")),
+            (PatchValue::entry("nvidia.com/gpu", "1".into()), json!({"nvidia.com/gpu": "1"})),
+            (PatchValue::Resources { limits }, json!({"limits": {"nvidia.com/gpu": "1"}})),
+            (PatchValue::Env(env()), json!({"name": "N", "value": "v"})),
+            (PatchValue::EnvList(vec![env()]), json!([{"name": "N", "value": "v"}])),
+        ];
+        for (typed, untyped) in cases {
+            assert_eq!(serde_json::to_string(&typed).unwrap(), untyped.to_string());
         }
     }
 }

@@ -317,6 +317,7 @@ struct FilterDecision {
     /// The node locks its Bind takes (annotation keys, in HAMi's order).
     #[pyo3(get)]
     locks: Vec<&'static str>,
+    error: Option<hami_core::Error>,
 }
 
 impl From<hami_core::FilterOutcome> for FilterDecision {
@@ -336,6 +337,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             events: Vec::new(),
             reason_counts: Default::default(),
             locks: Vec::new(),
+            error: o.error,
         };
         if let Some(d) = o.decision {
             out.devices = d.annotations.get(codec::ALLOCATED_KEY).cloned();
@@ -365,6 +367,12 @@ impl FilterDecision {
     #[getter]
     fn patch<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         self.patch.as_ref().map(|p| PyBytes::new(py, p))
+    }
+
+    /// With outcome `error`: the EngineError the response's `Error` reads (not raised: kube-scheduler gets its answer).
+    #[getter]
+    fn error(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.error.clone().map(|e| engine_error(e).into_value(py).into_any())
     }
 
     fn __repr__(&self) -> String {

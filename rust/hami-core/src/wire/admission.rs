@@ -2,6 +2,7 @@
 //! the bytes stay those the untyped answer had.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Serialize)]
 pub struct AdmissionReview {
@@ -34,4 +35,41 @@ pub struct AdmissionStatus {
     pub message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+}
+
+/// One operation of the webhook's JSON Patch (RFC 6902), of semantic ops only.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PatchOp {
+    pub op: &'static str,
+    pub path: String,
+    pub value: PatchValue,
+}
+
+/// What a patch op sets.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PatchValue {
+    /// A quantity, an annotation value, a scheduler or runtime class name.
+    Text(String),
+    /// A map created with its first entry (`limits`, `requests`, `annotations`).
+    Map(BTreeMap<String, String>),
+    /// A container's `resources` created with its first limit.
+    Resources { limits: BTreeMap<String, String> },
+    /// An env entry appended.
+    Env(EnvVar),
+    /// A container's `env` created with its first entry.
+    EnvList(Vec<EnvVar>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+impl PatchValue {
+    /// A map of one entry.
+    pub fn entry(key: &str, value: String) -> Self {
+        Self::Map(BTreeMap::from([(key.to_owned(), value)]))
+    }
 }
