@@ -141,4 +141,13 @@ def explain_on(
 
     cluster = _native.Cluster()
     _, _, _, errors = cluster.apply_list_page(orjson.dumps({"kind": "List", "items": items}))
-    return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, None)), errors
+    return explained(cluster, orjson.dumps(pod), now, node_policy), errors
+
+
+def explained(
+    cluster: Any, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None
+) -> dict[str, Any]:
+    """The engine's `explain` as `--output json` writes it, an `error` key included (the oracles' shape)."""
+    from hami_fast.explain import document
+
+    return document(cluster, pod, node_policy, gpu_policy, now)

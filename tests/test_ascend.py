@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from hami_fast import _native
+from k8s_objects import explained
 
 SETTINGS = orjson.dumps({"vendors": {"enable_ascend": True}})
 
@@ -51,7 +52,7 @@ def cluster(*items: dict[str, Any]) -> tuple[Any, list[str]]:
 
 
 def explain(c: Any, p: dict[str, Any]) -> dict[str, Any]:
-    return orjson.loads(c.explain(orjson.dumps(p), 0, "binpack", "spread"))
+    return explained(c, orjson.dumps(p), 0, "binpack", "spread")
 
 
 def admit(c: Any, p: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from hami_fast import _native
-from k8s_objects import gpu_node
+from k8s_objects import explained, gpu_node
 
 VCORE = "cambricon.com/mlu.smlu.vcore"
 MT_CORE = "mthreads.com/sgpu-core"
@@ -36,7 +36,7 @@ def pod(limits: dict[str, str]) -> bytes:
 
 
 def explain(cluster: _native.Cluster, limits: dict[str, str]) -> dict:
-    return orjson.loads(cluster.explain(pod(limits), 0, None, None))
+    return explained(cluster, pod(limits), 0, None, None)
 
 
 def test_devices_are_cut_from_the_core_capacity() -> None:

@@ -132,7 +132,7 @@ def test_map_joins_usage_fragmentation_pending_and_plan():
     [queued] = data["pending"]
     assert queued["pod"] == "team/train-0" and queued["uid"] == "u-train-0"
     assert queued["containers"] == [
-        {"init": False, "gpus": 1, "memoryMiB": 16000, "memoryPercentage": None, "cores": 0}
+        {"init": False, "gpus": 1, "memory_mib": 16000, "memory_percentage": None, "cores": 0}
     ]
     plan = data["plan"]
     assert plan["objective"] == "pending" and plan["maxMoves"] == gpumap.MAP_MAX_MOVES

@@ -218,3 +218,13 @@ def test_decide_returns_the_decision_as_typed_fields() -> None:
     assert (d.outcome, d.node, d.patch, d.pod_key) == ("unschedulable", None, None, "d/q")
     assert d.reason_counts == {"CardInsufficientMemory": 1}
     assert cluster.decide(b"{", 7).outcome == "error"
+    assert d.error is None
+
+
+def test_a_filter_error_is_carried_as_the_typed_error_the_response_reads() -> None:
+    decision = Cluster().decide(b'{"NodeNames": ["n"]}', 7)
+    assert decision.outcome == "error" and isinstance(decision.error, EngineError)
+    assert (decision.error.kind, decision.error.object) == ("invalid", "")
+    assert orjson.loads(decision.response)["Error"] == str(decision.error) == "extender args missing pod"
+    broken = Cluster().decide(b"{", 7)
+    assert broken.error is not None and (broken.error.kind, broken.error.object) == ("decode", "ExtenderArgs")

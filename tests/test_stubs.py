@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 from pathlib import Path
 
 import pytest
 from hami_fast import _native
 
-STUB = Path(__file__).parents[1] / "python" / "hami_fast" / "_native.pyi"
+ROOT = Path(__file__).parents[1]
+STUB = ROOT / "python" / "hami_fast" / "_native.pyi"
 TREE = ast.parse(STUB.read_text())
+#: Each wire document's keys as the Rust side serialises them (`rust/hami-core/src/wire/samples.rs`).
+WIRE_KEYS = ROOT / "rust" / "hami-core" / "src" / "wire" / "keys.json"
 
 
 def stub_defs(body: list[ast.stmt]) -> dict[str, ast.AST]:
@@ -20,10 +24,21 @@ def stub_defs(body: list[ast.stmt]) -> dict[str, ast.AST]:
             out[node.name] = node
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             out[node.target.id] = node
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node  # `Move = TypedDict("Move", {...})`
     return out
 
 
+def is_typed_dict(node: ast.AST) -> bool:
+    if isinstance(node, ast.Assign):  # the functional form, for keys that are Python keywords
+        call = node.value
+        return isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "TypedDict"
+    return isinstance(node, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == "TypedDict" for b in node.bases)
+
+
 MODULE = stub_defs(TREE.body)
+#: The documents the methods return: stub-only, so not among the module's runtime names.
+TYPED_DICTS = {n: d for n, d in MODULE.items() if is_typed_dict(d)}
 
 
 def public(names: list[str]) -> set[str]:
@@ -32,7 +47,7 @@ def public(names: list[str]) -> set[str]:
 
 def test_every_runtime_name_is_in_the_stub_and_back() -> None:
     runtime = public(dir(_native)) | {"__version__"}
-    assert runtime == public(list(MODULE)) | {"__version__"}
+    assert runtime == public(list(MODULE.keys() - TYPED_DICTS.keys())) | {"__version__"}
 
 
 def params(fn: ast.FunctionDef) -> list[tuple[str, bool]]:
@@ -48,7 +63,7 @@ def runtime_params(obj: object) -> list[tuple[str, bool]]:
 
 
 FUNCTIONS = [n for n, d in MODULE.items() if isinstance(d, ast.FunctionDef)]
-CLASSES = [n for n, d in MODULE.items() if isinstance(d, ast.ClassDef)]
+CLASSES = [n for n, d in MODULE.items() if isinstance(d, ast.ClassDef) and n not in TYPED_DICTS]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -92,3 +107,22 @@ def test_engine_error_carries_kind_object_and_field() -> None:
     assert err.value.kind == "decode"
     stub_members = stub_defs(MODULE["EngineError"].body)  # type: ignore[attr-defined]
     assert {"kind", "object", "field"} <= set(stub_members)
+
+
+def typed_dict_keys(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Assign):
+        fields = node.value.args[1]  # type: ignore[attr-defined]
+        return sorted(k.value for k in fields.keys)
+    body = node.body  # type: ignore[attr-defined]
+    return sorted(n.target.id for n in body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name))
+
+
+def test_every_wire_document_has_a_typed_dict_and_back() -> None:
+    wire = json.loads(WIRE_KEYS.read_text())
+    assert set(wire) == set(TYPED_DICTS), "a wire type without a TypedDict in _native.pyi, or the reverse"
+
+
+@pytest.mark.parametrize("name", sorted(TYPED_DICTS))
+def test_typed_dict_keys_match_the_wire_type(name: str) -> None:
+    wire = json.loads(WIRE_KEYS.read_text())
+    assert typed_dict_keys(TYPED_DICTS[name]) == sorted(wire.get(name, [])), name

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
+from k8s_objects import explained
 
 AMD_REGISTER = "hami.io/node-amd-register"
 
@@ -48,7 +49,7 @@ def cluster_of(*items: dict[str, Any]) -> tuple[Any, list[str]]:
 
 
 def explain(cluster: Any, limits: dict[str, str]) -> dict[str, Any]:
-    return orjson.loads(cluster.explain(orjson.dumps(pod(limits)), 0, None, None))
+    return explained(cluster, orjson.dumps(pod(limits)), 0, None, None)
 
 
 def test_cores_are_compute_units_and_memory_0_takes_the_whole_card():

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
+from k8s_objects import explained
 
 LOSSES = "metax-tech.com/gpu.topology.losses"
 SCORES = "metax-tech.com/gpu.topology.scores"
@@ -45,7 +46,7 @@ def explain(items: list[dict[str, Any]], containers: list[dict[str, str]], polic
             ]
         },
     }
-    return orjson.loads(cluster.explain(orjson.dumps(pod), 0, None, None)), errors
+    return explained(cluster, orjson.dumps(pod), 0, None, None), errors
 
 
 def test_cards_come_from_capacity_and_a_second_container_gets_none():

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from hami_fast import _native
+from k8s_objects import explained
 
 COUNT = "metax-tech.com/sgpu"
 CORES = "metax-tech.com/vcore"
@@ -80,7 +81,7 @@ def cluster(items: list[dict[str, Any]]) -> tuple[Any, list[str]]:
 
 def explain(items, limits, annotations=None, node_policy=None):
     c, errors = cluster(items)
-    return orjson.loads(c.explain(orjson.dumps(pod(limits, annotations)), 0, node_policy, None)), errors
+    return explained(c, orjson.dumps(pod(limits, annotations)), 0, node_policy, None), errors
 
 
 def test_cards_register_from_json_and_a_bad_list_is_skipped_naming_node_and_key():

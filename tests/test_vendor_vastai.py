@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
+from k8s_objects import explained
 
 VA_REGISTER = "hami.io/node-va-register"
 ALLOCATED = "hami.io/Vastai-devices-allocated"
@@ -66,7 +67,7 @@ def explain(items: list[dict[str, Any]], limits: dict[str, str], annotations: di
         "metadata": {"name": "p", "namespace": "default", "uid": "u", "annotations": annotations or {}},
         "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
     }
-    return orjson.loads(cluster.explain(orjson.dumps(pod), 0, None, None)), errors
+    return explained(cluster, orjson.dumps(pod), 0, None, None), errors
 
 
 def test_several_dies_come_from_the_card_with_most_free_dies():

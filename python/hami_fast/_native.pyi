@@ -1,6 +1,6 @@
 """Typed surface of the Rust engine (``rust/hami-py``). Bytes in, bytes out; the GIL is released."""
 
-from typing import final
+from typing import NotRequired, TypedDict, final
 
 __version__: str
 
@@ -22,6 +22,349 @@ class EngineError(ValueError):
     kind: str
     object: str
     field: str
+
+# The JSON documents the methods below return, as ``hami_core::wire`` defines them (key sets checked
+# against ``rust/hami-core/src/wire/keys.json`` by ``tests/test_stubs.py``). Stub-only: import them
+# for type checking.
+
+class Verdict(TypedDict):
+    """Why one node does not take the pod: the deciding reason, its other reasons, and a detail."""
+
+    reason: str
+    others: list[str]
+    detail: NotRequired[str]
+
+class Victim(TypedDict):
+    key: str
+    namespace: str
+    name: str
+    priority: int
+
+class PreemptionReport(TypedDict):
+    """Whether evicting lower-priority pods would unblock a pod that fits nowhere, and how."""
+
+    possible: bool
+    priority: int
+    node: NotRequired[str]
+    gpus: NotRequired[list[str]]
+    victims: NotRequired[list[Victim]]
+    reason: NotRequired[str]
+
+class Explain(TypedDict):
+    """:meth:`Cluster.explain`: where a pod would go, and why not elsewhere."""
+
+    node: str | None
+    annotations: dict[str, str]
+    failed: dict[str, str]
+    scores: dict[str, float]
+    ranked: list[str]
+    node_policy: str
+    reserved: NotRequired[dict[str, dict[str, str]]]
+    verdicts: dict[str, Verdict]
+    notes: list[str]
+    preemption: NotRequired[PreemptionReport]
+
+class FreeOn(TypedDict):
+    node: str
+    gpu: str
+    free: int
+
+class GpusOn(TypedDict):
+    node: str
+    count: int
+
+class ContainerHeadroom(TypedDict):
+    container: str
+    init: bool
+    nums: int
+    memory_mib: int | None
+    memory_percentage: int | None
+    cores: int
+    largest_free_memory: FreeOn | None
+    largest_free_cores: FreeOn | None
+    most_gpus_with_room: GpusOn | None
+    largest_gpu: FreeOn | None
+    most_gpus_on_a_node: GpusOn | None
+    blocking: list[str]
+
+class Headroom(TypedDict):
+    """:meth:`Cluster.headroom`: what would have to change for a pod to fit, per container."""
+
+    pod: str
+    nodes: int
+    gpus: int
+    containers: list[ContainerHeadroom]
+
+class Preemption(TypedDict):
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    priority: int
+    node: str
+    gpus: list[str]
+    victims: list[Victim]
+
+class PreemptPass(TypedDict):
+    """:meth:`Cluster.preempt`."""
+
+    preemptions: list[Preemption]
+    more: bool
+
+class Held(TypedDict):
+    pod: str
+    expires: str
+
+class DeviceUsage(TypedDict):
+    uuid: str
+    index: int
+    type: str
+    numa: int
+    health: bool
+    cordoned: bool
+    count: int
+    devmem: int
+    devcore: int
+    used: int
+    usedmem: int
+    usedcores: int
+    held: NotRequired[Held]
+
+class NodeUsage(TypedDict):
+    """One item of :meth:`Cluster.usage`."""
+
+    name: str
+    registered: bool
+    error: str | None
+    devices: list[DeviceUsage]
+
+class Hold(TypedDict):
+    """One item of :meth:`Cluster.holds`."""
+
+    pod: str
+    node: str
+    gpus: list[str]
+    expires: str
+
+class PodDevice(TypedDict):
+    uuid: str
+    usedmem: int
+    usedcores: int
+
+class PodFootprint(TypedDict):
+    namespace: str
+    name: str
+    node: str
+    devices: list[PodDevice]
+
+class QuotaUsage(TypedDict):
+    namespace: str
+    name: str
+    resource: str
+    limit: int
+    used: int
+
+class Accounting(TypedDict):
+    """:meth:`Cluster.accounting`."""
+
+    pods: list[PodFootprint]
+    quotas: list[QuotaUsage]
+
+class HandshakeWrite(TypedDict):
+    """One item of :meth:`Cluster.registration_pass`: ``value`` None deletes the key."""
+
+    node: str
+    key: str
+    value: str | None
+
+class MigPlacement(TypedDict):
+    start: int
+    size: int
+
+class MigInstance(TypedDict):
+    gpu: str
+    profile: str
+    placement: MigPlacement
+
+class Place(TypedDict):
+    node: str
+    gpus: list[str]
+    mig: NotRequired[list[MigInstance]]
+
+# `from` is a keyword: the functional form.
+Move = TypedDict("Move", {"pod": str, "from": Place, "to": Place})
+
+class Measures(TypedDict):
+    free_whole_gpus: int
+    fragmentation: float
+    fragmentation_pct_of_idle: float
+    gpus: int
+    healthy_gpus: int
+
+class NodeMeasure(TypedDict):
+    node: str
+    registered: bool
+    gpus: int
+    free_whole_gpus: int
+    partly_used_gpus: int
+    fragmentation: float
+    free_milli: list[int]
+
+class PlanBaseline(TypedDict):
+    planner: str
+    moves: int
+    after: Measures
+    elapsed_ms: float
+
+class Plan(TypedDict):
+    """:func:`plan` for objective ``free-gpus`` or ``frag``."""
+
+    objective: str
+    planner: str
+    max_moves: int
+    moves: list[Move]
+    before: Measures
+    after: Measures
+    elapsed_ms: float
+    pods: int
+    movable_pods: int
+    immovable: dict[str, int]
+    nodes: int
+    baseline: NotRequired[PlanBaseline]
+
+class Reservation(TypedDict):
+    pod: str
+    uid: str
+    node: str
+    gpus: list[str]
+
+class UnblockPlan(TypedDict):
+    """:func:`plan` for one pending pod (``for_pod``, ``for_pod_key``)."""
+
+    objective: str
+    pod: str
+    uid: str
+    unblocked: bool
+    moves: list[Move]
+    target: Place | None
+    message: str
+    reasons: dict[str, str]
+    max_moves: int
+    before: Measures
+    after: Measures
+    elapsed_ms: float
+    nodes: int
+    pods: int
+    reservation: Reservation | None
+
+class QueuePlacement(TypedDict):
+    pod: str
+    uid: str
+    node: str
+    gpus: list[str]
+    moves: int
+    mig: NotRequired[list[MigInstance]]
+
+class QueuedContainer(TypedDict):
+    init: bool
+    gpus: int
+    memory_mib: int
+    memory_percentage: int | None
+    cores: int
+
+class QueuedPod(TypedDict):
+    pod: str
+    uid: str
+    containers: list[QueuedContainer]
+    never: str | None
+
+class QueueBaseline(TypedDict):
+    planner: str
+    moves: int
+    unblocked: int
+    after: Measures
+    freed_whole_gpus: int
+    elapsed_ms: float
+
+class QueuePlan(TypedDict):
+    """:func:`plan` for objective ``pending``: the pending queue unblocked in order."""
+
+    objective: str
+    pending: int
+    max_moves: int
+    unblocked_by_moves: int
+    fit_without_moves: int
+    moves: list[Move]
+    placements: list[QueuePlacement]
+    queue: list[QueuedPod]
+    before: Measures
+    after: Measures
+    freed_whole_gpus: int
+    nodes: int
+    pods: int
+    elapsed_ms: float
+    baseline: NotRequired[QueueBaseline]
+
+class Fragmentation(TypedDict):
+    """:func:`fragmentation`."""
+
+    cluster: Measures
+    workload_types: int
+    nodes: list[NodeMeasure]
+
+class TargetCheck(TypedDict):
+    """:func:`validate_target`."""
+
+    ok: bool
+    uuids: list[str]
+    message: str
+    field: str
+    pin: dict[str, str]
+
+class ReplaySummary(TypedDict):
+    """:func:`replay`: the curves are keyed by arrived GPU % as strings."""
+
+    policy: str
+    seed: int
+    tune: float
+    pods: int
+    failed: int
+    tuned: int
+    total_gpus: int
+    typical_types: int
+    unallocated_pct_at_100: float | None
+    alloc_pct_by_arrived: dict[str, float]
+    frag_pct_by_arrived: dict[str, float]
+    frag_ratio_by_arrived: dict[str, float]
+    elapsed_s: float
+
+class Arrivals(TypedDict):
+    """:func:`replay_arrivals`."""
+
+    seed: int
+    total_gpus: int
+    nodes: list[tuple[str, int, int, int, str]]
+    pods: list[tuple[int, int, int, int, str]]
+
+class AdmissionStatus(TypedDict):
+    code: int
+    message: NotRequired[str]
+    reason: NotRequired[str]
+
+class AdmissionResponse(TypedDict):
+    allowed: bool
+    patch: NotRequired[str]
+    patchType: NotRequired[str]
+    status: NotRequired[AdmissionStatus]
+    uid: str
+    warnings: NotRequired[list[str]]
+
+class AdmissionReview(TypedDict):
+    """:meth:`Cluster.admit`'s answer, as the API server reads it."""
+
+    apiVersion: str
+    kind: str
+    response: AdmissionResponse
 
 @final
 class RequeuedPod:
@@ -80,6 +423,10 @@ class FilterDecision:
     @property
     def locks(self) -> list[str]:
         """The node locks its Bind takes: annotation keys, in HAMi's order."""
+    @property
+    def error(self) -> EngineError | None:
+        """With outcome ``error``: the error the response's ``Error`` reads, typed (carried, not raised:
+        kube-scheduler gets its answer)."""
 
 @final
 class ObjectCache:
@@ -152,9 +499,8 @@ class Cluster:
         queue order (priority, then age), each marked requeued until Filter sees it again; and
         whether the pass stopped short of some waiting pods (its work is bounded: call again)."""
     def preempt(self, now: int) -> bytes:
-        """The waiting pods that evicting lower-priority pods unblocks now, JSON ``{"preemptions":
-        [{"key", "namespace", "name", "uid", "priority", "node", "gpus", "victims": [{"key",
-        "namespace", "name", "priority"}]}], "more"}``; the GPUs chosen for each are held at once."""
+        """The waiting pods that evicting lower-priority pods unblocks now, a :class:`PreemptPass` as
+        JSON; the GPUs chosen for each are held at once."""
     def unhold(self, pod_key: str) -> bool:
         """Drop the GPUs held for a pod (a preemption not carried out); True if it had a hold."""
     def look_again(self, pod_key: str) -> bool:
@@ -163,19 +509,19 @@ class Cluster:
     def waiting_count(self) -> int:
         """How many pods Filter rejected wait for a release."""
     def explain(self, pod: bytes, now: int, node_policy: str | None = None, gpu_policy: str | None = None) -> bytes:
-        """Run the webhook on ``pod`` (a denial is the answer's error), then report where it would go:
-        ``{"node", "annotations", "failed", "scores", "ranked", "node_policy", "verdicts", "notes", "error"}``,
-        ``verdicts`` each failing node once (``{"reason", "others", "detail"}``), ``notes`` the request
-        fields HAMi reads otherwise than written; for a pod that fits nowhere, ``preemption``:
-        ``{"possible", "priority", "node", "gpus", "victims", "reason"}``."""
+        """Run the webhook on ``pod``, then report where it would go: an :class:`Explain` as JSON,
+        ``verdicts`` each failing node once, ``notes`` the request fields HAMi reads otherwise than
+        written; for a pod that fits nowhere, ``preemption``. Raises :class:`EngineError` for a pod
+        that is not JSON, one the webhook denies, or one hami-fast does not schedule."""
     def registration_pass(self, now: int) -> bytes:
-        """One of HAMi's registration passes: JSON list of ``{"node", "key", "value"}`` handshake writes."""
+        """One of HAMi's registration passes: JSON list of :class:`HandshakeWrite`."""
     def headroom(self, pod: bytes) -> bytes:
         """Per container of ``pod`` (webhook defaults applied): the request, the largest free memory and
         cores of any usable GPU (``{"node", "gpu", "free"}``), the node with the most GPUs with room
         (``{"node", "count"}``), the largest GPU (``largest_gpu``, ``free`` its whole memory), the node with
         the most usable GPUs (``most_gpus_on_a_node``) and ``blocking`` (which of memory, cores, slots, gpus
-        nothing offers; ``capacity``/``node_size`` when no GPU or node is that large at all), JSON."""
+        nothing offers; ``capacity``/``node_size`` when no GPU or node is that large at all): a
+        :class:`Headroom` as JSON. Raises :class:`EngineError` for a pod the webhook denies."""
     def admit(self, review: bytes) -> bytes:
         """AdmissionReview (v1 or v1beta1) -> AdmissionReview response in the same version."""
     def review(self, review: bytes) -> tuple[bytes, bool]:
@@ -185,14 +531,14 @@ class Cluster:
     def stamp_locks(self) -> list[tuple[str, int]]:
         """The backends' own node locks ``(annotation key, seconds held)``, which any failed Bind releases."""
     def usage(self) -> bytes:
-        """Per-node, per-device usage as JSON (for metrics, the REST API and tests); a GPU held
-        for a pending pod carries ``held: {pod, expires}``."""
+        """Per-node, per-device usage, a JSON list of :class:`NodeUsage` (for metrics, the REST API and
+        tests); a GPU held for a pending pod carries ``held``."""
     def holds(self, now: int) -> bytes:
-        """The live reservations at ``now`` (Unix seconds; lapsed ones are dropped) as JSON
-        ``[{pod, node, gpus, expires}]``, sorted by pod."""
+        """The live reservations at ``now`` (Unix seconds; lapsed ones are dropped), a JSON list of
+        :class:`Hold` sorted by pod."""
     def accounting(self) -> bytes:
-        """``{"pods": [{namespace, name, node, devices: [{uuid, usedmem, usedcores}]}],
-        "quotas": [{namespace, name, resource, limit, used}]}`` as JSON (for metrics)."""
+        """Every counted pod's per-GPU footprint and every vGPU quota's usage, an :class:`Accounting`
+        as JSON (for metrics)."""
     def node_count(self) -> int: ...
     def pod_count(self) -> int: ...
 
@@ -257,7 +603,8 @@ def replay(
     shuffle: bool = True,
     check_all: bool = False,
 ) -> bytes:
-    """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return JSON.
+    """Replay an openb-style trace (node CSV, pod CSV) under ``policy`` and return a
+    :class:`ReplaySummary` as JSON.
 
     ``policy`` is one of :func:`policy_names` (fgd, bestfit, dotprod, packing, clustering, random,
     binpack, spread, fgd-balance).
@@ -291,7 +638,9 @@ def node_frag(cpu_left: int, gpu_free: list[int], model: str, types: list[tuple[
     ``(cpu_milli, gpu_milli, num_gpu, gpu_spec, share)``; ``gpu_free`` is free milli per GPU."""
 
 def plan(inputs: list[bytes], options: bytes | None = None, config: bytes | None = None) -> bytes:
-    """Defragmentation plan over Kubernetes objects (each input a List or one Node/Pod, JSON).
+    """Defragmentation plan over Kubernetes objects (each input a List or one Node/Pod, JSON): a
+    :class:`Plan`, :class:`UnblockPlan` (``for_pod``, ``for_pod_key``) or :class:`QueuePlan`
+    (objective ``pending``) as JSON.
 
     ``options`` is JSON ``{"max_moves": int | null, "max_moves_pct": 5.0, "planner": "drain" | "greedy",
     "baseline": true}``. Returns ``{"moves": [{"pod": "ns/name", "from": {"node", "gpus"}, "to": {...}}],
@@ -303,7 +652,7 @@ def fragmentation(inputs: list[bytes], config: bytes | None = None) -> bytes:
     """``{"cluster": {free_whole_gpus, fragmentation, ...}, "nodes": [{node, fragmentation, ...}]}``."""
 
 def validate_target(inputs: list[bytes], pod: str, node: str, gpus: list[str], config: bytes | None = None) -> bytes:
-    """Pre-eviction check of a placement target: ``{"ok": bool, "uuids": [...], "message": str, "field": str,
+    """Pre-eviction check of a placement target, a :class:`TargetCheck` as JSON: ``{"ok": bool, "uuids": [...], "message": str, "field": str,
     "pin": {annotation: value}}`` (``field``: ``spec.nodeName`` or ``spec.gpuDevices``, the placement field a
     rejection is about; ``pin``: the annotations that pin the replacement to ``uuids``, each backend by its own
     use-UUID key).

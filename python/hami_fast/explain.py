@@ -9,12 +9,15 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
 from hami_fast import annotations as keys
-from hami_fast._native import Cluster
+from hami_fast._native import Cluster, EngineError
+
+if TYPE_CHECKING:
+    from hami_fast._native import Explain, Headroom
 from hami_fast.manifests import as_list_bytes, load_objects, load_one, require_nodes
 
 
@@ -26,15 +29,42 @@ def explain(
     now: int | None = None,
     config: bytes | None = None,
 ) -> dict[str, Any]:
+    """`--output json`'s document of `pod` on `snapshot`, with the warnings of the objects skipped."""
     cluster, pod, warnings = load(snapshot, pod_path, config)
-    return {**decide(cluster, pod, node_policy, gpu_policy, now), "warnings": warnings}
+    return {**document(cluster, pod, node_policy, gpu_policy, now), "warnings": warnings}
 
 
 def decide(
     cluster: Cluster, pod: bytes, node_policy: str | None, gpu_policy: str | None, now: int | None = None
+) -> Explain:
+    """The engine's explain object for `pod` (JSON bytes of a Pod as submitted); EngineError for a pod
+    the webhook denies or hami-fast does not schedule."""
+    out = cluster.explain(pod, int(time.time()) if now is None else now, node_policy, gpu_policy)
+    return cast("Explain", orjson.loads(out))
+
+
+#: `--output json` of a pod the engine refuses: nothing placed, and why (`error`; empty otherwise).
+REFUSED: dict[str, Any] = {
+    "node": None,
+    "annotations": {},
+    "failed": {},
+    "scores": {},
+    "ranked": [],
+    "node_policy": "",
+    "verdicts": {},
+    "notes": [],
+}
+
+
+def document(
+    cluster: Cluster, pod: bytes, node_policy: str | None, gpu_policy: str | None, now: int | None = None
 ) -> dict[str, Any]:
-    """The engine's explain object for `pod` (JSON bytes of a Pod as submitted)."""
-    return orjson.loads(cluster.explain(pod, int(time.time()) if now is None else now, node_policy, gpu_policy))
+    """The explain object as `--output json` writes it: with `error`, the engine's refusal (one line)
+    or empty."""
+    try:
+        return {**decide(cluster, pod, node_policy, gpu_policy, now), "error": ""}
+    except EngineError as exc:
+        return {**REFUSED, "error": str(exc)}
 
 
 def load(snapshot: str, pod_path: str, config: bytes | None = None) -> tuple[Cluster, bytes, list[str]]:
@@ -103,8 +133,6 @@ def _names(nodes: list[str], shown: int = 3) -> str:
 
 
 def render_text(result: dict[str, Any], top: int = 5, all_nodes: bool = False) -> str:
-    if result["error"]:
-        return f"error: {result['error']}"
     chosen, scores, failed = result["node"], result["scores"], result["failed"]
     ranked = result.get("ranked") or sorted(scores)
     total = len(scores) + len(failed)
@@ -169,10 +197,13 @@ def _larger_than_any_gpu(c: dict[str, Any]) -> str:
     )
 
 
+def headroom(cluster: Cluster, pod: bytes) -> Headroom:
+    """The engine's headroom facts for `pod`; EngineError for a pod the webhook denies."""
+    return cast("Headroom", orjson.loads(cluster.headroom(pod)))
+
+
 def render_headroom(headroom: dict[str, Any]) -> list[str]:
     """What would have to change, per container, from the engine's headroom facts."""
-    if headroom.get("error"):
-        return [f"error: {headroom['error']}"]
     return [line for c in headroom["containers"] for line in _container_headroom(c, headroom["gpus"])]
 
 
@@ -215,9 +246,12 @@ def _blocking(c: dict[str, Any], memory: str) -> list[str]:
 def render_with_headroom(cluster: Cluster, pod: bytes, result: dict[str, Any], top: int, all_nodes: bool) -> str:
     """The text report; for a pod that fits nowhere, followed by what would have to change."""
     text = render_text(result, top=top, all_nodes=all_nodes)
-    if result["error"] or result["node"]:
+    if result["node"]:
         return text
-    lines = render_headroom(orjson.loads(cluster.headroom(pod)))
+    try:
+        lines = render_headroom(dict(headroom(cluster, pod)))
+    except EngineError as exc:
+        lines = [f"error: {exc}"]
     if lines:
         text += "\n\nwhat would have to change:\n" + "\n".join("  " + line for line in lines)
     else:  # the headroom facts are worked out for NVIDIA vGPU requests
@@ -251,8 +285,6 @@ FITS, FITS_NOWHERE, BAD_INPUT = 0, 1, 2
 
 
 def exit_status(result: dict[str, Any]) -> int:
-    if result["error"]:
-        return BAD_INPUT
     return FITS if result["node"] else FITS_NOWHERE
 
 
@@ -264,13 +296,17 @@ def run(args: Any) -> int:
     cluster, pod, warnings = load(args.snapshot, args.pod, device_config.from_args(args).engine_config())
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    result = decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
-    for note in result["notes"]:
-        print(f"note: {note}", file=sys.stderr)
     if args.output == "json":
+        result = document(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
+        print_notes(result["notes"])
         print(json.dumps(result, sort_keys=True))
-    elif result["error"]:
-        raise ValueError(result["error"])
-    else:
-        print(render_with_headroom(cluster, pod, result, args.top, args.all))
-    return exit_status(result)
+        return BAD_INPUT if result["error"] else exit_status(result)
+    placed = decide(cluster, pod, args.node_scheduler_policy, args.gpu_scheduler_policy)
+    print_notes(placed["notes"])
+    print(render_with_headroom(cluster, pod, dict(placed), args.top, args.all))
+    return FITS if placed["node"] else FITS_NOWHERE
+
+
+def print_notes(notes: list[str]) -> None:
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)

@@ -24,6 +24,7 @@ from typing import Any
 
 import hami_fast._native as native
 import orjson
+from k8s_objects import explained
 
 from hamigen import sgpu
 from hamigen.strategies import requests_gpu
@@ -125,7 +126,7 @@ def engine_explain(
     settings: dict[str, Any] | None = None,
 ):
     cluster, _ = engine_cluster(items, settings=settings)
-    return orjson.loads(cluster.explain(orjson.dumps(pod), now, node_policy, gpu_policy))
+    return explained(cluster, orjson.dumps(pod), now, node_policy, gpu_policy)
 
 
 def engine_allocations_per_node(case: dict[str, Any], nodes: list[str], now: int) -> dict[str, dict[str, str] | None]:

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from hami_fast import annotations as keys
-from hami_fast.explain import decide, render_with_headroom
+from hami_fast.explain import document, render_with_headroom
 from hami_fast.kubectl.live import Snapshot
 
 ALLOCATED_NODE = keys.VGPU_NODE
@@ -31,9 +31,11 @@ def header(pod: dict[str, Any]) -> str:
 
 def why(snap: Snapshot, pod: dict[str, Any], output: str, top: int, all_nodes: bool) -> str:
     body = orjson.dumps(pod)
-    result = {**decide(snap.cluster, body, None, None), "warnings": snap.warnings}
+    result = {**document(snap.cluster, body, None, None), "warnings": snap.warnings}
     if output == "json":
         return json.dumps(result, sort_keys=True)
     warnings = "".join(f"warning: {w}\n" for w in snap.warnings)
     warnings += "".join(f"note: {n}\n" for n in result["notes"])
+    if result["error"]:  # a pod the webhook denies or hami-fast does not schedule: said, not raised
+        return warnings + header(pod) + f"\n\nerror: {result['error']}"
     return warnings + header(pod) + "\n\n" + render_with_headroom(snap.cluster, body, result, top, all_nodes)

@@ -8,19 +8,19 @@ use crate::filter::{
     self, allocation_annotations, evaluate_candidates, evaluate_nodes, CandidateCache, FilterOutcome, Outcome,
     Placement, Policies,
 };
-use crate::fit::verdict::Verdict;
+use crate::health::HandshakeWrite;
 use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
-use crate::preempt::{preemptions, PreemptPass, PreemptionReport, PREEMPT_PASS_BUDGET};
+use crate::preempt::{preemptions, PreemptPass, PREEMPT_PASS_BUDGET};
 use crate::request::unsupported_vendor;
 use crate::request_notes::{request_notes, RequestNote};
 use crate::requeue::{fits_after_release, RequeuePass, REQUEUE_PASS_BUDGET};
 use crate::state::waiting::WaitingPod;
-use crate::state::{ClusterState, OwnFootprint};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use crate::state::{Applied, ClusterState, EventInfo, ListInfo, OwnFootprint};
+use crate::wire::explain::{Explain, Headroom, Verdict};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
@@ -74,6 +74,70 @@ impl Engine {
     /// The defragmentation plan of Kubernetes objects under this engine's configuration (JSON out).
     pub fn plan(&self, inputs: &[&[u8]], options: &[u8]) -> Result<Vec<u8>> {
         crate::plan::plan_bytes(inputs, options, &self.state.config)
+    }
+}
+
+/// The state's ingest and reports, so that callers (the binding) need nothing but the engine.
+impl Engine {
+    /// A Node, Pod or ResourceQuota, or every item of a `List` (JSON bytes).
+    pub fn apply(&mut self, bytes: &[u8]) -> Result<Applied> {
+        self.state.apply(bytes)
+    }
+
+    /// Removes a Node, Pod or ResourceQuota (the object or its tombstone).
+    pub fn delete(&mut self, bytes: &[u8]) -> Result<()> {
+        self.state.delete(bytes)
+    }
+
+    pub fn apply_watch_event(&mut self, line: &[u8]) -> Result<EventInfo> {
+        self.state.apply_watch_event(line)
+    }
+
+    pub fn apply_list_page(&mut self, page: &[u8]) -> Result<ListInfo> {
+        self.state.apply_list_page(page)
+    }
+
+    /// After a re-list: forgets the objects of `kind` whose key is not in `keys`; how many.
+    pub fn retain(&mut self, kind: &str, keys: &HashSet<String>) -> usize {
+        self.state.retain(kind, keys)
+    }
+
+    /// How many pods Filter rejected wait for a release.
+    pub fn waiting_count(&self) -> usize {
+        self.state.waiting().len()
+    }
+
+    /// One of HAMi's registration passes at `now`: the handshake writes to make.
+    pub fn registration_pass(&mut self, now: i64) -> Vec<HandshakeWrite> {
+        self.state.registration_pass(now)
+    }
+
+    /// Per container of a pod: its request against the largest free GPU resources.
+    pub fn headroom(&mut self, pod: &[u8]) -> Result<Headroom> {
+        self.state.headroom(pod)
+    }
+
+    /// Per-node, per-device usage (JSON out).
+    pub fn usage_json(&self) -> Vec<u8> {
+        self.state.usage_json()
+    }
+
+    /// The live holds at `now`, lapsed ones dropped (JSON out).
+    pub fn holds_json(&mut self, now: i64) -> Vec<u8> {
+        self.state.holds_json(now)
+    }
+
+    /// Every counted pod's footprint and every vGPU quota's usage (JSON out).
+    pub fn accounting_json(&self) -> Vec<u8> {
+        self.state.accounting_json()
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.state.node_count()
+    }
+
+    pub fn pod_count(&self) -> usize {
+        self.state.pod_count()
     }
 }
 
@@ -190,103 +254,67 @@ impl Engine {
         }
     }
 
-    /// Where would this pod (as a user submits it) go, and why not elsewhere. JSON out.
+    /// Where would this pod (as a user submits it) go, and why not elsewhere. A pod the webhook
+    /// denies, or one hami-fast does not schedule, is an error.
     pub fn explain(
         &mut self,
         pod_bytes: &[u8],
         now: i64,
         node_policy: Option<&str>,
         gpu_policy: Option<&str>,
-    ) -> Vec<u8> {
-        #[derive(Serialize, Default)]
-        struct Explain {
-            node: Option<String>,
-            annotations: BTreeMap<String, String>,
-            failed: BTreeMap<String, String>,
-            scores: BTreeMap<String, f64>,
-            /// Fitting nodes, most preferred first; the node policy that ordered them.
-            ranked: Vec<String>,
-            node_policy: String,
-            /// GPUs held by reservations, per node: `{uuid: "held for ns/pod until T"}` (hami-fast only).
-            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-            reserved: BTreeMap<String, BTreeMap<String, String>>,
-            /// Each failing node once: the reason that decides it and its other reasons.
-            verdicts: BTreeMap<String, Verdict>,
-            /// Where HAMi reads the pod's request otherwise than written (a capped `gpucores`).
-            notes: Vec<String>,
-            /// When it fits nowhere: whether evicting lower-priority pods would make room, and which.
-            #[serde(skip_serializing_if = "Option::is_none")]
-            preemption: Option<PreemptionReport>,
-            error: String,
+    ) -> Result<Explain> {
+        let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| Error::decode("Pod", e))?;
+        if pod.metadata.namespace.is_empty() {
+            pod.metadata.namespace = "default".into();
         }
-        let result = (|| -> Result<Explain> {
-            let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| Error::decode("Pod", e))?;
-            if pod.metadata.namespace.is_empty() {
-                pod.metadata.namespace = "default".into();
+        // The webhook as `serve` applies it: its defaults, and its denials as the error.
+        admit_pod(&self.state, &mut pod)?;
+        let policies = Policies {
+            node: node_policy.map_or(self.policies.node, NodePolicy::parse),
+            gpu: gpu_policy.map_or_else(|| self.policies.gpu.clone(), GpuPolicy::parse),
+        };
+        let state = &mut self.state;
+        let placement = Placement::new(state, &pod, &policies)?;
+        let notes = request_notes(&pod, &state.config);
+        if placement.request.is_empty() {
+            if let Some(backend) = unsupported_vendor(&pod, &state.config, &state.backends) {
+                return Err(Error::invalid(format!("Pod {}", pod.key()), backend.refusal()));
             }
-            // The webhook as `serve` applies it: its defaults, and its denials reported as the answer.
-            admit_pod(&self.state, &mut pod)?;
-            let policies = Policies {
-                node: node_policy.map_or(self.policies.node, NodePolicy::parse),
-                gpu: gpu_policy.map_or_else(|| self.policies.gpu.clone(), GpuPolicy::parse),
-            };
-            let state = &mut self.state;
-            let placement = Placement::new(state, &pod, &policies)?;
-            let notes = request_notes(&pod, &state.config);
-            if placement.request.is_empty() {
-                if let Some(backend) = unsupported_vendor(&pod, &state.config, &state.backends) {
-                    return Err(Error::invalid(format!("Pod {}", pod.key()), backend.refusal()));
-                }
-                return Err(no_request_error(&pod, &notes));
-            }
-            // A snapshot is what a HAMi just started sees: one registration pass decides its nodes.
-            state.registration_pass(now);
-            let mut names: Vec<String> = state.nodes.names().cloned().collect();
-            names.sort();
-            let key = pod.reservation_key();
-            state.expire_holds(now);
-            let reserved = reserved_report(state, &key);
-            let (chosen, scores, failed, ranked, verdicts) = state.without_pod(&key, OwnFootprint::Restore, |state| {
-                let candidates = names.iter().map(|n| (n.as_str(), state.nodes.get(n)));
-                let eval = evaluate_nodes(state, &placement, now, candidates, |n| state.nodes.get(n));
-                let chosen = eval.chosen.as_ref().and_then(|(n, f)| {
-                    let node = state.nodes.get(n)?;
-                    Some((
-                        (*n).to_owned(),
-                        allocation_annotations(node, &state.backends, f, &placement.request, placement.pod, now),
-                    ))
-                });
-                let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
-                let verdicts: BTreeMap<String, Verdict> =
-                    eval.failed.iter().map(|(n, f)| ((*n).to_owned(), f.verdict(state.nodes.get(n), now))).collect();
-                (chosen, eval.scores(), eval.failed_map(), ranked, verdicts)
+            return Err(no_request_error(&pod, &notes));
+        }
+        // A snapshot is what a HAMi just started sees: one registration pass decides its nodes.
+        state.registration_pass(now);
+        let mut names: Vec<String> = state.nodes.names().cloned().collect();
+        names.sort();
+        let key = pod.reservation_key();
+        state.expire_holds(now);
+        let reserved = reserved_report(state, &key);
+        let (chosen, scores, failed, ranked, verdicts) = state.without_pod(&key, OwnFootprint::Restore, |state| {
+            let candidates = names.iter().map(|n| (n.as_str(), state.nodes.get(n)));
+            let eval = evaluate_nodes(state, &placement, now, candidates, |n| state.nodes.get(n));
+            let chosen = eval.chosen.as_ref().and_then(|(n, f)| {
+                let node = state.nodes.get(n)?;
+                Some((
+                    (*n).to_owned(),
+                    allocation_annotations(node, &state.backends, f, &placement.request, placement.pod, now),
+                ))
             });
-            let preemption = match chosen {
-                None => {
-                    let nodes: Vec<&str> = names.iter().map(String::as_str).collect();
-                    Some(crate::preempt::report(state, &placement, &key, &nodes, now))
-                }
-                Some(_) => None,
-            };
-            let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
-            let node_policy = placement.node_policy.as_str().to_owned();
-            let notes = notes.iter().map(ToString::to_string).collect();
-            Ok(Explain {
-                node,
-                annotations,
-                scores,
-                failed,
-                ranked,
-                node_policy,
-                reserved,
-                verdicts,
-                notes,
-                preemption,
-                error: String::new(),
-            })
-        })();
-        let out = result.unwrap_or_else(|error| Explain { error: error.to_string(), ..Default::default() });
-        serde_json::to_vec(&out).unwrap_or_default()
+            let ranked = crate::filter::ranked(&eval.fits, placement.node_policy);
+            let verdicts: BTreeMap<String, Verdict> =
+                eval.failed.iter().map(|(n, f)| ((*n).to_owned(), f.verdict(state.nodes.get(n), now))).collect();
+            (chosen, eval.scores(), eval.failed_map(), ranked, verdicts)
+        });
+        let preemption = match chosen {
+            None => {
+                let nodes: Vec<&str> = names.iter().map(String::as_str).collect();
+                Some(crate::preempt::report(state, &placement, &key, &nodes, now))
+            }
+            Some(_) => None,
+        };
+        let (node, annotations) = chosen.map_or((None, BTreeMap::new()), |(n, a)| (Some(n), a));
+        let node_policy = placement.node_policy.as_str().to_owned();
+        let notes = notes.iter().map(ToString::to_string).collect();
+        Ok(Explain { node, annotations, scores, failed, ranked, node_policy, reserved, verdicts, notes, preemption })
     }
 }
 

@@ -9,53 +9,8 @@ use crate::model::{GpuNode, CORDONED, HEALTHY};
 use crate::mutate::apply_defaults;
 use crate::request::{ContainerRequest, PodRequest, PERCENT_UNSET};
 use crate::state::{ClusterState, OwnFootprint};
-use serde::Serialize;
 
-/// The GPU with the most of one free resource.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct FreeOn {
-    pub node: String,
-    pub gpu: String,
-    pub free: i64,
-}
-
-/// The node with the most GPUs that each have room for one container's per-GPU share.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct GpusOn {
-    pub node: String,
-    pub count: i64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ContainerHeadroom {
-    pub container: String,
-    pub init: bool,
-    pub nums: i64,
-    /// MiB per GPU, or `None` when the request is a percentage of each card.
-    pub memory_mib: Option<i64>,
-    pub memory_percentage: Option<i64>,
-    pub cores: i64,
-    pub largest_free_memory: Option<FreeOn>,
-    pub largest_free_cores: Option<FreeOn>,
-    pub most_gpus_with_room: Option<GpusOn>,
-    /// The GPU with the most memory in the cluster (`free`: its whole memory), used or not.
-    pub largest_gpu: Option<FreeOn>,
-    /// The node with the most usable GPUs, room or not.
-    pub most_gpus_on_a_node: Option<GpusOn>,
-    /// Which of `memory`, `cores`, `slots`, `gpus` no usable GPU (or node, for `gpus`) offers.
-    /// `capacity` instead of `memory`: no GPU in the cluster has that much memory at all;
-    /// `node_size` instead of `gpus`: no node has that many usable GPUs. Freeing room helps neither.
-    pub blocking: Vec<&'static str>,
-}
-
-#[derive(Debug, Default, Serialize)]
-pub struct Headroom {
-    pub pod: String,
-    pub nodes: usize,
-    pub gpus: usize,
-    pub containers: Vec<ContainerHeadroom>,
-    pub error: String,
-}
+pub use crate::wire::explain::{ContainerHeadroom, FreeOn, GpusOn, Headroom};
 
 /// Free memory, cores and slots of each usable (registered, healthy, uncordoned) GPU of a node.
 fn usable_gpus(node: &GpuNode) -> impl Iterator<Item = (&str, i64, i64, i64, i64)> + '_ {
@@ -195,41 +150,31 @@ fn container_headroom(
 }
 
 impl ClusterState {
-    /// [`Headroom`] of a pod as a user submits it (webhook defaults applied first), JSON out. A pod
+    /// [`Headroom`] of a pod as a user submits it (webhook defaults applied first). A pod
     /// already placed is measured with its own allocation set aside, as `explain` does.
-    pub fn headroom(&mut self, pod_bytes: &[u8]) -> Vec<u8> {
-        let result = (|| -> crate::error::Result<Headroom> {
-            let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| crate::error::Error::decode("Pod", e))?;
-            let neuron_cores = crate::vendor::neuron::cluster_cores(&pod, &self.backends, self.nodes.values());
-            apply_defaults(&mut pod, &self.config, &self.backends, crate::vendor::neuron::split_size(neuron_cores))?;
-            if pod.metadata.namespace.is_empty() {
-                pod.metadata.namespace = "default".into();
-            }
-            let request = PodRequest::from_pod(&pod, &self.config);
-            let key = pod.reservation_key();
-            Ok(self.without_pod(&key, OwnFootprint::Restore, |cluster| {
-                let mut names: Vec<&String> = cluster.nodes.names().collect();
-                names.sort();
-                let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
-                let rows = containers
-                    .zip(&request.slots)
-                    .enumerate()
-                    .filter_map(|(i, (c, slot))| {
-                        slot.as_ref().map(|r| container_headroom(cluster, &names, &c.name, request.is_init(i), r))
-                    })
-                    .collect();
-                let gpus = cluster.nodes.values().map(|n| usable_gpus(n).count()).sum();
-                Headroom {
-                    pod: pod.key().to_string(),
-                    nodes: names.len(),
-                    gpus,
-                    containers: rows,
-                    error: String::new(),
-                }
-            }))
-        })();
-        let out = result.unwrap_or_else(|e| Headroom { error: e.to_string(), ..Headroom::default() });
-        serde_json::to_vec(&out).unwrap_or_default()
+    pub fn headroom(&mut self, pod_bytes: &[u8]) -> crate::error::Result<Headroom> {
+        let mut pod: Pod = serde_json::from_slice(pod_bytes).map_err(|e| crate::error::Error::decode("Pod", e))?;
+        let neuron_cores = crate::vendor::neuron::cluster_cores(&pod, &self.backends, self.nodes.values());
+        apply_defaults(&mut pod, &self.config, &self.backends, crate::vendor::neuron::split_size(neuron_cores))?;
+        if pod.metadata.namespace.is_empty() {
+            pod.metadata.namespace = "default".into();
+        }
+        let request = PodRequest::from_pod(&pod, &self.config);
+        let key = pod.reservation_key();
+        Ok(self.without_pod(&key, OwnFootprint::Restore, |cluster| {
+            let mut names: Vec<&String> = cluster.nodes.names().collect();
+            names.sort();
+            let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
+            let rows = containers
+                .zip(&request.slots)
+                .enumerate()
+                .filter_map(|(i, (c, slot))| {
+                    slot.as_ref().map(|r| container_headroom(cluster, &names, &c.name, request.is_init(i), r))
+                })
+                .collect();
+            let gpus = cluster.nodes.values().map(|n| usable_gpus(n).count()).sum();
+            Headroom { pod: pod.key().to_string(), nodes: names.len(), gpus, containers: rows }
+        }))
     }
 }
 
@@ -280,9 +225,10 @@ mod tests {
 
     #[test]
     fn memory_shortfall_names_the_largest_free_gpu() {
-        let out: Value = serde_json::from_slice(
-            &cluster()
-                .headroom(&pod(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 12000, "nvidia.com/gpucores": 5}))),
+        let out: Value = serde_json::to_value(
+            cluster()
+                .headroom(&pod(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 12000, "nvidia.com/gpucores": 5})))
+                .unwrap(),
         )
         .unwrap();
         let c = &out["containers"][0];
@@ -295,17 +241,19 @@ mod tests {
 
     #[test]
     fn gpu_count_shortfall_reports_the_most_on_one_node() {
-        let out: Value = serde_json::from_slice(
-            &cluster()
-                .headroom(&pod(json!({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 20}))),
+        let out: Value = serde_json::to_value(
+            cluster()
+                .headroom(&pod(json!({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 20})))
+                .unwrap(),
         )
         .unwrap();
         let c = &out["containers"][0];
         assert_eq!(c["most_gpus_with_room"], json!({"node": "node-1", "count": 2}));
         assert_eq!(c["blocking"], json!([]));
-        let out: Value = serde_json::from_slice(
-            &cluster()
-                .headroom(&pod(json!({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 20}))),
+        let out: Value = serde_json::to_value(
+            cluster()
+                .headroom(&pod(json!({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 20})))
+                .unwrap(),
         )
         .unwrap();
         let c = &out["containers"][0];
@@ -319,16 +267,18 @@ mod tests {
 
     #[test]
     fn a_pod_larger_than_any_gpu_or_node_says_so() {
-        let out: Value =
-            serde_json::from_slice(&cluster().headroom(&pod(json!({"nvidia.com/gpu": 3, "nvidia.com/gpumem": 20000}))))
-                .unwrap();
+        let out: Value = serde_json::to_value(
+            cluster().headroom(&pod(json!({"nvidia.com/gpu": 3, "nvidia.com/gpumem": 20000}))).unwrap(),
+        )
+        .unwrap();
         let c = &out["containers"][0];
         assert_eq!(c["largest_gpu"], json!({"node": "node-1", "gpu": "node-1-gpu0", "free": 16000}));
         assert_eq!(c["most_gpus_on_a_node"], json!({"node": "node-1", "count": 2}));
         assert_eq!(c["blocking"], json!(["capacity", "node_size"]));
-        let out: Value =
-            serde_json::from_slice(&cluster().headroom(&pod(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 16000}))))
-                .unwrap();
+        let out: Value = serde_json::to_value(
+            cluster().headroom(&pod(json!({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 16000}))).unwrap(),
+        )
+        .unwrap();
         assert_eq!(out["containers"][0]["blocking"], json!(["memory", "gpus"]), "as large as a GPU: freeing helps");
     }
 
@@ -351,7 +301,7 @@ mod tests {
 
     #[test]
     fn bad_pod_is_an_error_not_a_panic() {
-        let out: Value = serde_json::from_slice(&cluster().headroom(b"{not json")).unwrap();
-        assert!(out["error"].as_str().unwrap().starts_with("decode Pod"));
+        let err = cluster().headroom(b"{not json").unwrap_err();
+        assert_eq!((err.kind, err.object.as_str()), (crate::ErrorKind::Decode, "Pod"));
     }
 }

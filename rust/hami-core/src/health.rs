@@ -46,13 +46,7 @@ pub struct Membership {
     pub reported_register: u64,
 }
 
-/// One annotation write the pass asks for: `value: None` deletes the key (HAMi's clean-up).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct HandshakeWrite {
-    pub node: String,
-    pub key: &'static str,
-    pub value: Option<String>,
-}
+pub use crate::wire::state::HandshakeWrite;
 
 impl Registration {
     pub fn read(handshake: Option<&str>, allocatable: Option<&str>) -> Self {

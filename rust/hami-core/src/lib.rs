@@ -4,7 +4,8 @@
 //! before it; `tests/layering.rs` checks this order):
 //! - [`error`], [`device_config`] (HAMi's device config file), [`config`], [`annotations`]
 //!   (every HAMi key), [`k8s`] (one object model),
-//!   [`codec`] (HAMi's annotation formats), [`manifest`] (YAML manifests to JSON);
+//!   [`codec`] (HAMi's annotation formats), [`manifest`] (YAML manifests to JSON), [`wire`] (every
+//!   document that crosses to Python, typed);
 //! - [`health`] (HAMi's node registration), [`model`] (GPUs, usage, footprints), [`vendor`] (the
 //!   backends beside NVIDIA), [`request`], [`request_notes`] (how HAMi reads a request otherwise
 //!   than written), [`frag`], [`policy`] (one policy vocabulary and
@@ -40,6 +41,7 @@ pub mod requeue;
 pub mod state;
 pub mod vendor;
 pub mod webhook;
+pub mod wire;
 
 pub use config::Config;
 pub use engine::Engine;

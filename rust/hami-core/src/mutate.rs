@@ -7,15 +7,7 @@ use crate::k8s::{Container, Pod, Quantity, Resources};
 use crate::request::PodRequest;
 use crate::state::ClusterState;
 use crate::vendor::{ascend, Admission, Backend, Backends};
-use serde::Serialize;
-use serde_json::{json, Value};
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PatchOp {
-    pub op: &'static str,
-    pub path: String,
-    pub value: Value,
-}
+pub use crate::wire::admission::{EnvVar, PatchOp, PatchValue};
 
 /// What the per-container defaults did to a pod.
 #[derive(Debug, Default)]
@@ -38,13 +30,20 @@ fn add_limit_text(c: &mut Container, base: &str, name: &str, q: String, ops: &mu
     let resources = c.resources.get_or_insert_with(Resources::default);
     let op = if c_had_resources(resources) {
         match resources.limits {
-            None => PatchOp { op: "add", path: format!("{base}/resources/limits"), value: json!({ name: q }) },
-            Some(_) => {
-                PatchOp { op: "add", path: format!("{base}/resources/limits/{}", escape(name)), value: json!(q) }
-            }
+            None => PatchOp {
+                op: "add",
+                path: format!("{base}/resources/limits"),
+                value: PatchValue::entry(name, q.clone()),
+            },
+            Some(_) => PatchOp {
+                op: "add",
+                path: format!("{base}/resources/limits/{}", escape(name)),
+                value: PatchValue::Text(q.clone()),
+            },
         }
     } else {
-        PatchOp { op: "add", path: format!("{base}/resources"), value: json!({"limits": { name: q }}) }
+        let limits = std::collections::BTreeMap::from([(name.to_owned(), q.clone())]);
+        PatchOp { op: "add", path: format!("{base}/resources"), value: PatchValue::Resources { limits } }
     };
     resources.limits.get_or_insert_with(Default::default).insert(name.to_owned(), Quantity(q));
     ops.push(op);
@@ -58,8 +57,13 @@ fn set_request(c: &mut Container, base: &str, name: &str, value: i64, ops: &mut 
 fn set_request_text(c: &mut Container, base: &str, name: &str, q: String, ops: &mut Vec<PatchOp>) {
     let resources = c.resources.get_or_insert_with(Resources::default);
     let op = match resources.requests {
-        None => PatchOp { op: "add", path: format!("{base}/resources/requests"), value: json!({ name: q }) },
-        Some(_) => PatchOp { op: "add", path: format!("{base}/resources/requests/{}", escape(name)), value: json!(q) },
+        None => {
+            PatchOp { op: "add", path: format!("{base}/resources/requests"), value: PatchValue::entry(name, q.clone()) }
+        }
+        Some(_) => {
+            let path = format!("{base}/resources/requests/{}", escape(name));
+            PatchOp { op: "add", path, value: PatchValue::Text(q.clone()) }
+        }
     };
     resources.requests.get_or_insert_with(Default::default).insert(name.to_owned(), Quantity(q));
     ops.push(op);
@@ -71,15 +75,16 @@ fn c_had_resources(r: &Resources) -> bool {
 }
 
 fn add_env(c: &mut Container, base: &str, name: &str, value: &str, ops: &mut Vec<PatchOp>) {
-    let entry = json!({"name": name, "value": value});
+    let entry = EnvVar { name: name.to_owned(), value: value.to_owned() };
+    let kept = serde_json::to_value(&entry).unwrap_or_default();
     match &mut c.env {
         None => {
-            ops.push(PatchOp { op: "add", path: format!("{base}/env"), value: json!([entry.clone()]) });
-            c.env = Some(vec![entry]);
+            ops.push(PatchOp { op: "add", path: format!("{base}/env"), value: PatchValue::EnvList(vec![entry]) });
+            c.env = Some(vec![kept]);
         }
         Some(env) => {
-            ops.push(PatchOp { op: "add", path: format!("{base}/env/-"), value: entry.clone() });
-            env.push(entry);
+            ops.push(PatchOp { op: "add", path: format!("{base}/env/-"), value: PatchValue::Env(entry) });
+            env.push(kept);
         }
     }
 }
@@ -152,9 +157,13 @@ pub fn apply_defaults(pod: &mut Pod, cfg: &Config, backends: &Backends, neuron_s
     }
     for (key, value) in annotations {
         let op = if pod.metadata.annotations.is_empty() {
-            PatchOp { op: "add", path: "/metadata/annotations".into(), value: json!({ key.as_str(): value }) }
+            PatchOp { op: "add", path: "/metadata/annotations".into(), value: PatchValue::entry(&key, value.clone()) }
         } else {
-            PatchOp { op: "add", path: format!("/metadata/annotations/{}", escape(&key)), value: json!(value) }
+            PatchOp {
+                op: "add",
+                path: format!("/metadata/annotations/{}", escape(&key)),
+                value: PatchValue::Text(value.clone()),
+            }
         };
         pod.metadata.annotations.insert(key, value);
         m.ops.push(op);
@@ -400,14 +409,18 @@ fn mutate_as(state: &ClusterState, pod: &mut Pod, asks: Admitted<'_>) -> Verdict
         }
         if !cfg.scheduler_name.is_empty() {
             let op = if pod.spec.scheduler_name.is_empty() { "add" } else { "replace" };
-            m.ops.push(PatchOp { op, path: "/spec/schedulerName".into(), value: json!(cfg.scheduler_name) });
+            m.ops.push(PatchOp {
+                op,
+                path: "/spec/schedulerName".into(),
+                value: PatchValue::Text(cfg.scheduler_name.clone()),
+            });
             if !pod.spec.node_name.is_empty() {
                 return Verdict::Deny("pod has node assigned".into());
             }
         }
         let class = m.vendor_runtime_class.clone().or_else(|| Some(cfg.runtime_class_name.clone()));
         if let Some(class) = class.filter(|c| pod.spec.runtime_class_name.is_none() && !c.is_empty()) {
-            m.ops.push(PatchOp { op: "add", path: "/spec/runtimeClassName".into(), value: json!(class) });
+            m.ops.push(PatchOp { op: "add", path: "/spec/runtimeClassName".into(), value: PatchValue::Text(class) });
         }
     }
     // HAMi checks the quota of every pod, with or without a resource limit the webhook saw

@@ -18,7 +18,6 @@ use crate::filter::{evaluate_nodes, Placement, Policies};
 use crate::state::reservations::Reservation;
 use crate::state::{ClusterState, OwnFootprint, PodRecord};
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::Serialize;
 use std::sync::Arc;
 
 /// Fit looks one pass makes at most (each well under a microsecond's work per GPU): the engine is
@@ -36,23 +35,8 @@ pub const PREEMPT_CANDIDATES: usize = 32;
 /// writes the reservation (which then decides the expiry) or drops it.
 pub const PREEMPT_HOLD_SECONDS: i64 = 60;
 
-/// A pod to evict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Victim {
-    /// Its key in the engine: the UID, else `namespace/name`.
-    pub key: String,
-    pub namespace: String,
-    pub name: String,
-    pub priority: i32,
-}
-
-/// Where a pod fits once its victims are gone: the node, the GPUs its Fit takes there, the victims.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Choice {
-    pub node: String,
-    pub gpus: Vec<String>,
-    pub victims: Vec<Victim>,
-}
+pub use crate::wire::explain::PreemptionReport;
+pub use crate::wire::preempt::{Choice, PreemptPass, Preemption, Victim};
 
 /// Why a pod gets no victims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,25 +60,6 @@ impl std::fmt::Display for NoVictims {
             Self::OutOfBudget => "not every node was looked at (work bound)",
         })
     }
-}
-
-/// A preemption to carry out: the preemptor and its choice.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Preemption {
-    pub key: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    pub priority: i32,
-    #[serde(flatten)]
-    pub choice: Choice,
-}
-
-/// One pass: the preemptions, and whether waiting pods were left for the next pass.
-#[derive(Debug, Default, Serialize)]
-pub struct PreemptPass {
-    pub preemptions: Vec<Preemption>,
-    pub more: bool,
 }
 
 /// A lower-priority pod on a node, as the choice orders them.
@@ -361,22 +326,6 @@ pub fn preemptions(state: &mut ClusterState, policies: &Policies, now: i64, budg
         });
     }
     out
-}
-
-/// What `explain` says of a pod that fits nowhere: whether preemption would unblock it, and how.
-#[derive(Debug, Clone, Serialize)]
-pub struct PreemptionReport {
-    pub possible: bool,
-    pub priority: i32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub gpus: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub victims: Vec<Victim>,
-    /// Why not, when not possible.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub reason: String,
 }
 
 /// The preemption the serving side would carry out for this pod now, over `nodes` (a dry run).

@@ -49,7 +49,7 @@ fn filter(c: &mut Engine, p: &Value, names: &[&str]) -> (Value, Option<Value>) {
 }
 
 fn explain(c: &mut Engine, p: &Value, node_policy: Option<&str>, gpu_policy: Option<&str>) -> Value {
-    serde_json::from_slice(&c.explain(p.to_string().as_bytes(), 7, node_policy, gpu_policy)).unwrap()
+    serde_json::to_value(c.explain(p.to_string().as_bytes(), 7, node_policy, gpu_policy).unwrap()).unwrap()
 }
 
 fn devices_of(d: &Value) -> &str {
@@ -419,7 +419,8 @@ fn quota_limits_memory() {
     let ok = pod("ok", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7000"}));
     assert!(explain(&mut c, &ok, None, None)["node"].is_string());
     let too_big = pod("big", json!({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "7001"}));
-    assert_eq!(explain(&mut c, &too_big, None, None)["error"], "exceeding resource quota", "the webhook denies it");
+    let denied = c.explain(too_big.to_string().as_bytes(), 7, None, None).unwrap_err();
+    assert_eq!(denied.to_string(), "exceeding resource quota", "the webhook denies it");
     let (resp, _) = filter(&mut c, &too_big, &["node-a"]);
     assert_eq!(resp["FailedNodes"]["node-a"], "2/2 ResourceQuotaNotFit", "Filter checks the quota per card");
     let accounting: Value = serde_json::from_slice(&c.state.accounting_json()).unwrap();

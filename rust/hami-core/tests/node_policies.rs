@@ -40,7 +40,7 @@ fn cluster() -> Engine {
 }
 
 fn explain(c: &mut Engine, p: &Value, node_policy: &str) -> Value {
-    serde_json::from_slice(&c.explain(p.to_string().as_bytes(), 7, Some(node_policy), None)).unwrap()
+    serde_json::to_value(c.explain(p.to_string().as_bytes(), 7, Some(node_policy), None).unwrap()).unwrap()
 }
 
 #[test]

@@ -202,7 +202,7 @@ fn a_refused_preemption_is_looked_at_again_when_asked_though_no_node_changed() {
 fn explain_names_the_victims_or_why_there_are_none() {
     let mut e = engine(&[("n1", 1)], &[holder("low", 5, "n1", 0, GPU_MEM)]);
     let explain = |e: &mut Engine, pod: &Value| -> Value {
-        serde_json::from_slice(&e.explain(pod.to_string().as_bytes(), NOW, None, None)).unwrap()
+        serde_json::to_value(e.explain(pod.to_string().as_bytes(), NOW, None, None).unwrap()).unwrap()
     };
     let out = explain(&mut e, &pending("urgent", 100, GPU_MEM));
     assert_eq!(out["node"], Value::Null);

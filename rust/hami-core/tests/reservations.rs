@@ -238,19 +238,19 @@ fn a_malformed_reservation_is_ignored_with_one_line_naming_pod_and_field() {
 fn explain_says_whom_a_gpu_is_held_for() {
     let mut e = held_cluster();
     let out: Value =
-        serde_json::from_slice(&e.explain(pod("p", 1000).to_string().as_bytes(), NOW, None, None)).unwrap();
+        serde_json::to_value(e.explain(pod("p", 1000).to_string().as_bytes(), NOW, None, None).unwrap()).unwrap();
     assert_eq!(out["node"], "n1");
     assert_eq!(out["reserved"]["n2"]["GPU-n2-0"], "held for default/owner until 2026-12-01T12:10:00Z");
     assert_eq!(out["reserved"]["n1"]["GPU-n1-0"], "held for default/other-owner until 2026-12-01T12:10:00Z");
     assert_eq!(out["failed"]["n2"], "2/2 CardReserved");
     let own = reserved("owner", 1000, "n2/GPU-n2-0,GPU-n2-1", LATER);
-    let out: Value = serde_json::from_slice(&e.explain(own.to_string().as_bytes(), NOW, None, None)).unwrap();
+    let out: Value = serde_json::to_value(e.explain(own.to_string().as_bytes(), NOW, None, None).unwrap()).unwrap();
     assert_eq!(out["node"], "n2");
     assert_eq!(out["reserved"]["n2"]["GPU-n2-1"], "held for this pod until 2026-12-01T12:10:00Z");
     // Without any reservation explain's answer has no such field (HAMi has none).
     let mut plain = cluster();
     let out: Value =
-        serde_json::from_slice(&plain.explain(pod("p", 1000).to_string().as_bytes(), NOW, None, None)).unwrap();
+        serde_json::to_value(plain.explain(pod("p", 1000).to_string().as_bytes(), NOW, None, None).unwrap()).unwrap();
     assert!(out.get("reserved").is_none());
 }
 

@@ -58,6 +58,11 @@ fn keep_gil<T>(f: impl FnOnce() -> Result<T, hami_core::Error>) -> PyResult<T> {
         .map_err(engine_error)
 }
 
+/// A wire document as JSON bytes (see `hami_core::wire`).
+fn to_json(value: &impl serde::Serialize, what: &str) -> Result<Vec<u8>, hami_core::Error> {
+    serde_json::to_vec(value).map_err(|e| hami_core::Error::internal(format!("encode {what}: {e}")))
+}
+
 /// A malformed HAMi annotation value: the codec's error, its field prefixed with the annotation's key.
 fn annotation_error(key: &str, error: hami_core::Error) -> PyErr {
     engine_error(error.in_field(format_args!("annotation {key}")))
@@ -93,11 +98,11 @@ impl Cluster {
     }
 
     fn apply(&self, py: Python<'_>, obj: &[u8]) -> PyResult<()> {
-        run(py, || self.lock().state.apply(obj).map(|_| ()))
+        run(py, || self.lock().apply(obj).map(|_| ()))
     }
 
     fn delete(&self, py: Python<'_>, obj: &[u8]) -> PyResult<()> {
-        run(py, || self.lock().state.delete(obj))
+        run(py, || self.lock().delete(obj))
     }
 
     /// -> (event type, resourceVersion, key, Status code, error of the object or None)
@@ -106,19 +111,19 @@ impl Cluster {
         py: Python<'_>,
         line: &[u8],
     ) -> PyResult<(String, String, String, i32, Option<String>)> {
-        let e = run(py, || self.lock().state.apply_watch_event(line))?;
+        let e = run(py, || self.lock().apply_watch_event(line))?;
         Ok((e.event_type, e.resource_version, e.key, e.code, e.error.map(|e| e.to_string())))
     }
 
     /// -> (resourceVersion, continue token, item keys, per-item errors)
     fn apply_list_page(&self, py: Python<'_>, page: &[u8]) -> PyResult<(String, String, Vec<String>, Vec<String>)> {
-        let l = run(py, || self.lock().state.apply_list_page(page))?;
+        let l = run(py, || self.lock().apply_list_page(page))?;
         Ok((l.resource_version, l.continue_token, l.keys, l.errors.iter().map(ToString::to_string).collect()))
     }
 
     fn retain(&self, py: Python<'_>, kind: &str, keys: Vec<String>) -> PyResult<usize> {
         let keys: std::collections::HashSet<String> = keys.into_iter().collect();
-        run(py, || Ok(self.lock().state.retain(kind, &keys)))
+        run(py, || Ok(self.lock().retain(kind, &keys)))
     }
 
     /// ExtenderArgs -> FilterDecision: the response bytes and the decision as typed fields.
@@ -151,10 +156,7 @@ impl Cluster {
     /// "victims": [{"key", "namespace", "name", "priority"}]}], "more"}`. The GPUs chosen for each
     /// are held at once; [`Cluster::unhold`] drops a hold that is not carried out.
     fn preempt<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || {
-            serde_json::to_vec(&self.lock().preempt(now))
-                .map_err(|e| hami_core::Error::internal(format!("encode preemptions: {e}")))
-        })?;
+        let out = run(py, || to_json(&self.lock().preempt(now), "preemptions"))?;
         Ok(PyBytes::new(py, &out))
     }
 
@@ -171,16 +173,13 @@ impl Cluster {
 
     /// How many pods Filter rejected wait for a release.
     fn waiting_count(&self) -> usize {
-        self.lock().state.waiting().len()
+        self.lock().waiting_count()
     }
 
     /// One of HAMi's registration passes at `now`: JSON list of handshake writes
     /// (`{"node", "key", "value"}`, `value` null to delete the key).
     fn registration_pass<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || {
-            serde_json::to_vec(&self.lock().state.registration_pass(now))
-                .map_err(|e| hami_core::Error::internal(format!("encode handshake writes: {e}")))
-        })?;
+        let out = run(py, || to_json(&self.lock().registration_pass(now), "handshake writes"))?;
         Ok(PyBytes::new(py, &out))
     }
 
@@ -193,13 +192,13 @@ impl Cluster {
         node_policy: Option<&str>,
         gpu_policy: Option<&str>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().explain(pod, now, node_policy, gpu_policy)))?;
+        let out = run(py, || to_json(&self.lock().explain(pod, now, node_policy, gpu_policy)?, "explain"))?;
         Ok(PyBytes::new(py, &out))
     }
 
     /// Per container: the request against the largest free GPU resources (`kubectl hami why`).
     fn headroom<'py>(&self, py: Python<'py>, pod: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().state.headroom(pod)))?;
+        let out = run(py, || to_json(&self.lock().headroom(pod)?, "headroom"))?;
         Ok(PyBytes::new(py, &out))
     }
 
@@ -225,27 +224,27 @@ impl Cluster {
     }
 
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().state.usage_json()))?;
+        let out = run(py, || Ok(self.lock().usage_json()))?;
         Ok(PyBytes::new(py, &out))
     }
 
     /// The live holds at `now` (lapsed ones dropped): JSON `[{pod, node, gpus, expires}]`.
     fn holds<'py>(&self, py: Python<'py>, now: i64) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().state.holds_json(now)))?;
+        let out = run(py, || Ok(self.lock().holds_json(now)))?;
         Ok(PyBytes::new(py, &out))
     }
 
     fn accounting<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().state.accounting_json()))?;
+        let out = run(py, || Ok(self.lock().accounting_json()))?;
         Ok(PyBytes::new(py, &out))
     }
 
     fn node_count(&self) -> usize {
-        self.lock().state.node_count()
+        self.lock().node_count()
     }
 
     fn pod_count(&self) -> usize {
-        self.lock().state.pod_count()
+        self.lock().pod_count()
     }
 }
 
@@ -318,6 +317,7 @@ struct FilterDecision {
     /// The node locks its Bind takes (annotation keys, in HAMi's order).
     #[pyo3(get)]
     locks: Vec<&'static str>,
+    error: Option<hami_core::Error>,
 }
 
 impl From<hami_core::FilterOutcome> for FilterDecision {
@@ -337,6 +337,7 @@ impl From<hami_core::FilterOutcome> for FilterDecision {
             events: Vec::new(),
             reason_counts: Default::default(),
             locks: Vec::new(),
+            error: o.error,
         };
         if let Some(d) = o.decision {
             out.devices = d.annotations.get(codec::ALLOCATED_KEY).cloned();
@@ -366,6 +367,12 @@ impl FilterDecision {
     #[getter]
     fn patch<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         self.patch.as_ref().map(|p| PyBytes::new(py, p))
+    }
+
+    /// With outcome `error`: the EngineError the response's `Error` reads (not raised: kube-scheduler gets its answer).
+    #[getter]
+    fn error(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.error.clone().map(|e| engine_error(e).into_value(py).into_any())
     }
 
     fn __repr__(&self) -> String {

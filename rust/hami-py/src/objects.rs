@@ -93,7 +93,7 @@ impl ObjectCache {
     }
 
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = run(py, || Ok(self.lock().state().usage_json()))?;
+        let out = run(py, || Ok(self.lock().usage_json()))?;
         Ok(PyBytes::new(py, &out))
     }
 
@@ -112,6 +112,6 @@ impl ObjectCache {
     }
 
     fn node_count(&self) -> usize {
-        self.lock().state().node_count()
+        self.lock().node_count()
     }
 }

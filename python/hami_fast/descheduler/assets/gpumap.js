@@ -131,7 +131,7 @@ function list(id, items, empty) {
   box.replaceChildren(...(items.length ? items : [el("li", { class: "empty", text: empty })]));
 }
 function request(q) {
-  return q.containers.map(c => c.gpus + " GPU × " + (c.memoryMiB ? c.memoryMiB + " MiB" : c.memoryPercentage != null ? c.memoryPercentage + "%" : "any memory")
+  return q.containers.map(c => c.gpus + " GPU × " + (c.memory_mib ? c.memory_mib + " MiB" : c.memory_percentage != null ? c.memory_percentage + "%" : "any memory")
     + (c.cores ? ", " + c.cores + "% cores" : "") + (c.init ? " (init)" : "")).join("; ");
 }
 function renderSide(d) {

@@ -161,6 +161,9 @@ pub struct FilterOutcome {
     pub response: Vec<u8>,
     pub outcome: Outcome,
     pub decision: Option<Decision>,
+    /// With [`Outcome::Error`]: the error the response's `Error` reads (kube-scheduler must get
+    /// its answer, so the error is carried, not raised).
+    pub error: Option<Error>,
 }
 
 impl FilterOutcome {
@@ -169,11 +172,12 @@ impl FilterOutcome {
             response: ExtenderFilterResult::error(error.to_string()).to_bytes(),
             outcome: Outcome::Error,
             decision: None,
+            error: Some(error),
         }
     }
 
     pub fn passthrough(response: Vec<u8>) -> Self {
-        Self { response, outcome: Outcome::Passthrough, decision: None }
+        Self { response, outcome: Outcome::Passthrough, decision: None, error: None }
     }
 }
 
@@ -227,6 +231,7 @@ pub fn decide(
             response: response.to_bytes(),
             outcome: Outcome::Unschedulable,
             decision: Some(decision),
+            error: None,
         };
     };
     let annotations = match state.nodes.get(node) {
@@ -253,7 +258,7 @@ pub fn decide(
         events: vec![succeed_event(eval, node, total, placement.node_policy)],
         locks: super::locks::bind_locks(&placement.request),
     };
-    FilterOutcome { response: response.to_bytes(), outcome: Outcome::Scheduled, decision: Some(decision) }
+    FilterOutcome { response: response.to_bytes(), outcome: Outcome::Scheduled, decision: Some(decision), error: None }
 }
 
 /// Cluster-autoscaler dry run: Nodes given in full, no usage, no side effects (§7.4).

@@ -8,19 +8,8 @@ use super::reason::{FitFailure, Reason};
 use crate::annotations::NODE_HANDSHAKE_KEY;
 use crate::health::{Handshake, HANDSHAKE_TIMEOUT_SECS};
 use crate::model::GpuNode;
-use serde::Serialize;
 
-/// Why one node does not take the pod, once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Verdict {
-    /// HAMi's reason word that decides the node.
-    pub reason: &'static str,
-    /// The node's other reasons (on other cards), in HAMi's check order.
-    pub others: Vec<&'static str>,
-    /// What the reason word means here, when it needs saying (an unregistered node's cause).
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub detail: String,
-}
+pub use crate::wire::explain::Verdict;
 
 impl FitFailure {
     /// The reason that decides the node. Some cards with room but too few of them

@@ -6,6 +6,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::wire::plan::{Fragmentation, Plan, PlanBaseline, TargetCheck};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 
@@ -18,35 +19,29 @@ fn immovable_counts(pods: &[super::PlanPod]) -> std::collections::BTreeMap<Strin
     out
 }
 
-/// The JSON of `hami-fast plan`: the chosen planner's moves and measures, the baseline beside.
-pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baseline: bool) -> serde_json::Value {
+/// `hami-fast plan`'s document: the chosen planner's moves and measures, the baseline beside.
+pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baseline: bool) -> Plan {
     let main = plan(snapshot, budget, strategy);
-    let movable = snapshot.pods.iter().filter(|p| p.blocked.is_none()).count();
     let objective = if strategy == Strategy::FreeGpus { Objective::FreeGpus } else { Objective::Frag };
-    let mut out = serde_json::json!({
-        "objective": objective.name(),
-        "planner": main.planner,
-        "max_moves": budget,
-        "moves": main.moves,
-        "before": main.before,
-        "after": main.after,
-        "elapsed_ms": round3(main.elapsed_ms),
-        "pods": snapshot.pods.len(),
-        "movable_pods": movable,
-        "immovable": immovable_counts(&snapshot.pods),
-        "nodes": snapshot.nodes.len(),
-    });
-    if baseline {
+    let baseline = baseline.then(|| {
         let other = if strategy == Strategy::Greedy { Strategy::Drain } else { Strategy::Greedy };
         let b = plan(snapshot, budget, other);
-        out["baseline"] = serde_json::json!({
-            "planner": b.planner,
-            "moves": b.moves.len(),
-            "after": b.after,
-            "elapsed_ms": round3(b.elapsed_ms),
-        });
+        PlanBaseline { planner: b.planner, moves: b.moves.len(), after: b.after, elapsed_ms: round3(b.elapsed_ms) }
+    });
+    Plan {
+        objective: objective.name(),
+        planner: main.planner,
+        max_moves: budget,
+        moves: main.moves,
+        before: main.before,
+        after: main.after,
+        elapsed_ms: round3(main.elapsed_ms),
+        pods: snapshot.pods.len(),
+        movable_pods: snapshot.pods.iter().filter(|p| p.blocked.is_none()).count(),
+        immovable: immovable_counts(&snapshot.pods),
+        nodes: snapshot.nodes.len(),
+        baseline,
     }
-    out
 }
 
 /// Options of [`plan_bytes`] (JSON): `{"max_moves": N | null, "max_moves_pct": 5.0,
@@ -150,10 +145,10 @@ fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, objects: &Object
         }
     }
     let pct_budget = ((snapshot.pods.len() as f64) * options.max_moves_pct / 100.0).floor() as usize;
-    let out = match for_pod(&snapshot, options, objects)? {
+    match for_pod(&snapshot, options, objects)? {
         Some(pending) => {
             let budget = options.max_moves.unwrap_or(pct_budget.max(FOR_MIN_DEFAULT_MOVES));
-            unblock(&snapshot, &pending, budget).to_json(&snapshot)
+            to_bytes(&unblock(&snapshot, &pending, budget).to_plan(&snapshot))
         }
         None if objective == Objective::Pending => {
             let budget = options.max_moves.unwrap_or(pct_budget);
@@ -161,11 +156,14 @@ fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, objects: &Object
             let q = unblock_queue(&snapshot, &snapshot.pending, budget, per_pod);
             let baseline =
                 options.baseline.then(|| baseline_queue(&snapshot, &snapshot.pending, budget, Strategy::Greedy));
-            q.to_json(&snapshot, budget, baseline)
+            to_bytes(&q.to_plan(&snapshot, budget, baseline))
         }
-        None => plan_json(&snapshot, options.max_moves.unwrap_or(pct_budget), strategy, options.baseline),
-    };
-    serde_json::to_vec(&out).map_err(Error::internal)
+        None => to_bytes(&plan_json(&snapshot, options.max_moves.unwrap_or(pct_budget), strategy, options.baseline)),
+    }
+}
+
+fn to_bytes(document: &impl Serialize) -> Result<Vec<u8>> {
+    serde_json::to_vec(document).map_err(Error::internal)
 }
 
 /// The pending pod the plan is for: given in full, or named among the snapshot's waiting pods.
@@ -189,25 +187,11 @@ pub fn fragmentation_bytes(inputs: &[&[u8]], config: &Config) -> Result<Vec<u8>>
 }
 
 fn fragmentation_json(snapshot: &Snapshot) -> Result<Vec<u8>> {
-    let out = serde_json::json!({
-        "cluster": snapshot.measures(),
-        "workload_types": snapshot.workload.types.len(),
-        "nodes": snapshot.node_measures(),
-    });
-    serde_json::to_vec(&out).map_err(Error::internal)
-}
-
-/// The answer of [`validate_target_bytes`].
-#[derive(Serialize)]
-struct TargetCheck {
-    ok: bool,
-    uuids: Vec<String>,
-    /// Why not, in one line (empty when `ok`).
-    message: String,
-    /// The placement field that is wrong ([`super::Rejection::field`]; empty when `ok`).
-    field: &'static str,
-    /// The annotations that pin the replacement pod to `uuids` ([`pin_annotations`]; empty when not `ok`).
-    pin: BTreeMap<String, String>,
+    to_bytes(&Fragmentation {
+        cluster: snapshot.measures(),
+        workload_types: snapshot.workload.types.len(),
+        nodes: snapshot.node_measures(),
+    })
 }
 
 /// Pre-eviction target check (`validate_target`) as bytes: `{"ok": bool, "uuids": [..], "message": "..",
@@ -233,7 +217,7 @@ fn target_check_json(snapshot: &Snapshot, pod: &str, node: &str, gpus: &[String]
             TargetCheck { ok: false, uuids: Vec::new(), message: why.to_string(), field, pin: BTreeMap::new() }
         }
     };
-    serde_json::to_vec(&out).map_err(Error::internal)
+    to_bytes(&out)
 }
 
 /// The same entry points on objects kept current from watches: no LIST, one snapshot shared by

@@ -4,7 +4,6 @@ use super::Snapshot;
 use crate::frag::{FragMemo, NodeShape, Workload, MILLI};
 use crate::model::{DeviceUsage, GpuNode, CORDONED, HEALTHY};
 use crate::policy::node as np;
-use serde::Serialize;
 
 impl Snapshot {
     /// Cluster-level measures.
@@ -80,23 +79,4 @@ pub(super) fn node_frag(n: &GpuNode, workload: &Workload, memo: &mut FragMemo) -
     memo.frag(&NodeShape { cpu_left: 0, gpu_free: &free, model: node_model(n) }, workload)
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct Measures {
-    pub free_whole_gpus: usize,
-    /// FGD's expected unusable GPU capacity, in GPUs.
-    pub fragmentation: f64,
-    pub fragmentation_pct_of_idle: f64,
-    pub gpus: usize,
-    pub healthy_gpus: usize,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeMeasure {
-    pub node: String,
-    pub registered: bool,
-    pub gpus: usize,
-    pub free_whole_gpus: usize,
-    pub partly_used_gpus: usize,
-    pub fragmentation: f64,
-    pub free_milli: Vec<i64>,
-}
+pub use crate::wire::plan::{Measures, NodeMeasure};

@@ -166,6 +166,15 @@ impl ObjectCache {
         &self.cluster
     }
 
+    /// Per-node, per-device usage of the cached objects, as [`ClusterState::usage_json`].
+    pub fn usage_json(&self) -> Vec<u8> {
+        self.cluster.usage_json()
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.cluster.node_count()
+    }
+
     /// The live holds at `now` as JSON (lapsed ones dropped), as [`ClusterState::holds_json`].
     pub fn holds_json(&mut self, now: i64) -> Vec<u8> {
         self.cluster.holds_json(now)

@@ -11,14 +11,7 @@ use crate::policy::node as np;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
-#[derive(Clone, Serialize, PartialEq, Eq)]
-pub struct Place {
-    pub node: String,
-    pub gpus: Vec<String>,
-    /// The MIG instances among the GPUs (none on GPUs that are not in MIG mode).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub mig: Vec<MigInstance>,
-}
+pub use crate::wire::plan::{Move, Place};
 
 /// As derived, without `mig` when there is none (the texts of [`super::Rejection`] stay as they were).
 impl std::fmt::Debug for Place {
@@ -37,13 +30,6 @@ impl Place {
     pub(super) fn same_gpus(&self, other: &Self) -> bool {
         self.node == other.node && self.gpus == other.gpus
     }
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Move {
-    pub pod: String,
-    pub from: Place,
-    pub to: Place,
 }
 
 /// How a plan is searched: `FreeGpus` drains GPUs only (objective free-gpus: every move must

@@ -1,14 +1,13 @@
 //! A pod of the snapshot as the planner sees it: where it sits, what it holds, whether it may move.
 
 use super::{PREFER_NO_EVICTION, SKIP_ANNOTATION};
-use crate::codec::{decode_mig_allocations, MigPlacement};
+use crate::codec::decode_mig_allocations;
 use crate::fit::{standard, NodeFit, PodContext};
 use crate::k8s::{ObjectKey, Pod};
 use crate::model::{Collapsed, GpuNode, MigHold};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use crate::vendor::FitChecks;
-use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// CPU and memory a pod requests of its node, as kube-scheduler counts them ([`crate::k8s::PodSpec::host_request`]).
@@ -98,13 +97,7 @@ impl PlanPod {
     }
 }
 
-/// One MIG instance a pod holds or is granted: its GPU, profile and placement.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct MigInstance {
-    pub gpu: String,
-    pub profile: String,
-    pub placement: MigPlacement,
-}
+pub use crate::wire::plan::MigInstance;
 
 impl MigInstance {
     pub(super) fn hold(&self) -> MigHold {

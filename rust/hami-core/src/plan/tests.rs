@@ -412,7 +412,7 @@ fn for_pod_that_fits_needs_no_moves() {
     let r = unblock(&s, &pending("small", 1, 500), 10);
     assert!(r.unblocked && r.moves.is_empty(), "{}", r.message);
     assert!(r.message.contains("fits now"));
-    assert!(r.to_json(&s)["reservation"].is_null(), "nothing freed, nothing to hold");
+    assert!(r.to_plan(&s).reservation.is_none(), "nothing freed, nothing to hold");
 }
 
 #[test]

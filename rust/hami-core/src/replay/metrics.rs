@@ -3,6 +3,7 @@
 
 use crate::frag::MILLI;
 use crate::policy::NodePolicy;
+use crate::wire::replay::ReplaySummary;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -95,25 +96,23 @@ impl Outcome {
         self.alloc_by_arrived().get(&pct).map(|a| round_to(100.0 - a, 2))
     }
 
-    /// The summary as JSON (the CLI's `--output json` object plus curves for plots).
-    pub fn to_json(&self, elapsed_s: f64) -> serde_json::Value {
-        let keyed = |m: BTreeMap<u32, f64>| {
-            m.into_iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>()
-        };
-        serde_json::json!({
-            "policy": self.policy.as_str(),
-            "seed": self.seed,
-            "tune": self.tune,
-            "pods": self.pods,
-            "failed": self.failed,
-            "tuned": self.tuned,
-            "total_gpus": self.total_gpus,
-            "typical_types": self.typical_types,
-            "unallocated_pct_at_100": self.unallocated_at(100),
-            "alloc_pct_by_arrived": keyed(self.alloc_by_arrived()),
-            "frag_pct_by_arrived": keyed(self.frag_by_arrived()),
-            "frag_ratio_by_arrived": keyed(self.frag_ratio_by_arrived()),
-            "elapsed_s": elapsed_s,
-        })
+    /// The summary (the CLI's `--output json` object plus curves for plots).
+    pub fn summary(&self, elapsed_s: f64) -> ReplaySummary {
+        let keyed = |m: BTreeMap<u32, f64>| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        ReplaySummary {
+            policy: self.policy.as_str(),
+            seed: self.seed,
+            tune: self.tune,
+            pods: self.pods,
+            failed: self.failed,
+            tuned: self.tuned,
+            total_gpus: self.total_gpus,
+            typical_types: self.typical_types,
+            unallocated_pct_at_100: self.unallocated_at(100),
+            alloc_pct_by_arrived: keyed(self.alloc_by_arrived()),
+            frag_pct_by_arrived: keyed(self.frag_by_arrived()),
+            frag_ratio_by_arrived: keyed(self.frag_ratio_by_arrived()),
+            elapsed_s,
+        }
     }
 }

@@ -30,6 +30,7 @@ use crate::error::Result;
 use crate::frag::MILLI;
 use crate::policy::node::Scorer;
 use crate::policy::NodePolicy;
+use crate::wire::replay::{Arrivals, ReplaySummary};
 use cluster::{build_node, SimNode, Task};
 
 /// Device memory of a replay GPU: one unit per milli-GPU.
@@ -75,17 +76,17 @@ impl Default for Options {
     }
 }
 
-/// Parses both CSVs and returns [`Replay::arrivals_json`] for `options` (no replay is run).
+/// Parses both CSVs and returns [`Replay::arrivals`] for `options` (no replay is run).
 pub fn arrivals_csv(
     nodes_file: &str,
     nodes_csv: &str,
     pods_file: &str,
     pods_csv: &str,
     options: Options,
-) -> Result<serde_json::Value> {
+) -> Result<Arrivals> {
     let nodes = csv::parse_nodes(nodes_file, nodes_csv)?;
     let pods = csv::parse_pods(pods_file, pods_csv)?;
-    Ok(Replay::new(&nodes, &pods, options)?.arrivals_json())
+    Ok(Replay::new(&nodes, &pods, options)?.arrivals())
 }
 
 /// Parses both CSVs and replays: the entry point of the binding. Errors name file, line, column.
@@ -95,12 +96,12 @@ pub fn replay_csv(
     pods_file: &str,
     pods_csv: &str,
     options: Options,
-) -> Result<serde_json::Value> {
+) -> Result<ReplaySummary> {
     let start = std::time::Instant::now();
     let nodes = csv::parse_nodes(nodes_file, nodes_csv)?;
     let pods = csv::parse_pods(pods_file, pods_csv)?;
     let outcome = Replay::new(&nodes, &pods, options)?.run()?;
-    Ok(outcome.to_json(start.elapsed().as_secs_f64()))
+    Ok(outcome.summary(start.elapsed().as_secs_f64()))
 }
 
 #[cfg(test)]

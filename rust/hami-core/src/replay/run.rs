@@ -12,6 +12,7 @@ use crate::policy::balance::{self as bal, History};
 use crate::policy::node::GpuTag;
 use crate::policy::score::{self, ShapeKey};
 use crate::policy::{GpuPolicy, NodePolicy};
+use crate::wire::replay::Arrivals;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -156,24 +157,18 @@ impl Replay {
     /// The arrival stream and the cluster as the replay sees them (for offline bounds): the nodes
     /// as `[name, cpu_milli, memory_mib, gpus, model]` and the pods in arrival order as
     /// `[cpu_milli, memory_mib, gpu_milli, num_gpu, gpu_spec]` (per-GPU milli clamped as replayed).
-    pub fn arrivals_json(&self) -> serde_json::Value {
-        let nodes: Vec<serde_json::Value> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let h = n.gpu.host.unwrap_or_default();
-                serde_json::json!([n.name, h.cpu_milli, h.memory_mib, n.free.len(), n.model])
-            })
-            .collect();
-        let pods: Vec<serde_json::Value> = self
-            .order
-            .iter()
-            .map(|&i| {
-                let t = &self.tasks[i];
-                serde_json::json!([t.cpu, t.memory, t.milli, t.num_gpu, t.spec])
-            })
-            .collect();
-        serde_json::json!({ "seed": self.options.seed, "total_gpus": self.total_gpus, "nodes": nodes, "pods": pods })
+    pub fn arrivals(&self) -> Arrivals {
+        let node = |n: &SimNode| {
+            let h = n.gpu.host.unwrap_or_default();
+            (n.name.clone(), h.cpu_milli, h.memory_mib, n.free.len(), n.model.clone())
+        };
+        let pod = |t: &Task| (t.cpu, t.memory, t.milli, t.num_gpu, t.spec.clone());
+        Arrivals {
+            seed: self.options.seed,
+            total_gpus: self.total_gpus,
+            nodes: self.nodes.iter().map(node).collect(),
+            pods: self.order.iter().map(|&i| pod(&self.tasks[i])).collect(),
+        }
     }
 
     /// GPU preference on the chosen node (the simulator's `gpuSelMethod`), or `None` for HAMi's order.

@@ -3,49 +3,16 @@
 use super::reservations::format_rfc3339;
 use super::ClusterState;
 use crate::model::{GpuNode, CORDONED};
-
-/// Whom a GPU is held for ([`super::reservations`]) and until when (RFC 3339).
-#[derive(serde::Serialize)]
-struct HeldReport<'a> {
-    pod: &'a str,
-    expires: String,
-}
-
-#[derive(serde::Serialize)]
-struct DeviceReport<'a> {
-    uuid: &'a str,
-    index: u32,
-    #[serde(rename = "type")]
-    device_type: &'a str,
-    numa: i32,
-    health: bool,
-    cordoned: bool,
-    count: i32,
-    devmem: i32,
-    devcore: i32,
-    used: i64,
-    usedmem: i64,
-    usedcores: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    held: Option<HeldReport<'a>>,
-}
-
-#[derive(serde::Serialize)]
-struct NodeReport<'a> {
-    name: &'a str,
-    registered: bool,
-    error: Option<String>,
-    devices: Vec<DeviceReport<'a>>,
-}
+use crate::wire::state::{Accounting, DeviceUsage, Held, Hold, NodeUsage, PodDevice, PodFootprint, QuotaUsage};
 
 impl ClusterState {
     /// Per-node, per-device usage as JSON, nodes sorted by name.
     pub fn usage_json(&self) -> Vec<u8> {
         let mut nodes: Vec<&GpuNode> = self.nodes.values().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let report: Vec<NodeReport> = nodes
+        let report: Vec<NodeUsage> = nodes
             .into_iter()
-            .map(|n| NodeReport {
+            .map(|n| NodeUsage {
                 name: &n.name,
                 registered: n.is_registered() && n.membership.member != Some(false),
                 error: n.register_error.as_ref().map(ToString::to_string),
@@ -54,7 +21,7 @@ impl ClusterState {
                     .iter()
                     .zip(&n.usage)
                     .zip(&n.hot)
-                    .map(|((d, u), hot)| DeviceReport {
+                    .map(|((d, u), hot)| DeviceUsage {
                         uuid: &d.id,
                         index: d.index,
                         device_type: &d.device_type,
@@ -75,24 +42,17 @@ impl ClusterState {
         serde_json::to_vec(&report).unwrap_or_default()
     }
 
-    fn held_report(&self, node: &str, uuid: &str) -> Option<HeldReport<'_>> {
+    fn held_report(&self, node: &str, uuid: &str) -> Option<Held<'_>> {
         if self.holds.is_empty() {
             return None;
         }
         let (_, r) = self.holds.holder(node, uuid)?;
-        Some(HeldReport { pod: &r.pod, expires: format_rfc3339(r.expires) })
+        Some(Held { pod: &r.pod, expires: format_rfc3339(r.expires) })
     }
 
     /// The live holds as JSON, `[{pod, node, gpus, expires}]` sorted by pod, after dropping those
     /// lapsed at `now`. `gpus` lists what the reservation names, registered on the node or not.
     pub fn holds_json(&mut self, now: i64) -> Vec<u8> {
-        #[derive(serde::Serialize)]
-        struct Hold<'a> {
-            pod: &'a str,
-            node: &'a str,
-            gpus: &'a [Box<str>],
-            expires: String,
-        }
         self.expire_holds(now);
         let mut holds: Vec<Hold> = self
             .holds
@@ -104,44 +64,20 @@ impl ClusterState {
     }
 }
 
-#[derive(serde::Serialize)]
-struct PodDeviceReport<'a> {
-    uuid: &'a str,
-    usedmem: i64,
-    usedcores: i64,
-}
-
-#[derive(serde::Serialize)]
-struct PodReport<'a> {
-    namespace: &'a str,
-    name: &'a str,
-    node: &'a str,
-    devices: Vec<PodDeviceReport<'a>>,
-}
-
-#[derive(serde::Serialize)]
-struct QuotaReport<'a> {
-    namespace: &'a str,
-    name: &'a str,
-    resource: &'a str,
-    limit: i64,
-    used: i64,
-}
-
 impl ClusterState {
     /// Every counted pod with its per-GPU footprint, and every vGPU quota with its namespace's usage (for metrics).
     pub fn accounting_json(&self) -> Vec<u8> {
-        let mut pods: Vec<PodReport> = self
+        let mut pods: Vec<PodFootprint> = self
             .pods
             .values()
-            .map(|r| PodReport {
+            .map(|r| PodFootprint {
                 namespace: &r.namespace,
                 name: &r.name,
                 node: &r.node,
                 devices: r
                     .footprint
                     .iter()
-                    .map(|c| PodDeviceReport { uuid: &c.uuid, usedmem: c.mem, usedcores: c.cores })
+                    .map(|c| PodDevice { uuid: &c.uuid, usedmem: c.mem, usedcores: c.cores })
                     .collect(),
             })
             .collect();
@@ -155,12 +91,12 @@ impl ClusterState {
                 let entries = [(mem_name, limits.mem, used_mem), (core_name, limits.cores, used_cores)];
                 for (resource, limit, used) in entries {
                     if let Some(limit) = limit {
-                        quotas.push(QuotaReport { namespace, name, resource, limit, used });
+                        quotas.push(QuotaUsage { namespace, name, resource, limit, used });
                     }
                 }
             }
         }
         quotas.sort_by(|a, b| (a.namespace, a.name, a.resource).cmp(&(b.namespace, b.name, b.resource)));
-        serde_json::to_vec(&serde_json::json!({"pods": pods, "quotas": quotas})).unwrap_or_default()
+        serde_json::to_vec(&Accounting { pods, quotas }).unwrap_or_default()
     }
 }

@@ -18,15 +18,15 @@ use super::{demand, is_whole_free, round3, Measures, Move, Place, Planner, Rejec
 use crate::error::Result;
 use crate::fit::{fit_host, fit_pod, fit_pod_within};
 use crate::model::{GpuNode, RESERVED};
+use crate::wire::plan::{Reservation, UnblockPlan};
 use cost::cost_node;
-use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 
 /// How many cheapest candidate nodes are tried with real moves before giving up.
 const MAX_TRIES: usize = 24;
 
 /// The answer of `--for`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Unblock {
     pub pod: String,
     pub uid: String,
@@ -45,19 +45,34 @@ pub struct Unblock {
 }
 
 impl Unblock {
-    pub fn to_json(&self, snapshot: &Snapshot) -> serde_json::Value {
-        let mut out = serde_json::to_value(self).unwrap_or_default();
-        out["objective"] = "for".into();
-        out["nodes"] = snapshot.nodes.len().into();
-        out["pods"] = snapshot.pods.len().into();
-        out["elapsed_ms"] = round3(self.elapsed_ms).into();
-        out["reservation"] = match &self.target {
-            Some(t) if !self.moves.is_empty() => {
-                serde_json::json!({"pod": self.pod, "uid": self.uid, "node": t.node, "gpus": t.gpus})
-            }
-            _ => serde_json::Value::Null,
+    /// The document of a plan for this pod (`--for`) on `snapshot`.
+    pub fn to_plan(&self, snapshot: &Snapshot) -> UnblockPlan {
+        let reservation = match &self.target {
+            Some(t) if !self.moves.is_empty() => Some(Reservation {
+                pod: self.pod.clone(),
+                uid: self.uid.clone(),
+                node: t.node.clone(),
+                gpus: t.gpus.clone(),
+            }),
+            _ => None,
         };
-        out
+        UnblockPlan {
+            objective: "for",
+            pod: self.pod.clone(),
+            uid: self.uid.clone(),
+            unblocked: self.unblocked,
+            moves: self.moves.clone(),
+            target: self.target.clone(),
+            message: self.message.clone(),
+            reasons: self.reasons.clone(),
+            max_moves: self.max_moves,
+            before: self.before,
+            after: self.after,
+            elapsed_ms: round3(self.elapsed_ms),
+            nodes: snapshot.nodes.len(),
+            pods: snapshot.pods.len(),
+            reservation,
+        }
     }
 }
 

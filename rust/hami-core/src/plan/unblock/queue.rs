@@ -3,11 +3,11 @@
 
 use super::{fits_now, occupy, unblock_in, PendingPod, Unblock};
 use crate::plan::{plan_on, round3, Measures, Move, Planner, Seat, Snapshot, Strategy};
-use serde::Serialize;
+use crate::wire::plan::{QueueBaseline, QueuePlacement, QueuePlan, QueuedContainer, QueuedPod};
 
 /// The pending queue, in order: each pod is unblocked with what is left of the budget (at most
 /// `per_pod` moves each), its moves applied, and the pod placed on its target before the next.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct QueueResult {
     pub pending: usize,
     /// Pods that fit with no move at all.
@@ -62,81 +62,70 @@ pub fn unblock_queue(snapshot: &Snapshot, queue: &[PendingPod], budget: usize, p
 }
 
 impl QueueResult {
-    pub fn to_json(
-        &self,
-        snapshot: &Snapshot,
-        budget: usize,
-        baseline: Option<serde_json::Value>,
-    ) -> serde_json::Value {
-        let placements: Vec<serde_json::Value> = self
-            .placed
-            .iter()
-            .filter_map(|r| {
-                let t = r.target.as_ref()?;
-                let mut placed =
-                    serde_json::json!({"pod": r.pod, "uid": r.uid, "node": t.node, "gpus": t.gpus, "moves": r.moves.len()});
-                if !t.mig.is_empty() {
-                    placed["mig"] = serde_json::to_value(&t.mig).unwrap_or_default();
-                }
-                Some(placed)
-            })
-            .collect();
-        let mut out = serde_json::json!({
-            "objective": "pending",
-            "pending": self.pending,
-            "max_moves": budget,
-            "unblocked_by_moves": self.unblocked_by_moves,
-            "fit_without_moves": self.fit_without_moves,
-            "moves": self.moves,
-            "placements": placements,
-            "queue": queue_json(&snapshot.pending, &snapshot.nodes),
-            "before": self.before,
-            "after": self.after_moves,
-            "freed_whole_gpus": self.after_moves.free_whole_gpus as i64 - self.before.free_whole_gpus as i64,
-            "nodes": snapshot.nodes.len(),
-            "pods": snapshot.pods.len(),
-            "elapsed_ms": round3(self.elapsed_ms),
-        });
-        if let Some(b) = baseline {
-            out["baseline"] = b;
+    /// The document of the queue's plan on `snapshot` within `budget`.
+    pub fn to_plan(&self, snapshot: &Snapshot, budget: usize, baseline: Option<QueueBaseline>) -> QueuePlan {
+        let placements = self.placed.iter().filter_map(placement).collect();
+        QueuePlan {
+            objective: "pending",
+            pending: self.pending,
+            max_moves: budget,
+            unblocked_by_moves: self.unblocked_by_moves,
+            fit_without_moves: self.fit_without_moves,
+            moves: self.moves.clone(),
+            placements,
+            queue: queued_pods(&snapshot.pending, &snapshot.nodes),
+            before: self.before,
+            after: self.after_moves,
+            freed_whole_gpus: self.after_moves.free_whole_gpus as i64 - self.before.free_whole_gpus as i64,
+            nodes: snapshot.nodes.len(),
+            pods: snapshot.pods.len(),
+            elapsed_ms: round3(self.elapsed_ms),
+            baseline,
         }
-        out
     }
 }
 
+fn placement(r: &Unblock) -> Option<QueuePlacement> {
+    let t = r.target.as_ref()?;
+    Some(QueuePlacement {
+        pod: r.pod.clone(),
+        uid: r.uid.clone(),
+        node: t.node.clone(),
+        gpus: t.gpus.clone(),
+        moves: r.moves.len(),
+        mig: t.mig.clone(),
+    })
+}
+
 /// The pending vGPU pods the queue was planned for, in queue order, with what each container
-/// asks for (`mem_percentage` null when not given), and (`never`) why it can never fit in this
-/// cluster, if so: the GPU map lists them.
-fn queue_json(queue: &[PendingPod], nodes: &[crate::model::GpuNode]) -> Vec<serde_json::Value> {
+/// asks for, and why each can never fit in this cluster, if so: the GPU map lists them.
+fn queued_pods(queue: &[PendingPod], nodes: &[crate::model::GpuNode]) -> Vec<QueuedPod> {
     queue
         .iter()
         .map(|p| {
-            let containers: Vec<serde_json::Value> = p
-                .request
-                .slots
-                .iter()
-                .enumerate()
+            let slots = p.request.slots.iter().enumerate();
+            let containers = slots
                 .filter_map(|(i, r)| {
                     let r = r.as_ref()?;
-                    let pct = (r.mem_percentage != crate::request::PERCENT_UNSET).then_some(r.mem_percentage);
-                    Some(serde_json::json!({"init": p.request.is_init(i), "gpus": r.nums, "memoryMiB": r.memreq,
-                        "memoryPercentage": pct, "cores": r.coresreq}))
+                    Some(QueuedContainer {
+                        init: p.request.is_init(i),
+                        gpus: r.nums,
+                        memory_mib: r.memreq,
+                        memory_percentage: (r.mem_percentage != crate::request::PERCENT_UNSET)
+                            .then_some(r.mem_percentage),
+                        cores: r.coresreq,
+                    })
                 })
                 .collect();
             let never = crate::headroom::never_fits(nodes, &p.request);
-            serde_json::json!({"pod": p.key, "uid": p.uid, "containers": containers, "never": never})
+            QueuedPod { pod: p.key.clone(), uid: p.uid.clone(), containers, never }
         })
         .collect()
 }
 
 /// The baseline for the pending queue: a `strategy` plan within the budget (pending pods
 /// unknown to it), then each pending pod placed where it fits, in order.
-pub fn baseline_queue(
-    snapshot: &Snapshot,
-    queue: &[PendingPod],
-    budget: usize,
-    strategy: Strategy,
-) -> serde_json::Value {
+pub fn baseline_queue(snapshot: &Snapshot, queue: &[PendingPod], budget: usize, strategy: Strategy) -> QueueBaseline {
     let start = std::time::Instant::now();
     let mut work = snapshot.clone();
     let plan = plan_on(&mut work, budget, strategy);
@@ -148,12 +137,12 @@ pub fn baseline_queue(
             unblocked += 1;
         }
     }
-    serde_json::json!({
-        "planner": plan.planner,
-        "moves": plan.moves.len(),
-        "unblocked": unblocked,
-        "after": plan.after,
-        "freed_whole_gpus": plan.after.free_whole_gpus as i64 - plan.before.free_whole_gpus as i64,
-        "elapsed_ms": round3(start.elapsed().as_secs_f64() * 1000.0),
-    })
+    QueueBaseline {
+        planner: plan.planner,
+        moves: plan.moves.len(),
+        unblocked,
+        after: plan.after,
+        freed_whole_gpus: plan.after.free_whole_gpus as i64 - plan.before.free_whole_gpus as i64,
+        elapsed_ms: round3(start.elapsed().as_secs_f64() * 1000.0),
+    }
 }
