@@ -2,14 +2,14 @@
 # Each end-to-end module N times in a row, as the machine is (loaded or not): a flake is a bug.
 # Usage: scripts/e2e-soak.sh N [module ...]   (modules: tests/e2e/test_e2e_*.py; default all)
 # Needs the e2e environment (.ci/run's KUBE_BIN_DIR, HELM, KWOK_BIN). Writes one line per run and a
-# table to e2e-soak-results/soak.md; exits non-zero if any run failed.
+# table to $SOAK_OUT/soak.md (default e2e-soak-results/); exits non-zero if any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:?usage: scripts/e2e-soak.sh N [module ...]}"
 shift
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=(tests/e2e/test_e2e_*.py)
-out=e2e-soak-results
+out="${SOAK_OUT:-e2e-soak-results}"
 mkdir -p "$out"
 export HAMI_FAST_E2E=1 HAMI_FAST_E2E_REQUIRE=1
 failed=0
