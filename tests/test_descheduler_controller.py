@@ -550,6 +550,28 @@ def test_the_evicting_controller_knows_a_replacement_created_in_the_evictions_se
     assert st["phase"] == "Completed" and conditions(st)["ReplacementCreated"]["reason"] == "CreatedWithoutPin", st
 
 
+def test_an_eviction_whose_answer_was_lost_still_finds_its_unpinned_replacement(cluster, client):
+    """The eviction is made but its answer lost (the API server going down): the next pass finds the
+    pod already gone and stamps `evictedAt` later than the replacement's creation; the workload's
+    pods seen before the call still tell the replacement apart."""
+    create_placement(cluster, placement("p", "n1", ["gpu-1"], evict="old"))
+    c = Controller(client, fast())
+    c.reconcile_all()
+    cluster.fail("POST", EVICTIONS, 500, after=True)
+    c.reconcile_all()
+    pod = replacement()
+    pod["metadata"].pop("generateName")
+    pod["metadata"]["name"] = "infer-lost"
+    cluster.create(pod)
+    time.sleep(1.05 - time.time() % 1)  # the pass that finds the pod gone is a second later
+    c.reconcile_all()
+    assert status_of(cluster, "p")["phase"] == "DeletingOldPod"
+    bind(cluster, "infer-lost", "n1", "GPU-n1-1")
+    c.reconcile_all()
+    st = status_of(cluster, "p")
+    assert st["phase"] == "Completed" and conditions(st)["ReplacementCreated"]["reason"] == "CreatedWithoutPin", st
+
+
 def test_a_pod_of_the_workload_created_before_the_eviction_is_not_its_replacement(cluster, client):
     cluster.create(pod("infer-before", "n1", 1, 4000))
     reach_deleting(cluster, client)

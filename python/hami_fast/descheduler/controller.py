@@ -314,12 +314,12 @@ class Controller:
         status, evictee, uid = placement.status, placement.evictee, placement.uid
         first = status.first_eviction_attempt or k.now_rfc3339()
         self.first_attempt.setdefault(uid, time.monotonic() - stamp_age(status.first_eviction_attempt))
-        before = {p["metadata"]["name"] for p in self._workload_pods(placement)}
+        # before the call: an answer lost (the API server restarting) may leave the pod gone unseen
+        self.workload_at_eviction.setdefault(uid, {p["metadata"]["name"] for p in self._workload_pods(placement)})
         code = k.evict(self.client, placement.namespace, placement.spec.evict_pod)
         attempts = status.eviction_attempts + 1
         if code == 429:
             return self._eviction_refused(placement, first, attempts)
-        self.workload_at_eviction[uid] = before
         self.next_attempt.pop(uid, None)
         self.evicted[uid] = time.monotonic()
         self.metrics.eviction_seconds.observe(max(0.0, self.evicted[uid] - self.first_attempt.pop(uid)))
@@ -390,9 +390,10 @@ class Controller:
         known = self.workload_at_eviction.get(placement.uid)
 
         def created_since(meta: dict[str, Any]) -> bool:
-            created = meta.get("creationTimestamp") or ""
-            # timestamps are whole seconds: in the eviction's own second, only a pod not there before
-            return created > evicted_at or (created == evicted_at and known is not None and meta["name"] not in known)
+            if known is not None:  # this controller evicted: a pod it did not see then is new
+                return meta["name"] not in known
+            # after a restart, by creation time (whole seconds: the eviction's own second is unsure)
+            return (meta.get("creationTimestamp") or "") > evicted_at
 
         found = [
             p
