@@ -20,7 +20,7 @@ for module in "${modules[@]}"; do
     start=$SECONDS
     log="$out/$name-$i.log"
     # one control plane at a time on a shared machine
-    if flock /tmp/hami-e2e.lock .venv/bin/python -m pytest "$module" -q -rs -p no:cacheprovider > "$log" 2>&1; then
+    if flock /tmp/hami-e2e.lock .venv/bin/python -m pytest "$module" -q -rfEs -p no:cacheprovider > "$log" 2>&1; then
       result=passed
     else
       result="FAILED ($(grep -cE '^(FAILED|ERROR) ' "$log") tests, see $log)"
