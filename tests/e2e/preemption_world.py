@@ -22,15 +22,20 @@ BUDGET = "gpu-batch"
 HALF = GPU_MEM // 2
 
 
+def priority_class(api: KubeApi, name: str, value: int, preemption_policy: str | None = None) -> None:
+    body = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **({"preemptionPolicy": preemption_policy} if preemption_policy else {}),
+    }
+    api.create("/apis/scheduling.k8s.io/v1/priorityclasses", body, exist_ok=True)
+
+
 def priority_classes(api: KubeApi) -> None:
     for name, value in ((LOW, 10), (HIGH, 1000)):
-        body = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-        api.create("/apis/scheduling.k8s.io/v1/priorityclasses", body, exist_ok=True)
+        priority_class(api, name, value)
 
 
 def workload(api: KubeApi, namespace: str, pool: str, replicas: int) -> None:

@@ -18,6 +18,7 @@ import pytest
 from controlplane import ApiError, wait_for
 from hami_fast import annotations as keys
 from kubelet import ready_status
+from preemption_world import priority_class
 from test_e2e_control_plane import (
     NS,
     _alive,
@@ -50,14 +51,7 @@ def node(cluster):
     api = cluster.api
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, exist_ok=True)
     for name, value, policy in (("e2e-low", 10, None), ("e2e-high", 1000, None), ("e2e-high-never", 1000, "Never")):
-        body = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-            **({"preemptionPolicy": policy} if policy else {}),
-        }
-        api.create("/apis/scheduling.k8s.io/v1/priorityclasses", body, exist_ok=True)
+        priority_class(api, name, value, policy)
     for name in ("pre-1", *(f"pre-{case}" for case in REFUSALS), "pre-control", "pre-restart"):
         make_node(api, name, gpus=1, memory=GPU_MEM, gpu_type="NVIDIA-H100-SXM5-16GB")
     return "pre-1"
