@@ -300,16 +300,19 @@ def drs_canonical(assigned: str, node: str | None, groups: dict[str, str]) -> st
     return orjson.dumps(entries, option=orjson.OPT_SORT_KEYS).decode()
 
 
-KUNLUN_LISTS = ("hami.io/kunlun-allocated", "hami.io/xpu-devices-allocated")
+KUNLUN_LISTS = ("hami.io/kunlun-allocated", "hami.io/xpu-devices-allocated", "hami.io/xpu-devices-to-allocate")
 KUNLUN_MIXED = "kunlun on a mixed node"
 NOT_DEVICES = {"cpu", "memory", "pods", "ephemeral-storage", "kunlunxin.com/xpu"}
+VXPU_REGISTER = "hami.io/node-register-xpu"
+VXPU_COUNT = "kunlunxin.com/vxpu"
 
 
 def kunlun_mixed(items: list[dict[str, Any]]) -> dict[str, str]:
-    """Kunlunxin cards on a node that registers another backend too. HAMi's candidate list is sorted
-    with pdqsort past 12 devices, and its input is in Go's vendor map order: the cards a container
-    takes come in either order, and graghSelect picks by position: which cards, and in which order,
-    is random (compared as how many)."""
+    """Kunlunxin cards, whole or vXPU, on a node that registers another backend too (the two Kunlunxin
+    backends count as two). HAMi's candidate list is sorted with pdqsort past 12 devices, and its
+    input is in Go's vendor map order: the cards a container takes come in either order, and
+    graghSelect picks by position: which cards, and in which order, is random (compared as how
+    many)."""
     out = {}
     for obj in items:
         if obj.get("kind") != "Node":
@@ -321,10 +324,24 @@ def kunlun_mixed(items: list[dict[str, Any]]) -> dict[str, str]:
         ]
         others += [k for k in capacity if k not in NOT_DEVICES]
         cards = str(capacity.get("kunlunxin.com/xpu") or "0")
+        name = obj["metadata"]["name"]
         if others and cards.isdigit():
-            name = obj["metadata"]["name"]
             out.update({f"{name}-kunlun-{i}": KUNLUN_MIXED for i in range(int(cards))})
+        vxpu_others = [k for k in others if k != VXPU_COUNT] + (["kunlun"] if cards not in ("", "0") else [])
+        if vxpu_others:
+            out.update({vxpu: KUNLUN_MIXED for vxpu in registered_ids(annotations.get(VXPU_REGISTER))})
     return out
+
+
+def registered_ids(register: str | None) -> list[str]:
+    """The device ids of a JSON registration; none where it is absent or malformed."""
+    try:
+        devices = orjson.loads(register or "[]")
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(devices, list):
+        return []
+    return [str(d["id"]) for d in devices if isinstance(d, dict) and "id" in d]
 
 
 def device_groups(items: list[dict[str, Any]]) -> dict[str, str]:
