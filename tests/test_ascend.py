@@ -209,3 +209,29 @@ def test_equal_network_groups_come_in_a_rotation_of_walk_order_in_hami():
     ours = listed(walk)
     groups = model.device_groups([n])
     assert {model.canonical({key: v}, groups)[key] for v in seen | {ours}} == {"dies 2+2;"}
+
+
+def test_a_container_whose_request_the_fit_answers_with_no_npu_still_has_its_entry():
+    """An Ascend910B4 ask on a node of Ascend910B4-1 NPUs only (their type contains the word):
+    HAMi's topology path answers it with no NPU and places the pod; the list under the asked word
+    holds the asking container's empty entry (`;`), the node's own word pads every container."""
+    register = npus("Ascend910B4-1", [0, 0, 0, 0])
+    n = node("n", {"hami.io/node-register-Ascend910B4-1": register})
+    asking = pod({"huawei.com/Ascend910B4": "3"})
+    asking["spec"]["containers"].append({"name": "plain", "image": "x"})
+    c, _ = cluster(n)
+    written = explain(c, asking)["annotations"]
+    assert written["hami.io/Ascend910B4-devices-allocated"] == ";", written
+    assert written["hami.io/Ascend910B4-devices-to-allocate"] == ";", written
+    assert written["hami.io/Ascend910B4-1-devices-allocated"] == ";;", written
+
+    from hamigen import oracle
+    from hamigen.vendor_oracle import CHART_CONFIG, hami_args
+
+    if oracle.find_oracle() is None or not CHART_CONFIG.exists():
+        pytest.skip(oracle.SKIP_REASON)
+    call = dict(items=[n], pod=asking, node_policy="binpack", gpu_policy="spread", hami_args=hami_args())
+    hami = oracle.run_many([call])[0]["annotations"]
+    assert {k: hami[k] for k in written if k.endswith("allocate") or k.endswith("allocated")} == {
+        k: v for k, v in written.items() if k.endswith("allocate") or k.endswith("allocated")
+    }, hami

@@ -10,7 +10,7 @@ use crate::k8s::extender::{ExtenderFilterResult, NodeItems};
 use crate::k8s::view::ObjectView;
 use crate::model::{GpuNode, MigHold};
 use crate::state::ClusterState;
-use crate::vendor::{ascend, Backends};
+use crate::vendor::{ascend, Backend, Backends};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -53,7 +53,7 @@ pub fn allocation_annotations(
             continue;
         }
         let placed = placed.unwrap_or(&empty);
-        let devices = encode_pod_devices_as_hami(placed, padded);
+        let devices = backend_devices(placed, padded, request, backend);
         if !backend.to_allocate_key.is_empty() {
             out.insert(backend.to_allocate_key.clone(), devices.clone());
         }
@@ -66,6 +66,30 @@ pub fn allocation_annotations(
         out.extend(backend.extra_annotations(node, placed, &request.vendor, pod, now));
     }
     out
+}
+
+/// A backend's device list as HAMi writes it: positional where the node pads it, else an entry for
+/// each container that asked the backend, empty when its Fit gave none (HAMi appends whatever the
+/// Fit returned, so an Ascend request its topology path answers with no NPU still writes `;`).
+fn backend_devices(
+    placed: &PodDevices,
+    padded: bool,
+    request: &crate::request::PodRequest,
+    backend: &Backend,
+) -> String {
+    if padded {
+        return codec::encode_pod_devices(placed);
+    }
+    let asked = |i: usize| {
+        request.vendor.get(i).is_some_and(|asks| asks.iter().any(|r| r.backend.common_word == backend.common_word))
+    };
+    let listed: PodDevices = placed
+        .iter()
+        .enumerate()
+        .filter(|(i, slot)| !slot.is_empty() || asked(*i))
+        .map(|(_, slot)| slot.clone())
+        .collect();
+    codec::encode_pod_devices(&listed)
 }
 
 /// MetaX sGPU: the pod's app class, and the QoS switches its placement on `node` asks.
