@@ -85,6 +85,11 @@ def test_the_lease_namespace_defaults_to_the_pods_own():
             "option --dry-run (HAMI_FAST_DESCHEDULER_DRY_RUN): 'perhaps' is not a boolean",
         ),
         (
+            {"HAMI_FAST_DESCHEDULER_NAMESPACE_SELECTOR": "team in ml"},
+            "option --namespace-selector (HAMI_FAST_DESCHEDULER_NAMESPACE_SELECTOR): label selector:"
+            ' cannot parse "team in ml" in "team in ml"',
+        ),
+        (
             {"HAMI_FAST_DESCHEDULER_PLACEMENT_TTL": "-5"},
             "option --placement-ttl (HAMI_FAST_DESCHEDULER_PLACEMENT_TTL): want a duration of at least 0, got '-5'",
         ),

@@ -193,6 +193,8 @@ def test_auto_moves_only_opted_in_pods_for_the_oldest_pending_pod(kubeapi, clien
         stop.set()
     assert did is not None and did["pod"] == "serving/big"
     assert [m["pod"] for m in did["moves"]] == ["serving/c"]
+    selected = [r for r in kubeapi.requests("list") if r.resource == "pods" and "labelSelector" in r.query]
+    assert selected == [], "the opt-in is read from the planner's objects, not listed by selector"
     ann = kubeapi.get("pods", "big", NS)["metadata"].get("annotations") or {}
     if dry_run:
         assert did["moved"] == 0 and RESERVATION not in ann

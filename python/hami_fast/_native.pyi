@@ -554,6 +554,10 @@ def node_policy_names() -> list[str]:
 def check_node_policy(value: str) -> str:
     """A node policy flag value -> its canonical name; EngineError listing the valid names otherwise."""
 
+def check_label_selector(text: str) -> str:
+    """A label selector (``app=web,env in (a,b)``) as the planner's opt-in parses it -> the text;
+    EngineError naming the requirement that does not parse otherwise."""
+
 def load_device_config(text: bytes, file: str) -> bytes:
     """HAMi's device config file (YAML, as ``yaml.v2`` reads it) -> the checked config as JSON.
 

@@ -191,19 +191,16 @@ class AutoMover:
         with self._runs_lock:
             return {node for run in self.runs.values() for node in run.nodes()}
 
-    def opted_in(self) -> list[str]:
-        """Pods that may be moved: matching --selector, or in a namespace matching --namespace-selector."""
-        keys: set[str] = set()
-        if self.options.selector:
-            query = [("labelSelector", self.options.selector)]
-            items = self.client.request("GET", "/api/v1/pods", query=query).json().get("items") or []
-            keys.update(pod_key(p) for p in items)
+    def opt_in(self, busy: set[str]) -> dict[str, Any]:
+        """The planner's opt-in: pods matching --selector, or in a namespace matching
+        --namespace-selector (the planner reads their labels from its own watched objects; only the
+        namespaces, a short list, are asked of the API server), less the pods runs are moving."""
+        namespaces: list[str] = []
         if self.options.namespace_selector:
             query = [("labelSelector", self.options.namespace_selector)]
-            for ns in self.client.request("GET", "/api/v1/namespaces", query=query).json().get("items") or []:
-                name = ns["metadata"]["name"]
-                keys.update(pod_key(p) for p in k.list_pods(self.client, name))
-        return sorted(keys)
+            found = self.client.request("GET", "/api/v1/namespaces", query=query).json().get("items") or []
+            namespaces = sorted(ns["metadata"]["name"] for ns in found)
+        return {"selector": self.options.selector or None, "namespaces": namespaces, "except": sorted(busy)}
 
     def run_once(self) -> dict[str, Any] | None:
         """One pass: plans for the oldest pod it can unblock and starts a run; what it did, or None."""
@@ -235,13 +232,13 @@ class AutoMover:
         waiting = [(key, uid) for key, uid in self.view.waiting_for_moves() if key not in busy]
         if not waiting:
             return "idle", None
-        movable = [key for key in self.opted_in() if key not in busy]
+        opt_in = self.opt_in(busy)
         for key, uid in waiting:
             options = {
                 "max_moves": min(budget, self.options.max_moves_per_pod),
                 "baseline": False,
                 "for_pod_key": key,
-                "movable": movable,
+                "opt_in": opt_in,
                 "exclude_nodes": busy_nodes,
             }
             result = self.view.plan(options)

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from hami_fast import device_config
+from hami_fast import _native, device_config
 from hami_fast.argtypes import non_negative_float, non_negative_int, parse_bool, positive_int
 from hami_fast.config import format_duration, parse_duration
 from hami_fast.descheduler.access import AUTH_MODES
@@ -42,6 +42,16 @@ def duration(text: str) -> float:
 
 
 duration.__name__ = "a duration"
+
+
+def label_selector(text: str) -> str:
+    try:
+        return _native.check_label_selector(text)
+    except _native.EngineError as exc:
+        raise ValueError(str(exc)) from None
+
+
+label_selector.__name__ = "a label selector"
 
 
 def boolean(text: str) -> bool:
@@ -141,8 +151,12 @@ class DeschedulerConfig:
     )
     max_moves_per_hour: int = option(6, "--auto: most evictions in any hour", parse=non_negative_int)
     max_moves_per_pending_pod: int = option(4, "--auto: most moves for one pod", parse=non_negative_int)
-    selector: str = option(DEFAULT_SELECTOR, "--auto: label selector of the pods it may move ('' = none by label)")
-    namespace_selector: str = option("", "--auto: label selector of namespaces whose pods it may move")
+    selector: str = option(
+        DEFAULT_SELECTOR, "--auto: label selector of the pods it may move ('' = none by label)", parse=label_selector
+    )
+    namespace_selector: str = option(
+        "", "--auto: label selector of namespaces whose pods it may move", parse=label_selector
+    )
     auto_period: float = option(30.0, "--auto: time between passes", parse=duration)
     max_concurrent_moves: int = option(
         2,

@@ -281,6 +281,14 @@ fn check_node_policy(value: &str) -> PyResult<&'static str> {
 }
 
 /// A GPU scheduler policy given as a flag: the trimmed value, or EngineError listing the valid ones.
+/// A label selector (`app=web,env in (a,b)`) checked as the planner's opt-in parses it.
+#[pyfunction]
+fn check_label_selector(text: &str) -> PyResult<String> {
+    hami_core::k8s::LabelSelector::parse(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| engine_error(hami_core::Error::config("label selector", e)))
+}
+
 #[pyfunction]
 fn check_gpu_policy(value: &str) -> PyResult<String> {
     hami_core::policy::GpuPolicy::parse_strict(value).map(|p| p.text).map_err(engine_error)
@@ -635,6 +643,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(node_policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(check_node_policy, m)?)?;
     m.add_function(wrap_pyfunction!(check_gpu_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(check_label_selector, m)?)?;
     m.add_class::<FilterDecision>()?;
     m.add_class::<RequeuedPod>()?;
     m.add_function(wrap_pyfunction!(decode_node_register, m)?)?;

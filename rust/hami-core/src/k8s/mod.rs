@@ -6,6 +6,7 @@ pub mod extender;
 pub mod key;
 pub mod object;
 pub mod quantity;
+pub mod selector;
 pub mod view;
 
 pub use envelope::{Envelope, ListMeta, ListPage, WatchEvent};
@@ -15,3 +16,4 @@ pub use object::{
     Resources, StringMap,
 };
 pub use quantity::Quantity;
+pub use selector::LabelSelector;

@@ -48,7 +48,7 @@ pub fn plan_json(snapshot: &Snapshot, budget: usize, strategy: Strategy, baselin
 /// "objective": "free-gpus"|"frag", "workload": "typical"|"whole-gpu"|[task types],
 /// "planner": "drain"|"greedy", "baseline": true, "for_pod": {a Pod} | null, "max_moves_per_pod": N | null,
 /// "for_pod_key": "namespace/name" | null (a pending pod of the snapshot), "movable": [pods] | null,
-/// "exclude_nodes": [nodes] | null}`.
+/// "opt_in": {"selector": "app=x" | null, "namespaces": [names], "except": [pods]} | null, "exclude_nodes": [nodes] | null}`.
 #[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct PlanOptions {
@@ -65,6 +65,8 @@ pub struct PlanOptions {
     pub max_moves_per_pod: Option<usize>,
     /// Only these pods (`namespace/name`) may be moved (the automatic mode's opt-in); all when absent.
     pub movable: Option<Vec<String>>,
+    /// Only the pods this opt-in selects may be moved (with `movable`, both must allow a pod).
+    pub opt_in: Option<OptIn>,
     /// Nodes the plan leaves out with the pods bound to them (the automatic mode's nodes that moves
     /// in flight are changing: no move takes GPUs there nor frees them).
     pub exclude_nodes: Option<Vec<String>>,
@@ -83,8 +85,37 @@ impl Default for PlanOptions {
             for_pod_key: None,
             max_moves_per_pod: None,
             movable: None,
+            opt_in: None,
             exclude_nodes: None,
         }
+    }
+}
+
+/// The automatic mode's opt-in, read from the planner's own objects rather than listed: a pod may
+/// be moved when its labels match `selector` or its namespace is one of `namespaces`, and it is not
+/// one of `except` (`namespace/name`: the pods moves in flight are moving already).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OptIn {
+    pub selector: Option<String>,
+    pub namespaces: Vec<String>,
+    pub except: Vec<String>,
+}
+
+impl OptIn {
+    fn admits(&self) -> Result<impl Fn(&super::PlanPod) -> bool + '_> {
+        let selector = match &self.selector {
+            Some(text) => Some(
+                crate::k8s::LabelSelector::parse(text)
+                    .map_err(|e| Error::config("plan options", e).field("opt_in.selector"))?,
+            ),
+            None => None,
+        };
+        let except: HashSet<&str> = self.except.iter().map(String::as_str).collect();
+        Ok(move |p: &super::PlanPod| {
+            (selector.as_ref().is_some_and(|s| s.matches(&p.labels)) || self.namespaces.contains(&p.namespace))
+                && !except.contains(p.key().as_str())
+        })
     }
 }
 
@@ -140,6 +171,14 @@ fn plan_snapshot(mut snapshot: Snapshot, options: &PlanOptions, objects: &Object
         let allowed: HashSet<&str> = allowed.iter().map(String::as_str).collect();
         for p in snapshot.pods.iter_mut().filter(|p| p.blocked.is_none()) {
             if !allowed.contains(p.key().as_str()) {
+                p.blocked = Some(Immovable::NotOptedIn);
+            }
+        }
+    }
+    if let Some(opt_in) = &options.opt_in {
+        let admits = opt_in.admits()?;
+        for p in snapshot.pods.iter_mut().filter(|p| p.blocked.is_none()) {
+            if !admits(p) {
                 p.blocked = Some(Immovable::NotOptedIn);
             }
         }

@@ -618,6 +618,34 @@ fn only_opted_in_pods_move_when_a_list_is_given() {
 }
 
 #[test]
+fn an_opt_in_selects_movable_pods_by_label_or_namespace() {
+    let items = vec![
+        node("a", 2, &[]),
+        pod("p", "a", &[0], 600, true),
+        pod("q", "a", &[1], 300, true),
+        pending_pod("big", 1000, None),
+    ];
+    let list = json!({"kind": "List", "items": items}).to_string();
+    let run = |opt_in: serde_json::Value| {
+        let opts = json!({"for_pod": &items[3], "max_moves": 3, "opt_in": opt_in});
+        plan_bytes(&[list.as_bytes()], opts.to_string().as_bytes(), &Config::default())
+            .map(|out| serde_json::from_slice::<serde_json::Value>(&out).unwrap())
+    };
+    for (selector, moved) in [("app=q", "ns/q"), ("app in (p, x)", "ns/p"), ("app,app!=q", "ns/p")] {
+        let r = run(json!({"selector": selector})).unwrap();
+        assert_eq!(r["unblocked"], true, "{selector}");
+        assert_eq!(r["moves"][0]["pod"], moved, "{selector}");
+    }
+    assert_eq!(run(json!({"selector": "app=none"})).unwrap()["unblocked"], false);
+    assert_eq!(run(json!({"namespaces": ["other"]})).unwrap()["unblocked"], false);
+    assert_eq!(run(json!({"selector": "app=none", "namespaces": ["ns"]})).unwrap()["unblocked"], true);
+    let r = run(json!({"namespaces": ["ns"], "except": ["ns/q"]})).unwrap();
+    assert_eq!(r["moves"][0]["pod"], "ns/p", "q is moving already");
+    let err = run(json!({"selector": "app in x"})).unwrap_err();
+    assert_eq!(err.field, "opt_in.selector", "{err}");
+}
+
+#[test]
 fn pending_queue_is_oldest_first() {
     let waiting = |name: &str, created: Option<&str>| {
         let mut p = json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}")},
