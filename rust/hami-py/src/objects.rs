@@ -1,7 +1,7 @@
 //! `ObjectCache`: the planner's nodes and pods, fed by reflectors as `Cluster` is; plans,
 //! validations and the GPU map read it without listing the cluster.
 
-use crate::{engine_error, run};
+use crate::errors::{engine_error, run};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::sync::{Mutex, MutexGuard};

@@ -80,16 +80,15 @@ pub struct PlanBaseline {
     pub elapsed_ms: f64,
 }
 
-/// A plan for one pending pod (`--for`): the moves after which it fits, and where.
-#[derive(Debug, Serialize)]
-pub struct UnblockPlan {
-    pub objective: &'static str,
+/// The planner's answer for one pending pod (`--for`): the moves after which it fits, and where.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unblock {
     pub pod: String,
     pub uid: String,
     /// The pod fits once `moves` have run (or already fits: no moves).
     pub unblocked: bool,
     pub moves: Vec<Move>,
-    /// Where the pod fits after the moves.
+    /// Where the pod fits after the moves: the GPUs to hold for it (the reservation).
     pub target: Option<Place>,
     pub message: String,
     /// Why each node cannot take the pod within the budget (only when not unblocked).
@@ -98,6 +97,14 @@ pub struct UnblockPlan {
     pub before: Measures,
     pub after: Measures,
     pub elapsed_ms: f64,
+}
+
+/// A plan for one pending pod (`--for`): the planner's answer on a snapshot of this size.
+#[derive(Debug, Serialize)]
+pub struct UnblockPlan {
+    pub objective: &'static str,
+    #[serde(flatten)]
+    pub unblock: Unblock,
     pub nodes: usize,
     pub pods: usize,
     /// The GPUs to hold for the pod while the moves run (none when it needs no move).

@@ -14,35 +14,17 @@ mod queue;
 pub use pending::PendingPod;
 pub use queue::{baseline_queue, unblock_queue, QueueResult};
 
-use super::{demand, is_whole_free, round3, Measures, Move, Place, Planner, Rejection, Seat, Snapshot};
+use super::{demand, is_whole_free, round3, Planner, Rejection, Seat, Snapshot};
 use crate::error::Result;
 use crate::fit::{fit_host, fit_pod, fit_pod_within};
 use crate::model::{GpuNode, RESERVED};
+pub use crate::wire::plan::Unblock;
 use crate::wire::plan::{Reservation, UnblockPlan};
 use cost::cost_node;
 use std::collections::{BTreeMap, HashSet};
 
 /// How many cheapest candidate nodes are tried with real moves before giving up.
 const MAX_TRIES: usize = 24;
-
-/// The answer of `--for`.
-#[derive(Debug, Clone)]
-pub struct Unblock {
-    pub pod: String,
-    pub uid: String,
-    /// The pod fits once `moves` have run (or already fits: no moves).
-    pub unblocked: bool,
-    pub moves: Vec<Move>,
-    /// Where the pod fits after the moves: the GPUs to hold for it (the reservation).
-    pub target: Option<Place>,
-    pub message: String,
-    /// Why each node cannot take the pod within the budget (only when not unblocked).
-    pub reasons: BTreeMap<String, String>,
-    pub max_moves: usize,
-    pub before: Measures,
-    pub after: Measures,
-    pub elapsed_ms: f64,
-}
 
 impl Unblock {
     /// The document of a plan for this pod (`--for`) on `snapshot`.
@@ -58,17 +40,7 @@ impl Unblock {
         };
         UnblockPlan {
             objective: "for",
-            pod: self.pod.clone(),
-            uid: self.uid.clone(),
-            unblocked: self.unblocked,
-            moves: self.moves.clone(),
-            target: self.target.clone(),
-            message: self.message.clone(),
-            reasons: self.reasons.clone(),
-            max_moves: self.max_moves,
-            before: self.before,
-            after: self.after,
-            elapsed_ms: round3(self.elapsed_ms),
+            unblock: Unblock { elapsed_ms: round3(self.elapsed_ms), ..self.clone() },
             nodes: snapshot.nodes.len(),
             pods: snapshot.pods.len(),
             reservation,
