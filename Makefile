@@ -40,7 +40,7 @@ lint: install ## format, lint, type and stub checks: cargo fmt, clippy -D warnin
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest tests/test_stubs.py -q -p no:randomly
+	$(PY) -m pytest tests/infra/test_stubs.py -q -p no:randomly
 
 .PHONY: bench
 bench: install ## benchmarks, side by side (pytest-benchmark)
@@ -97,5 +97,5 @@ ARTIFACTS ?= $(CURDIR)/artifacts
 .PHONY: test-browser
 test-browser: install ## GPU map page in headless Chromium; keeps the screenshots in artifacts/gpumap/
 	scripts/install-browser.sh
-	HAMI_FAST_REQUIRE_BROWSER=1 HAMI_FAST_ARTIFACTS=$(ARTIFACTS) $(PY) -m pytest tests/test_gpumap.py -q -rs -s -k page_
+	HAMI_FAST_REQUIRE_BROWSER=1 HAMI_FAST_ARTIFACTS=$(ARTIFACTS) $(PY) -m pytest tests/descheduler/test_gpumap.py -q -rs -s -k page_
 	@ls -1 $(ARTIFACTS)/gpumap/*.png

@@ -1,7 +1,6 @@
 """The descheduler suites' world on the test Kubernetes API server: a registered two-node cluster,
-its pods and placements, an API client, pinning webhooks closed after each test, AdmissionReviews
-and their patches. Fixtures here (`client`, `cluster`, `_close_pinners`) are imported by the suites
-that use them."""
+its pods and placements, pinning webhooks (closed after each test by tests/descheduler/conftest.py),
+AdmissionReviews and their patches, the auto mode's records and metrics."""
 
 from __future__ import annotations
 
@@ -12,11 +11,11 @@ import socket
 import threading
 
 import orjson
-import pytest
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.controller import Timeouts
+from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.webhook import Pinner
-from hami_fast.kube.client import KubeClient, load_api_client
+from hami_fast.kube.client import KubeClient
 from kubeapi import patch as patchlib
 
 NS = "serving"
@@ -110,20 +109,6 @@ def status_of(kubeapi, name: str) -> dict:
     return kubeapi.get("hamipodplacements.scheduling.hami.placement.com", name, NS).get("status") or {}
 
 
-@pytest.fixture
-def client(kubeapi) -> KubeClient:
-    return KubeClient(load_api_client(kubeapi.kubeconfig), qps=0, burst=100, timeout=10)
-
-
-@pytest.fixture
-def cluster(kubeapi):
-    kubeapi.create(node("n1"))
-    kubeapi.create(node("n2", unhealthy=(1,)))
-    kubeapi.create(pod("old", "n1", 0, 4000))
-    kubeapi.create(pod("busy", "n2", 0, 14000, app="other"))
-    return kubeapi
-
-
 _PINNERS: list[Pinner] = []
 
 
@@ -134,9 +119,7 @@ def make_pinner(client: KubeClient, **kwargs) -> Pinner:
     return pinner
 
 
-@pytest.fixture(autouse=True)
-def _close_pinners():
-    yield
+def close_pinners() -> None:
     for pinner in _PINNERS:
         pinner.close()
     _PINNERS.clear()
@@ -246,3 +229,34 @@ class FakeReplicaSetAndScheduler(threading.Thread):
                     mem = int(pd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"])
                     bind(self.kubeapi, pd["metadata"]["name"], target, ann["nvidia.com/use-gpuuuid"].split(",")[0], mem)
             self.stop_event.wait(0.05)
+
+
+def pending(name: str = "big", mem: int = 14000, unschedulable: bool = True) -> dict:
+    p = pod(name, None, mem=mem)
+    if unschedulable:
+        p["status"]["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/2 nodes are available: 2 1/2 CardInsufficientMemory, 1/2 CardTimeSlicingExhausted.",
+            }
+        ]
+    return p
+
+
+def recorded(kubeapi, name: str = "hami-gpu-descheduler-auto-moves") -> list[dict]:
+    """The hour's moves as the ConfigMap holds them."""
+    configmap = kubeapi.get("configmaps", name, "kube-system")
+    return orjson.loads(configmap["data"]["moves"]) if configmap else []
+
+
+def counted(metrics: DeschedulerMetrics, sample: str, label: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        s.labels[label]: s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+        if s.name == sample and s.value
+    }

@@ -97,6 +97,18 @@ def gpu_pod(name: str, namespace: str = "default", **limits: Any) -> dict[str, A
     }
 
 
+def holding_pod(name: str, node: str = "node-0", gpu: int = 0, mem: int = 16384) -> dict[str, Any]:
+    """`gpu_pod` bound to `node` and running, holding `mem` of GPU `gpu` (HAMi's annotations)."""
+    pod = gpu_pod(name, gpu=1, mem=mem)
+    pod["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": node,
+        "hami.io/vgpu-devices-allocated": f"GPU-{node}-{gpu},NVIDIA,{mem},0:;",
+    }
+    pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
 def filter_args(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
     return {"Pod": pod, "Nodes": None, "NodeNames": nodes}
 
@@ -151,3 +163,48 @@ def explained(
     from hami_fast.explain import document
 
     return document(cluster, pod, node_policy, gpu_policy, now)
+
+
+def pending_pod(name: str = "big", gpus: int = 1, mem: int = 16000) -> dict[str, Any]:
+    """A pending pod of namespace `team` asking `gpus` GPUs of `mem` MiB each."""
+    limits = {"nvidia.com/gpu": str(gpus), "nvidia.com/gpumem": str(mem)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
+        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": limits}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def v100_node(name: str) -> dict[str, Any]:
+    """A node with two 32 GB V100s, `GPU-<last letter of name><i>`."""
+    p = name[-1]
+    devices = [
+        {
+            "id": f"GPU-{p}{i}",
+            "index": i,
+            "count": 10,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": "NVIDIA-Tesla V100-PCIE-32GB",
+            "health": True,
+        }
+        for i in range(2)
+    ]
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}},
+    }
+
+
+def vgpu_pod(name: str, mem: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod asking one GPU of `mem` MiB."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem)}
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
