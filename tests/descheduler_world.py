@@ -16,70 +16,24 @@ from hami_fast.descheduler.controller import Timeouts
 from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.webhook import Pinner
 from hami_fast.kube.client import KubeClient
+from k8s_objects import registered_node, replica_pod
 from kubeapi import patch as patchlib
 
 NS = "serving"
 EVICTIONS = re.compile(r"/pods/[^/]+/eviction$")
 
 
-def register(node: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> str:
-    return orjson.dumps(
-        [
-            {
-                "id": f"GPU-{node}-{i}",
-                "index": i,
-                "count": 10,
-                "devmem": 16000,
-                "devcore": 100,
-                "type": "NVIDIA-A10",
-                "health": i not in unhealthy,
-            }
-            for i in range(gpus)
-        ]
-    ).decode()
-
-
 def node(name: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus, unhealthy)}},
-    }
+    return registered_node(name, gpus, unhealthy=unhealthy)
 
 
 def pod(
     name: str, node_name: str | None, gpu: int = 0, mem: int = 4000, owned: bool = True, app: str = "infer"
 ) -> dict:
-    meta: dict = {"name": name, "namespace": NS, "uid": f"u-{name}", "labels": {"app": app}, "annotations": {}}
-    if owned:
-        meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-infer", "uid": "rs-1", "controller": True}
-        ]
-    spec: dict = {
-        "schedulerName": "hami-scheduler",
-        "containers": [
-            {
-                "name": "c",
-                "resources": {
-                    "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "20"}
-                },
-            }
-        ],
-    }
-    if node_name:
-        meta["annotations"] = {
-            "hami.io/vgpu-node": node_name,
-            "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},20:;",
-            "hami.io/bind-phase": "success",
-        }
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
+    """A pod of ReplicaSet `rs-infer` labelled `app`, running on `node_name` or pending (None)."""
+    return replica_pod(
+        name, node_name, gpu, mem, namespace=NS, labels={"app": app}, owner="rs-infer" if owned else None
+    )
 
 
 def placement(

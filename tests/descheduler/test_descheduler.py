@@ -29,7 +29,6 @@ from descheduler_world import (
     patched,
     placement,
     pod,
-    register,
     replacement,
     sees,
     status_of,
@@ -37,6 +36,7 @@ from descheduler_world import (
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.controller import Controller, Timeouts
 from hami_fast.kube.client import KubeClient, load_api_client
+from k8s_objects import nvidia_register
 
 # -- validation before any eviction ------------------------------------------------------------
 
@@ -623,7 +623,7 @@ def test_webhook_does_not_pin_to_a_target_that_went_bad(cluster, client, went_ba
     if went_bad is None:
         cluster.delete("nodes", "n1")
     else:
-        registered = register("n1", **went_bad)
+        registered = nvidia_register("n1", **went_bad)
         cluster.patch("nodes", "n1", {"metadata": {"annotations": {"hami.io/node-nvidia-register": registered}}})
     assert patched(replacement(), make_pinner(client).admit(admission(replacement()))) is None
     st = status_of(cluster, "pin")

@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from html.parser import HTMLParser
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -28,57 +27,22 @@ from hami_fast import _native
 from hami_fast.descheduler import gpumap
 from hami_fast.descheduler.api import ApiApp, Source
 from hami_fast.descheduler.view import ClusterView
-from k8s_objects import pending_pod
+from k8s_objects import pending_pod, registered_node, replica_pod
 from serving import free_port
 
 GPU_MEM = 16000
 
 
-def register(name: str, gpus: int, mem: int = GPU_MEM, kind: str = "NVIDIA-A10", unhealthy: tuple = ()) -> str:
-    devices = [
-        {
-            "id": f"GPU-{name}-{i}",
-            "index": i,
-            "count": 10,
-            "devmem": mem,
-            "devcore": 100,
-            "type": kind,
-            "health": i not in unhealthy,
-        }
-        for i in range(gpus)
-    ]
-    return orjson.dumps(devices).decode()
+EVIL = '<img src=x onerror="document.body.dataset.pwned=1">'
 
 
-def node(name: str, gpus: int = 2, **kw: Any) -> dict:
-    annotations = {"hami.io/node-nvidia-register": register(name, gpus, **kw)} if gpus else {}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}}
+def node(name: str, gpus: int = 2, mem: int = GPU_MEM, kind: str = "NVIDIA-A10", unhealthy: tuple = ()) -> dict:
+    return registered_node(name, gpus, mem, kind, unhealthy)
 
 
 def pod(name: str, node_name: str, gpu: int, mem: int, cores: int = 20) -> dict:
     """A ReplicaSet's running pod holding `mem` MiB and `cores` % of GPU `gpu` of `node_name`."""
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": str(cores)}
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": True}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "team",
-            "uid": f"u-{name}",
-            "ownerReferences": [owner],
-            "annotations": {
-                "hami.io/vgpu-node": node_name,
-                "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},{cores}:;",
-                "hami.io/bind-phase": "success",
-            },
-        },
-        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"limits": limits}}]},
-        "status": {"phase": "Running"},
-    }
-
-
-EVIL = '<img src=x onerror="document.body.dataset.pwned=1">'
+    return replica_pod(name, node_name, gpu, mem, cores, namespace="team", scheduler=None)
 
 
 def cluster(with_pending: bool = True) -> list[dict]:

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from hami_fast import _native
-from k8s_objects import explained
+from k8s_objects import explained, limits_pod, node_with
 
 SETTINGS = orjson.dumps({"vendors": {"enable_ascend": True}})
 
@@ -30,19 +30,11 @@ def npus(chip: str, networks: list[Any], devmem: int = 65536, devcore: int = 20)
 
 
 def node(name: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}}
+    return node_with(name, annotations)
 
 
 def pod(limits: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "p", "namespace": "default", "uid": "u"}
-    if annotations:
-        meta["annotations"] = annotations
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
-    }
+    return limits_pod(limits, annotations, uid="u")
 
 
 def cluster(*items: dict[str, Any]) -> tuple[Any, list[str]]:

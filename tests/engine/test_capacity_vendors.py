@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from hami_fast import _native
-from k8s_objects import explained, gpu_node
+from k8s_objects import explained, gpu_node, limits_pod
 
 VCORE = "cambricon.com/mlu.smlu.vcore"
 MT_CORE = "mthreads.com/sgpu-core"
@@ -29,10 +29,7 @@ def mthreads_node(cores: str) -> dict:
 
 
 def pod(limits: dict[str, str]) -> bytes:
-    container = {"name": "c", "image": "x", "resources": {"limits": limits}}
-    return orjson.dumps(
-        {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {"containers": [container]}}
-    )
+    return orjson.dumps(limits_pod(limits, uid="u"))
 
 
 def explain(cluster: _native.Cluster, limits: dict[str, str]) -> dict:

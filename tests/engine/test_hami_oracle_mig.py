@@ -22,7 +22,7 @@ import pytest
 from hamigen import mig, model, oracle, seeding
 from hypothesis import given, note
 from hypothesis import strategies as st
-from k8s_objects import node_with_devices
+from k8s_objects import limits_pod, node_with_devices
 
 pytestmark = [
     pytest.mark.skipif(oracle.find_oracle() is None, reason=oracle.SKIP_REASON),
@@ -97,15 +97,7 @@ def a100(node: str, i: int, **extra: Any) -> dict[str, Any]:
 
 
 def pod(limits: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "new", "namespace": "default", "uid": "uid-new"}
-    if annotations:
-        meta["annotations"] = annotations
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
-    }
+    return limits_pod(limits, annotations, name="new")
 
 
 def resident(gpu: str, profile: str, mem: int, core: int, start: int, size: int, mig_annotation: bool = True):

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
-from k8s_objects import explained
+from k8s_objects import explained, limits_pod, node_with
 
 AMD_REGISTER = "hami.io/node-amd-register"
 
@@ -25,21 +25,11 @@ def amd_devices(n: int, model: str = "AMD-Instinct-MI210", cus: int = 104) -> st
 
 
 def node(name: str, annotations: dict[str, str], capacity: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": annotations},
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
+    return node_with(name, annotations, capacity)
 
 
 def pod(limits: dict[str, str], name: str = "p") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
-    }
+    return limits_pod(limits, name=name)
 
 
 def cluster_of(*items: dict[str, Any]) -> tuple[Any, list[str]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
-from k8s_objects import asking_pod, explain_on, resident_pod
+from k8s_objects import asking_pod, explain_on, node_with, resident_pod
 
 COUNT = "enflame.com/drs-gcu"
 MEMORY = "enflame.com/gcu-memory"
@@ -26,12 +26,7 @@ PROFILES = {"1g.6gb": "0", "3g.20gb": "1", "6g.40gb": "2"}
 def node(name: str, capacities: list[Any], profiles: dict[str, str] | None = None, raw: str | None = None):
     devices = [{"index": str(i), "minor": str(10 + i), "capacity": c} for i, c in enumerate(capacities)]
     value = raw if raw is not None else json.dumps({"devices": devices, "profiles": profiles or PROFILES})
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {CAPACITY: value}},
-        "status": {"capacity": {}, "allocatable": {}},
-    }
+    return node_with(name, {CAPACITY: value}, {})
 
 
 def resident(name: str, on: str, allocated: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 from hami_fast import _native
-from k8s_objects import asking_pod, explain_on, resident_pod
+from k8s_objects import asking_pod, explain_on, node_with, resident_pod
 
 CARDS = "kunlunxin.com/xpu"
 SLICES = "kunlunxin.com/vxpu"
@@ -26,13 +26,7 @@ POLICY = "hami.io/gpu-scheduler-policy"
 
 
 def node(name: str, cards: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    capacity = {CARDS: str(cards)} if cards else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
+    return node_with(name, annotations, {CARDS: str(cards)} if cards else {})
 
 
 def slices(devmem: list[int]) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
-from k8s_objects import explained
+from k8s_objects import explained, node_with
 
 LOSSES = "metax-tech.com/gpu.topology.losses"
 SCORES = "metax-tech.com/gpu.topology.scores"
@@ -19,13 +19,7 @@ ALLOCATED = "hami.io/metax-gpu-devices-allocated"
 
 
 def node(name: str, annotations: dict[str, str], cards: int = 4) -> dict[str, Any]:
-    capacity = {"metax-tech.com/gpu": str(cards)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": annotations},
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
+    return node_with(name, annotations, {"metax-tech.com/gpu": str(cards)})
 
 
 def explain(items: list[dict[str, Any]], containers: list[dict[str, str]], policy: str = "binpack"):

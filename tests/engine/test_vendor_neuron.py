@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
-from k8s_objects import asking_pod, explain_on, resident_pod
+from k8s_objects import asking_pod, explain_on, node_with, resident_pod
 
 DEVICES = "aws.amazon.com/neuron"
 CORES = "aws.amazon.com/neuroncore"
@@ -23,14 +23,8 @@ POLICY = "hami.io/gpu-scheduler-policy"
 
 
 def node(name: str, devices: Any, cores: Any, instance_type: str | None = None) -> dict[str, Any]:
-    capacity = {DEVICES: str(devices), CORES: str(cores)}
     labels = {LABEL: instance_type} if instance_type else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels, "annotations": {}},
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
+    return node_with(name, {}, {DEVICES: str(devices), CORES: str(cores)}, labels)
 
 
 def resident(name: str, on: str, allocated: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from hami_fast import _native
-from k8s_objects import explained
+from k8s_objects import explained, limits_pod, node_with
 
 COUNT = "metax-tech.com/sgpu"
 CORES = "metax-tech.com/vcore"
@@ -43,12 +43,7 @@ def card(uuid: str, qos: str = "", zone: int = 0, healthy: bool = True, vram: in
 
 def node(name: str, cards: list[dict[str, Any]] | str) -> dict[str, Any]:
     value = cards if isinstance(cards, str) else json.dumps(cards)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {REGISTER: value}},
-        "status": {"capacity": {COUNT: "8"}, "allocatable": {COUNT: "8"}},
-    }
+    return node_with(name, {REGISTER: value}, {COUNT: "8"})
 
 
 def resident(name: str, on: str, allocated: str, app_class: str | None = None) -> dict[str, Any]:
@@ -65,12 +60,7 @@ def resident(name: str, on: str, allocated: str, app_class: str | None = None) -
 
 
 def pod(limits: dict[str, str], annotations: dict[str, str] | None = None, name: str = "p") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
-    }
+    return limits_pod(limits, annotations or {}, name)
 
 
 def cluster(items: list[dict[str, Any]]) -> tuple[Any, list[str]]:

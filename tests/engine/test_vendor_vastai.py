@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 from hami_fast import _native
-from k8s_objects import explained
+from k8s_objects import explained, node_with
 
 VA_REGISTER = "hami.io/node-va-register"
 ALLOCATED = "hami.io/Vastai-devices-allocated"
@@ -35,12 +35,7 @@ def dies(cards: list[int]) -> str:
 
 
 def node(annotations: dict[str, str], capacity: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "va-0", "annotations": annotations},
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
+    return node_with("va-0", annotations, capacity)
 
 
 def resident(allocated: str) -> dict[str, Any]:

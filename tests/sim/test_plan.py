@@ -12,69 +12,29 @@ import pytest
 import yaml
 from hami_fast import _native
 from hami_fast.cli import main
-from k8s_objects import pending_pod
+from k8s_objects import pending_pod, registered_node, replica_pod
 
 DATA = Path(os.environ.get("HAMI_FAST_SHARED") or Path(__file__).resolve().parents[3] / "shared") / "data" / "openb"
 
 
-def register(node: str, gpus: int = 2, mem: int = 16000) -> str:
-    return orjson.dumps(
-        [
-            {
-                "id": f"GPU-{node}-{i}",
-                "index": i,
-                "count": 10,
-                "devmem": mem,
-                "devcore": 100,
-                "type": "NVIDIA-A10",
-                "health": True,
-            }
-            for i in range(gpus)
-        ]
-    ).decode()
-
-
 def node(name: str, gpus: int = 2) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus)}},
-    }
+    return registered_node(name, gpus)
 
 
 def pod(name: str, node_name: str, gpu: int, mem: int, owned: bool = True) -> dict:
-    meta: dict = {
-        "name": name,
-        "namespace": "team",
-        "uid": f"u-{name}",
-        "labels": {"app": name},
-        "annotations": {
-            "hami.io/vgpu-node": node_name,
-            "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},10:;",
-        },
-    }
-    if owned:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": f"rs-{name}",
-                "uid": f"rs-{name}",
-                "controller": True,
-            }
-        ]
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "10"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {
-            "nodeName": node_name,
-            "schedulerName": "hami-scheduler",
-            "containers": [{"name": "c", "resources": {"limits": limits}}],
-        },
-        "status": {"phase": "Running"},
-    }
+    """A running pod of its own ReplicaSet `rs-<name>` holding `mem` MiB and 10 % of GPU `gpu`."""
+    return replica_pod(
+        name,
+        node_name,
+        gpu,
+        mem,
+        cores=10,
+        namespace="team",
+        labels={"app": name},
+        owner=f"rs-{name}" if owned else None,
+        owner_uid=f"rs-{name}",
+        bind_phase=False,
+    )
 
 
 def fragmented() -> list[dict]:
