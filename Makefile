@@ -67,7 +67,7 @@ image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isola
 	scripts/build-image.sh
 
 # Side by side with HAMi's binary
-# The issue's sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
+# The sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
 # and 40 pods onto 2 nodes with a 1 s Allocate. Needs the control plane, helm, KWOK (built and cached
 # on first use) and HAMi's binary in ../shared/tools/hami-scheduler. ~20-30 min on 2 cores.
 # Results: bench-e2e-results/ (scale.md, scale.json, lock.json, release-*.json, preemption.json).

@@ -1,6 +1,7 @@
-"""Hand-checked tests of the Python oracle against the spec's literal worked examples.
+"""Hand-checked tests of the Python oracle against literal worked examples of HAMi's rules.
 
-Section numbers refer to ``../shared/spec/hami-scheduler.md`` (outside this repository).
+The § marks number the sections of the written reading of HAMi's scheduler the oracle was built
+from (not part of this repository).
 """
 
 import json

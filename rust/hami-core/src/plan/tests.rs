@@ -361,7 +361,7 @@ fn pending(name: &str, gpus: u32, mem: i64) -> PendingPod {
     PendingPod::from_value(&p, &Config::default()).unwrap()
 }
 
-/// Four nodes of four GPUs, one 100 MiB pod per GPU (the case), `owned` or bare.
+/// Four nodes of four GPUs, one 100 MiB pod per GPU (no GPU free), `owned` or bare.
 fn one_small_pod_per_gpu(owned: bool) -> Snapshot {
     let mut items = Vec::new();
     for n in 0..4 {
