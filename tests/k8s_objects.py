@@ -1,4 +1,5 @@
-"""Small builders of Kubernetes objects as HAMi's device plugin and users leave them."""
+"""The tests' one builder of Kubernetes objects, as HAMi's device plugin and users leave them: nodes
+with registered devices, pods asking for or holding GPUs, Filter and Bind arguments."""
 
 from __future__ import annotations
 
@@ -89,6 +90,28 @@ def registered_node(
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}}
 
 
+def v100_node(name: str) -> dict[str, Any]:
+    """A node with two 32 GB V100s, `GPU-<last letter of name><i>`."""
+    p = name[-1]
+    devices = [
+        {
+            "id": f"GPU-{p}{i}",
+            "index": i,
+            "count": 10,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": "NVIDIA-Tesla V100-PCIE-32GB",
+            "health": True,
+        }
+        for i in range(2)
+    ]
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}},
+    }
+
+
 def node_with_devices(name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
     """A node registering exactly `devices` (HAMi's register annotation), allocatable their counts."""
     return {
@@ -138,6 +161,29 @@ def gpu_pod(name: str, namespace: str = "default", **limits: Any) -> dict[str, A
             ],
         },
         "status": {"phase": "Pending"},
+    }
+
+
+def pending_pod(name: str = "big", gpus: int = 1, mem: int = 16000) -> dict[str, Any]:
+    """A pending pod of namespace `team` asking `gpus` GPUs of `mem` MiB each."""
+    limits = {"nvidia.com/gpu": str(gpus), "nvidia.com/gpumem": str(mem)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
+        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": limits}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def vgpu_pod(name: str, mem: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod asking one GPU of `mem` MiB."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem)}
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
     }
 
 
@@ -199,15 +245,6 @@ def replica_pod(
     }
 
 
-def filter_args(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
-    return {"Pod": pod, "Nodes": None, "NodeNames": nodes}
-
-
-def bind_args(pod: dict[str, Any], node: str) -> dict[str, Any]:
-    meta = pod["metadata"]
-    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
-
-
 def limits_pod(
     limits: dict[str, str], annotations: dict[str, str] | None = None, name: str = "p", uid: str | None = None
 ) -> dict[str, Any]:
@@ -250,6 +287,15 @@ def asking_pod(
     }
 
 
+def filter_args(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+    return {"Pod": pod, "Nodes": None, "NodeNames": nodes}
+
+
+def bind_args(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    meta = pod["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+
+
 def explain_on(
     items: list[dict[str, Any]], pod: dict[str, Any], now: int = 0, node_policy: str | None = None
 ) -> tuple[dict[str, Any], list[str]]:
@@ -268,48 +314,3 @@ def explained(
     from hami_fast.explain import document
 
     return document(cluster, pod, node_policy, gpu_policy, now)
-
-
-def pending_pod(name: str = "big", gpus: int = 1, mem: int = 16000) -> dict[str, Any]:
-    """A pending pod of namespace `team` asking `gpus` GPUs of `mem` MiB each."""
-    limits = {"nvidia.com/gpu": str(gpus), "nvidia.com/gpumem": str(mem)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
-        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": limits}}]},
-        "status": {"phase": "Pending"},
-    }
-
-
-def v100_node(name: str) -> dict[str, Any]:
-    """A node with two 32 GB V100s, `GPU-<last letter of name><i>`."""
-    p = name[-1]
-    devices = [
-        {
-            "id": f"GPU-{p}{i}",
-            "index": i,
-            "count": 10,
-            "devmem": 32768,
-            "devcore": 100,
-            "type": "NVIDIA-Tesla V100-PCIE-32GB",
-            "health": True,
-        }
-        for i in range(2)
-    ]
-    return {
-        "kind": "Node",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}},
-    }
-
-
-def vgpu_pod(name: str, mem: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    """A pod asking one GPU of `mem` MiB."""
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem)}
-    return {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-    }
