@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from k8s_objects import bind_args, filter_args, gpu_node
+from k8s_objects import bind_args, filter_args, gpu_node, limits_pod
 from kubeapi.fixtures import wait_for
 from serving import Service, serve
 
@@ -29,12 +29,7 @@ def mlu_pod(name: str, nvidia: bool = False) -> dict:
     limits = {"cambricon.com/vmlu": "1", "cambricon.com/mlu.smlu.vmemory": "8"}
     if nvidia:
         limits["nvidia.com/gpu"] = "1"
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
-    }
+    return limits_pod(limits, name=name)
 
 
 def stamp(age: timedelta) -> str:

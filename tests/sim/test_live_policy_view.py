@@ -11,26 +11,13 @@ import orjson
 import pytest
 from hami_fast import _native
 from hami_fast.config import Config
+from k8s_objects import registered_node
 
 
 def _node(name: str, gpus: int, cores: int) -> bytes:
-    devices = [
-        {
-            "id": f"GPU-{name}-{i}",
-            "index": i,
-            "count": 10,
-            "devmem": 32768,
-            "devcore": 100,
-            "type": "NVIDIA-G2",
-            "health": True,
-        }
-        for i in range(gpus)
-    ]
-    return orjson.dumps(
-        {"kind": "Node", "apiVersion": "v1",
-         "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": json.dumps(devices)}},
-         "status": {"allocatable": {"cpu": str(cores), "memory": "512Gi"}}}
-    )  # fmt: skip
+    node = registered_node(name, gpus, 32768, "NVIDIA-G2")
+    node["status"] = {"allocatable": {"cpu": str(cores), "memory": "512Gi"}}
+    return orjson.dumps(node)
 
 
 def _pod(name: str, cores: int, node: str = "") -> bytes:
