@@ -40,7 +40,7 @@ lint: install ## format, lint, type and stub checks: cargo fmt, clippy -D warnin
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest tests/test_stubs.py -q -p no:randomly
+	$(PY) -m pytest tests/infra/test_stubs.py -q -p no:randomly
 
 .PHONY: bench
 bench: install ## benchmarks, side by side (pytest-benchmark)
@@ -67,7 +67,7 @@ image: wheel ## container image (Debian slim base by mmdebstrap, buildah --isola
 	scripts/build-image.sh
 
 # Side by side with HAMi's binary
-# The issue's sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
+# The sizes: 1,000 KWOK nodes x 8 GPUs, 5,000 pods (raised limits) + 20 pods at QPS 5 / burst 10,
 # and 40 pods onto 2 nodes with a 1 s Allocate. Needs the control plane, helm, KWOK (built and cached
 # on first use) and HAMi's binary in ../shared/tools/hami-scheduler. ~20-30 min on 2 cores.
 # Results: bench-e2e-results/ (scale.md, scale.json, lock.json, release-*.json, preemption.json).
@@ -97,5 +97,5 @@ ARTIFACTS ?= $(CURDIR)/artifacts
 .PHONY: test-browser
 test-browser: install ## GPU map page in headless Chromium; keeps the screenshots in artifacts/gpumap/
 	scripts/install-browser.sh
-	HAMI_FAST_REQUIRE_BROWSER=1 HAMI_FAST_ARTIFACTS=$(ARTIFACTS) $(PY) -m pytest tests/test_gpumap.py -q -rs -s -k page_
+	HAMI_FAST_REQUIRE_BROWSER=1 HAMI_FAST_ARTIFACTS=$(ARTIFACTS) $(PY) -m pytest tests/descheduler/test_gpumap.py -q -rs -s -k page_
 	@ls -1 $(ARTIFACTS)/gpumap/*.png

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's Chromium (and ChromeDriver) for the GPU map's headless browser test (tests/test_gpumap.py).
+# Debian's Chromium (and ChromeDriver) for the GPU map's headless browser test (tests/descheduler/test_gpumap.py).
 # Needs root (CI and these machines run as root); a no-op where /usr/bin/chromium exists.
 set -euo pipefail
 [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && exit 0

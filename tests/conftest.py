@@ -1,13 +1,13 @@
-"""Shared pytest wiring. Keep fixtures in their own modules and import them here."""
+"""Fixtures several areas share: the test Kubernetes API server and an API client on it.
+Each area's own fixtures are in its conftest.py; helper modules here (k8s_objects, serving, ...)
+are importable from every area (`pythonpath` in pyproject.toml)."""
 
+import pytest
+from hami_fast.kube.client import KubeClient, load_api_client
 from kubeapi.fixtures import kubeapi, kubeapi_factory, kubeapi_tls  # noqa: F401  (test Kubernetes API server)
 
 
-# ---- the oracle suite's seed (tests/hamigen/seeding.py, docs/compatibility.md) ----------------------
-def pytest_terminal_summary(terminalreporter):
-    if any(
-        "test_hami_oracle" in r.nodeid for rs in terminalreporter.stats.values() for r in rs if hasattr(r, "nodeid")
-    ):
-        from hamigen.seeding import describe
-
-        terminalreporter.write_line(describe())
+@pytest.fixture
+def client(kubeapi) -> KubeClient:  # noqa: F811
+    """hami_fast's API client on the test API server, unthrottled."""
+    return KubeClient(load_api_client(kubeapi.kubeconfig), qps=0, burst=100, timeout=10)

@@ -1,7 +1,6 @@
 """The descheduler suites' world on the test Kubernetes API server: a registered two-node cluster,
-its pods and placements, an API client, pinning webhooks closed after each test, AdmissionReviews
-and their patches. Fixtures here (`client`, `cluster`, `_close_pinners`) are imported by the suites
-that use them."""
+its pods and placements, pinning webhooks (closed after each test by tests/descheduler/conftest.py),
+AdmissionReviews and their patches, the auto mode's records and metrics."""
 
 from __future__ import annotations
 
@@ -12,75 +11,29 @@ import socket
 import threading
 
 import orjson
-import pytest
 from hami_fast.descheduler import kube as k
 from hami_fast.descheduler.controller import Timeouts
+from hami_fast.descheduler.metrics import DeschedulerMetrics
 from hami_fast.descheduler.webhook import Pinner
-from hami_fast.kube.client import KubeClient, load_api_client
+from hami_fast.kube.client import KubeClient
+from k8s_objects import registered_node, replica_pod
 from kubeapi import patch as patchlib
 
 NS = "serving"
 EVICTIONS = re.compile(r"/pods/[^/]+/eviction$")
 
 
-def register(node: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> str:
-    return orjson.dumps(
-        [
-            {
-                "id": f"GPU-{node}-{i}",
-                "index": i,
-                "count": 10,
-                "devmem": 16000,
-                "devcore": 100,
-                "type": "NVIDIA-A10",
-                "health": i not in unhealthy,
-            }
-            for i in range(gpus)
-        ]
-    ).decode()
-
-
 def node(name: str, gpus: int = 2, unhealthy: tuple[int, ...] = ()) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": register(name, gpus, unhealthy)}},
-    }
+    return registered_node(name, gpus, unhealthy=unhealthy)
 
 
 def pod(
     name: str, node_name: str | None, gpu: int = 0, mem: int = 4000, owned: bool = True, app: str = "infer"
 ) -> dict:
-    meta: dict = {"name": name, "namespace": NS, "uid": f"u-{name}", "labels": {"app": app}, "annotations": {}}
-    if owned:
-        meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-infer", "uid": "rs-1", "controller": True}
-        ]
-    spec: dict = {
-        "schedulerName": "hami-scheduler",
-        "containers": [
-            {
-                "name": "c",
-                "resources": {
-                    "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": "20"}
-                },
-            }
-        ],
-    }
-    if node_name:
-        meta["annotations"] = {
-            "hami.io/vgpu-node": node_name,
-            "hami.io/vgpu-devices-allocated": f"GPU-{node_name}-{gpu},NVIDIA,{mem},20:;",
-            "hami.io/bind-phase": "success",
-        }
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
+    """A pod of ReplicaSet `rs-infer` labelled `app`, running on `node_name` or pending (None)."""
+    return replica_pod(
+        name, node_name, gpu, mem, namespace=NS, labels={"app": app}, owner="rs-infer" if owned else None
+    )
 
 
 def placement(
@@ -110,20 +63,6 @@ def status_of(kubeapi, name: str) -> dict:
     return kubeapi.get("hamipodplacements.scheduling.hami.placement.com", name, NS).get("status") or {}
 
 
-@pytest.fixture
-def client(kubeapi) -> KubeClient:
-    return KubeClient(load_api_client(kubeapi.kubeconfig), qps=0, burst=100, timeout=10)
-
-
-@pytest.fixture
-def cluster(kubeapi):
-    kubeapi.create(node("n1"))
-    kubeapi.create(node("n2", unhealthy=(1,)))
-    kubeapi.create(pod("old", "n1", 0, 4000))
-    kubeapi.create(pod("busy", "n2", 0, 14000, app="other"))
-    return kubeapi
-
-
 _PINNERS: list[Pinner] = []
 
 
@@ -134,9 +73,7 @@ def make_pinner(client: KubeClient, **kwargs) -> Pinner:
     return pinner
 
 
-@pytest.fixture(autouse=True)
-def _close_pinners():
-    yield
+def close_pinners() -> None:
     for pinner in _PINNERS:
         pinner.close()
     _PINNERS.clear()
@@ -246,3 +183,34 @@ class FakeReplicaSetAndScheduler(threading.Thread):
                     mem = int(pd["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"])
                     bind(self.kubeapi, pd["metadata"]["name"], target, ann["nvidia.com/use-gpuuuid"].split(",")[0], mem)
             self.stop_event.wait(0.05)
+
+
+def pending(name: str = "big", mem: int = 14000, unschedulable: bool = True) -> dict:
+    p = pod(name, None, mem=mem)
+    if unschedulable:
+        p["status"]["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/2 nodes are available: 2 1/2 CardInsufficientMemory, 1/2 CardTimeSlicingExhausted.",
+            }
+        ]
+    return p
+
+
+def recorded(kubeapi, name: str = "hami-gpu-descheduler-auto-moves") -> list[dict]:
+    """The hour's moves as the ConfigMap holds them."""
+    configmap = kubeapi.get("configmaps", name, "kube-system")
+    return orjson.loads(configmap["data"]["moves"]) if configmap else []
+
+
+def counted(metrics: DeschedulerMetrics, sample: str, label: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        s.labels[label]: s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+        if s.name == sample and s.value
+    }

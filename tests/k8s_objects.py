@@ -1,4 +1,5 @@
-"""Small builders of Kubernetes objects as HAMi's device plugin and users leave them."""
+"""The tests' one builder of Kubernetes objects, as HAMi's device plugin and users leave them: nodes
+with registered devices, pods asking for or holding GPUs, Filter and Bind arguments."""
 
 from __future__ import annotations
 
@@ -62,6 +63,55 @@ def gpu_node(name: str, gpus: int = 2, memory: int = 16384, count: int = 10, mod
     }
 
 
+def nvidia_register(
+    node: str, gpus: int = 2, mem: int = 16000, model: str = "NVIDIA-A10", unhealthy: tuple[int, ...] = ()
+) -> str:
+    """HAMi's `hami.io/node-nvidia-register` of `gpus` cards `GPU-<node>-<i>`: 10 slots, 100 % cores each."""
+    devices = [
+        {
+            "id": f"GPU-{node}-{i}",
+            "index": i,
+            "count": 10,
+            "devmem": mem,
+            "devcore": 100,
+            "type": model,
+            "health": i not in unhealthy,
+        }
+        for i in range(gpus)
+    ]
+    return orjson.dumps(devices).decode()
+
+
+def registered_node(
+    name: str, gpus: int = 2, mem: int = 16000, model: str = "NVIDIA-A10", unhealthy: tuple[int, ...] = ()
+) -> dict[str, Any]:
+    """A node whose device plugin registered `nvidia_register`'s cards (none: no annotation)."""
+    annotations = {"hami.io/node-nvidia-register": nvidia_register(name, gpus, mem, model, unhealthy)} if gpus else {}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}}
+
+
+def v100_node(name: str) -> dict[str, Any]:
+    """A node with two 32 GB V100s, `GPU-<last letter of name><i>`."""
+    p = name[-1]
+    devices = [
+        {
+            "id": f"GPU-{p}{i}",
+            "index": i,
+            "count": 10,
+            "devmem": 32768,
+            "devcore": 100,
+            "type": "NVIDIA-Tesla V100-PCIE-32GB",
+            "health": True,
+        }
+        for i in range(2)
+    ]
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}},
+    }
+
+
 def node_with_devices(name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
     """A node registering exactly `devices` (HAMi's register annotation), allocatable their counts."""
     return {
@@ -70,6 +120,23 @@ def node_with_devices(name: str, devices: list[dict[str, Any]]) -> dict[str, Any
         "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": orjson.dumps(devices).decode()}},
         "status": {"allocatable": {"nvidia.com/gpu": str(sum(d["count"] for d in devices))}},
     }
+
+
+def node_with(
+    name: str,
+    annotations: dict[str, str] | None = None,
+    capacity: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A node of `annotations` (a device plugin's registration), `capacity` also its allocatable."""
+    meta: dict[str, Any] = {"name": name}
+    if labels is not None:
+        meta["labels"] = labels
+    meta["annotations"] = annotations or {}
+    node: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": meta}
+    if capacity is not None:
+        node["status"] = {"capacity": capacity, "allocatable": capacity}
+    return node
 
 
 def gpu_pod(name: str, namespace: str = "default", **limits: Any) -> dict[str, Any]:
@@ -97,13 +164,100 @@ def gpu_pod(name: str, namespace: str = "default", **limits: Any) -> dict[str, A
     }
 
 
-def filter_args(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
-    return {"Pod": pod, "Nodes": None, "NodeNames": nodes}
+def pending_pod(name: str = "big", gpus: int = 1, mem: int = 16000) -> dict[str, Any]:
+    """A pending pod of namespace `team` asking `gpus` GPUs of `mem` MiB each."""
+    limits = {"nvidia.com/gpu": str(gpus), "nvidia.com/gpumem": str(mem)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
+        "spec": {"schedulerName": "hami-scheduler", "containers": [{"name": "c", "resources": {"limits": limits}}]},
+        "status": {"phase": "Pending"},
+    }
 
 
-def bind_args(pod: dict[str, Any], node: str) -> dict[str, Any]:
-    meta = pod["metadata"]
-    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+def vgpu_pod(name: str, mem: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod asking one GPU of `mem` MiB."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem)}
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+
+
+def holding_pod(name: str, node: str = "node-0", gpu: int = 0, mem: int = 16384) -> dict[str, Any]:
+    """`gpu_pod` bound to `node` and running, holding `mem` of GPU `gpu` (HAMi's annotations)."""
+    pod = gpu_pod(name, gpu=1, mem=mem)
+    pod["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": node,
+        "hami.io/vgpu-devices-allocated": f"GPU-{node}-{gpu},NVIDIA,{mem},0:;",
+    }
+    pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
+def replica_pod(
+    name: str,
+    node: str | None,
+    gpu: int = 0,
+    mem: int = 4000,
+    cores: int = 20,
+    *,
+    namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    owner: str | None = "rs",
+    owner_uid: str = "rs-1",
+    bind_phase: bool = True,
+    scheduler: str | None = "hami-scheduler",
+) -> dict[str, Any]:
+    """A pod of ReplicaSet `owner` (None: a bare pod) asking one GPU, `mem` MiB and `cores` % of it.
+    With a `node` it runs there holding GPU `gpu` (HAMi's annotations, `bind-phase` success unless
+    `bind_phase` is False); without, it is pending."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"u-{name}"}
+    if labels is not None:
+        meta["labels"] = labels
+    meta["annotations"] = {}
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": owner_uid, "controller": True}
+        ]
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem), "nvidia.com/gpucores": str(cores)}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"limits": limits}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if node:
+        meta["annotations"] = {
+            "hami.io/vgpu-node": node,
+            "hami.io/vgpu-devices-allocated": f"GPU-{node}-{gpu},NVIDIA,{mem},{cores}:;",
+        }
+        if bind_phase:
+            meta["annotations"]["hami.io/bind-phase"] = "success"
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def limits_pod(
+    limits: dict[str, str], annotations: dict[str, str] | None = None, name: str = "p", uid: str | None = None
+) -> dict[str, Any]:
+    """A pod of one container asking `limits` (a vendor's resource names)."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid or f"uid-{name}"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+    }
 
 
 def resident_pod(name: str, node: str, annotations: dict[str, str]) -> dict[str, Any]:
@@ -131,6 +285,15 @@ def asking_pod(
         "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations or {}},
         "spec": {"containers": containers},
     }
+
+
+def filter_args(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+    return {"Pod": pod, "Nodes": None, "NodeNames": nodes}
+
+
+def bind_args(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    meta = pod["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
 
 
 def explain_on(

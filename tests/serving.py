@@ -20,6 +20,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve(kubeapi: Any, **options: Any) -> Service:
+    """hami-fast serve on the test API server `kubeapi` (start it with `with`)."""
+    return Service(kubeconfig=kubeapi.kubeconfig, **options)
+
+
 class Service:
     """A serving hami-fast: `.post(route, body)` over HTTP, `.runtime` for the engine's state."""
 

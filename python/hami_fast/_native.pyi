@@ -24,7 +24,7 @@ class EngineError(ValueError):
     field: str
 
 # The JSON documents the methods below return, as ``hami_core::wire`` defines them (key sets checked
-# against ``rust/hami-core/src/wire/keys.json`` by ``tests/test_stubs.py``). Stub-only: import them
+# against ``rust/hami-core/src/wire/keys.json`` by ``tests/infra/test_stubs.py``). Stub-only: import them
 # for type checking.
 
 class Verdict(TypedDict):

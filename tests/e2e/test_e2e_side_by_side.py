@@ -6,7 +6,7 @@
    untouched, and both schedulers' hami_gpu_* gauges equal to what the API holds;
 2. a pod that fits nowhere gets the same reasons from both;
 3. no lock stalls: N pods onto 2 nodes with an Allocate delay, HAMi vs hami-fast (the figure is
-   printed; `make bench-e2e` runs the issue's 40 pods / 1 s);
+   printed; `make bench-e2e` runs 40 pods / 1 s);
 4. retry at release: pods Pending because a terminating pod still holds their GPU bind when it
    goes, hami-fast and HAMi (the times are printed; `make bench-e2e` runs 20 pairs each and gives
    HAMi kube-scheduler's full 5-minute unschedulable flush);

@@ -1,7 +1,8 @@
 """Plain-Python reference of HAMi v2.10.0 NVIDIA fit and score, for differential tests only.
 
-Every function follows one section of ``../shared/spec/hami-scheduler.md`` (cited in its
-docstring) plus the team's decisions for the places the spec leaves open. Clarity wins over speed here: the
+Every function follows one section (§, cited in its docstring) of the written reading of HAMi's
+scheduler it was built from (not part of this repository), plus the team's decisions for the places
+that reading leaves open. Clarity wins over speed here: the
 engine in ``rust/`` is fast, this file is meant to be read and checked by eye.
 
 Entry point: :func:`explain`, the same question ``hami_fast._native.Cluster.explain`` answers.

@@ -192,8 +192,7 @@ mod tests {
                        "type": "NVIDIA-T4", "mode": "hami-core", "health": true})
             })
             .collect();
-        json!({"kind": "Node", "metadata": {"name": name, "annotations": {
-            "hami.io/node-nvidia-register": serde_json::to_string(&devices).unwrap()}}})
+        crate::testkit::nvidia_node(name, &devices)
     }
 
     fn resident(name: &str, node: &str, gpu: &str, mem: i64, cores: i64) -> Value {

@@ -39,6 +39,8 @@ pub mod request;
 pub mod request_notes;
 pub mod requeue;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod vendor;
 pub mod webhook;
 pub mod wire;

@@ -231,13 +231,9 @@ mod tests {
         let mut e = Engine::new(Config::default());
         let names: Vec<String> = (0..4).map(|i| format!("n{i}")).collect();
         for name in &names {
-            let gpu = json!([{"id": format!("GPU-{name}"), "index": 0, "count": 10, "devmem": 1000, "devcore": 100,
-                              "type": "NVIDIA-T4", "mode": "hami-core", "health": true}]);
-            apply(
-                &mut e,
-                json!({"kind": "Node", "metadata": {"name": name,
-                "annotations": {"hami.io/node-nvidia-register": gpu.to_string()}}}),
-            );
+            let gpu = [json!({"id": format!("GPU-{name}"), "index": 0, "count": 10, "devmem": 1000, "devcore": 100,
+                              "type": "NVIDIA-T4", "mode": "hami-core", "health": true})];
+            apply(&mut e, crate::testkit::nvidia_node(name, &gpu));
             apply(
                 &mut e,
                 json!({"kind": "Pod", "metadata": {"name": format!("h-{name}"), "namespace": "d",

@@ -1,6 +1,8 @@
 //! The candidate cache: its verdict memo and its recognition of a repeated list answer, over any
 //! sequence of changes and any spelling of the body, exactly what a fresh evaluation answers.
 
+mod common;
+
 use hami_core::filter::CandidateCache;
 use hami_core::{Config, Engine};
 use serde_json::{json, Value};
@@ -28,11 +30,11 @@ fn node(name: &str, gpus: u32, memory: u32, healthy: bool, handshake: Option<&st
                          "type": A100, "numa": i / 4, "mode": "hami-core", "health": healthy || i > 0})
         })
         .collect();
-    let mut annotations = json!({"hami.io/node-nvidia-register": Value::Array(devices).to_string()});
+    let mut node = common::node(name, devices);
     if let Some(h) = handshake {
-        annotations["hami.io/node-handshake"] = json!(h);
+        node["metadata"]["annotations"]["hami.io/node-handshake"] = json!(h);
     }
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "annotations": annotations}})
+    node
 }
 
 fn resident(name: &str, node: &str, gpu: u32, mem: u32, cores: u32) -> Value {

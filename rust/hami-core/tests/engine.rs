@@ -1,27 +1,20 @@
 //! Behaviour of the engine through its public entry points: apply, filter, explain, admit.
 
+mod common;
+
 use base64::Engine as _;
 use hami_core::{Config, Engine};
 use serde_json::{json, Value};
 
-const V100: &str = "NVIDIA-Tesla V100-PCIE-32GB";
+use common::{node, pod, V100};
 
 fn gpu(id: &str, index: u32, numa: i32) -> Value {
-    json!({"id": id, "index": index, "count": 10, "devmem": 32768, "devcore": 100, "type": V100, "numa": numa, "mode": "hami-core", "health": true})
-}
-
-fn node(name: &str, devices: Vec<Value>) -> Value {
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": Value::Array(devices).to_string()}}})
+    common::card(id, index, 10, 32768, V100, numa)
 }
 
 fn two_gpu_node(name: &str) -> Value {
     let p = &name[name.len() - 1..];
     node(name, vec![gpu(&format!("GPU-{p}0"), 0, 0), gpu(&format!("GPU-{p}1"), 1, 0)])
-}
-
-fn pod(name: &str, limits: Value) -> Value {
-    json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-           "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}})
 }
 
 fn placed_pod(name: &str, node: &str, devices: &str) -> Value {

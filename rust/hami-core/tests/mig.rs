@@ -1,6 +1,8 @@
 //! GPUs in MIG mode through the engine's entry points: HAMi v2.10's dynamic MIG (profiles and
 //! placements from the register annotation, reservations in `hami.io/vgpu-mig-allocations`).
 
+mod common;
+
 use hami_core::{Config, Engine};
 use serde_json::{json, Value};
 
@@ -28,7 +30,7 @@ fn t4(id: &str, index: u32) -> Value {
 }
 
 fn node(devices: Vec<Value>) -> Value {
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "node-a", "annotations": {"hami.io/node-nvidia-register": Value::Array(devices).to_string()}}})
+    common::node("node-a", devices)
 }
 
 fn container(name: &str, gpus: &str, mem: &str) -> Value {

@@ -1,6 +1,8 @@
 //! The simulator-derived node policies (fgd, bestfit, dotprod, packing, clustering, random) in the
 //! live scheduler: selected by flag or pod annotation, scored on the cluster's own state.
 
+mod common;
+
 use hami_core::{Config, Engine};
 use serde_json::{json, Value};
 
@@ -9,14 +11,13 @@ const V100: &str = "NVIDIA-Tesla V100-PCIE-32GB";
 fn node(name: &str) -> Value {
     let p = &name[name.len() - 1..];
     let gpu = |i: u32| json!({"id": format!("GPU-{p}{i}"), "index": i, "count": 10, "devmem": 32768, "devcore": 100, "type": V100, "health": true});
-    let devices = Value::Array(vec![gpu(0), gpu(1)]).to_string();
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": devices}}})
+    common::node(name, vec![gpu(0), gpu(1)])
 }
 
 fn pod(name: &str, mem: &str, annotations: Value) -> Value {
-    json!({"kind": "Pod", "apiVersion": "v1",
-           "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "annotations": annotations},
-           "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mem}}}]}})
+    let mut p = common::vgpu_pod(name, mem);
+    p["metadata"]["annotations"] = annotations;
+    p
 }
 
 fn placed(name: &str, node: &str, devices: &str) -> Value {

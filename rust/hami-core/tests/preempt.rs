@@ -1,6 +1,8 @@
 //! vGPU-aware preemption: the victims chosen for a rejected pod are the fewest and lowest-priority
 //! pods whose removal lets it fit on one node by the engine's Fit, never of equal or higher priority.
 
+mod common;
+
 use hami_core::preempt::Preemption;
 use hami_core::{Config, Engine, Outcome};
 use serde_json::{json, Value};
@@ -9,14 +11,7 @@ const NOW: i64 = 1705054796;
 const GPU_MEM: i64 = 32768;
 
 fn node(name: &str, gpus: u32) -> Value {
-    let devices: Vec<Value> = (0..gpus)
-        .map(|i| {
-            json!({"id": format!("GPU-{name}-{i}"), "index": i, "count": 10, "devmem": GPU_MEM, "devcore": 100,
-                   "type": "NVIDIA-Tesla V100-PCIE-32GB", "numa": 0, "mode": "hami-core", "health": true})
-        })
-        .collect();
-    json!({"kind": "Node", "metadata": {"name": name,
-           "annotations": {"hami.io/node-nvidia-register": Value::Array(devices).to_string()}}})
+    common::v100_node(name, gpus)
 }
 
 fn pending(name: &str, priority: i32, mem: i64) -> Value {

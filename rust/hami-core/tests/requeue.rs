@@ -1,6 +1,8 @@
 //! Retry at release: the pods Filter rejected are answered back, in queue order, once a release
 //! makes room for them, and only then.
 
+mod common;
+
 use hami_core::requeue::{Requeue, REQUEUE_HOLD_SECONDS};
 use hami_core::{Config, Engine, Outcome};
 use serde_json::{json, Value};
@@ -9,14 +11,7 @@ const NOW: i64 = 1705054796;
 const FULL: &str = "32768";
 
 fn node(name: &str, gpus: u32) -> Value {
-    let devices: Vec<Value> = (0..gpus)
-        .map(|i| {
-            json!({"id": format!("GPU-{name}-{i}"), "index": i, "count": 10, "devmem": 32768, "devcore": 100,
-                        "type": "NVIDIA-Tesla V100-PCIE-32GB", "numa": 0, "mode": "hami-core", "health": true})
-        })
-        .collect();
-    json!({"kind": "Node", "metadata": {"name": name,
-           "annotations": {"hami.io/node-nvidia-register": Value::Array(devices).to_string()}}})
+    common::v100_node(name, gpus)
 }
 
 fn pod(name: &str, ns: &str, priority: i32, created: &str, limits: Value) -> Value {

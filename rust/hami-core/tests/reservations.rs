@@ -2,6 +2,8 @@
 //! pod, free for the owner, gone when the owner is allocated, bound, deleted, or the hold lapses,
 //! and read back from the pod after a restart.
 
+mod common;
+
 use hami_core::{Config, Engine};
 use serde_json::{json, Value};
 
@@ -10,21 +12,17 @@ const NOW: i64 = 1_796_126_400; // 2026-12-01T12:00:00Z
 const LATER: &str = "2026-12-01T12:10:00Z";
 const EARLIER: &str = "2026-12-01T11:59:00Z";
 
-fn gpu(id: &str, index: u32) -> Value {
-    json!({"id": id, "index": index, "count": 10, "devmem": 32768, "devcore": 100, "type": "NVIDIA-A100", "numa": 0, "mode": "hami-core", "health": true})
-}
-
 fn node(name: &str) -> Value {
-    let devices = json!([gpu(&format!("GPU-{name}-0"), 0), gpu(&format!("GPU-{name}-1"), 1)]);
-    json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": devices.to_string()}}})
+    let gpu = |i: u32| common::card(&format!("GPU-{name}-{i}"), i, 10, 32768, "NVIDIA-A100", 0);
+    common::node(name, vec![gpu(0), gpu(1)])
 }
 
 /// A pending pod asking for one whole-memory GPU share.
 fn pod(name: &str, mem: u32) -> Value {
-    json!({"kind": "Pod", "apiVersion": "v1",
-           "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "annotations": {}},
-           "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mem.to_string()}}}]},
-           "status": {"phase": "Pending"}})
+    let mut p = common::vgpu_pod(name, &mem.to_string());
+    p["metadata"]["annotations"] = json!({});
+    p["status"] = json!({"phase": "Pending"});
+    p
 }
 
 fn reserved(name: &str, mem: u32, hold: &str, expires: &str) -> Value {

@@ -52,8 +52,7 @@ fn plain_gpu(node: &str, i: usize, model: &str, memory: i32) -> Value {
 }
 
 fn node(name: &str, devices: Vec<Value>) -> Value {
-    json!({"kind": "Node", "metadata": {"name": name, "annotations": {
-        "hami.io/node-nvidia-register": serde_json::to_string(&devices).unwrap()}}})
+    crate::testkit::nvidia_node(name, &devices)
 }
 
 /// A running pod holding one instance of `profile` (`mem` MiB, `cores`) at slice `start` (size

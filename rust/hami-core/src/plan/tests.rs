@@ -9,7 +9,7 @@ pub(super) fn node(name: &str, gpus: u32, unhealthy: &[u32]) -> serde_json::Valu
     let devices: Vec<serde_json::Value> = (0..gpus)
         .map(|i| json!({"id": format!("{name}-g{i}"), "index": i, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": !unhealthy.contains(&i)}))
         .collect();
-    json!({"kind": "Node", "metadata": {"name": name, "annotations": {"hami.io/node-nvidia-register": serde_json::to_string(&devices).unwrap()}}})
+    crate::testkit::nvidia_node(name, &devices)
 }
 
 /// A pod of `mem` MiB per GPU on the given GPUs of `node`; `owned` adds a ReplicaSet owner.
@@ -178,7 +178,7 @@ fn targets_name_any_registered_id_whole() {
         .enumerate()
         .map(|(i, id)| json!({"id": id, "index": i + 1, "count": 10, "devmem": 1000, "devcore": 100, "type": "NVIDIA-T4", "health": true}))
         .collect();
-    let n = json!({"kind": "Node", "metadata": {"name": "m", "annotations": {"hami.io/node-nvidia-register": serde_json::to_string(&devices).unwrap()}}});
+    let n = crate::testkit::nvidia_node("m", &devices);
     let s = snap(vec![n]);
     let v = |gpus: &[&str]| validate_target(&s, "ns/new", "m", &gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>());
     assert_eq!(v(&[ids[0]]).unwrap(), vec![ids[0]], "a `/` inside an id is part of it");
@@ -361,7 +361,7 @@ fn pending(name: &str, gpus: u32, mem: i64) -> PendingPod {
     PendingPod::from_value(&p, &Config::default()).unwrap()
 }
 
-/// Four nodes of four GPUs, one 100 MiB pod per GPU (the case), `owned` or bare.
+/// Four nodes of four GPUs, one 100 MiB pod per GPU (no GPU free), `owned` or bare.
 fn one_small_pod_per_gpu(owned: bool) -> Snapshot {
     let mut items = Vec::new();
     for n in 0..4 {

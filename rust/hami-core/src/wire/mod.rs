@@ -3,7 +3,7 @@
 //!
 //! Documents only hami-fast's Python reads use snake_case keys; those the Kubernetes API,
 //! kube-scheduler or HAMi read keep their own casing. `_native.pyi` mirrors each as a TypedDict
-//! (checked against `samples` by `tests/test_stubs.py`).
+//! (checked against `samples` by `tests/infra/test_stubs.py`).
 
 pub mod admission;
 pub mod explain;

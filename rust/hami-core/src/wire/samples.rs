@@ -1,5 +1,5 @@
 //! One fully populated sample of every wire document, and the key set each serialises to, kept in
-//! `keys.json`: `tests/test_stubs.py` checks the TypedDicts of `_native.pyi` against that file, so a
+//! `keys.json`: `tests/infra/test_stubs.py` checks the TypedDicts of `_native.pyi` against that file, so a
 //! key added here and not in the stub (or the other way round) fails one side or the other.
 //! `WIRE_KEYS_UPDATE=1 cargo test -p hami-core wire` rewrites `keys.json`.
 
