@@ -14,14 +14,20 @@
 //!    Placements that keep the reserve come first, whatever their score. Without such pods
 //!    every placement keeps it and the policy is unchanged.
 //! 1. **Scores FGD's fragment increase Δ** against a target workload **learned online** from the
-//!    pods seen so far ([`History`]: every GPU task type with its count share), at half FGD's
-//!    resolution: `int(50·sigmoid(−Δ/1000))`. Placements whose Δ differ by less than about 0.08
-//!    GPU count as equally good, which leaves room for step 2.
+//!    pods seen so far ([`History`]: every GPU task type that names no model, with its count
+//!    share), at half FGD's resolution: `int(50·sigmoid(−Δ/1000))`. Placements whose Δ differ by
+//!    less than about 0.08 GPU count as equally good, which leaves room for step 2. Types that
+//!    name models are left out: FGD counts every idle GPU of a model a type cannot use as that
+//!    type's fragment, in proportion to the type's popularity and whatever the model's size, so
+//!    they would push the other pods onto the model named least (e.g. the few 128-core G3 nodes,
+//!    the only home of the 120-core 8-GPU pods). The capacity those pods need is step 0's job.
 //! 2. **Breaks ties by CPU balance.** A node's CPU surplus is its CPU left minus what its free
-//!    GPUs will need, at the CPU per GPU the GPU pods seen so far asked for (`c̄`). A single-GPU
-//!    pod that asks for more CPU per GPU than `c̄` (CPU-heavy) goes where the surplus after
-//!    placement is largest; a lighter one where it is smallest, using up the GPUs of CPU-poor
-//!    nodes. Multi-GPU pods keep FGD's order (they need whole nodes more than CPU).
+//!    GPUs will need, at the CPU per GPU the GPU pods seen so far asked for (`c̄`). A GPU pod that
+//!    asks for less CPU per GPU than `c̄` (CPU-light) goes where the surplus after placement is
+//!    smallest, using up the GPUs of CPU-poor nodes. A CPU-heavy one goes where the surplus it
+//!    leaves is smallest but not negative (best fit: its GPUs' CPU stays covered, and the
+//!    CPU-richest nodes stay whole for the pods only they can host); where every tied node would
+//!    go negative, to the largest surplus.
 //! 3. **CPU-only pods** go to the node with the largest CPU surplus: they never use a GPU, so the
 //!    only harm they can do is to take the CPU that a node's free GPUs need.
 //! 4. Remaining ties go to the smallest node name, as for every policy.
@@ -96,13 +102,15 @@ impl History {
         self.seen > 0 && last_refresh(self.seen) == self.seen
     }
 
-    /// Every GPU task type seen, with its share of the GPU pods seen; most common first, ties
-    /// by the type tuple (descending), so the float sums are the same on every run.
+    /// Every GPU task type seen that names no GPU model, with its share of those pods; most common
+    /// first, ties by the type tuple (descending), so the float sums are the same on every run.
+    /// Types that name models are left out (see the module docs, step 1); their capacity is kept
+    /// by the model reserve ([`keeps_reserve`]).
     pub fn workload(&self) -> Workload {
         let mut list: Vec<(TaskType, f64)> = self
             .counts
             .iter()
-            .filter(|(t, _)| t.gpu_milli > 0 && t.num_gpu > 0)
+            .filter(|(t, _)| t.gpu_milli > 0 && t.num_gpu > 0 && t.gpu_spec.is_empty())
             .map(|(t, &n)| (t.clone(), n as f64))
             .collect();
         let total: f64 = list.iter().map(|e| e.1).sum();
@@ -134,7 +142,8 @@ pub struct Cost {
     /// False when the pod names no model yet would take GPU capacity of a model that the pods
     /// naming it are expected to need ([`keeps_reserve`]); true otherwise. Compared first.
     pub keeps_reserve: bool,
-    /// The CPU-balance tie-break (see the module docs); 0 when it does not apply.
+    /// The CPU-balance tie-break (see the module docs): a CPU-heavy pod's best fit ranks above
+    /// every placement that leaves a negative surplus ([`BEST_FIT`]).
     pub balance: f64,
 }
 
@@ -150,7 +159,27 @@ impl Cost {
     /// One number for the extender's scores: the step score plus the balance squashed into
     /// (0, 1), so the order is the same as [`Cost::compare`].
     pub fn live_score(&self) -> f64 {
-        self.score as f64 + 1.0 / (1.0 + (-self.balance / 10_000.0).exp())
+        let squashed = if self.balance >= BEST_FIT / 2.0 {
+            // A best fit: above every other balance, the smaller surplus the higher.
+            0.5 + 0.5 / (1.0 + ((BEST_FIT - self.balance) / 10_000.0).exp())
+        } else {
+            0.5 / (1.0 + (-self.balance / 10_000.0).exp())
+        };
+        self.score as f64 + squashed
+    }
+}
+
+/// Where a CPU-heavy pod's non-negative surpluses rank: `BEST_FIT − surplus`, above every
+/// negative surplus (CPU surpluses are far below it: 10⁹ milli-CPU is a million cores).
+pub const BEST_FIT: f64 = 1e9;
+
+/// A CPU-heavy pod's balance: the smallest non-negative surplus first, then the largest
+/// negative one.
+fn best_fit(surplus: f64) -> f64 {
+    if surplus >= 0.0 {
+        BEST_FIT - surplus
+    } else {
+        surplus
     }
 }
 
@@ -181,12 +210,9 @@ fn balance(pod: &PodShape, surplus: f64, cpu_per_gpu: f64) -> f64 {
     if !pod.requests_gpu() {
         return surplus;
     }
-    if pod.num_gpu > 1 {
-        return 0.0;
-    }
     let heavy = pod.cpu_milli as f64 >= cpu_per_gpu * pod.total_milli() as f64 / MILLI as f64;
     if heavy {
-        surplus
+        best_fit(surplus)
     } else {
         -surplus
     }
@@ -271,7 +297,18 @@ mod tests {
         w: &Workload,
         cpu_per_gpu: f64,
     ) -> Option<(Cost, Option<usize>)> {
-        let shape = NodeShape { cpu_left, gpu_free: free, model: "G2" };
+        place_on("G2", cpu_left, free, p, w, cpu_per_gpu)
+    }
+
+    fn place_on(
+        model: &str,
+        cpu_left: i64,
+        free: &[i64],
+        p: &PodShape,
+        w: &Workload,
+        cpu_per_gpu: f64,
+    ) -> Option<(Cost, Option<usize>)> {
+        let shape = NodeShape { cpu_left, gpu_free: free, model };
         let before = node_frag(&shape, w);
         cost(&NodeView { shape, tags: &[] }, p, w, &mut FragMemo::default(), before, cpu_per_gpu)
     }
@@ -338,20 +375,81 @@ mod tests {
         let heavy = pod(16000, 1000, 1);
         let light = pod(2000, 1000, 1);
         assert_eq!(a(&heavy).score, b(&heavy).score);
-        assert_eq!(b(&heavy).compare(&a(&heavy)), Ordering::Greater, "CPU-heavy: the CPU-rich node");
+        assert_eq!(b(&heavy).compare(&a(&heavy)), Ordering::Greater, "CPU-heavy: the node it leaves covered");
         assert_eq!(a(&light).compare(&b(&light)), Ordering::Greater, "CPU-light: the CPU-poor node");
-        // Multi-GPU pods keep FGD's order: no balance term.
-        assert_eq!(place(80_000, &[1000; 4], &pod(16000, 1000, 2), &w, 4000.0).unwrap().0.balance, 0.0);
+        // Multi-GPU pods lean the same ways.
+        let (heavy2, light2) = (pod(16000, 1000, 2), pod(2000, 1000, 2));
+        assert_eq!(b(&heavy2).compare(&a(&heavy2)), Ordering::Greater);
+        assert_eq!(a(&light2).compare(&b(&light2)), Ordering::Greater);
+    }
+
+    #[test]
+    fn cpu_heavy_pod_takes_the_smallest_surplus_that_covers_the_free_gpus() {
+        // c̄ = 4 cores per GPU; a 1-GPU pod asking for 16 cores. Each node has 4 free GPUs, so
+        // after placement its 3 free GPUs need 12 cores: the surplus is CPU left − 16 − 12.
+        let w = Workload { types: vec![(ty(1000, 1000, 1), 1.0)] };
+        let heavy = pod(16000, 1000, 1);
+        let at = |cores: i64| place(cores * 1000, &[1000; 4], &heavy, &w, 4000.0).unwrap().0;
+        let (short, tight, roomy, rich) = (at(24), at(30), at(60), at(128));
+        assert_eq!(tight.score, rich.score);
+        // 2 cores to spare beats 32 and 100: the CPU-rich nodes stay for pods only they can host.
+        assert_eq!(tight.compare(&roomy), Ordering::Greater);
+        assert_eq!(roomy.compare(&rich), Ordering::Greater);
+        // Leaving the free GPUs short of CPU (−4 cores) comes after any node that does not.
+        assert_eq!(rich.compare(&short), Ordering::Greater);
+        assert_eq!(at(26).compare(&short), Ordering::Greater, "short by less is better");
+        // The live score keeps the order.
+        assert!(tight.live_score() > roomy.live_score() && roomy.live_score() > rich.live_score());
+        assert!(rich.live_score() > short.live_score());
+    }
+
+    #[test]
+    fn learned_workload_leaves_out_types_that_name_models() {
+        let mut h = History::default();
+        for _ in 0..3 {
+            h.observe(named("G2", 1000, 1));
+        }
+        h.observe(named("", 1000, 8));
+        let w = h.workload();
+        assert_eq!(w.types, vec![(named("", 1000, 8), 1.0)]);
+        assert!(h.named_share("G2") > 0.0, "the named demand still sizes the reserve");
+    }
+
+    #[test]
+    fn named_types_do_not_push_pods_onto_the_least_named_model() {
+        // 8-GPU pods of 88 cores (G2's 96 or G3's 128 host them) and of 120 cores (only G3), and
+        // many 1-GPU pods that name G2. An 88-core 8-GPU pod should take a whole G2 node and keep
+        // the G3 node for the 120-core pods.
+        let mut h = History::default();
+        for _ in 0..6 {
+            h.observe(TaskType { cpu_milli: 4000, ..named("G2", 1000, 1) });
+        }
+        h.observe(TaskType { cpu_milli: 88_000, ..named("", 1000, 8) });
+        h.observe(TaskType { cpu_milli: 120_000, ..named("", 1000, 8) });
+        let p = pod(88_000, 1000, 8);
+        let on =
+            |model: &str, cores: i64, w: &Workload| place_on(model, cores * 1000, &[1000; 8], &p, w, 0.0).unwrap().0;
+        let w = h.workload();
+        assert_eq!(on("G2", 96, &w).compare(&on("G3", 128, &w)), Ordering::Greater);
+        // With the named type in the workload, FGD's rule (a model a type cannot use is all
+        // fragment for it) would make the G3 node the better one.
+        let mut all = w.clone();
+        all.types = vec![
+            (TaskType { cpu_milli: 4000, ..named("G2", 1000, 1) }, 0.75),
+            (TaskType { cpu_milli: 88_000, ..named("", 1000, 8) }, 0.125),
+            (TaskType { cpu_milli: 120_000, ..named("", 1000, 8) }, 0.125),
+        ];
+        assert_eq!(on("G3", 128, &all).compare(&on("G2", 96, &all)), Ordering::Greater);
     }
 
     #[test]
     fn fgd_score_still_comes_first() {
         // A whole-GPU pod: breaking an empty 8-GPU node costs an 8-GPU type its home (Δ = +3500
-        // at share ½), however much spare CPU that node has.
+        // at share ½), however well the pod's CPU fits there (3 cores to spare against 177).
         let w = Workload { types: vec![(ty(1000, 1000, 1), 0.5), (ty(1000, 1000, 8), 0.5)] };
         let p = pod(20000, 1000, 1);
-        let empty = place(200_000, &[1000; 8], &p, &w, 1000.0).unwrap().0;
-        let used = place(30_000, &[0, 0, 0, 0, 1000, 1000, 1000, 1000], &p, &w, 1000.0).unwrap().0;
+        let empty = place(30_000, &[1000; 8], &p, &w, 1000.0).unwrap().0;
+        let used = place(200_000, &[0, 0, 0, 0, 1000, 1000, 1000, 1000], &p, &w, 1000.0).unwrap().0;
         assert!(empty.balance > used.balance);
         assert_eq!(used.compare(&empty), Ordering::Greater);
     }
