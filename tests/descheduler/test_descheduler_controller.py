@@ -547,6 +547,34 @@ def test_the_evicting_controller_knows_a_replacement_created_in_the_evictions_se
     assert st["phase"] == "Completed" and conditions(st)["ReplacementCreated"]["reason"] == "CreatedWithoutPin", st
 
 
+@pytest.mark.parametrize("claimed_phase", ["Pending", "Completed"])
+def test_an_eviction_record_survives_the_webhook_claiming_the_placement_meanwhile(cluster, client, claimed_phase):
+    """The eviction lets the ReplicaSet's replacement in at once, and the webhook's claim may reach
+    the placement before the controller's write of the eviction: the write meets a newer version.
+    The eviction is recorded all the same, on the claimed placement (its phase kept where the move
+    went on meanwhile)."""
+    from hami_fast.descheduler.writer import StatusWriter
+
+    create_placement(cluster, placement("p", "n1", ["gpu-1"], evict="old"))
+    stale = Placement(k.get_placement(client, NS, "p"))
+    claim = {"claimedBy": {"podName": "infer-new"}, "consumedAt": "2026-12-03T00:00:00Z", "phase": claimed_phase}
+    cluster.update(
+        "hamipodplacements.scheduling.hami.placement.com",
+        "p",
+        lambda cur: cur.setdefault("status", {}).update(claim),
+        NS,
+    )
+    update = StatusUpdate(phase=s.DELETING, message="evicted", evicted_at="2026-12-03T00:00:01Z", evicted_uid="u-old")
+    writer = StatusWriter(client, ObjectStore("HamiPodPlacement"))
+    assert writer.write(stale, update, (s.EVICTION, True, s.EVICTED, "accepted")) is None, "the stale write conflicts"
+    written = writer.record(stale, update, (s.EVICTION, True, s.EVICTED, "accepted"))
+    st = status_of(cluster, "p")
+    assert written is not None and st["evictedAt"] == "2026-12-03T00:00:01Z" and st["evictedUID"] == "u-old", st
+    assert st["claimedBy"] == {"podName": "infer-new"}, "the claim is kept"
+    assert st["phase"] == ("DeletingOldPod" if claimed_phase == "Pending" else "Completed"), st
+    assert conditions(st)["EvictionRequested"]["status"] == "True", st
+
+
 def test_an_eviction_whose_answer_was_lost_still_finds_its_unpinned_replacement(cluster, client):
     """The eviction is made but its answer lost (the API server going down): the next pass finds the
     pod already gone and stamps `evictedAt` later than the replacement's creation; the workload's

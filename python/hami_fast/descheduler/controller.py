@@ -297,7 +297,7 @@ class Controller:
                 evicted_at=k.now_rfc3339(),
                 evicted_uid=(pod or {}).get("metadata", {}).get("uid", ""),
             )
-            self.writer.write(
+            self.writer.record(
                 placement, update, (s.EVICTION, True, s.ALREADY_GONE, f"pod {name} {gone} before the eviction")
             )
             return
@@ -333,7 +333,7 @@ class Controller:
             evicted_uid=pod["metadata"].get("uid", ""),
         )
         accepted = f"eviction of {evictee} accepted after {attempts} attempt(s)"
-        self.writer.write(placement, update, (s.EVICTION, True, s.EVICTED, accepted))
+        self.writer.record(placement, update, (s.EVICTION, True, s.EVICTED, accepted))
 
     def _eviction_refused(self, placement: Placement, first: str, attempts: int) -> None:
         """A disruption budget said no (429): retry with backoff until --eviction-timeout."""

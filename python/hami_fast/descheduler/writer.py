@@ -4,6 +4,7 @@ Event a phase change posts."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import orjson
@@ -47,6 +48,28 @@ class StatusWriter:
                 reason = condition[2]
             self.event(placement, event_type, reason, update.message or "")
         return Placement(written)
+
+    def record(
+        self, placement: Placement, update: StatusUpdate, condition: s.Condition, attempts: int = 3
+    ) -> Placement | None:
+        """A write of something done that must not be lost (an eviction made): a write that met
+        another writer (the webhook claiming the placement for the replacement pod, which the
+        eviction let in) is made again on the placement read back; where the phase has moved on
+        meanwhile, the fields are kept and the phase left as it is."""
+        for _ in range(attempts):
+            written = self.write(placement, update, condition)
+            if written is not None:
+                return written
+            body = k.get_placement(self.client, placement.namespace, placement.name)
+            if body is None:
+                return None
+            placement = Placement(body)
+            self.store.put(body)
+            try:
+                placement.check_transition(update.phase)
+            except s.IllegalTransition:
+                update = dataclasses.replace(update, phase=None, message=None)
+        return None
 
     def fail(self, placement: Placement, condition: s.Condition) -> None:
         message = condition[3]
