@@ -159,7 +159,11 @@ def test_filter_vs_trivial_granian(benchmark, servers) -> None:
     stats = {side: {"p50": percentile(s, 0.5) * 1e6, "p99": percentile(s, 0.99) * 1e6} for side, s in samples.items()}
     floor, ours = stats["trivial Granian"], stats["hami-fast /filter"]
     ratio = {q: ours[q] / floor[q] for q in ("p50", "p99")}
-    others = {side: {q: s[q] / floor[q] for q in ("p50", "p99")} for side, s in stats.items() if side not in ("trivial Granian", "hami-fast /filter")}
+    others = {
+        side: {q: s[q] / floor[q] for q in ("p50", "p99")}
+        for side, s in stats.items()
+        if side not in ("trivial Granian", "hami-fast /filter")
+    }
     benchmark.extra_info.update(
         {f"{side} {q}_us": round(v, 1) for side, s in stats.items() for q, v in s.items()}
         | {f"ratio_{q}": round(r, 2) for q, r in ratio.items()}
@@ -176,9 +180,6 @@ def test_filter_vs_trivial_granian(benchmark, servers) -> None:
             f"{q} {ratio[q]:.2f}x (target <= {TARGETS[q]}x: {'met' if ratio[q] <= TARGETS[q] else 'NOT met'})"
             for q in ("p50", "p99")
         ),
-        *(
-            f"  ratio of {side:<15} p50 {r['p50']:.2f}x   p99 {r['p99']:.2f}x"
-            for side, r in others.items()
-        ),
+        *(f"  ratio of {side:<15} p50 {r['p50']:.2f}x   p99 {r['p99']:.2f}x" for side, r in others.items()),
     ]
     print("\n".join(lines))

@@ -5,13 +5,12 @@ thread, logging off) and an app that reads the whole body and answers bytes fixe
 POST gets the i-th answer (in turn, from the first again after the last), any other request the first.
 """
 
-import orjson
-
 import asyncio
 import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 from granian.constants import HTTPModes, Interfaces
 from granian.server.embed import Server
 from hami_fast.config import Config

@@ -53,6 +53,11 @@ impl CandidateCache {
         Some(false)
     }
 
+    /// The cached list's JSON text.
+    pub fn raw(&self) -> &[u8] {
+        self.raw.as_bytes()
+    }
+
     fn holds(&self, text: &[u8], nodes: &NodeTable) -> bool {
         text == self.raw.as_bytes() && nodes.generation() == self.generation && !self.entries.is_empty()
     }

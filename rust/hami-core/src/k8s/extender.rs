@@ -30,17 +30,21 @@ pub fn parse_node_names(raw: Option<&RawValue>) -> Result<Vec<Cow<'_, str>>, Err
 /// `body` cut where kube-scheduler puts `NodeNames`, last (Go's field order, no spaces): the
 /// document without it (`{...}`) and the list's text (`[...]`, not checked: see [`plain_names`]).
 /// The list is the body's last member, so it is the one a full parse keeps (a later key wins).
-/// `None` when the body does not end so; the caller parses the whole body then, and does so too
-/// when the head is no document of its own.
-pub fn split_node_names(body: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+/// `known` is the list the caller expects (the last one): when the body ends with it the cut is
+/// found without searching a long list for its start. `None` when the body does not end so; the
+/// caller parses the whole body then, and does so too when the head is no document of its own.
+pub fn split_node_names<'b>(body: &'b [u8], known: &[u8]) -> Option<(Vec<u8>, &'b [u8])> {
     const KEY: &[u8] = b",\"NodeNames\":";
-    let rest = trim_json_end(body).strip_suffix(b"}")?;
-    let open = memchr::memrchr(b'[', rest)?;
+    let rest = trim_json_end(trim_json_end(body).strip_suffix(b"}")?);
+    let open = match rest.strip_suffix(known) {
+        Some(before) if !known.is_empty() => before.len(),
+        _ => memchr::memrchr(b'[', rest)?,
+    };
     let head = trim_json_end(&rest[..open]).strip_suffix(KEY)?;
     let mut doc = Vec::with_capacity(head.len() + 1);
     doc.extend_from_slice(head);
     doc.push(b'}');
-    Some((doc, trim_json_end(&rest[open..])))
+    Some((doc, &rest[open..]))
 }
 
 fn is_json_space(b: u8) -> bool {
@@ -256,10 +260,15 @@ mod tests {
 
     #[test]
     fn split_node_names_cuts_only_a_last_node_names() {
-        let (doc, list) = split_node_names(br#"{"Pod":{"x":[1]},"Nodes":null,"NodeNames":["a","b"]} "#).unwrap();
-        assert_eq!((doc.as_slice(), list), (&br#"{"Pod":{"x":[1]},"Nodes":null}"#[..], &br#"["a","b"]"#[..]));
-        let (doc, list) = split_node_names(br#"{"Pod":1,"NodeNames": [ ] }"#).unwrap();
+        let body = br#"{"Pod":{"x":[1]},"Nodes":null,"NodeNames":["a","b"]} "#;
+        for known in [&b""[..], br#"["a","b"]"#, br#"["b"]"#, br#"["x"]"#] {
+            let (doc, list) = split_node_names(body, known).unwrap();
+            assert_eq!((doc.as_slice(), list), (&br#"{"Pod":{"x":[1]},"Nodes":null}"#[..], &br#"["a","b"]"#[..]));
+        }
+        let (doc, list) = split_node_names(br#"{"Pod":1,"NodeNames": [ ] }"#, b"").unwrap();
         assert_eq!((doc.as_slice(), list), (&br#"{"Pod":1}"#[..], &b"[ ]"[..]));
+        let (_, list) = split_node_names(br#"{"Pod":1,"NodeNames":["a[b"]}"#, br#"["a[b"]"#).unwrap();
+        assert_eq!(list, br#"["a[b"]"#, "found by the known list, not by searching");
         for body in [
             &br#"{"NodeNames":["a"]}"#[..],
             br#"{"Pod":null,"NodeNames":["a"],"Nodes":null}"#,
@@ -268,7 +277,7 @@ mod tests {
             br#"{"Pod":null,"nodenames":["a"]}"#,
             br#"{"Pod":{"x":1,"NodeNames":["a"]}}"#,
         ] {
-            let cut = split_node_names(body).map(|(doc, list)| (String::from_utf8(doc).unwrap(), list.to_vec()));
+            let cut = split_node_names(body, b"").map(|(doc, list)| (String::from_utf8(doc).unwrap(), list.to_vec()));
             let parsed: Option<ExtenderArgs> = cut.as_ref().and_then(|(doc, _)| serde_json::from_str(doc).ok());
             assert!(parsed.is_none() || plain_names(&cut.unwrap().1).is_none(), "{}", String::from_utf8_lossy(body));
         }
