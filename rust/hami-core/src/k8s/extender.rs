@@ -249,7 +249,7 @@ mod tests {
             match plain_names(list.as_bytes()) {
                 Some(names) => assert_eq!(Some(names.iter().map(|n| n.to_string()).collect()), serde, "{list}"),
                 None => assert!(
-                    serde.is_none_or(|names| names.iter().any(|n| n.bytes().any(|b| b < 0x20 || b >= 0x80)))
+                    serde.is_none_or(|names| names.iter().any(|n| n.bytes().any(|b| !(0x20..0x80).contains(&b))))
                         || list.contains('\\'),
                     "{list} is plain"
                 ),
