@@ -146,11 +146,11 @@ impl Engine {
     pub fn filter(&mut self, body: &[u8], now: i64, record: bool) -> FilterOutcome {
         // kube-scheduler's spelling: the list cut off the body's end and read off its text (unread
         // when it is the cached list again), the rest parsed on its own (see `split_node_names`).
-        let split = split_node_names(body, self.candidates.raw());
+        let split = split_node_names(body, self.candidates.known_list(&self.state.nodes));
         let head = split.as_ref().and_then(|(doc, list)| {
             // Only with a pod: `{}` would stand for `{,"NodeNames":...}`, which is no JSON at all.
             let args = serde_json::from_slice::<ExtenderArgs>(doc).ok().filter(|a| a.pod.is_some())?;
-            let repeated = self.candidates.refresh_plain(list, &self.state.nodes)?;
+            let repeated = self.candidates.refresh_plain(*list, &self.state.nodes)?;
             Some((args, repeated))
         });
         let repeated = head.as_ref().map(|(_, repeated)| *repeated);

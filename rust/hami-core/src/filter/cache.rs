@@ -5,7 +5,7 @@ use super::names::NameIndex;
 use super::placement::Placement;
 use super::ranked::{RankedFits, Verdict};
 use crate::error::Result;
-use crate::k8s::extender::{parse_node_names, plain_names};
+use crate::k8s::extender::{parse_node_names, plain_names, Cut};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use crate::state::nodes::NodeTable;
@@ -44,7 +44,11 @@ impl CandidateCache {
     /// by a few hundred nodes each cycle: the names of a new list are read off the text, each
     /// resolved in the compact index ([`NameIndex`]) into the entries' own strings, so a call
     /// allocates nothing per name.
-    pub fn refresh_plain(&mut self, list: &[u8], nodes: &NodeTable) -> Option<bool> {
+    pub fn refresh_plain(&mut self, cut: Cut, nodes: &NodeTable) -> Option<bool> {
+        let list = match cut {
+            Cut::Known => return Some(true), // `known_list`: the cached list over the same nodes
+            Cut::Other(list) => list,
+        };
         if self.holds(list, nodes) {
             return Some(true);
         }
@@ -53,13 +57,21 @@ impl CandidateCache {
         Some(false)
     }
 
-    /// The cached list's JSON text.
-    pub fn raw(&self) -> &[u8] {
-        self.raw.as_bytes()
+    /// The cached list's JSON text while its ids are those of `nodes` (else empty): a body that
+    /// ends with it names the cached entries (`split_node_names`' `Cut::Known`).
+    pub fn known_list(&self, nodes: &NodeTable) -> &[u8] {
+        match self.current(nodes) {
+            true => self.raw.as_bytes(),
+            false => b"",
+        }
+    }
+
+    fn current(&self, nodes: &NodeTable) -> bool {
+        nodes.generation() == self.generation && !self.entries.is_empty()
     }
 
     fn holds(&self, text: &[u8], nodes: &NodeTable) -> bool {
-        text == self.raw.as_bytes() && nodes.generation() == self.generation && !self.entries.is_empty()
+        text == self.raw.as_bytes() && self.current(nodes)
     }
 
     fn fill<'a>(&mut self, text: &str, names: impl Iterator<Item = &'a str>, nodes: &NodeTable) {

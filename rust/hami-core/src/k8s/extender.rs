@@ -31,20 +31,28 @@ pub fn parse_node_names(raw: Option<&RawValue>) -> Result<Vec<Cow<'_, str>>, Err
 /// document without it (`{...}`) and the list's text (`[...]`, not checked: see [`plain_names`]).
 /// The list is the body's last member, so it is the one a full parse keeps (a later key wins).
 /// `known` is the list the caller expects (the last one): when the body ends with it the cut is
-/// found without searching a long list for its start. `None` when the body does not end so; the
-/// caller parses the whole body then, and does so too when the head is no document of its own.
-pub fn split_node_names<'b>(body: &'b [u8], known: &[u8]) -> Option<(Vec<u8>, &'b [u8])> {
+/// found without searching a long list for its start, and the list is `Cut::Known`. `None` when
+/// the body does not end so; the caller parses the whole body then, and does so too when the head
+/// is no document of its own.
+pub fn split_node_names<'b>(body: &'b [u8], known: &[u8]) -> Option<(Vec<u8>, Cut<'b>)> {
     const KEY: &[u8] = b",\"NodeNames\":";
     let rest = trim_json_end(trim_json_end(body).strip_suffix(b"}")?);
-    let open = match rest.strip_suffix(known) {
-        Some(before) if !known.is_empty() => before.len(),
-        _ => memchr::memrchr(b'[', rest)?,
+    let (open, is_known) = match rest.strip_suffix(known) {
+        Some(before) if !known.is_empty() => (before.len(), true),
+        _ => (memchr::memrchr(b'[', rest)?, false),
     };
     let head = trim_json_end(&rest[..open]).strip_suffix(KEY)?;
     let mut doc = Vec::with_capacity(head.len() + 1);
     doc.extend_from_slice(head);
     doc.push(b'}');
-    Some((doc, &rest[open..]))
+    Some((doc, if is_known { Cut::Known } else { Cut::Other(&rest[open..]) }))
+}
+
+/// The list [`split_node_names`] cut off: the one the caller expected, or another (its text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut<'b> {
+    Known,
+    Other(&'b [u8]),
 }
 
 fn is_json_space(b: u8) -> bool {
@@ -261,14 +269,17 @@ mod tests {
     #[test]
     fn split_node_names_cuts_only_a_last_node_names() {
         let body = br#"{"Pod":{"x":[1]},"Nodes":null,"NodeNames":["a","b"]} "#;
-        for known in [&b""[..], br#"["a","b"]"#, br#"["b"]"#, br#"["x"]"#] {
+        for known in [&b""[..], br#"["b"]"#, br#"["x"]"#] {
             let (doc, list) = split_node_names(body, known).unwrap();
-            assert_eq!((doc.as_slice(), list), (&br#"{"Pod":{"x":[1]},"Nodes":null}"#[..], &br#"["a","b"]"#[..]));
+            let head = &br#"{"Pod":{"x":[1]},"Nodes":null}"#[..];
+            assert_eq!((doc.as_slice(), list), (head, Cut::Other(br#"["a","b"]"#)));
         }
+        let (doc, list) = split_node_names(body, br#"["a","b"]"#).unwrap();
+        assert_eq!((doc.as_slice(), list), (&br#"{"Pod":{"x":[1]},"Nodes":null}"#[..], Cut::Known));
         let (doc, list) = split_node_names(br#"{"Pod":1,"NodeNames": [ ] }"#, b"").unwrap();
-        assert_eq!((doc.as_slice(), list), (&br#"{"Pod":1}"#[..], &b"[ ]"[..]));
+        assert_eq!((doc.as_slice(), list), (&br#"{"Pod":1}"#[..], Cut::Other(b"[ ]")));
         let (_, list) = split_node_names(br#"{"Pod":1,"NodeNames":["a[b"]}"#, br#"["a[b"]"#).unwrap();
-        assert_eq!(list, br#"["a[b"]"#, "found by the known list, not by searching");
+        assert_eq!(list, Cut::Known, "found by the known list, not by searching");
         for body in [
             &br#"{"NodeNames":["a"]}"#[..],
             br#"{"Pod":null,"NodeNames":["a"],"Nodes":null}"#,
@@ -277,9 +288,13 @@ mod tests {
             br#"{"Pod":null,"nodenames":["a"]}"#,
             br#"{"Pod":{"x":1,"NodeNames":["a"]}}"#,
         ] {
-            let cut = split_node_names(body, b"").map(|(doc, list)| (String::from_utf8(doc).unwrap(), list.to_vec()));
+            let cut = split_node_names(body, b"").map(|(doc, list)| (String::from_utf8(doc).unwrap(), list));
             let parsed: Option<ExtenderArgs> = cut.as_ref().and_then(|(doc, _)| serde_json::from_str(doc).ok());
-            assert!(parsed.is_none() || plain_names(&cut.unwrap().1).is_none(), "{}", String::from_utf8_lossy(body));
+            let plain = match cut.as_ref().map(|(_, list)| *list) {
+                Some(Cut::Other(list)) => plain_names(list).is_some(),
+                _ => false,
+            };
+            assert!(parsed.is_none() || !plain, "{}", String::from_utf8_lossy(body));
         }
     }
 
