@@ -1,7 +1,8 @@
 """The floor for the HTTP ratio: Granian embedded with the product's settings (RSGI, auto HTTP, one runtime
-thread, logging off) and an app that reads the whole body and answers fixed bytes.
+thread, logging off) and an app that reads the whole body and answers bytes fixed in advance.
 
-`python bench/trivial_server.py PORT ANSWER_FILE`: every request gets ANSWER_FILE's bytes as JSON.
+`python bench/trivial_server.py PORT ANSWERS_FILE`: ANSWERS_FILE is a JSON list of answers; the i-th
+POST gets the i-th answer (in turn, from the first again after the last), any other request the first.
 """
 
 import asyncio
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 from granian.constants import HTTPModes, Interfaces
 from granian.server.embed import Server
 from hami_fast.config import Config
@@ -17,8 +19,9 @@ HEADERS = [("content-type", "application/json")]
 
 
 class Trivial:
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
+    def __init__(self, answers: list[bytes]) -> None:
+        self.answers = answers
+        self.posts = 0
 
     def __rsgi_init__(self, loop: Any) -> None:
         pass
@@ -28,7 +31,11 @@ class Trivial:
 
     async def __rsgi__(self, scope: Any, protocol: Any) -> None:
         await protocol()
-        protocol.response_bytes(200, HEADERS, self.answer)
+        answer = self.answers[0]
+        if scope.method == "POST":
+            answer = self.answers[self.posts % len(self.answers)]
+            self.posts += 1
+        protocol.response_bytes(200, HEADERS, answer)
 
 
 async def serve(app: Any, port: int) -> None:
@@ -46,9 +53,10 @@ async def serve(app: Any, port: int) -> None:
     await server.serve()
 
 
-async def main(port: int, answer: bytes) -> None:
-    await serve(Trivial(answer), port)
+async def main(port: int, answers: list[bytes]) -> None:
+    await serve(Trivial(answers), port)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]), Path(sys.argv[2]).read_bytes()))
+    answers = [a.encode() for a in orjson.loads(Path(sys.argv[2]).read_bytes())]
+    asyncio.run(main(int(sys.argv[1]), answers))

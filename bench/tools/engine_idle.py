@@ -27,7 +27,7 @@ sys.path[:0] = [str(HERE), str(BENCH), str(BENCH.parent / "tests")]
 from hami_fast.config import Config  # noqa: E402
 from hami_fast.server.serve import build_runtime  # noqa: E402
 from http_variants import write_inputs  # noqa: E402
-from test_http_ratio import filter_body, percentile  # noqa: E402
+from test_http_ratio import filter_bodies, percentile  # noqa: E402
 
 
 def idle(gap: float, spin: bool) -> None:
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
         runtime = build_runtime(Config(snapshot=snapshot))
     gc.collect()  # as `serve` does once the snapshot is loaded
     gc.freeze()
-    body, now = filter_body(), int(time.time())
+    body, now = filter_bodies()[0], int(time.time())
     cluster, scheduler = runtime.cluster, runtime.scheduler
     calls = {
         "Cluster.decide": lambda: cluster.decide(body, now),

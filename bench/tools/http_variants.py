@@ -28,7 +28,7 @@ sys.path[:0] = [str(HERE), str(BENCH), str(BENCH.parent / "tests")]
 
 from clusters import build  # noqa: E402
 from serving import free_port  # noqa: E402
-from test_http_ratio import NODES, filter_body, measure, percentile, start  # noqa: E402
+from test_http_ratio import NODES, filter_bodies, measure, percentile, start  # noqa: E402
 from variant_server import FIXED, VARIANTS  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def write_inputs(folder: str) -> tuple[str, str]:
     nodes, pods = build(NODES)
     snapshot, answer = os.path.join(folder, "cluster.json"), os.path.join(folder, "answer.json")
     Path(snapshot).write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
-    Path(answer).write_bytes(FIXED)
+    Path(answer).write_bytes(orjson.dumps([FIXED.decode()]))
     return snapshot, answer
 
 
@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
                     handler_times[side] = times
                     procs[side], ports[side] = start(cmd, port), port
             before = {side: cpu_by_thread(p.pid) for side, p in procs.items()}
-            samples = measure(ports, filter_body())
+            samples = measure(ports, filter_bodies()[:1])  # one list, repeated
             after = {side: cpu_by_thread(p.pid) for side, p in procs.items()}
         finally:
             for proc in procs.values():

@@ -9,7 +9,7 @@ use crate::filter::{
     Placement, Policies,
 };
 use crate::health::HandshakeWrite;
-use crate::k8s::extender::{parse_node_names, ExtenderArgs, ExtenderFilterResult};
+use crate::k8s::extender::{parse_node_names, split_node_names, ExtenderArgs, ExtenderFilterResult};
 use crate::k8s::Pod;
 use crate::mutate::admit_pod;
 use crate::policy::{GpuPolicy, NodePolicy};
@@ -144,15 +144,18 @@ impl Engine {
 impl Engine {
     /// `/filter`: ExtenderArgs bytes in, ExtenderFilterResult bytes out, plus the decision.
     pub fn filter(&mut self, body: &[u8], now: i64, record: bool) -> FilterOutcome {
-        // The candidate list of the last call again: parse the rest only (see `without_known_names`).
-        let rest = self.candidates.without_known_names(body, &self.state.nodes);
-        // Only with a pod: `{}` would stand for `{,"NodeNames":...}`, which is no JSON at all.
-        let known = rest
-            .as_deref()
-            .and_then(|doc| serde_json::from_slice::<ExtenderArgs>(doc).ok())
-            .filter(|a| a.pod.is_some());
-        let known_names = known.is_some();
-        let args: ExtenderArgs = match known.map_or_else(|| serde_json::from_slice(body), Ok) {
+        // kube-scheduler's spelling: the list cut off the body's end and read off its text (unread
+        // when it is the cached list again), the rest parsed on its own (see `split_node_names`).
+        let split = split_node_names(body, self.candidates.known_list(&self.state.nodes));
+        let head = split.as_ref().and_then(|(doc, list)| {
+            // Only with a pod: `{}` would stand for `{,"NodeNames":...}`, which is no JSON at all.
+            let args = serde_json::from_slice::<ExtenderArgs>(doc).ok().filter(|a| a.pod.is_some())?;
+            let repeated = self.candidates.refresh_plain(*list, &self.state.nodes)?;
+            Some((args, repeated))
+        });
+        let repeated = head.as_ref().map(|(_, repeated)| *repeated);
+        let known_names = repeated.is_some();
+        let args: ExtenderArgs = match head.map_or_else(|| serde_json::from_slice(body), |(args, _)| Ok(args)) {
             Ok(a) => a,
             Err(e) => return FilterOutcome::error(Error::decode("ExtenderArgs", e)),
         };
@@ -184,10 +187,14 @@ impl Engine {
         let key = pod.reservation_key();
         let state = &mut self.state;
         let cache = &mut self.candidates;
-        if known_names {
-            cache.rank_names();
-        } else if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
-            return FilterOutcome::error(e);
+        match repeated {
+            Some(true) => cache.rank_names(),
+            Some(false) => {}
+            None => {
+                if let Err(e) = cache.refresh(args.node_names, &state.nodes) {
+                    return FilterOutcome::error(e);
+                }
+            }
         }
         state.expire_holds(now);
         if placement.node_policy == NodePolicy::Scored(crate::policy::node::Scorer::FgdBalance) {

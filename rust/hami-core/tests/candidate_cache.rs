@@ -364,3 +364,86 @@ fn vendor_memo_answers_as_a_fresh_evaluation_through_every_kind_of_change() {
     }
     assert_eq!(checked, 600);
 }
+
+/// kube-scheduler's body: `NodeNames` last, no spaces (the list is then read off the text).
+fn go_body(pod: &Value, names: &[&str]) -> String {
+    format!(r#"{{"Pod":{pod},"Nodes":null,"NodeNames":{}}}"#, json!(names))
+}
+
+#[test]
+fn a_node_changed_between_two_lists_is_judged_again() {
+    let mut e = Engine::new(Config::default());
+    for n in ["a", "b", "c"] {
+        apply(&mut e, &node(n, 2, 40960, true, None));
+    }
+    apply(&mut e, &resident("warm", "a", 0, 4096, 10)); // binpack prefers the busier node
+    let first = e.filter(go_body(&pending("p1", 0), &["a", "b"]).as_bytes(), ASKED, false);
+    assert_eq!(first.decision.unwrap().node.as_deref(), Some("a"));
+    // Node a fills up between the two calls; the next list is another one that still names it.
+    apply(&mut e, &resident("big0", "a", 0, 40960 - 4096 - 20000 + 1, 10));
+    apply(&mut e, &resident("big1", "a", 1, 40960 - 20000 + 1, 10));
+    apply(&mut e, &resident("warm-c", "c", 0, 2048, 10));
+    let second = e.filter(go_body(&pending("p2", 0), &["c", "a", "b"]).as_bytes(), ASKED, false);
+    let failed: Value = serde_json::from_slice(&second.response).unwrap();
+    assert_eq!(second.decision.unwrap().node.as_deref(), Some("c"), "{failed}");
+    // A node replaced by another of a new name: the old name is no node any more, the new one is.
+    let gone = node("b", 2, 40960, true, None);
+    e.state.delete(gone.to_string().as_bytes()).unwrap();
+    apply(&mut e, &node("d", 2, 40960, true, None));
+    apply(&mut e, &resident("full-c0", "c", 0, 40960 - 2048, 10));
+    apply(&mut e, &resident("full-c1", "c", 1, 40960, 10));
+    let third = e.filter(go_body(&pending("p3", 0), &["b", "c", "d"]).as_bytes(), ASKED, false);
+    assert_eq!(third.decision.unwrap().node.as_deref(), Some("d"));
+    let body = go_body(&pending("p4", 0), &["d", "b"]);
+    assert_eq!(answer(&mut e, &body), fresh_answer(&mut e, &body));
+}
+
+/// kube-scheduler's lists as its rotating start index makes them (a window that moves on every
+/// call, names read off the text and resolved in the compact index), through every kind of change,
+/// nodes added and removed among them: every answer and event is a fresh evaluation's.
+#[test]
+fn rotating_windows_answer_as_a_fresh_evaluation() {
+    let mut e = Engine::new(Config::default());
+    let mut names: Vec<String> = (0..40).map(|i| format!("n{:02}", (i * 17) % 40)).collect();
+    for (i, n) in names.iter().enumerate() {
+        apply(&mut e, &node(n, 2 + (i % 3) as u32, 40960 + 20480 * (i % 2) as u32, true, None));
+    }
+    let mut rng = Rng(0x51_7CC1_B727_220A);
+    let (mut now, mut residents, mut start) = (ASKED + 1, 0u32, 0usize);
+    for step in 0..500 {
+        change(&mut e, &mut rng, &names, &mut now, &mut residents, step >= 250);
+        if rng.below(25) == 0 {
+            // A node goes and another comes: the set of nodes (and the index) changes.
+            let k = rng.below(names.len() as u64) as usize;
+            let gone = node(&names[k], 2, 40960, true, None);
+            let _ = e.state.delete(gone.to_string().as_bytes());
+            names[k] = format!("m{step:03}");
+            apply(&mut e, &node(&names[k], 2 + rng.below(3) as u32, 40960, true, None));
+        }
+        start = (start + 1 + rng.below(12) as usize) % names.len();
+        let mut window: Vec<&str> = (0..25).map(|i| names[(start + i) % names.len()].as_str()).collect();
+        if rng.below(4) == 0 {
+            window.push("not-a-node");
+            window.push(window[3]);
+        }
+        let mut pod = pending(&format!("p{step}"), rng.below(6));
+        if rng.below(3) == 0 {
+            pod["metadata"]["annotations"]["hami.io/node-scheduler-policy"] = json!("spread");
+        }
+        let body = go_body(&pod, &window);
+        let memo = e.filter(body.as_bytes(), now, false);
+        // The same request parsed whole (keys sorted: the list first) on a fresh cache.
+        let kept = std::mem::take(&mut e.candidates);
+        let parsed = json!({"Pod": pod, "Nodes": null, "NodeNames": window}).to_string();
+        let fresh = e.filter(parsed.as_bytes(), now, false);
+        e.candidates = kept;
+        let text = |o: &hami_core::FilterOutcome| {
+            let decision = o.decision.as_ref().map(|d| (&d.node, &d.events));
+            format!("{} {decision:?}", String::from_utf8_lossy(&o.response))
+        };
+        assert_eq!(text(&memo), text(&fresh), "step {step} at {now}");
+        if rng.below(2) == 0 {
+            e.filter(body.as_bytes(), now, true);
+        }
+    }
+}

@@ -1,10 +1,11 @@
 //! What Filter keeps between calls: the candidate list resolved to node ids, and the verdicts of
 //! the last order-free request per node (their fits kept in order by `ranked`).
 
+use super::names::NameIndex;
 use super::placement::Placement;
 use super::ranked::{RankedFits, Verdict};
 use crate::error::Result;
-use crate::k8s::extender::parse_node_names;
+use crate::k8s::extender::{parse_node_names, plain_names, Cut};
 use crate::policy::{GpuPolicy, PodHints};
 use crate::request::PodRequest;
 use crate::state::nodes::NodeTable;
@@ -23,43 +24,77 @@ pub struct CandidateCache {
     pub(super) ranks: Vec<u32>,
     pub(super) verdicts: Verdicts,
     pub(super) ranked_fits: RankedFits,
+    pub(super) index: NameIndex,
 }
 
 impl CandidateCache {
+    /// Brings the cache to a list as parsed from the body (`raw`: its JSON text).
     pub fn refresh(&mut self, raw: Option<&RawValue>, nodes: &NodeTable) -> Result<()> {
         let text = raw.map_or("", |r| r.get());
-        if text != self.raw || nodes.generation() != self.generation || self.entries.is_empty() {
+        if !self.holds(text.as_bytes(), nodes) {
             let names = parse_node_names(raw)?;
-            self.entries = names
-                .into_iter()
-                .map(|n| {
-                    let id = nodes.id(&n);
-                    (n.into_owned(), id)
-                })
-                .collect();
-            self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
-            self.ranked_fits.clear();
-            self.raw = text.to_owned();
-            self.generation = nodes.generation();
+            self.fill(text, names.iter().map(AsRef::as_ref), nodes);
         }
         Ok(())
     }
 
-    /// `body` as a document without its `NodeNames`, when they are this cache's list unchanged
-    /// over the same nodes: kube-scheduler encodes `ExtenderArgs` with the list last (Go's field
-    /// order, no spaces) and sends the same list for pod after pod, so `{...,"NodeNames":[L]}`
-    /// becomes `{...}` and the names need neither parsing nor hashing. `None` for anything else;
-    /// the caller parses the whole body then (a head that is no document of its own included).
-    pub fn without_known_names(&self, body: &[u8], nodes: &NodeTable) -> Option<Vec<u8>> {
-        if self.entries.is_empty() || self.generation != nodes.generation() {
-            return None;
+    /// Brings the cache to a list given as its JSON text (`split_node_names`'s cut): whether it is
+    /// the cached list unchanged, or `None` when its names are not plain (the caller parses the
+    /// body then). kube-scheduler sends the same list for pod after pod, or a window that moves on
+    /// by a few hundred nodes each cycle: the names of a new list are read off the text, each
+    /// resolved in the compact index ([`NameIndex`]) into the entries' own strings, so a call
+    /// allocates nothing per name.
+    pub fn refresh_plain(&mut self, cut: Cut, nodes: &NodeTable) -> Option<bool> {
+        let list = match cut {
+            Cut::Known => return Some(true), // `known_list`: the cached list over the same nodes
+            Cut::Other(list) => list,
+        };
+        if self.holds(list, nodes) {
+            return Some(true);
         }
-        let rest = body.trim_ascii_end().strip_suffix(b"}")?.strip_suffix(self.raw.as_bytes())?;
-        let head = rest.strip_suffix(b",\"NodeNames\":")?;
-        let mut doc = Vec::with_capacity(head.len() + 1);
-        doc.extend_from_slice(head);
-        doc.push(b'}');
-        Some(doc)
+        let names = plain_names(list)?;
+        self.fill(std::str::from_utf8(list).ok()?, names.into_iter(), nodes);
+        Some(false)
+    }
+
+    /// The cached list's JSON text while its ids are those of `nodes` (else empty): a body that
+    /// ends with it names the cached entries (`split_node_names`' `Cut::Known`).
+    pub fn known_list(&self, nodes: &NodeTable) -> &[u8] {
+        match self.current(nodes) {
+            true => self.raw.as_bytes(),
+            false => b"",
+        }
+    }
+
+    fn current(&self, nodes: &NodeTable) -> bool {
+        nodes.generation() == self.generation && !self.entries.is_empty()
+    }
+
+    fn holds(&self, text: &[u8], nodes: &NodeTable) -> bool {
+        text == self.raw.as_bytes() && self.current(nodes)
+    }
+
+    fn fill<'a>(&mut self, text: &str, names: impl Iterator<Item = &'a str>, nodes: &NodeTable) {
+        self.index.sync(nodes);
+        let mut count = 0;
+        for name in names {
+            let id = self.index.id(name);
+            match self.entries.get_mut(count) {
+                Some(entry) => {
+                    entry.0.clear();
+                    entry.0.push_str(name);
+                    entry.1 = id;
+                }
+                None => self.entries.push((name.to_owned(), id)),
+            }
+            count += 1;
+        }
+        self.entries.truncate(count);
+        self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
+        self.ranked_fits.clear();
+        self.raw.clear();
+        self.raw.push_str(text);
+        self.generation = nodes.generation();
     }
 
     /// Ranks the names for tie-breaking, once per list, when the list comes again: sorting costs

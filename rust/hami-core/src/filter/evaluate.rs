@@ -170,7 +170,7 @@ pub fn evaluate_candidates<'n>(
         let candidates = cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i))));
         return evaluate_nodes(state, placement, now, candidates, |n| state.nodes.get(n));
     };
-    let CandidateCache { entries, ranks, verdicts, ranked_fits, .. } = cache;
+    let CandidateCache { entries, ranks, verdicts, ranked_fits, index, .. } = cache;
     let changed = verdicts.prepare(placement, &state.nodes);
     let ranked = ranks.len() == entries.len();
     // Kept in order where the choice reads only scores and names: no hold, no simulator policy.
@@ -183,9 +183,8 @@ pub fn evaluate_candidates<'n>(
     }
     let warm = changed.is_some();
     let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
-    if ranked {
-        eval.name_order.reserve(entries.len());
-    }
+    // Ties are broken on name ranks: the list's own once ranked, else every node's.
+    eval.name_order.reserve(entries.len());
     let mut fit_ids: Vec<u32> = Vec::with_capacity(entries.len());
     for (k, (name, id)) in entries.iter().enumerate() {
         let Some(id) = *id else {
@@ -205,9 +204,7 @@ pub fn evaluate_candidates<'n>(
         match memo {
             Ok(score) => {
                 eval.fits.push((name.as_str(), *score));
-                if ranked {
-                    eval.name_order.push(ranks[k]);
-                }
+                eval.name_order.push(if ranked { ranks[k] } else { index.rank(id) });
                 fit_ids.push(id);
             }
             Err(reason) => eval.failed.push((name.as_str(), (**reason).clone())),

@@ -111,6 +111,11 @@ impl NodeTable {
     pub fn names(&self) -> impl Iterator<Item = &String> {
         self.index.keys()
     }
+
+    /// Every node's name and id.
+    pub fn ids(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.index.iter().map(|(name, &id)| (name.as_str(), id))
+    }
 }
 
 #[cfg(test)]
