@@ -154,6 +154,33 @@ def test_a_pdb_that_forbids_the_eviction_stops_the_preemption(one_gpu) -> None:
         assert sample(svc, "hami_fast_preemptions_total", result="blocked") == 1
 
 
+def test_a_node_change_that_frees_nothing_does_not_ask_the_refusing_budget_again(one_gpu) -> None:
+    one_gpu.create(running("guarded"))
+    one_gpu.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "keep", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "t"}}},
+            "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1},
+        }
+    )
+    with Service(kubeconfig=one_gpu.kubeconfig) as svc:
+        started(svc)
+        wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the guarded pod in the engine")
+        rejected(svc, one_gpu, pending("urgent", 100))
+        svc.runtime.preemptor.wake()
+        wait_for(lambda: events(one_gpu, "PreemptionBlocked"), 5, "the blocked preemption reported")
+        # What the handshake and the device plugin do to every node every few seconds.
+        (nodes,) = [r for r in svc.runtime.reflectors if r.resource.kind == "Node"]
+        touched = one_gpu.patch("nodes", "node-0", {"metadata": {"labels": {"touched": "1"}}})
+        version = touched["metadata"]["resourceVersion"]
+        wait_for(lambda: int(nodes.stats.resource_version or 0) >= int(version), 5, "the node change seen")
+        passes(svc)
+        assert len(evictions(one_gpu, "guarded", dry_run=True)) == 1, "asked once, not at every node change"
+        assert holds(svc) == [] and len(events(one_gpu, "PreemptionBlocked")) == 1
+
+
 def ready(pod: dict[str, Any]) -> dict[str, Any]:
     """The pod as its kubelet reports it once its containers are ready: a budget counts it healthy."""
     pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]

@@ -120,7 +120,8 @@ class Preemptor(WakeLoop):
         self.cluster, self.api, self.emit, self.metrics = cluster, api, emit, metrics
         self.bucket, self.component, self.hold_margin = bucket, component, hold_margin
         self.blocked_retry = blocked_retry
-        self.blocked: dict[str, float] = {}  # pod key: when (monotonic) to look at it again
+        # pod key: when (monotonic) to look at it again, and the victims a budget refused
+        self.blocked: dict[str, tuple[float, frozenset[str]]] = {}
 
     what = "preemption pass"
 
@@ -135,6 +136,9 @@ class Preemptor(WakeLoop):
             self.wake()
         done = 0
         for preemption in answer["preemptions"]:
+            if self._refused_lately(preemption):
+                self.cluster.unhold(preemption["key"])
+                continue
             if not self.bucket.take(self.stop_event):
                 self.cluster.unhold(preemption["key"])  # stopping: the next leader decides again
                 continue
@@ -154,7 +158,7 @@ class Preemptor(WakeLoop):
             self.cluster.unhold(preemption["key"])
             self.metrics.preemptions.labels("blocked").inc()
             if refused:
-                self.blocked[preemption["key"]] = time.monotonic() + self.blocked_retry
+                self.blocked[preemption["key"]] = (time.monotonic() + self.blocked_retry, _victim_keys(preemption))
             return 0
         self.blocked.pop(preemption["key"], None)
         ttl = max([grace_of(v) for v in victims], default=DEFAULT_GRACE) + self.hold_margin
@@ -176,9 +180,15 @@ class Preemptor(WakeLoop):
         """The pods whose preemption was refused long enough ago are looked at again (a pod no
         longer waiting is forgotten)."""
         now = time.monotonic()
-        for key in [k for k, due in self.blocked.items() if due <= now]:
+        for key in [k for k, (due, _) in self.blocked.items() if due <= now]:
             del self.blocked[key]
             self.cluster.look_again(key)
+
+    def _refused_lately(self, preemption: dict[str, Any]) -> bool:
+        """The same victims a budget refused for this pod, named again before the retry is due: a
+        node changing for another reason (a handshake, a registration) is not asked about again."""
+        due, victims = self.blocked.get(preemption["key"], (0.0, frozenset()))
+        return time.monotonic() < due and victims == _victim_keys(preemption)
 
     def _victims(self, preemption: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Each victim as the API server has it now; None when one is gone or already going (the
@@ -252,6 +262,10 @@ class Preemptor(WakeLoop):
         )
         self.emit(_ref_of(preemption), "Normal", "Preempting", message, self.component)
         log.info("preempting", extra={"pod": _key(preemption), "node": preemption["node"], "victims": len(gone)})
+
+
+def _victim_keys(preemption: dict[str, Any]) -> frozenset[str]:
+    return frozenset(v["key"] for v in preemption["victims"])
 
 
 def _key(preemption: dict[str, Any]) -> str:
