@@ -604,6 +604,8 @@ class Store:
             pod.setdefault("spec", {})["nodeName"] = target["name"]
             if bmeta.get("annotations"):
                 meta.setdefault("annotations", {}).update(bmeta["annotations"])
+            if bmeta.get("labels"):  # as kube-apiserver 1.35+ does (PodTopologyLabelsAdmission, on by default)
+                meta.setdefault("labels", {}).update(bmeta["labels"])
             status = pod.setdefault("status", {})
             conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
             conds.append(

@@ -123,6 +123,46 @@ def test_hamis_order_patches_at_filter_and_bind_writes_only_bind_phase(cluster) 
         assert cluster.get("pods", "p1", "default")["spec"]["nodeName"] == node
 
 
+def test_the_binding_carries_the_allocation_in_one_write(cluster) -> None:
+    """--allocation-write=binding: Bind takes the node lock, then one POST of the binding whose
+    metadata the API server copies onto the pod: the same annotations and label as the default's
+    patch, and no pod patch at all."""
+    pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000, cores=30))
+    with serve(cluster, allocation_write="binding") as svc:
+        settled(svc)
+        node = "node-1"
+        filtered(svc, pod, node)
+        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        assert cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1") == [], "no pod patch"
+        [binding] = cluster.requests("POST", "/api/v1/namespaces/default/pods/p1/binding")
+        meta = binding.json["metadata"]
+        assert meta["uid"] == pod["metadata"]["uid"] and meta["labels"] == {"hami.io/vgpu-node": node}
+        [lock_patch] = [r for r in cluster.requests("PATCH", f"/api/v1/nodes/{node}") if LOCK in str(r.json)]
+        assert lock_patch.time <= binding.time, "the lock, then the binding"
+        stored = cluster.get("pods", "p1", "default")
+        annotations = stored["metadata"]["annotations"]
+        assert stored["spec"]["nodeName"] == node and stored["metadata"]["labels"]["hami.io/vgpu-node"] == node
+        assert re.fullmatch(rf"GPU-{node}-\d,NVIDIA,3000,30:;", annotations["hami.io/vgpu-devices-allocated"])
+        assert annotations["hami.io/vgpu-devices-to-allocate"] == annotations["hami.io/vgpu-devices-allocated"]
+        assert annotations["hami.io/bind-phase"] == "allocating" and annotations["hami.io/bind-time"].isdigit()
+        assert annotations["hami.io/vgpu-node"] == node
+
+
+def test_a_refused_binding_writes_no_allocation(cluster) -> None:
+    """--allocation-write=binding: a binding the API server refuses (the pod already bound elsewhere)
+    leaves the pod without any allocation annotation and the node lock released."""
+    pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000))
+    with serve(cluster, allocation_write="binding") as svc:
+        settled(svc)
+        filtered(svc, pod, "node-1")
+        cluster.update("pods", "p1", lambda p: {**p, "spec": {**p["spec"], "nodeName": "node-0"}}, "default")
+        error = svc.post("/bind", bind_args(pod, "node-1"))["Error"]
+        assert "already assigned" in error, error
+        stored = cluster.get("pods", "p1", "default")
+        assert not any(k.startswith("hami.io/") for k in stored["metadata"].get("annotations") or {})
+        assert LOCK not in (cluster.get("nodes", "node-1")["metadata"].get("annotations") or {})
+
+
 def test_bind_guard_refuses_a_pod_without_an_allocation(cluster) -> None:
     """No pod is ever bound without its allocation annotations: a Bind for a pod this process never
     filtered (or filtered onto another node) and that carries no annotations for the node is refused

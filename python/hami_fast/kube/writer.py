@@ -20,7 +20,7 @@ from hami_fast.kube.retry import retried
 class Writer(Protocol):
     def patch_pod(self, namespace: str, name: str, patch: bytes) -> None: ...
     def get_pod(self, namespace: str, name: str, cached: bool = False) -> dict[str, Any]: ...
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    def bind(self, namespace: str, name: str, uid: str, node: str, metadata: dict[str, Any] | None = None) -> None: ...
     def read_lock(self, node: str) -> tuple[str | None, str]: ...
     def write_lock(self, node: str, value: str | None, resource_version: str) -> None: ...
     def pod_exists(self, namespace: str, name: str) -> bool: ...
@@ -28,12 +28,13 @@ class Writer(Protocol):
     def write_annotation(self, node: str, key: str, value: str | None) -> None: ...
 
 
-def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
+def binding_body(namespace: str, name: str, uid: str, node: str, metadata: dict[str, Any] | None = None) -> bytes:
+    """The Binding; `metadata`'s annotations and labels are copied onto the pod as it is bound."""
     return orjson.dumps(
         {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": {**(metadata or {}), "name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
     )
@@ -274,10 +275,10 @@ class KubeWriter:
             except (ValueError, AttributeError):
                 self.node_locks.forget(node)
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, metadata: dict[str, Any] | None = None) -> None:
         """POST the binding, retried as `patch_pod` is. A try whose answer was lost may have bound the
         pod: the retry's 409 then means done if the pod is on `node` (else it is the error)."""
-        body = binding_body(namespace, name, uid, node)
+        body = binding_body(namespace, name, uid, node, metadata)
         tried = [0]
 
         def post() -> None:
@@ -378,7 +379,7 @@ class MemoryWriter:
             merge(self.nodes[node], {"metadata": {"annotations": {key: value}}})
             self.versions[node] = self.versions.get(node, 0) + 1
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, metadata: dict[str, Any] | None = None) -> None:
         with self.lock:
             pod = self._pod(namespace, name)
             if pod.get("spec", {}).get("nodeName"):
@@ -388,6 +389,8 @@ class MemoryWriter:
                     method="POST",
                     path="binding",
                 )
+            copied = {k: v for k, v in (metadata or {}).items() if k in ("annotations", "labels")}
+            merge(pod, {"metadata": copied})
             pod.setdefault("spec", {})["nodeName"] = node
             pod.setdefault("status", {})["phase"] = "Running"
             merge(pod, {"metadata": {"annotations": {keys.BIND_PHASE: "success"}}})

@@ -55,6 +55,10 @@ def _resolved(answer: bytes) -> Future[bytes]:
     return future
 
 
+# The --allocation-write modes whose Filter writes the allocation (the others write it at Bind).
+WRITTEN_AT_FILTER = ("filter", "behind-answer")
+
+
 class AllocationNotWritten(Exception):
     """Filter's annotation patch for this pod failed: binding it would hand the device plugin nothing."""
 
@@ -143,7 +147,9 @@ class Scheduler:
         self.binds = BindQueue(workers=workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
         # When Filter's annotations are written (--allocation-write): `bind` (default) in one pod patch
-        # with bind-phase at Bind, before the binding; `filter` before Filter answers, as HAMi does;
+        # with bind-phase at Bind, before the binding; `binding` in the binding itself (one write at
+        # Bind: the API server copies its annotations and, from Kubernetes 1.35, its labels onto the
+        # pod); `filter` before Filter answers, as HAMi does;
         # `behind-answer` right behind Filter's answer, one single-thread lane per pod hash keeping each
         # pod's patches in order. In-memory writers (a snapshot, the demo) have no API server to
         # wait for: `behind-answer` is `bind` there (one write at Bind, as by default).
@@ -220,7 +226,7 @@ class Scheduler:
             if self.mode == "behind-answer":
                 self._queue_allocation(pod, patch, key)
             allocation = Allocation(
-                node, patch, d.pod_group, self.mode != "bind", pod["resourceVersion"], locks=d.locks
+                node, patch, d.pod_group, self.mode in WRITTEN_AT_FILTER, pod["resourceVersion"], locks=d.locks
             )
             self._hold_allocation(key, allocation)
             self._scheduled.inc()
@@ -358,13 +364,17 @@ class Scheduler:
         return bind_result()
 
     def _write_binding(self, pending: PendingBind, allocation: Allocation | None) -> None:
-        """The pod's annotations (with bind-phase), then the binding; the node lock is held."""
+        """The pod's annotations (with bind-phase), then the binding, or both in the binding itself
+        (`--allocation-write binding`); the node lock is held."""
         namespace, name = pending.namespace, pending.name
         unwritten = allocation if allocation is not None and not allocation.written else None
         patch = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
         if self.before_patch:
             self.before_patch(namespace, name, pending.uid)
         self._require_leading()
+        if self.mode == "binding":  # the API server copies the Binding's annotations and labels onto the pod
+            self.writer.bind(namespace, name, pending.uid, pending.node, orjson.loads(patch)["metadata"])
+            return
         self.writer.patch_pod(namespace, name, patch)
         if unwritten is not None:
             unwritten.written = True
