@@ -124,7 +124,7 @@ class Config:
         default=64, metadata={"help": "binds run at once (each waits on the API server, not the CPU)"}
     )
     allocation_write: str = field(
-        default="bind",
+        default="binding",
         metadata={
             "help": "when Filter's allocation annotations reach the pod. bind: one pod patch at Bind with "
             "bind-phase, under the node lock and before the binding (Filter answers without a write; a Bind "

@@ -62,14 +62,14 @@ class NotFoundPath(Exception):
     pass
 
 
-def route(registry: Registry, method: str, path: str, query: dict) -> Route:
+def route(registry: Registry, method: str, path: str, query: dict, version: str = "1.35") -> Route:
     segs = [unquote(s) for s in path.strip("/").split("/") if s]
     if not segs:
         raise NotFoundPath
     if segs == ["version"]:
-        return Route(
-            doc={"major": "1", "minor": "35", "gitVersion": "v1.35.0-hami-fast-test", "platform": "linux/amd64"}
-        )
+        major, minor = version.split(".")
+        git = f"v{version}.0-hami-fast-test"
+        return Route(doc={"major": major, "minor": minor, "gitVersion": git, "platform": "linux/amd64"})
     if segs[0] in ("healthz", "readyz", "livez"):
         return Route(doc={"__text__": "ok"})
     if segs[0] == "api":
@@ -221,7 +221,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         headers = {k.lower(): v for k, v in self.headers.items()}
         try:
-            r = route(api.registry, self.command, url.path, query)
+            r = route(api.registry, self.command, url.path, query, api.version)
         except NotFoundPath:
             r = None
         rec = api.faults.record(
@@ -600,6 +600,7 @@ class KubeAPIServer:
         self.host, self.port = host, port
         self.ssl_context = ssl_context
         self.token = token  # None: any bearer token (or none) is accepted
+        self.version = "1.35"  # what /version answers, major.minor
         self.registry = registry or Registry()
         self.store = Store(self.registry, history_size=history_size)
         self.faults = Faults(wake=self.wake)

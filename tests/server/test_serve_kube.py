@@ -59,10 +59,10 @@ def test_readiness_follows_cache_sync(cluster) -> None:
 
 
 def test_filter_answers_then_bind_writes_the_allocation_once_locks_and_binds(cluster) -> None:
-    """The default (--allocation-write=bind): Filter answers without a write; Bind takes HAMi's node lock,
-    then writes Filter's annotations and bind-phase in one pod patch, then posts the binding."""
+    """--allocation-write=bind: Filter answers without a write; Bind takes HAMi's node lock, then
+    writes Filter's annotations and bind-phase in one pod patch, then posts the binding."""
     pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000, cores=30))
-    with serve(cluster) as svc:
+    with serve(cluster, allocation_write="bind") as svc:
         settled(svc)
         result = svc.post("/filter", filter_args(pod, ["node-0", "node-1", "ghost"]))
         assert result["Error"] == "" and len(result["NodeNames"]) == 1
@@ -163,6 +163,25 @@ def test_a_refused_binding_writes_no_allocation(cluster) -> None:
         assert LOCK not in (cluster.get("nodes", "node-1")["metadata"].get("annotations") or {})
 
 
+@pytest.mark.parametrize("version", ["1.34", "unreadable"])
+def test_binding_mode_patches_the_pod_where_the_server_would_drop_the_label(cluster, version) -> None:
+    """Before Kubernetes 1.35 the API server does not copy a binding's labels (HAMi's vgpu-node label
+    would be lost), and a server whose version cannot be read may be one: Bind patches the pod first."""
+    if version == "unreadable":
+        cluster.fail("GET", "/version", status=403)
+    else:
+        cluster.server.version = version
+    pod = cluster.create(gpu_pod("p1", gpu=1, mem=3000))
+    with serve(cluster, allocation_write="binding") as svc:
+        settled(svc)
+        assert svc.runtime.scheduler.mode == "bind"
+        filtered(svc, pod, "node-0")
+        assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
+        [patch] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p1")
+        assert patch.json["metadata"]["labels"] == {"hami.io/vgpu-node": "node-0"}
+        assert cluster.get("pods", "p1", "default")["metadata"]["labels"]["hami.io/vgpu-node"] == "node-0"
+
+
 def test_bind_guard_refuses_a_pod_without_an_allocation(cluster) -> None:
     """No pod is ever bound without its allocation annotations: a Bind for a pod this process never
     filtered (or filtered onto another node) and that carries no annotations for the node is refused
@@ -187,9 +206,11 @@ def test_bind_guard_refuses_a_pod_without_an_allocation(cluster) -> None:
         assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
 
 
-def test_bind_guard_accepts_a_pod_whose_annotations_are_already_on_it(cluster) -> None:
+@pytest.mark.parametrize("mode", ["bind", "binding"])
+def test_bind_guard_accepts_a_pod_whose_annotations_are_already_on_it(cluster, mode) -> None:
     """A pod annotated before this process started (HAMi's order, or --allocation-write=filter before a
-    restart) is bound with bind-phase only, its allocation untouched."""
+    restart) is bound with bind-phase only (a pod patch, or the binding's own metadata), its
+    allocation untouched."""
     pod = gpu_pod("pre", gpu=1, mem=1000)
     allocated = "GPU-node-0-0,NVIDIA,1000,0:;"
     pod["metadata"]["annotations"] = {
@@ -198,10 +219,13 @@ def test_bind_guard_accepts_a_pod_whose_annotations_are_already_on_it(cluster) -
         "hami.io/vgpu-devices-to-allocate": allocated,
     }
     pod = cluster.create(pod)
-    with serve(cluster) as svc:
+    with serve(cluster, allocation_write=mode) as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         assert svc.post("/bind", bind_args(pod, "node-0")) == {"Error": ""}
-        [phase] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/pre")
+        patches = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/pre")
+        [binding] = cluster.requests("POST", "/api/v1/namespaces/default/pods/pre/binding")
+        [phase] = patches if mode == "bind" else [binding]
+        assert (patches == []) == (mode == "binding")
         assert set(phase.json["metadata"]["annotations"]) == {"hami.io/bind-phase", "hami.io/bind-time"}
         stored = cluster.get("pods", "pre", "default")
         assert stored["spec"]["nodeName"] == "node-0"
@@ -242,10 +266,10 @@ def test_filter_patches_before_it_answers_in_hamis_order(cluster) -> None:
 
 
 def test_a_failed_allocation_write_at_bind_binds_nothing_and_releases_the_lock(cluster) -> None:
-    """The default order: when Bind's one pod patch fails, the pod is not bound (the device plugin would
-    find no annotations), the node lock is released, and the next Filter and Bind succeed."""
+    """--allocation-write=bind: when Bind's one pod patch fails, the pod is not bound (the device plugin
+    would find no annotations), the node lock is released, and the next Filter and Bind succeed."""
     pod = cluster.create(gpu_pod("p", gpu=1, mem=16384, cores=100))
-    with serve(cluster) as svc:
+    with serve(cluster, allocation_write="bind") as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
         cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 500, times=4)  # every try
@@ -678,7 +702,7 @@ def test_bind_retries_a_busy_or_failing_api_server(cluster) -> None:
 
     pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
     before = dict(RETRIES)
-    with serve(cluster) as svc:
+    with serve(cluster, allocation_write="bind") as svc:
         wait_for(lambda: svc.runtime.scheduler.ready(), 10, "sync")
         node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
         cluster.fail("PATCH", "/api/v1/namespaces/default/pods/p", 429, retry_after=1)
@@ -692,6 +716,22 @@ def test_bind_retries_a_busy_or_failing_api_server(cluster) -> None:
     assert RETRIES[429] > before.get(429, 0) and RETRIES[500] > before.get(500, 0)
     scraped = generate_latest(svc.runtime.metrics.registry).decode()
     assert f'hami_fast_api_write_retries_total{{status="429"}} {float(RETRIES[429])}' in scraped
+
+
+def test_a_binding_that_carries_the_allocation_is_retried_and_made_once(cluster) -> None:
+    """The default (--allocation-write=binding): a 500 given after the binding was made (the answer
+    lost): the retry's 409 means done, and the pod has its allocation from the first try."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    with serve(cluster) as svc:
+        settled(svc)
+        node = svc.post("/filter", filter_args(pod, ["node-0", "node-1"]))["NodeNames"][0]
+        cluster.fail("POST", "/api/v1/namespaces/default/pods/p/binding", 500, after=True)
+        assert svc.post("/bind", bind_args(pod, node)) == {"Error": ""}
+        assert [r.status for r in cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding")] == [500, 409]
+        assert cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p") == []
+    stored = cluster.get("pods", "p", "default")
+    assert stored["spec"]["nodeName"] == node and stored["metadata"]["labels"]["hami.io/vgpu-node"] == node
+    assert stored["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].startswith(f"GPU-{node}-")
 
 
 def test_bind_gives_up_on_an_api_server_that_keeps_failing(cluster) -> None:

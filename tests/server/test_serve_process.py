@@ -153,6 +153,7 @@ def test_slow_api_server_still_binds(kubeapi) -> None:
         wait_for(lambda: get(f"http://127.0.0.1:{port}/readyz")[0] == 200, 30, "ready", interval=0.2)
         kubeapi.delay("PATCH", "/api/v1/nodes/slow-node", 1.0)  # the node lock (and any handshake write)
         kubeapi.delay("PATCH", "/api/v1/namespaces/default/pods/slow", 0.5, times=2)
+        kubeapi.delay("POST", "/api/v1/namespaces/default/pods/slow/binding", 0.5)
         start_time = time.monotonic()
         assert post(port, "/filter", filter_args(pod, ["slow-node"]))["NodeNames"] == ["slow-node"]
         assert post(port, "/bind", bind_args(pod, "slow-node")) == {"Error": ""}

@@ -27,6 +27,7 @@ from hami_fast.kube.nodelock import LOCK_KEY
 from hami_fast.kube.writer import MemoryWriter
 from hami_fast.manifests import load_objects, require_nodes
 from hami_fast.server.app import App
+from hami_fast.server.binding_support import effective_allocation_write
 from hami_fast.server.listen import ListenError, probe, start_listening
 from hami_fast.server.metrics import Metrics, serve_metrics
 from hami_fast.server.preempt import PreemptionApi, Preemptor
@@ -100,6 +101,7 @@ def _kube_runtime(config: Config, cluster: Cluster, metrics: Metrics, stop: thre
     from hami_fast.kube.writer import KubeWriter, NodeLockFeed, NodeLocks, PodKeys
 
     client = KubeClient(load_api_client(config.kubeconfig), config.kube_qps, config.kube_burst, config.kube_timeout)
+    config = effective_allocation_write(config, client)
     nodes = Resource(NODES.kind, NODES.path, config.node_label_selector)
     node_locks = NodeLocks(tuple(key for key, _ in cluster.stamp_locks()))
     pods = PodKeys(cluster)
