@@ -387,8 +387,34 @@ def test_a_lock_whose_owner_was_bound_elsewhere_is_released_once_older_than_a_bi
         assert LOCK_VALUE.match(cluster.get("nodes", "node-2")["metadata"]["annotations"][LOCK]).group("name") == "old"
 
 
+def test_a_lock_the_device_plugin_failed_to_release_is_taken_once_older_than_a_bind(cluster) -> None:
+    """The device plugin answered the owner (`bind-phase: success`, or `failed`) and then lost its lock
+    release (the API server restarting between its two writes): HAMi keeps the node locked for five
+    minutes; once older than a bind, the next Bind takes the lock."""
+    done = {
+        "success": cluster.create(gpu_pod("allocated", gpu=1, mem=100)),
+        "failed": cluster.create(gpu_pod("refused", gpu=1, mem=100)),
+    }
+    with serve(cluster, bind_wait_timeout=0) as svc:
+        settled(svc)
+        for (phase, pod), node in zip(done.items(), ("node-0", "node-1"), strict=True):
+            assert svc.post("/bind", bind_args(filtered(svc, pod, node), node))["Error"] == ""
+            name = pod["metadata"]["name"]
+            cluster.patch("pods", name, {"metadata": {"annotations": {"hami.io/bind-phase": phase}}}, "default")
+            young = lock_taken(timedelta(seconds=10), name)
+            cluster.patch("nodes", node, {"metadata": {"annotations": {LOCK: young}}})
+            early = filtered(svc, cluster.create(gpu_pod(f"early-{node}", gpu=1, mem=100)), node)
+            assert "node lock contention" in svc.post("/bind", bind_args(early, node))["Error"], "a release in flight"
+            cluster.patch("nodes", node, {"metadata": {"annotations": {LOCK: lock_taken(timedelta(minutes=1), name)}}})
+            late = filtered(svc, cluster.create(gpu_pod(f"late-{node}", gpu=1, mem=100)), node)
+            assert svc.post("/bind", bind_args(late, node))["Error"] == "", phase
+            taken = cluster.get("nodes", node)["metadata"]["annotations"][LOCK]
+            assert LOCK_VALUE.match(taken).group("name") == f"late-{node}"
+
+
 def test_an_old_lock_whose_owner_is_bound_to_that_node_or_unbound_holds(cluster) -> None:
-    """The device plugin releases the lock of a pod bound to its node; an unbound owner may still bind there."""
+    """The device plugin releases the lock of a pod bound to its node once it has allocated it
+    (`bind-phase: allocating` until then); an unbound owner may still bind there."""
     here = cluster.create(gpu_pod("here", gpu=1, mem=100))
     cluster.create(gpu_pod("waiting", gpu=1, mem=100))
     with serve(cluster, bind_wait_timeout=0) as svc:

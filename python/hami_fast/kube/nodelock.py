@@ -1,9 +1,12 @@
 """HAMi's node lock `hami.io/mutex.lock` (`<RFC3339>,<ns>,<name>`): acquire, expire, dangling-owner release.
 
 Byte-compatible with HAMi's scheduler and device plugin: the plugin finds the pod being allocated through it.
-Beyond HAMi, a lock whose owner is bound to another node is dangling too: its bind here never finished
-(the replica that held it died between lock and binding) and a binding cannot change, so nothing will
-use or release the lock before HAMi's expiry. Checked only for locks older than a normal bind.
+Beyond HAMi, two more locks are dangling, as nothing will use or release them before HAMi's expiry:
+one whose owner is bound to another node (its bind here never finished: the replica that held it
+died between lock and binding, and a binding cannot change), and one whose owner the device plugin
+has already answered on this node (`bind-phase` `success` or `failed`: the plugin writes it, then
+releases the lock, and that release was lost, e.g. to an API server restart). Checked only for
+locks older than a normal bind, with a live read of the owner.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from hami_fast.kube.errors import Conflict, NotFound
 LOCK_KEY = keys.NODE_LOCK
 # A lock older than this whose owner is bound elsewhere is released (no bind takes this long).
 OWNER_RECHECK_AGE = 30.0
+# The bind-phase values HAMi's device plugin writes when its Allocate is over, just before it releases the lock.
+DEVICE_PLUGIN_ANSWERS = ("success", "failed")
 
 
 class LockContention(Exception):
@@ -74,7 +79,7 @@ class NodeLocker:
                 return
             elif owner_name and not self.store.pod_exists(owner_ns, owner_name):
                 self.release(node, namespace, name, check_owner=False)
-            elif owner_name and age > OWNER_RECHECK_AGE and self._bound_elsewhere(owner_ns, owner_name, node):
+            elif owner_name and age > OWNER_RECHECK_AGE and self._owner_done(owner_ns, owner_name, node):
                 self.release(node, namespace, name, check_owner=False)
             else:
                 raise LockContention(
@@ -85,15 +90,18 @@ class NodeLocker:
             known = (value, version)
         self._set(node, namespace, name, known)
 
-    def _bound_elsewhere(self, namespace: str, name: str, node: str) -> bool:
+    def _owner_done(self, namespace: str, name: str, node: str) -> bool:
         """The owner, read from the API server (not a cache: a pod recreated under the same name is
-        a new owner), is gone or bound to another node."""
+        a new owner), is gone, bound to another node, or allocated on this one by the device plugin."""
         try:
             pod = self.store.get_pod(namespace, name)
         except NotFound:
             return True
         bound_to = (pod.get("spec") or {}).get("nodeName") or ""
-        return bound_to not in ("", node)
+        if bound_to == node:
+            phase = ((pod.get("metadata") or {}).get("annotations") or {}).get(keys.BIND_PHASE)
+            return phase in DEVICE_PLUGIN_ANSWERS
+        return bound_to != ""
 
     def _set(self, node: str, namespace: str, name: str, known: tuple[str | None, str] | None = None) -> None:
         """Write the lock, guarded by the node's resourceVersion; `known` is a read just made (saves a GET)."""
