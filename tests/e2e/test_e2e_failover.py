@@ -349,12 +349,15 @@ def next_bind_after_listing(api, namespace: str, since: float) -> float | None:
 
 
 # Every hami-fast call 100 ms slower; some writes 2 s slower, some refused (429 with Retry-After, 5xx),
-# some bindings made with their answer lost; some Events refused.
+# some bindings made with their answer lost; some Events refused. The allocation's write is the binding
+# by default (--allocation-write binding); pod patches are the other modes' and the requeue's.
 API_FAULTS = [
     Fault("latency", "*", r"^/", 1.0, latency=0.1),
     Fault("slow pod patch", "PATCH", r"/pods/[^/]+$", 0.1, latency=2.0),
     Fault("pod patch 429", "PATCH", r"/pods/[^/]+$", 0.1, status=429, retry_after=1),
     Fault("pod patch 503", "PATCH", r"/pods/[^/]+$", 0.05, status=503),
+    Fault("slow binding", "POST", r"/pods/[^/]+/binding$", 0.1, latency=2.0),
+    Fault("binding 429", "POST", r"/pods/[^/]+/binding$", 0.1, status=429, retry_after=1),
     Fault("binding 500", "POST", r"/pods/[^/]+/binding$", 0.1, status=500),
     Fault("binding made, answer lost", "POST", r"/pods/[^/]+/binding$", 0.05, status=504, lost=True),
     Fault("node lock 503", "PATCH", r"^/api/v1/nodes/[^/]+$", 0.05, status=503),
@@ -463,6 +466,6 @@ def test_slow_and_failing_api_calls_lose_nothing(replicas: Replicas) -> None:
     assert figures["pods_bound_twice"] == 0 and len(bindings) == n, "each pod bound by exactly one accepted binding"
     assert figures["filters_over_1s"] == 0, "Filter waited on the slow API server"
     assert figures["events_dropped"] == 0
-    for fault in ("pod patch 429", "binding 500", "binding made, answer lost", "event 500"):
+    for fault in ("slow binding", "binding 429", "binding 500", "binding made, answer lost", "event 500"):
         assert injected.get(fault, 0) > 0, f"no {fault!r} was injected: the suite proved nothing about it"
     assert figures["write_retries"] > 0
