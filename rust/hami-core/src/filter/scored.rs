@@ -152,7 +152,7 @@ fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&st
         }));
     }
     let mut order: Vec<usize> = (0..fits.len()).filter(|&i| costs[i].is_some()).collect();
-    let cost = |i: usize| costs[i].unwrap_or(bal::Cost { score: 0, keeps_reserve: false, balance: 0.0 });
+    let cost = |i: usize| costs[i].unwrap_or(bal::Cost { score: 0, keeps_reserve: false, gpu_fit: 0, balance: 0.0 });
     order.sort_by(|&a, &b| cost(a).compare(&cost(b)));
     let mut rank = 1.0;
     for (k, &i) in order.iter().enumerate() {

@@ -21,16 +21,19 @@
 //!    type's fragment, in proportion to the type's popularity and whatever the model's size, so
 //!    they would push the other pods onto the model named least (e.g. the few 128-core G3 nodes,
 //!    the only home of the 120-core 8-GPU pods). The capacity those pods need is step 0's job.
-//! 2. **Breaks ties by CPU balance.** A node's CPU surplus is its CPU left minus what its free
+//! 2. **Sharing pods: the tightest GPU among equal scores.** What idles once the cluster is full
+//!    is the room that GPU slices leave beside each other, so among placements of equal score a
+//!    sharing pod takes the one whose GPU keeps the least free (best fit), before the CPU balance.
+//! 3. **Breaks ties by CPU balance.** A node's CPU surplus is its CPU left minus what its free
 //!    GPUs will need, at the CPU per GPU the GPU pods seen so far asked for (`c̄`). A GPU pod that
 //!    asks for less CPU per GPU than `c̄` (CPU-light) goes where the surplus after placement is
 //!    smallest, using up the GPUs of CPU-poor nodes. A CPU-heavy one goes where the surplus it
 //!    leaves is smallest but not negative (best fit: its GPUs' CPU stays covered, and the
 //!    CPU-richest nodes stay whole for the pods only they can host); where every tied node would
 //!    go negative, to the largest surplus.
-//! 3. **CPU-only pods** go to the node with the largest CPU surplus: they never use a GPU, so the
+//! 4. **CPU-only pods** go to the node with the largest CPU surplus: they never use a GPU, so the
 //!    only harm they can do is to take the CPU that a node's free GPUs need.
-//! 4. Remaining ties go to the smallest node name, as for every policy.
+//! 5. Remaining ties go to the smallest node name, as for every policy.
 //!
 //! Inside the node a sharing pod takes the GPU with the best score, ties to the tightest fit. Only the
 //! cluster state and the pods seen so far are used, never future arrivals.
@@ -142,6 +145,9 @@ pub struct Cost {
     /// False when the pod names no model yet would take GPU capacity of a model that the pods
     /// naming it are expected to need ([`keeps_reserve`]); true otherwise. Compared first.
     pub keeps_reserve: bool,
+    /// For a sharing pod, minus the free milli its GPU keeps after placement (the tightest GPU is
+    /// the highest); 0 for other pods. Compared after the score.
+    pub gpu_fit: i64,
     /// The CPU-balance tie-break (see the module docs): a CPU-heavy pod's best fit ranks above
     /// every placement that leaves a negative surplus ([`BEST_FIT`]).
     pub balance: f64,
@@ -153,11 +159,12 @@ impl Cost {
         self.keeps_reserve
             .cmp(&other.keeps_reserve)
             .then_with(|| self.score.cmp(&other.score))
+            .then_with(|| self.gpu_fit.cmp(&other.gpu_fit))
             .then_with(|| self.balance.total_cmp(&other.balance))
     }
 
-    /// One number for the extender's scores: the step score plus the balance squashed into
-    /// (0, 1), so the order is the same as [`Cost::compare`].
+    /// One number for the extender's scores: the step score plus the GPU fit and the balance
+    /// squashed into [0, 1), so the order is the same as [`Cost::compare`].
     pub fn live_score(&self) -> f64 {
         let squashed = if self.balance >= BEST_FIT / 2.0 {
             // A best fit: above every other balance, the smaller surplus the higher.
@@ -165,7 +172,8 @@ impl Cost {
         } else {
             0.5 / (1.0 + (-self.balance / 10_000.0).exp())
         };
-        self.score as f64 + squashed
+        let fit = (self.gpu_fit + MILLI).max(0) as f64;
+        self.score as f64 + (fit + squashed) / (MILLI + 1) as f64
     }
 }
 
@@ -234,7 +242,7 @@ pub fn cost(
     }
     let balance = balance(pod, cpu_surplus(shape, pod, cpu_per_gpu), cpu_per_gpu);
     if !pod.requests_gpu() {
-        return Some((Cost { score: 0, keeps_reserve: true, balance }, None));
+        return Some((Cost { score: 0, keeps_reserve: true, gpu_fit: 0, balance }, None));
     }
     let cpu_left = shape.cpu_left - pod.cpu_milli;
     if pod.is_share() {
@@ -255,11 +263,14 @@ pub fn cost(
                 best = Some((s, own, i));
             }
         }
-        return best.map(|(score, _, i)| (Cost { score, keeps_reserve: true, balance }, Some(i)));
+        return best.map(|(score, own, i)| {
+            let gpu_fit = pod.gpu_milli - own;
+            (Cost { score, keeps_reserve: true, gpu_fit, balance }, Some(i))
+        });
     }
     let (cpu_left, free) = subtract(shape, pod)?;
     let after = memo.frag(&NodeShape { cpu_left, gpu_free: &free, model: shape.model }, workload);
-    Some((Cost { score: step_score(after - before), keeps_reserve: true, balance }, None))
+    Some((Cost { score: step_score(after - before), keeps_reserve: true, gpu_fit: 0, balance }, None))
 }
 
 /// The workload to score against: the learned one, or the pod alone before any GPU pod is seen.
@@ -466,6 +477,26 @@ mod tests {
         assert!(place(0, &[1000], &pod(1, 0, 0), &w, 0.0).is_none(), "no CPU left");
     }
 
+    #[test]
+    fn sharing_pod_takes_the_tighter_gpu_before_the_cpu_balance() {
+        // Only whole-GPU pods in the workload: a slice on the 600 GPU or on the 700 GPU lowers the
+        // fragment by the same 500 milli, so both score alike. The CPU balance prefers node B (a
+        // CPU-light pod goes where the surplus is smallest); the room left decides first: A keeps
+        // 100 milli free on that GPU, B 200.
+        let w = Workload { types: vec![(ty(1000, 1000, 1), 1.0)] };
+        let p = pod(1000, 500, 1);
+        let (a, gpu) = place(90_000, &[1000, 600], &p, &w, 4000.0).unwrap();
+        let b = place(10_000, &[1000, 700], &p, &w, 4000.0).unwrap().0;
+        assert_eq!((a.score, gpu), (b.score, Some(1)));
+        assert!(b.balance > a.balance, "the balance alone would take B");
+        assert_eq!((a.gpu_fit, b.gpu_fit), (-100, -200));
+        assert_eq!(a.compare(&b), Ordering::Greater);
+        assert!(a.live_score() > b.live_score());
+        // A better score still comes first.
+        let fresh = place(90_000, &[1000, 1000], &p, &w, 4000.0).unwrap().0;
+        assert!(fresh.score < b.score && b.compare(&fresh) == Ordering::Greater);
+    }
+
     fn named(spec: &'static str, milli: i64, n: u32) -> TaskType {
         TaskType { cpu_milli: 1000, gpu_milli: milli, num_gpu: n, gpu_spec: spec.into() }
     }
@@ -497,8 +528,8 @@ mod tests {
 
     #[test]
     fn keeping_the_reserve_outranks_the_score() {
-        let eats = Cost { score: 40, keeps_reserve: false, balance: 1e6 };
-        let keeps = Cost { score: 10, keeps_reserve: true, balance: -1e6 };
+        let eats = Cost { score: 40, keeps_reserve: false, gpu_fit: 0, balance: 1e6 };
+        let keeps = Cost { score: 10, keeps_reserve: true, gpu_fit: 0, balance: -1e6 };
         assert_eq!(keeps.compare(&eats), Ordering::Greater);
         let better = Cost { score: 11, ..keeps };
         assert_eq!(better.compare(&keeps), Ordering::Greater);
