@@ -366,6 +366,73 @@ class AdmissionReview(TypedDict):
     kind: str
     response: AdmissionResponse
 
+class HostResources(TypedDict):
+    cpu: str
+    memory: str
+
+class SnapshotNodeMeta(TypedDict):
+    annotations: dict[str, str]
+    name: str
+
+class SnapshotNodeStatus(TypedDict):
+    allocatable: HostResources
+
+class SnapshotNode(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: SnapshotNodeMeta
+    status: SnapshotNodeStatus
+
+class OwnerReference(TypedDict):
+    apiVersion: str
+    controller: bool
+    kind: str
+    name: str
+    uid: str
+
+class SnapshotPodMeta(TypedDict):
+    annotations: dict[str, str]
+    creationTimestamp: str
+    labels: dict[str, str]
+    name: str
+    namespace: str
+    ownerReferences: list[OwnerReference]
+    uid: str
+
+class SnapshotResources(TypedDict):
+    limits: dict[str, str]
+    requests: HostResources
+
+class SnapshotContainer(TypedDict):
+    name: str
+    resources: SnapshotResources
+
+class SnapshotPodSpec(TypedDict):
+    containers: list[SnapshotContainer]
+    nodeName: NotRequired[str]
+    schedulerName: str
+
+class SnapshotPodStatus(TypedDict):
+    phase: str
+
+class SnapshotPod(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: SnapshotPodMeta
+    spec: SnapshotPodSpec
+    status: SnapshotPodStatus
+
+class SnapshotListMeta(TypedDict):
+    arrivedPct: float
+
+class SnapshotList(TypedDict):
+    """:func:`replay_snapshot`: the Nodes first, then the Pods in arrival order."""
+
+    apiVersion: str
+    items: list[SnapshotNode | SnapshotPod]
+    kind: str
+    metadata: SnapshotListMeta
+
 @final
 class RequeuedPod:
     """A rejected pod that fits after a release (from :meth:`Cluster.requeue`); ``node`` is where Fit
@@ -674,7 +741,8 @@ def replay_snapshot(
     nodes_name: str = "nodes.csv",
     pods_name: str = "pods.csv",
 ) -> bytes:
-    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``.
+    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``
+    (a :class:`SnapshotList`, JSON).
 
     Pods are dated one second apart in arrival order (``creationTimestamp``), so the pending queue
     (oldest first) is the arrival order. CSV errors name ``nodes_name`` / ``pods_name`` as in :func:`replay`.
