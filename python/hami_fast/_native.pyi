@@ -16,12 +16,13 @@ class EngineError(ValueError):
     """Bad input: the message names the object and the field.
 
     ``kind`` is one of ``decode``, ``invalid``, ``config``, ``not_found``, ``internal``; ``object`` and
-    ``field`` name where (either may be empty).
+    ``field`` name where (either may be empty); ``message`` is what is wrong there, without them.
     """
 
     kind: str
     object: str
     field: str
+    message: str
 
 # The JSON documents the methods below return, as ``hami_core::wire`` defines them (key sets checked
 # against ``rust/hami-core/src/wire/keys.json`` by ``tests/infra/test_stubs.py``). Stub-only: import them
@@ -519,6 +520,11 @@ class ObjectCache:
         """:func:`fragmentation` on these objects."""
     def validate_target(self, pod: str, node: str, gpus: list[str], now: int | None = None) -> bytes:
         """:func:`validate_target` on these objects."""
+    def check_evictee(self, pod: bytes, scheduler_name: str) -> None:
+        """Whether the pod (JSON) a placement names may be evicted: something recreates it elsewhere
+        (a controller owner other than a DaemonSet or a Node) and it uses ``scheduler_name``. Else
+        :class:`EngineError` (``kind`` ``invalid``, ``field`` the pod's field that forbids it, ``message``
+        the reason: "is a bare pod ...")."""
     def usage(self) -> bytes:
         """As :meth:`Cluster.usage`."""
     def holds(self, now: int | None = None) -> bytes:

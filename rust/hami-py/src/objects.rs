@@ -85,6 +85,12 @@ impl ObjectCache {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// Whether the pod (JSON) a placement names may be evicted: `None`, or `EngineError` (kind
+    /// `invalid`, `.field` the pod's field that forbids it, `.message` the reason).
+    fn check_evictee(&self, py: Python<'_>, pod: &[u8], scheduler_name: &str) -> PyResult<()> {
+        run(py, || self.lock().check_evictee(pod, scheduler_name))
+    }
+
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || Ok(self.lock().usage_json()))?;
         Ok(PyBytes::new(py, &out))
