@@ -90,7 +90,10 @@ def other_scheduler_pod(name: str) -> dict:
             "is a bare pod (no controller owner): it would not be recreated, so it is not evicted",
         ),
         (daemonset_pod("lonely"), "is a DaemonSet pod and is not evicted"),
-        (other_scheduler_pod("lonely"), "does not use schedulerName hami-scheduler: its replacement would not be pinned"),
+        (
+            other_scheduler_pod("lonely"),
+            "does not use schedulerName hami-scheduler: its replacement would not be pinned",
+        ),
     ],
     ids=["bare", "daemonset", "other-scheduler"],
 )
