@@ -16,12 +16,13 @@ class EngineError(ValueError):
     """Bad input: the message names the object and the field.
 
     ``kind`` is one of ``decode``, ``invalid``, ``config``, ``not_found``, ``internal``; ``object`` and
-    ``field`` name where (either may be empty).
+    ``field`` name where (either may be empty); ``message`` is what is wrong there, without them.
     """
 
     kind: str
     object: str
     field: str
+    message: str
 
 # The JSON documents the methods below return, as ``hami_core::wire`` defines them (key sets checked
 # against ``rust/hami-core/src/wire/keys.json`` by ``tests/infra/test_stubs.py``). Stub-only: import them
@@ -366,6 +367,73 @@ class AdmissionReview(TypedDict):
     kind: str
     response: AdmissionResponse
 
+class HostResources(TypedDict):
+    cpu: str
+    memory: str
+
+class SnapshotNodeMeta(TypedDict):
+    annotations: dict[str, str]
+    name: str
+
+class SnapshotNodeStatus(TypedDict):
+    allocatable: HostResources
+
+class SnapshotNode(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: SnapshotNodeMeta
+    status: SnapshotNodeStatus
+
+class OwnerReference(TypedDict):
+    apiVersion: str
+    controller: bool
+    kind: str
+    name: str
+    uid: str
+
+class SnapshotPodMeta(TypedDict):
+    annotations: dict[str, str]
+    creationTimestamp: str
+    labels: dict[str, str]
+    name: str
+    namespace: str
+    ownerReferences: list[OwnerReference]
+    uid: str
+
+class SnapshotResources(TypedDict):
+    limits: dict[str, str]
+    requests: HostResources
+
+class SnapshotContainer(TypedDict):
+    name: str
+    resources: SnapshotResources
+
+class SnapshotPodSpec(TypedDict):
+    containers: list[SnapshotContainer]
+    nodeName: NotRequired[str]
+    schedulerName: str
+
+class SnapshotPodStatus(TypedDict):
+    phase: str
+
+class SnapshotPod(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: SnapshotPodMeta
+    spec: SnapshotPodSpec
+    status: SnapshotPodStatus
+
+class SnapshotListMeta(TypedDict):
+    arrivedPct: float
+
+class SnapshotList(TypedDict):
+    """:func:`replay_snapshot`: the Nodes first, then the Pods in arrival order."""
+
+    apiVersion: str
+    items: list[SnapshotNode | SnapshotPod]
+    kind: str
+    metadata: SnapshotListMeta
+
 @final
 class RequeuedPod:
     """A rejected pod that fits after a release (from :meth:`Cluster.requeue`); ``node`` is where Fit
@@ -452,6 +520,11 @@ class ObjectCache:
         """:func:`fragmentation` on these objects."""
     def validate_target(self, pod: str, node: str, gpus: list[str], now: int | None = None) -> bytes:
         """:func:`validate_target` on these objects."""
+    def check_evictee(self, pod: bytes, scheduler_name: str) -> None:
+        """Whether the pod (JSON) a placement names may be evicted: something recreates it elsewhere
+        (a controller owner other than a DaemonSet or a Node) and it uses ``scheduler_name``. Else
+        :class:`EngineError` (``kind`` ``invalid``, ``field`` the pod's field that forbids it, ``message``
+        the reason: "is a bare pod ...")."""
     def usage(self) -> bytes:
         """As :meth:`Cluster.usage`."""
     def holds(self, now: int | None = None) -> bytes:
@@ -674,7 +747,8 @@ def replay_snapshot(
     nodes_name: str = "nodes.csv",
     pods_name: str = "pods.csv",
 ) -> bytes:
-    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``.
+    """Replay a trace until ``arrived_pct`` % of GPU capacity has arrived; the cluster as a Kubernetes ``List``
+    (a :class:`SnapshotList`, JSON).
 
     Pods are dated one second apart in arrival order (``creationTimestamp``), so the pending queue
     (oldest first) is the arrival order. CSV errors name ``nodes_name`` / ``pods_name`` as in :func:`replay`.

@@ -70,15 +70,42 @@ def test_unregistered_node_is_an_invalid_target(cluster, client):
     assert cluster.count("create", EVICTIONS) == 0
 
 
-def test_bare_pod_is_never_evicted(kubeapi, client):
+def daemonset_pod(name: str) -> dict:
+    body = pod(name, "n1", 0, 4000)
+    body["metadata"]["ownerReferences"][0]["kind"] = "DaemonSet"
+    return body
+
+
+def other_scheduler_pod(name: str) -> dict:
+    body = pod(name, "n1", 0, 4000)
+    body["spec"]["schedulerName"] = "default-scheduler"
+    return body
+
+
+@pytest.mark.parametrize(
+    "evictee, why",
+    [
+        (
+            pod("lonely", "n1", 0, 4000, owned=False),
+            "is a bare pod (no controller owner): it would not be recreated, so it is not evicted",
+        ),
+        (daemonset_pod("lonely"), "is a DaemonSet pod and is not evicted"),
+        (
+            other_scheduler_pod("lonely"),
+            "does not use schedulerName hami-scheduler: its replacement would not be pinned",
+        ),
+    ],
+    ids=["bare", "daemonset", "other-scheduler"],
+)
+def test_a_pod_nothing_would_recreate_here_is_never_evicted(kubeapi, client, evictee, why):
     kubeapi.create(node("n1"))
-    kubeapi.create(pod("lonely", "n1", 0, 4000, owned=False))
+    kubeapi.create(evictee)
     create_placement(kubeapi, placement("p", "n1", ["gpu-1"], evict="lonely"))
     c = Controller(client, fast())
     for _ in range(3):
         c.reconcile_all()
     status = status_of(kubeapi, "p")
-    assert status["phase"] == "Failed" and "bare pod" in status["message"]
+    assert status["phase"] == "Failed" and f"spec.evictPod: pod {NS}/lonely {why}" in status["message"], status
     assert kubeapi.count("create", EVICTIONS) == 0
     assert kubeapi.get("pods", "lonely", NS) is not None
 

@@ -91,7 +91,7 @@ def test_class_members_match(name: str) -> None:
         assert runtime_params(cls) == params(members["__init__"])  # type: ignore[arg-type]
 
 
-def test_engine_error_carries_kind_object_and_field() -> None:
+def test_engine_error_carries_kind_object_field_and_message() -> None:
     with pytest.raises(_native.EngineError) as err:
         _native.Cluster().apply(
             b'{"kind":"Pod","metadata":{"name":"p","namespace":"d","annotations":'
@@ -102,11 +102,13 @@ def test_engine_error_carries_kind_object_and_field() -> None:
         "Pod d/p",
         "annotation hami.io/vgpu-devices-allocated",
     )
+    assert str(err.value) == f"{err.value.object}: {err.value.field}: {err.value.message}"
+    assert err.value.message.endswith("needs 4 comma fields UUID,TYPE,MEM,CORES")
     with pytest.raises(_native.EngineError) as err:
         _native.Cluster().apply(b"{not json")
     assert err.value.kind == "decode"
     stub_members = stub_defs(MODULE["EngineError"].body)  # type: ignore[attr-defined]
-    assert {"kind", "object", "field"} <= set(stub_members)
+    assert {"kind", "object", "field", "message"} <= set(stub_members)
 
 
 def typed_dict_keys(node: ast.AST) -> list[str]:

@@ -205,7 +205,7 @@ class Controller:
             return self.fail(placement, (s.VALIDATED, False, s.DUPLICATE_REQ_ID, message))
         pod = k.get_pod(self.client, placement.namespace, spec.evict_pod) if spec.evict_pod else None
         if spec.evict_pod:
-            problem = evictee_problem(placement, pod, self.scheduler_name)
+            problem = evictee_problem(placement, pod, self.view, self.scheduler_name)
             if problem:
                 return self.fail(placement, (s.VALIDATED, False, s.INVALID_EVICTEE, problem))
         result = self._target_check(placement, pod)
@@ -301,7 +301,7 @@ class Controller:
                 placement, update, (s.EVICTION, True, s.ALREADY_GONE, f"pod {name} {gone} before the eviction")
             )
             return
-        problem = evictee_problem(placement, pod, self.scheduler_name)
+        problem = evictee_problem(placement, pod, self.view, self.scheduler_name)
         if problem:
             return self.fail(placement, (s.VALIDATED, False, s.INVALID_EVICTEE, problem))
         result = self._target_check(placement, pod)

@@ -88,6 +88,14 @@ class ClusterView:
     def validate_target(self, pod: str, node: str, gpus: list[str]) -> bytes:
         return self.objects.validate_target(pod, node, gpus)
 
+    def evictee_refusal(self, pod: dict[str, Any], scheduler_name: str) -> str:
+        """Why the engine would not evict `pod` for a placement ("is a bare pod ..."), or ''."""
+        try:
+            self.objects.check_evictee(orjson.dumps(pod), scheduler_name)
+        except _native.EngineError as refused:
+            return refused.message
+        return ""
+
     def usage(self) -> list[dict[str, Any]]:
         return orjson.loads(self.objects.usage())
 

@@ -8,6 +8,7 @@ use hami_core::codec::{decode_pod_devices, ALLOCATED_KEY};
 use hami_core::replay::csv::{parse_nodes, parse_pods};
 use hami_core::replay::{LiveStep, Options, Replay};
 use hami_core::{Config, Engine, Outcome};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 /// 2026-01-01T00:10:00Z: after the nodes' handshake, so they are registered.
@@ -65,8 +66,8 @@ fn engine(policy: &str, replay: &Replay) -> Engine {
     Engine::new(config)
 }
 
-fn apply(engine: &mut Engine, object: &Value) {
-    engine.state.apply(object.to_string().as_bytes()).expect("the replay's objects are valid");
+fn apply(engine: &mut Engine, object: &impl Serialize) {
+    engine.state.apply(&serde_json::to_vec(object).unwrap()).expect("the replay's objects are valid");
 }
 
 /// What the extender decides for the step's pod: the node and the GPUs of its allocation.
@@ -103,7 +104,7 @@ fn check(policy: &str, named: bool) -> usize {
 /// GPUs. Returns how many GPU pods were checked.
 fn check_replay(policy: &str, mut replay: Replay, steps: usize, fresh: usize) -> usize {
     let mut live = engine(policy, &replay);
-    let mut objects = replay.node_objects();
+    let mut objects: Vec<Value> = replay.node_objects().iter().map(|n| serde_json::to_value(n).unwrap()).collect();
     objects.iter().for_each(|o| apply(&mut live, o));
     live.state.registration_pass(NOW);
     let (mut checked, mut k) = (0, 0);
@@ -124,7 +125,7 @@ fn check_replay(policy: &str, mut replay: Replay, steps: usize, fresh: usize) ->
             checked += 1;
         }
         apply(&mut live, &step.object);
-        objects.push(step.object);
+        objects.push(serde_json::to_value(&step.object).unwrap());
     }
     checked
 }

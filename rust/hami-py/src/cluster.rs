@@ -2,6 +2,7 @@
 //! outputs (`FilterDecision`, `RequeuedPod`).
 
 use crate::errors::{engine_error, keep_gil, run, to_json};
+use crate::feed::{list_page_tuple, lock, try_lock, watch_event_tuple, ListPageTuple, WatchEventTuple};
 use hami_core::codec;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -23,16 +24,12 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     fn lock(&self) -> MutexGuard<'_, hami_core::Engine> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     /// The engine if no other thread holds it (never waits with the GIL held).
     fn try_lock(&self) -> Option<MutexGuard<'_, hami_core::Engine>> {
-        match self.inner.try_lock() {
-            Ok(engine) => Some(engine),
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+        try_lock(&self.inner)
     }
 }
 
@@ -53,20 +50,12 @@ impl Cluster {
         run(py, || self.lock().delete(obj))
     }
 
-    /// -> (event type, resourceVersion, key, Status code, error of the object or None)
-    fn apply_watch_event(
-        &self,
-        py: Python<'_>,
-        line: &[u8],
-    ) -> PyResult<(String, String, String, i32, Option<String>)> {
-        let e = run(py, || self.lock().apply_watch_event(line))?;
-        Ok((e.event_type, e.resource_version, e.key, e.code, e.error.map(|e| e.to_string())))
+    fn apply_watch_event(&self, py: Python<'_>, line: &[u8]) -> PyResult<WatchEventTuple> {
+        run(py, || self.lock().apply_watch_event(line)).map(watch_event_tuple)
     }
 
-    /// -> (resourceVersion, continue token, item keys, per-item errors)
-    fn apply_list_page(&self, py: Python<'_>, page: &[u8]) -> PyResult<(String, String, Vec<String>, Vec<String>)> {
-        let l = run(py, || self.lock().apply_list_page(page))?;
-        Ok((l.resource_version, l.continue_token, l.keys, l.errors.iter().map(ToString::to_string).collect()))
+    fn apply_list_page(&self, py: Python<'_>, page: &[u8]) -> PyResult<ListPageTuple> {
+        run(py, || self.lock().apply_list_page(page)).map(list_page_tuple)
     }
 
     fn retain(&self, py: Python<'_>, kind: &str, keys: Vec<String>) -> PyResult<usize> {

@@ -1,5 +1,5 @@
 //! The one error policy at the boundary: every engine error raised as `EngineError` with `.kind`,
-//! `.object` and `.field`; a panic never crosses the FFI.
+//! `.object`, `.field` and `.message`; a panic never crosses the FFI.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -13,12 +13,18 @@ create_exception!(
     "Bad input: the message names the object and the field."
 );
 
-/// An `EngineError` carrying the typed error's parts: `.kind`, `.object`, `.field` (str each).
+/// An `EngineError` carrying the typed error's parts: `.kind`, `.object`, `.field`, and `.message`
+/// without the other two (str each).
 pub(crate) fn engine_error(error: hami_core::Error) -> PyErr {
     Python::attach(|py| {
         let err = EngineError::new_err(error.to_string());
         let value = err.value(py);
-        let parts = [("kind", error.kind.as_str()), ("object", &error.object), ("field", &error.field)];
+        let parts = [
+            ("kind", error.kind.as_str()),
+            ("object", &error.object),
+            ("field", &error.field),
+            ("message", &error.message),
+        ];
         for (name, text) in parts {
             if let Err(e) = value.setattr(name, text) {
                 return e;

@@ -3,6 +3,7 @@
 mod cluster;
 mod codecs;
 mod errors;
+mod feed;
 mod objects;
 mod offline;
 mod settings;

@@ -2,6 +2,7 @@
 //! validations and the GPU map read it without listing the cluster.
 
 use crate::errors::{engine_error, run};
+use crate::feed::{list_page_tuple, lock, watch_event_tuple, ListPageTuple, WatchEventTuple};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::sync::{Mutex, MutexGuard};
@@ -20,7 +21,7 @@ fn now_or_clock(now: Option<i64>) -> i64 {
 
 impl ObjectCache {
     fn lock(&self) -> MutexGuard<'_, hami_core::plan::ObjectCache> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner)
     }
 }
 
@@ -39,20 +40,12 @@ impl ObjectCache {
         run(py, || self.lock().apply_input(objects, name))
     }
 
-    /// -> (event type, resourceVersion, key, Status code, error of the object or None)
-    fn apply_watch_event(
-        &self,
-        py: Python<'_>,
-        line: &[u8],
-    ) -> PyResult<(String, String, String, i32, Option<String>)> {
-        let e = run(py, || self.lock().apply_watch_event(line))?;
-        Ok((e.event_type, e.resource_version, e.key, e.code, e.error.map(|e| e.to_string())))
+    fn apply_watch_event(&self, py: Python<'_>, line: &[u8]) -> PyResult<WatchEventTuple> {
+        run(py, || self.lock().apply_watch_event(line)).map(watch_event_tuple)
     }
 
-    /// -> (resourceVersion, continue token, item keys, per-item errors)
-    fn apply_list_page(&self, py: Python<'_>, page: &[u8]) -> PyResult<(String, String, Vec<String>, Vec<String>)> {
-        let l = run(py, || self.lock().apply_list_page(page))?;
-        Ok((l.resource_version, l.continue_token, l.keys, l.errors.iter().map(ToString::to_string).collect()))
+    fn apply_list_page(&self, py: Python<'_>, page: &[u8]) -> PyResult<ListPageTuple> {
+        run(py, || self.lock().apply_list_page(page)).map(list_page_tuple)
     }
 
     fn retain(&self, py: Python<'_>, kind: &str, keys: Vec<String>) -> PyResult<usize> {
@@ -90,6 +83,12 @@ impl ObjectCache {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let out = run(py, || self.lock().validate_target_bytes(pod, node, &gpus, now_or_clock(now)))?;
         Ok(PyBytes::new(py, &out))
+    }
+
+    /// Whether the pod (JSON) a placement names may be evicted: `None`, or `EngineError` (kind
+    /// `invalid`, `.field` the pod's field that forbids it, `.message` the reason).
+    fn check_evictee(&self, py: Python<'_>, pod: &[u8], scheduler_name: &str) -> PyResult<()> {
+        run(py, || self.lock().check_evictee(pod, scheduler_name))
     }
 
     fn usage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {

@@ -1,9 +1,19 @@
 //! The offline engine: trace replay (`hami-fast simulate`), the planner and its checks (`plan`,
 //! the descheduler), fragmentation.
 
-use crate::errors::run;
+use crate::errors::{run, to_json};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+
+/// The node and pod CSVs as text; a CSV that is not UTF-8 is an error naming its file.
+fn csv_texts<'a>(
+    nodes_name: &str,
+    nodes_csv: &'a [u8],
+    pods_name: &str,
+    pods_csv: &'a [u8],
+) -> Result<(&'a str, &'a str), hami_core::Error> {
+    Ok((hami_core::replay::csv::utf8(nodes_name, nodes_csv)?, hami_core::replay::csv::utf8(pods_name, pods_csv)?))
+}
 
 /// Trace replay (`hami-fast simulate`): node and pod CSV bytes in, the summary JSON out.
 #[pyfunction]
@@ -23,7 +33,7 @@ pub(crate) fn replay<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     use hami_core::replay;
     let out = run(py, || {
-        let (nodes, pods) = (replay::csv::utf8(nodes_name, nodes_csv)?, replay::csv::utf8(pods_name, pods_csv)?);
+        let (nodes, pods) = csv_texts(nodes_name, nodes_csv, pods_name, pods_csv)?;
         let options = replay::Options {
             policy: hami_core::policy::NodePolicy::from_name(policy)?,
             seed,
@@ -32,8 +42,7 @@ pub(crate) fn replay<'py>(
             check_all,
             ..replay::Options::default()
         };
-        let value = replay::replay_csv(nodes_name, nodes, pods_name, pods, options)?;
-        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
+        to_json(&replay::replay_csv(nodes_name, nodes, pods_name, pods, options)?, "replay summary")
     })?;
     Ok(PyBytes::new(py, &out))
 }
@@ -59,10 +68,9 @@ pub(crate) fn replay_arrivals<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     use hami_core::replay;
     let out = run(py, || {
-        let (nodes, pods) = (replay::csv::utf8(nodes_name, nodes_csv)?, replay::csv::utf8(pods_name, pods_csv)?);
+        let (nodes, pods) = csv_texts(nodes_name, nodes_csv, pods_name, pods_csv)?;
         let options = replay::Options { seed, tune, ..replay::Options::default() };
-        let value = replay::arrivals_csv(nodes_name, nodes, pods_name, pods, options)?;
-        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
+        to_json(&replay::arrivals_csv(nodes_name, nodes, pods_name, pods, options)?, "arrivals")
     })?;
     Ok(PyBytes::new(py, &out))
 }
@@ -159,11 +167,10 @@ pub(crate) fn replay_snapshot<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     use hami_core::replay;
     let out = run(py, || {
-        let (nodes, pods) = (replay::csv::utf8(nodes_name, nodes_csv)?, replay::csv::utf8(pods_name, pods_csv)?);
+        let (nodes, pods) = csv_texts(nodes_name, nodes_csv, pods_name, pods_csv)?;
         let policy = hami_core::policy::NodePolicy::from_name(policy)?;
         let options = replay::Options { policy, seed, tune, ..replay::Options::default() };
-        let value = replay::snapshot::snapshot_csv(nodes_name, nodes, pods_name, pods, options, arrived_pct)?;
-        serde_json::to_vec(&value).map_err(hami_core::Error::internal)
+        to_json(&replay::snapshot::snapshot_csv(nodes_name, nodes, pods_name, pods, options, arrived_pct)?, "snapshot")
     })?;
     Ok(PyBytes::new(py, &out))
 }

@@ -324,15 +324,7 @@ fn settle<'n, 'c>(
                 let free = candidate.view.shape.gpu_free;
                 let preference = score::gpu_preference(placement.node_policy, &candidate.pod, free, fgd, None);
                 let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| preference.clone();
-                let ctx = PodContext {
-                    request: ctx.request,
-                    hints: ctx.hints,
-                    gpu_policy: ctx.gpu_policy,
-                    quota: ctx.quota,
-                    card_quota: ctx.card_quota,
-                    device_preference: Some(&prefer),
-                };
-                Some(fit_pod(node, &ctx))
+                Some(fit_pod(node, &ctx.preferring(&prefer)))
             }
             None => lookup(name).map(|node| fit_pod(node, ctx)),
         };
@@ -376,15 +368,7 @@ fn held_fit<'n>(
     let rest: Vec<usize> = (0..node.devices.len()).filter(|d| !order.contains(d)).collect();
     order.extend(rest);
     let prefer = move |_: &GpuNode, _: &[crate::model::DeviceUsage]| Some(order.clone());
-    let pinned = PodContext {
-        request: ctx.request,
-        hints: ctx.hints,
-        gpu_policy: ctx.gpu_policy,
-        quota: ctx.quota,
-        card_quota: ctx.card_quota,
-        device_preference: Some(&prefer),
-    };
-    let fit = fit_pod(node, &pinned).ok()?;
+    let fit = fit_pod(node, &ctx.preferring(&prefer)).ok()?;
     let all_held = fit.slots.iter().flatten().all(|d| held.gpus.iter().any(|g| **g == *d.uuid));
     all_held.then_some((fits[i].0, fit))
 }

@@ -64,6 +64,13 @@ pub struct NodeFit {
     pub vnpu_soft_split: bool,
 }
 
+impl<'a> PodContext<'a> {
+    /// The same pod under the same rules, each node's devices tried in `prefer`'s order.
+    pub fn preferring(&self, prefer: DevicePreference<'a>) -> Self {
+        Self { device_preference: Some(prefer), ..*self }
+    }
+}
+
 impl NodeFit {
     /// What the pod holds on the node's devices once placed (HAMi's collapse of init and app
     /// containers, per backend): NVIDIA's, and the other backends'.

@@ -277,4 +277,9 @@ impl ObjectCache {
     pub fn validate_target_bytes(&mut self, pod: &str, node: &str, gpus: &[String], now: i64) -> Result<Vec<u8>> {
         target_check_json(&self.shared_snapshot(now), pod, node, gpus)
     }
+
+    /// Whether the pod (JSON) a placement names may be evicted, as [`super::check_evictee`].
+    pub fn check_evictee(&self, pod: &[u8], scheduler_name: &str) -> Result<()> {
+        super::check_evictee(pod, scheduler_name)
+    }
 }

@@ -23,6 +23,7 @@
 //! out), `rejection` and `objective`.
 
 mod entry;
+mod evictee;
 mod measures;
 #[cfg(test)]
 mod mig_tests;
@@ -46,6 +47,7 @@ pub use entry::{
     fragmentation_bytes, plan_bytes, plan_json, validate_target_bytes, PlanOptions, FOR_MIN_DEFAULT_MOVES,
     PER_POD_DEFAULT_MOVES,
 };
+pub use evictee::check_evictee;
 pub use measures::{Measures, NodeMeasure};
 pub use objective::{workload_from_spec, Objective};
 pub use objects::{ObjectCache, WaitingPod};
@@ -58,6 +60,6 @@ pub use validate::{pin_annotations, resolve_gpus, validate_moves, validate_targe
 
 use measures::{is_whole_free, node_frag, node_model, round3};
 use planner::{demand, Planner};
-use pod::{movable, per_gpu_request, pod_host_request, resident_instances, Owner};
+use pod::{movable, owner_blocks, per_gpu_request, pod_host_request, resident_instances, Owner};
 
 pub use crate::annotations::{DESCHEDULER_SKIP_KEY as SKIP_ANNOTATION, PREFER_NO_EVICTION_KEY as PREFER_NO_EVICTION};

@@ -225,6 +225,16 @@ pub(crate) fn device_allowed(request: &PodRequest, hints: &PodHints, node: &GpuN
     backend.is_none_or(|r| standard::device_allowed(&r.backend, hints, dev))
 }
 
+/// Why a pod's controller would not recreate it elsewhere: a bare pod is not recreated, a
+/// DaemonSet's or a Node's comes back to the same node.
+pub(super) fn owner_blocks(owner: &Owner) -> Option<Immovable> {
+    match owner {
+        None => Some(Immovable::BarePod),
+        Some((kind, _)) if kind == "DaemonSet" || kind == "Node" => Some(Immovable::NodeBound(kind.clone())),
+        _ => None,
+    }
+}
+
 /// Whether a pod may be evicted and recreated elsewhere, or why not.
 pub(super) fn movable(
     pod: &Pod,
@@ -239,10 +249,8 @@ pub(super) fn movable(
     if ann.get(SKIP_ANNOTATION).is_some_and(|v| v != "false") || ann.contains_key(PREFER_NO_EVICTION) {
         return Some(Immovable::OptedOut);
     }
-    match owner {
-        None => return Some(Immovable::BarePod),
-        Some((kind, _)) if kind == "DaemonSet" || kind == "Node" => return Some(Immovable::NodeBound(kind.clone())),
-        _ => {}
+    if let Some(why) = owner_blocks(owner) {
+        return Some(why);
     }
     if request.is_empty() {
         return Some(Immovable::NoVgpuRequest);

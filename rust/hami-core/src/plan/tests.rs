@@ -322,6 +322,7 @@ fn openb_spread_plan_replays_move_by_move() {
     };
     let options = crate::replay::Options { policy: crate::policy::NodePolicy::Spread, ..Default::default() };
     let list = crate::replay::snapshot::snapshot_csv("nodes.csv", &nodes, "pods.csv", &pods, options, 90.0).unwrap();
+    let list = serde_json::to_value(list).unwrap();
     let s = Snapshot::from_objects(&[list.to_string().as_bytes()], &Config::default()).unwrap();
     assert_eq!(s.nodes.len(), 1213);
     assert!(s.nodes.iter().all(|n| n.host.is_some()));
@@ -512,6 +513,7 @@ fn openb_pending_pods_are_unblocked_with_valid_moves() {
     };
     let options = crate::replay::Options { policy: crate::policy::NodePolicy::Spread, ..Default::default() };
     let list = crate::replay::snapshot::snapshot_csv("nodes.csv", &nodes, "pods.csv", &pods, options, 100.0).unwrap();
+    let list = serde_json::to_value(list).unwrap();
     let s = Snapshot::from_objects(&[list.to_string().as_bytes()], &Config::default()).unwrap();
     let listed = list["items"].as_array().unwrap().iter().filter(|p| p["status"]["phase"] == "Pending").count();
     assert!(s.pending.len() > 100 && s.pending.len() == listed, "{} pending of {listed}", s.pending.len());

@@ -4,7 +4,12 @@
 use super::{Placed, Replay, MILLI};
 use crate::codec::{self, encode_node_register, encode_pod_devices, ContainerDevice};
 use crate::error::Result;
-use serde_json::{json, Value};
+use crate::wire::snapshot::{
+    HostResources, OwnerReference, SnapshotContainer, SnapshotItem, SnapshotList, SnapshotListMeta, SnapshotNode,
+    SnapshotNodeMeta, SnapshotNodeStatus, SnapshotPod, SnapshotPodMeta, SnapshotPodSpec, SnapshotPodStatus,
+    SnapshotResources,
+};
+use std::collections::BTreeMap;
 
 impl Replay {
     /// Runs the pod stream while the cumulative requested GPU stays within `arrived_pct` % of the
@@ -13,13 +18,13 @@ impl Replay {
     /// owned by a ReplicaSet, `Running`), CPU-only pods included for the nodes' CPU accounting.
     /// GPU pods that failed to schedule are in the list as `Pending` pods without a node (the
     /// pending queue the descheduler's `--for` is measured on).
-    pub fn snapshot_at(mut self, arrived_pct: f64) -> Result<Value> {
+    pub fn snapshot_at(mut self, arrived_pct: f64) -> Result<SnapshotList> {
         let limit = arrived_pct / 100.0 * (self.total_gpus * MILLI) as f64;
         let order = std::mem::take(&mut self.order);
         let tasks = std::mem::take(&mut self.tasks);
         let mut cands = Vec::with_capacity(self.nodes.len());
         let mut arrived = 0i64;
-        let mut items: Vec<Value> = Vec::new();
+        let mut items: Vec<SnapshotItem> = Vec::new();
         for (k, &t) in order.iter().enumerate() {
             let task = &tasks[t];
             if (arrived + task.total_milli()) as f64 > limit {
@@ -28,47 +33,39 @@ impl Replay {
             arrived += task.total_milli();
             let Some(Placed { node, usage_before: before, .. }) = self.step(task, &mut cands)? else {
                 if task.request.is_some() {
-                    items.push(task_pod(k, task, serde_json::Map::new(), None));
+                    items.push(SnapshotItem::Pod(task_pod(k, task, BTreeMap::new(), None)));
                 }
                 continue;
             };
-            items.push(self.placed_object(k, task, node, &before));
+            items.push(SnapshotItem::Pod(self.placed_object(k, task, node, &before)));
         }
-        let mut list = self.node_objects();
+        let mut list: Vec<SnapshotItem> = self.node_objects().into_iter().map(SnapshotItem::Node).collect();
         list.extend(items);
-        Ok(
-            json!({"apiVersion": "v1", "kind": "List", "metadata": {"arrivedPct": arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64}, "items": list}),
-        )
+        let metadata = SnapshotListMeta { arrived_pct: arrived as f64 * 100.0 / (self.total_gpus * MILLI) as f64 };
+        Ok(SnapshotList { api_version: "v1", items: list, kind: "List", metadata })
     }
 }
 
 impl Replay {
     /// The Nodes: HAMi's registration annotation and handshake, allocatable CPU and memory.
-    pub fn node_objects(&self) -> Vec<Value> {
-        self.nodes
-            .iter()
-            .map(|n| {
-                let host = n.gpu.host.unwrap_or_default();
-                json!({
-                    "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": n.name, "annotations": {
-                        codec::REGISTER_KEY: encode_node_register(&n.gpu.devices),
-                        codec::NODE_HANDSHAKE_KEY: "Reported 2026-01-01 00:00:00 +0000 UTC",
-                    }},
-                    "status": {"allocatable": {"cpu": format!("{}m", host.cpu_milli), "memory": format!("{}Mi", host.memory_mib)}},
-                })
-            })
-            .collect()
+    pub fn node_objects(&self) -> Vec<SnapshotNode> {
+        self.nodes.iter().map(node_object).collect()
     }
 
     /// The `k`-th arrival as the Pod placed on `node` (HAMi's allocation annotations for a GPU
     /// pod), given its node's device usage `before` the placement.
-    fn placed_object(&self, k: usize, task: &super::Task, node: usize, before: &[crate::model::DeviceUsage]) -> Value {
+    fn placed_object(
+        &self,
+        k: usize,
+        task: &super::Task,
+        node: usize,
+        before: &[crate::model::DeviceUsage],
+    ) -> SnapshotPod {
         let n = &self.nodes[node];
-        let mut annotations = serde_json::Map::new();
+        let mut annotations = BTreeMap::new();
         if task.request.is_some() {
-            annotations.insert(codec::VGPU_NODE_KEY.into(), n.name.clone().into());
-            annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[placed_devices(n, before)]).into());
+            annotations.insert(codec::VGPU_NODE_KEY.into(), n.name.clone());
+            annotations.insert(codec::ALLOCATED_KEY.into(), encode_pod_devices(&[placed_devices(n, before)]));
             annotations.insert(codec::BIND_PHASE_KEY.into(), "success".into());
         }
         task_pod(k, task, annotations, Some(&n.name))
@@ -87,7 +84,7 @@ impl Replay {
             .filter(|n| crate::fit::host_shortfall(&n.gpu, task.cpu, task.memory) == [false; 3])
             .map(|n| n.name.clone())
             .collect();
-        let pod = task_pod(k, &task, serde_json::Map::new(), None);
+        let pod = task_pod(k, &task, BTreeMap::new(), None);
         let mut cands = Vec::with_capacity(self.nodes.len());
         let (placed, object) = match self.step(&task, &mut cands)? {
             Some(Placed { node, usage_before, .. }) => {
@@ -112,14 +109,14 @@ impl Replay {
 #[derive(Debug, Clone)]
 pub struct LiveStep {
     /// The pod as submitted: no node, no allocation (`Pending`).
-    pub pod: Value,
+    pub pod: SnapshotPod,
     /// The nodes kube-scheduler's `NodeResourcesFit` lets through (CPU, memory, pod count), by
     /// name: what it passes to the extender.
     pub host_fits: Vec<String>,
     /// Where the replay placed it: the node and the GPUs (device ids); `None` when nowhere.
     pub placed: Option<(String, Vec<String>)>,
     /// The pod as the watch shows it afterwards: bound with its allocation, or still pending.
-    pub object: Value,
+    pub object: SnapshotPod,
     /// Whether it asks for GPUs: only those reach the extender.
     pub gpu: bool,
 }
@@ -141,45 +138,74 @@ fn placed_devices(n: &super::SimNode, before: &[crate::model::DeviceUsage]) -> V
         .collect()
 }
 
+/// A node as the Node object HAMi's device plugin leaves: its registration and handshake
+/// annotations, allocatable CPU and memory.
+fn node_object(n: &super::SimNode) -> SnapshotNode {
+    let host = n.gpu.host.unwrap_or_default();
+    let annotations = BTreeMap::from([
+        (codec::REGISTER_KEY.to_owned(), encode_node_register(&n.gpu.devices)),
+        (codec::NODE_HANDSHAKE_KEY.to_owned(), "Reported 2026-01-01 00:00:00 +0000 UTC".to_owned()),
+    ]);
+    SnapshotNode {
+        api_version: "v1",
+        kind: "Node",
+        metadata: SnapshotNodeMeta { annotations, name: n.name.clone() },
+        status: SnapshotNodeStatus { allocatable: host_resources(host.cpu_milli, host.memory_mib) },
+    }
+}
+
+fn host_resources(cpu_milli: i64, memory_mib: i64) -> HostResources {
+    HostResources { cpu: format!("{cpu_milli}m"), memory: format!("{memory_mib}Mi") }
+}
+
 /// A task as the Pod a cluster would hold: `Running` on `node` when placed (with its allocation
 /// `annotations`), else `Pending` without a node. Owned by a ReplicaSet, so the planner may move it.
 fn task_pod(
     k: usize,
     task: &super::Task,
-    mut annotations: serde_json::Map<String, Value>,
+    mut annotations: BTreeMap<String, String>,
     node: Option<&str>,
-) -> Value {
-    let gpu = task.request.is_some();
-    let mut limits = serde_json::Map::new();
-    if gpu {
-        limits.insert("nvidia.com/gpu".into(), task.num_gpu.to_string().into());
-        limits.insert("nvidia.com/gpumem".into(), task.milli.to_string().into());
+) -> SnapshotPod {
+    let mut limits = BTreeMap::new();
+    if task.request.is_some() {
+        limits.insert("nvidia.com/gpu".to_owned(), task.num_gpu.to_string());
+        limits.insert("nvidia.com/gpumem".to_owned(), task.milli.to_string());
         if !task.spec.is_empty() {
-            annotations.insert(codec::USE_TYPE_KEY.into(), task.spec.replace('|', ",").into());
+            annotations.insert(codec::USE_TYPE_KEY.into(), task.spec.replace('|', ","));
         }
     }
-    let mut spec = json!({
-        "schedulerName": "hami-scheduler",
-        "containers": [{"name": "main", "resources": {
-            "limits": limits,
-            "requests": {"cpu": format!("{}m", task.cpu), "memory": format!("{}Mi", task.memory)},
-        }}],
-    });
-    if let Some(node) = node {
-        spec["nodeName"] = node.into();
-    }
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": format!("pod-{k:05}"), "namespace": "openb", "uid": format!("uid-{k:05}"),
-            "creationTimestamp": arrival_time(k),
-            "labels": {"app": format!("task-{k:05}")},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("task-{k:05}"), "uid": format!("rs-{k:05}"), "controller": true}],
-            "annotations": annotations,
+    let resources = SnapshotResources { limits, requests: host_resources(task.cpu, task.memory) };
+    SnapshotPod {
+        api_version: "v1",
+        kind: "Pod",
+        metadata: task_pod_meta(k, annotations),
+        spec: SnapshotPodSpec {
+            containers: vec![SnapshotContainer { name: "main", resources }],
+            node_name: node.map(str::to_owned),
+            scheduler_name: "hami-scheduler",
         },
-        "spec": spec,
-        "status": {"phase": if node.is_some() { "Running" } else { "Pending" }},
-    })
+        status: SnapshotPodStatus { phase: if node.is_some() { "Running" } else { "Pending" } },
+    }
+}
+
+/// The `k`-th arrival's name, labels and ReplicaSet owner, all numbered by `k`.
+fn task_pod_meta(k: usize, annotations: BTreeMap<String, String>) -> SnapshotPodMeta {
+    let owner = OwnerReference {
+        api_version: "apps/v1",
+        controller: true,
+        kind: "ReplicaSet",
+        name: format!("task-{k:05}"),
+        uid: format!("rs-{k:05}"),
+    };
+    SnapshotPodMeta {
+        annotations,
+        creation_timestamp: arrival_time(k),
+        labels: BTreeMap::from([("app".to_owned(), format!("task-{k:05}"))]),
+        name: format!("pod-{k:05}"),
+        namespace: "openb",
+        owner_references: vec![owner],
+        uid: format!("uid-{k:05}"),
+    }
 }
 
 /// The `k`-th arrival's creation time: one second apart from 2026-01-01T00:00:00Z, so the
@@ -197,7 +223,7 @@ pub fn snapshot_csv(
     pods_csv: &str,
     options: super::Options,
     arrived_pct: f64,
-) -> Result<Value> {
+) -> Result<SnapshotList> {
     let nodes = super::csv::parse_nodes(nodes_file, nodes_csv)?;
     let pods = super::csv::parse_pods(pods_file, pods_csv)?;
     super::Replay::new(&nodes, &pods, options)?.snapshot_at(arrived_pct)

@@ -10,6 +10,7 @@ pub mod explain;
 pub mod plan;
 pub mod preempt;
 pub mod replay;
+pub mod snapshot;
 pub mod state;
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use super::explain::*;
 use super::plan::*;
 use super::preempt::*;
 use super::replay::*;
+use super::snapshot::*;
 use super::state::*;
 use serde::Serialize;
 use serde_json::Value;
@@ -285,6 +286,73 @@ fn admission_review() -> AdmissionReview {
     AdmissionReview { api_version: "admission.k8s.io/v1".into(), kind: "AdmissionReview", response }
 }
 
+fn snapshot_node() -> SnapshotNode {
+    SnapshotNode {
+        api_version: "v1",
+        kind: "Node",
+        metadata: SnapshotNodeMeta {
+            annotations: map("hami.io/node-nvidia-register", "[]".to_owned()),
+            name: "n1".into(),
+        },
+        status: SnapshotNodeStatus { allocatable: host_resources() },
+    }
+}
+
+fn host_resources() -> HostResources {
+    HostResources { cpu: "1000m".into(), memory: "1024Mi".into() }
+}
+
+fn snapshot_pod() -> SnapshotPod {
+    let owner = OwnerReference {
+        api_version: "apps/v1",
+        controller: true,
+        kind: "ReplicaSet",
+        name: "rs".into(),
+        uid: "u".into(),
+    };
+    let resources = SnapshotResources { limits: map("nvidia.com/gpu", "1".to_owned()), requests: host_resources() };
+    SnapshotPod {
+        api_version: "v1",
+        kind: "Pod",
+        metadata: SnapshotPodMeta {
+            annotations: map("hami.io/vgpu-node", "n1".to_owned()),
+            creation_timestamp: "2026-01-01T00:00:00Z".into(),
+            labels: map("app", "a".to_owned()),
+            name: "p".into(),
+            namespace: "openb",
+            owner_references: vec![owner],
+            uid: "u".into(),
+        },
+        spec: SnapshotPodSpec {
+            containers: vec![SnapshotContainer { name: "main", resources }],
+            node_name: Some("n1".into()),
+            scheduler_name: "hami-scheduler",
+        },
+        status: SnapshotPodStatus { phase: "Running" },
+    }
+}
+
+fn snapshot_samples() -> Vec<(&'static str, Value)> {
+    let (node, pod) = (snapshot_node(), snapshot_pod());
+    let items = vec![SnapshotItem::Node(node.clone()), SnapshotItem::Pod(pod.clone())];
+    let metadata = SnapshotListMeta { arrived_pct: 90.0 };
+    vec![
+        sample("SnapshotList", SnapshotList { api_version: "v1", items, kind: "List", metadata }),
+        sample("SnapshotListMeta", SnapshotListMeta { arrived_pct: 90.0 }),
+        sample("SnapshotNode", &node),
+        sample("SnapshotNodeMeta", &node.metadata),
+        sample("SnapshotNodeStatus", &node.status),
+        sample("HostResources", host_resources()),
+        sample("SnapshotPod", &pod),
+        sample("SnapshotPodMeta", &pod.metadata),
+        sample("OwnerReference", &pod.metadata.owner_references[0]),
+        sample("SnapshotPodSpec", &pod.spec),
+        sample("SnapshotContainer", &pod.spec.containers[0]),
+        sample("SnapshotResources", &pod.spec.containers[0].resources),
+        sample("SnapshotPodStatus", &pod.status),
+    ]
+}
+
 fn plan_samples() -> Vec<(&'static str, Value)> {
     let fragmentation = Fragmentation { cluster: measures(), workload_types: 3, nodes: vec![node_measure()] };
     vec![
@@ -339,6 +407,7 @@ pub(super) fn samples() -> Vec<(&'static str, Value)> {
     ]
     .into_iter()
     .chain(plan_samples())
+    .chain(snapshot_samples())
     .collect()
 }
 
