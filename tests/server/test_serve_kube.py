@@ -182,6 +182,22 @@ def test_binding_mode_patches_the_pod_where_the_server_would_drop_the_label(clus
         assert cluster.get("pods", "p1", "default")["metadata"]["labels"]["hami.io/vgpu-node"] == "node-0"
 
 
+def test_events_still_queued_at_shutdown_go_out_within_a_pods_grace_period(cluster) -> None:
+    """Stopping while the API server takes 4 s per Event (or HAMi's QPS 5 holds a burst back): the
+    queued Events are posted before the process ends, not dropped after a few seconds."""
+    pod = cluster.create(gpu_pod("huge", gpu=3, mem=100))
+    svc = serve(cluster).__enter__()
+    try:
+        settled(svc)
+        cluster.delay("POST", re.compile(r"/events$"), 4.0)
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] is None
+    finally:
+        svc.stop()
+    assert not svc.thread.is_alive(), "stopped"
+    assert {e["reason"] for e in cluster.events("default")} == {"FilteringFailed"}
+    assert svc.runtime.event_sink.dropped.get("shutdown", 0) == 0
+
+
 def test_bind_guard_refuses_a_pod_without_an_allocation(cluster) -> None:
     """No pod is ever bound without its allocation annotations: a Bind for a pod this process never
     filtered (or filtered onto another node) and that carries no annotations for the node is refused

@@ -36,6 +36,10 @@ from hami_fast.server.scheduler import Scheduler
 
 log = logging.getLogger("hami_fast.serve")
 
+# How long the queued Events may take to go out at shutdown: at HAMi's client limits (QPS 5) a
+# burst of distinct events needs seconds, and a pod's grace period (30 s by default) allows it.
+SHUTDOWN_EVENT_FLUSH = 10.0
+
 # Preemptions carried out per second at most, and at once: each evicts pods, so few and deliberate.
 PREEMPTIONS_PER_SECOND = 1.0
 PREEMPTION_BURST = 3
@@ -293,7 +297,7 @@ async def run_http(runtime: Runtime, ready: threading.Event | None = None) -> No
     runtime.stop.set()
     runtime.scheduler.close()
     if runtime.event_sink is not None:  # what is queued goes out (or is counted) before the process ends
-        runtime.event_sink.close()
+        runtime.event_sink.close(SHUTDOWN_EVENT_FLUSH)
     executor.shutdown(wait=False, cancel_futures=True)
 
 
