@@ -126,9 +126,10 @@ def test_no_preemption_for_equal_or_lower_priority_or_policy_never(
         assert holds(svc) == [] and not events(one_gpu, "Preempting")
 
 
-def test_a_pdb_that_forbids_the_eviction_stops_the_preemption(one_gpu) -> None:
-    one_gpu.create(running("guarded"))
-    one_gpu.create(
+def guarded_by_a_budget(kubeapi) -> None:
+    """node-0's GPU held by `guarded`, under a PodDisruptionBudget that allows no disruption."""
+    kubeapi.create(running("guarded"))
+    kubeapi.create(
         {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
@@ -137,11 +138,20 @@ def test_a_pdb_that_forbids_the_eviction_stops_the_preemption(one_gpu) -> None:
             "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1},
         }
     )
+
+
+def preempting_urgent(svc: Service, kubeapi) -> None:
+    """`urgent` (priority 100) rejected by Filter, and the preemption thread woken for it."""
+    started(svc)
+    wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the guarded pod in the engine")
+    rejected(svc, kubeapi, pending("urgent", 100))
+    svc.runtime.preemptor.wake()
+
+
+def test_a_pdb_that_forbids_the_eviction_stops_the_preemption(one_gpu) -> None:
+    guarded_by_a_budget(one_gpu)
     with Service(kubeconfig=one_gpu.kubeconfig) as svc:
-        started(svc)
-        wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the guarded pod in the engine")
-        rejected(svc, one_gpu, pending("urgent", 100))
-        svc.runtime.preemptor.wake()
+        preempting_urgent(svc, one_gpu)
         [blocked] = wait_for(lambda: events(one_gpu, "PreemptionBlocked"), 5, "the blocked preemption reported")
         assert blocked["object"] == "Pod/default/urgent" and "PodDisruptionBudget" in blocked["message"]
         [dry_run] = evictions(one_gpu, "guarded", dry_run=True)
@@ -155,21 +165,9 @@ def test_a_pdb_that_forbids_the_eviction_stops_the_preemption(one_gpu) -> None:
 
 
 def test_a_node_change_that_frees_nothing_does_not_ask_the_refusing_budget_again(one_gpu) -> None:
-    one_gpu.create(running("guarded"))
-    one_gpu.create(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "keep", "namespace": "default"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "t"}}},
-            "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1},
-        }
-    )
+    guarded_by_a_budget(one_gpu)
     with Service(kubeconfig=one_gpu.kubeconfig) as svc:
-        started(svc)
-        wait_for(lambda: svc.cluster.pod_count() == 1, 5, "the guarded pod in the engine")
-        rejected(svc, one_gpu, pending("urgent", 100))
-        svc.runtime.preemptor.wake()
+        preempting_urgent(svc, one_gpu)
         wait_for(lambda: events(one_gpu, "PreemptionBlocked"), 5, "the blocked preemption reported")
         # What the handshake and the device plugin do to every node every few seconds.
         (nodes,) = [r for r in svc.runtime.reflectors if r.resource.kind == "Node"]
