@@ -92,12 +92,12 @@ def is_pod_group_member(pod: dict[str, Any]) -> bool:
     return native_pod_group_member(orjson.dumps(pod))
 
 
-def with_bind_phase(patch: bytes | None, now: int) -> bytes:
-    """Bind's `bind-phase: allocating` patch, with Filter's annotations in the same write when given."""
-    merged = orjson.loads(patch) if patch else {}
-    meta = merged.setdefault("metadata", {})
+def with_bind_phase(patch: bytes | None, now: int) -> dict[str, Any]:
+    """The metadata Bind writes: `bind-phase: allocating` and `bind-time`, with Filter's annotations
+    and label (its merge patch) in the same write when given."""
+    meta: dict[str, Any] = orjson.loads(patch)["metadata"] if patch else {}
     meta.setdefault("annotations", {}).update({keys.BIND_PHASE: "allocating", keys.BIND_TIME: str(now)})
-    return orjson.dumps(merged)
+    return meta
 
 
 @dataclass
@@ -146,13 +146,13 @@ class Scheduler:
         )
         self.binds = BindQueue(workers=workers, on_done=lambda job, waited: metrics.bind_wait.observe(waited))
         self.before_patch = before_patch
-        # When Filter's annotations are written (--allocation-write): `bind` (default) in one pod patch
-        # with bind-phase at Bind, before the binding; `binding` in the binding itself (one write at
-        # Bind: the API server copies its annotations and, from Kubernetes 1.35, its labels onto the
-        # pod); `filter` before Filter answers, as HAMi does;
+        # When Filter's annotations are written (--allocation-write): `binding` (default) in the binding
+        # itself (one write at Bind: the API server copies its annotations and, from Kubernetes 1.35,
+        # its labels onto the pod); `bind` in one pod patch with bind-phase at Bind, before the binding;
+        # `filter` before Filter answers, as HAMi does;
         # `behind-answer` right behind Filter's answer, one single-thread lane per pod hash keeping each
         # pod's patches in order. In-memory writers (a snapshot, the demo) have no API server to
-        # wait for: `behind-answer` is `bind` there (one write at Bind, as by default).
+        # wait for: `behind-answer` is `bind` there (one write at Bind).
         mode = "behind-answer" if config.filter_patch_behind_answer else config.allocation_write
         self.mode = mode if getattr(writer, "blocking", True) or mode != "behind-answer" else "bind"
         self.patchers = (
@@ -368,14 +368,14 @@ class Scheduler:
         (`--allocation-write binding`); the node lock is held."""
         namespace, name = pending.namespace, pending.name
         unwritten = allocation if allocation is not None and not allocation.written else None
-        patch = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
+        metadata = with_bind_phase(unwritten.patch if unwritten is not None else None, int(time.time()))
         if self.before_patch:
             self.before_patch(namespace, name, pending.uid)
         self._require_leading()
         if self.mode == "binding":  # the API server copies the Binding's annotations and labels onto the pod
-            self.writer.bind(namespace, name, pending.uid, pending.node, orjson.loads(patch)["metadata"])
+            self.writer.bind(namespace, name, pending.uid, pending.node, metadata)
             return
-        self.writer.patch_pod(namespace, name, patch)
+        self.writer.patch_pod(namespace, name, orjson.dumps({"metadata": metadata}))
         if unwritten is not None:
             unwritten.written = True
         self._require_leading()
