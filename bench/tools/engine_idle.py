@@ -2,18 +2,22 @@
 timed in one process back to back, and after the thread has slept or spun as long as the event loop
 waits between kube-scheduler's requests at concurrency 1.
 
-    python bench/tools/engine_idle.py [--calls N] [--gaps-us 300,3000]
+    python bench/tools/engine_idle.py [--calls N] [--gaps-us 300,3000] [--rotating] [--so FILE]
 
 Prints, for `Cluster.decide` and `Scheduler.filter_answer` (the answer path of /filter: engine call and
 Python glue, the bookkeeping after the answer left out) on the 5,000-node snapshot with 500 names, the
 median and p90 per call: back to back, after each gap slept (`time.sleep`, the thread off the CPU as
-in `epoll_wait`) and after each gap spun (the thread on the CPU, touching nothing). Not a test.
+in `epoll_wait`) and after each gap spun (the thread on the CPU, touching nothing). `--rotating`
+sends the HTTP ratio benchmark's rotating windows in turn (a new list each call) instead of one list;
+`--so FILE` loads the engine module built into FILE (another commit's) in place of the installed one.
+Not a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import sys
 import tempfile
 import time
@@ -23,6 +27,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
 sys.path[:0] = [str(HERE), str(BENCH), str(BENCH.parent / "tests")]
+if "--so" in sys.argv[:-1]:
+    from ab_filter import load  # noqa: E402
+
+    load(sys.argv[sys.argv.index("--so") + 1])
 
 from hami_fast.config import Config  # noqa: E402
 from hami_fast.server.serve import build_runtime  # noqa: E402
@@ -56,6 +64,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1500, help="calls per measurement")
     parser.add_argument("--gaps-us", default="300,3000", help="idle gaps before each call, µs, comma-separated")
+    parser.add_argument("--rotating", action="store_true", help="a new candidate window each call")
+    parser.add_argument("--so", help="the engine module to load instead of the installed one")
     args = parser.parse_args(argv)
     try:
         gaps = [int(g) / 1e6 for g in args.gaps_us.split(",") if g.strip()]
@@ -68,11 +78,12 @@ def main(argv: list[str]) -> int:
         runtime = build_runtime(Config(snapshot=snapshot))
     gc.collect()  # as `serve` does once the snapshot is loaded
     gc.freeze()
-    body, now = filter_bodies()[0], int(time.time())
+    bodies, now = filter_bodies(), int(time.time())
+    turn = itertools.cycle(bodies if args.rotating else bodies[:1])
     cluster, scheduler = runtime.cluster, runtime.scheduler
     calls = {
-        "Cluster.decide": lambda: cluster.decide(body, now),
-        "Scheduler.filter_answer": lambda: scheduler.filter_answer(body),
+        "Cluster.decide": lambda: cluster.decide(next(turn), now),
+        "Scheduler.filter_answer": lambda: scheduler.filter_answer(next(turn)),
     }
     for call in calls.values():
         timed(call, 300, 0, False)  # warm: the candidate cache, the kept order of fits

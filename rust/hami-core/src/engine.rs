@@ -201,7 +201,7 @@ impl Engine {
             state.prepare_arrivals();
         }
         let own = if record { OwnFootprint::Release } else { OwnFootprint::Restore };
-        let total = cache.entries.len();
+        let total = cache.list.len();
         let eval = state.without_pod(&key, own, |state| evaluate_candidates(state, &placement, now, cache));
         let outcome = filter::decide(state, &placement, &eval, total, now, record, &key);
         if record {
@@ -217,7 +217,7 @@ impl Engine {
     fn note_waiting(&mut self, outcome: &FilterOutcome, key: String, pod: &Pod) {
         match outcome.outcome {
             Outcome::Unschedulable => {
-                let names = self.candidates.entries.iter().map(|(n, _)| n.as_str());
+                let names = self.candidates.names();
                 let candidates = self.state.waiting_mut().shared_candidates(names);
                 let seen = self.state.nodes.log_position();
                 let room = self.state.quota_room(&pod.metadata.namespace);

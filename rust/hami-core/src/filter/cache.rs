@@ -1,6 +1,7 @@
 //! What Filter keeps between calls: the candidate list resolved to node ids, and the verdicts of
 //! the last order-free request per node (their fits kept in order by `ranked`).
 
+use super::list::CandidateList;
 use super::names::NameIndex;
 use super::placement::Placement;
 use super::ranked::{RankedFits, Verdict};
@@ -15,16 +16,17 @@ use serde_json::value::RawValue;
 /// with the verdicts of the last order-free request over it.
 #[derive(Debug, Default)]
 pub struct CandidateCache {
-    /// The list as sent (JSON text), compared whole to recognise it again.
-    raw: String,
     /// The node table's generation the ids were resolved at.
     generation: u64,
-    pub(crate) entries: Vec<(String, Option<u32>)>,
+    /// The list as sent (compared whole to recognise it again), its names resolved to node ids.
+    pub(crate) list: CandidateList,
     /// Per entry: its rank among the names in byte order (equal names share one).
     pub(super) ranks: Vec<u32>,
     pub(super) verdicts: Verdicts,
     pub(super) ranked_fits: RankedFits,
     pub(super) index: NameIndex,
+    /// Scratch space for resolving a new list (the names' hashes).
+    hashes: Vec<u64>,
 }
 
 impl CandidateCache {
@@ -33,7 +35,8 @@ impl CandidateCache {
         let text = raw.map_or("", |r| r.get());
         if !self.holds(text.as_bytes(), nodes) {
             let names = parse_node_names(raw)?;
-            self.fill(text, names.iter().map(AsRef::as_ref), nodes);
+            let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+            self.fill(text, &names, nodes);
         }
         Ok(())
     }
@@ -42,8 +45,8 @@ impl CandidateCache {
     /// the cached list unchanged, or `None` when its names are not plain (the caller parses the
     /// body then). kube-scheduler sends the same list for pod after pod, or a window that moves on
     /// by a few hundred nodes each cycle: the names of a new list are read off the text, each
-    /// resolved in the compact index ([`NameIndex`]) into the entries' own strings, so a call
-    /// allocates nothing per name.
+    /// resolved in the compact index ([`NameIndex`]) and kept as a span of the list's text, so a
+    /// call allocates nothing per name.
     pub fn refresh_plain(&mut self, cut: Cut, nodes: &NodeTable) -> Option<bool> {
         let list = match cut {
             Cut::Known => return Some(true), // `known_list`: the cached list over the same nodes
@@ -53,7 +56,7 @@ impl CandidateCache {
             return Some(true);
         }
         let names = plain_names(list)?;
-        self.fill(std::str::from_utf8(list).ok()?, names.into_iter(), nodes);
+        self.fill(std::str::from_utf8(list).ok()?, &names, nodes);
         Some(false)
     }
 
@@ -61,53 +64,38 @@ impl CandidateCache {
     /// ends with it names the cached entries (`split_node_names`' `Cut::Known`).
     pub fn known_list(&self, nodes: &NodeTable) -> &[u8] {
         match self.current(nodes) {
-            true => self.raw.as_bytes(),
+            true => self.list.sent().as_bytes(),
             false => b"",
         }
     }
 
     fn current(&self, nodes: &NodeTable) -> bool {
-        nodes.generation() == self.generation && !self.entries.is_empty()
+        nodes.generation() == self.generation && !self.list.is_empty()
     }
 
     fn holds(&self, text: &[u8], nodes: &NodeTable) -> bool {
-        text == self.raw.as_bytes() && self.current(nodes)
+        text == self.list.sent().as_bytes() && self.current(nodes)
     }
 
-    fn fill<'a>(&mut self, text: &str, names: impl Iterator<Item = &'a str>, nodes: &NodeTable) {
+    fn fill(&mut self, text: &str, names: &[&str], nodes: &NodeTable) {
         self.index.sync(nodes);
-        let mut count = 0;
-        for name in names {
-            let id = self.index.id(name);
-            match self.entries.get_mut(count) {
-                Some(entry) => {
-                    entry.0.clear();
-                    entry.0.push_str(name);
-                    entry.1 = id;
-                }
-                None => self.entries.push((name.to_owned(), id)),
-            }
-            count += 1;
-        }
-        self.entries.truncate(count);
+        self.list.fill(text, names, &self.index, &mut self.hashes);
         self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
         self.ranked_fits.clear();
-        self.raw.clear();
-        self.raw.push_str(text);
         self.generation = nodes.generation();
     }
 
     /// Ranks the names for tie-breaking, once per list, when the list comes again: sorting costs
     /// more than one call's name comparisons, and pays off only over repeated calls.
     pub fn rank_names(&mut self) {
-        if self.ranks.len() != self.entries.len() {
-            self.ranks = name_ranks(&self.entries);
+        if self.ranks.len() != self.list.len() {
+            self.ranks = name_ranks(&self.list);
         }
     }
 
     /// The cached candidate names, in the order sent.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|(n, _)| n.as_str())
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
+        self.list.names()
     }
 
     /// How many nodes' verdicts a next call with the same request may reuse (if unchanged).
@@ -125,13 +113,14 @@ impl CandidateCache {
     }
 }
 
-pub(super) fn name_ranks(entries: &[(String, Option<u32>)]) -> Vec<u32> {
-    let mut by_name: Vec<usize> = (0..entries.len()).collect();
-    by_name.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
-    let mut ranks = vec![0u32; entries.len()];
+pub(super) fn name_ranks(list: &CandidateList) -> Vec<u32> {
+    let name = |k: usize| list.get(k).0;
+    let mut by_name: Vec<usize> = (0..list.len()).collect();
+    by_name.sort_by(|&a, &b| name(a).cmp(name(b)));
+    let mut ranks = vec![0u32; list.len()];
     let mut rank = 0u32;
     for (k, pair) in by_name.windows(2).enumerate() {
-        if entries[pair[0]].0 != entries[pair[1]].0 {
+        if name(pair[0]) != name(pair[1]) {
             rank += 1;
         }
         ranks[by_name[k + 1]] = rank;

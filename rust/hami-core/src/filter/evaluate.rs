@@ -4,6 +4,7 @@
 use super::cache::{CandidateCache, Verdicts};
 use super::choose;
 use super::events::EVENT_NODE_LIST;
+use super::list::CandidateList;
 use super::placement::Placement;
 use super::prefetch::{prefetch_ahead, prefetch_ids};
 use super::ranked::{key_score, RankedFits};
@@ -167,34 +168,34 @@ pub fn evaluate_candidates<'n>(
 ) -> Evaluation<'n> {
     let ctx = pod_context(state, placement);
     let Some(quick) = quick_request(&ctx) else {
-        let candidates = cache.entries.iter().map(|(n, id)| (n.as_str(), id.and_then(|i| state.nodes.by_id(i))));
+        let candidates = cache.list.iter().map(|(n, id)| (n, id.and_then(|i| state.nodes.by_id(i))));
         return evaluate_nodes(state, placement, now, candidates, |n| state.nodes.get(n));
     };
-    let CandidateCache { entries, ranks, verdicts, ranked_fits, index, .. } = cache;
+    let CandidateCache { list, ranks, verdicts, ranked_fits, index, .. } = cache;
     let changed = verdicts.prepare(placement, &state.nodes);
-    let ranked = ranks.len() == entries.len();
+    let ranked = ranks.len() == list.len();
     // Kept in order where the choice reads only scores and names: no hold, no simulator policy.
     let by_order = ranked && placement.held.is_none() && !matches!(placement.node_policy, NodePolicy::Scored(_));
     if let Some(changed) = changed.filter(|_| by_order && ranked_fits.valid) {
-        let ranked = Ranked { entries, ranks, fits: ranked_fits };
+        let ranked = Ranked { list, ranks, fits: ranked_fits };
         if let Some(eval) = evaluate_ranked(state, placement, &ctx, quick, now, ranked, verdicts, changed) {
             return eval;
         }
     }
     let warm = changed.is_some();
-    let mut eval = Evaluation { fits: Vec::with_capacity(entries.len()), ..Evaluation::default() };
+    let mut eval = Evaluation { fits: Vec::with_capacity(list.len()), ..Evaluation::default() };
     // Ties are broken on name ranks: the list's own once ranked, else every node's.
-    eval.name_order.reserve(entries.len());
-    let mut fit_ids: Vec<u32> = Vec::with_capacity(entries.len());
-    for (k, (name, id)) in entries.iter().enumerate() {
-        let Some(id) = *id else {
-            eval.failed.push((name.as_str(), FitFailure::Node(Reason::NodeUnregistered)));
+    eval.name_order.reserve(list.len());
+    let mut fit_ids: Vec<u32> = Vec::with_capacity(list.len());
+    for (k, (name, id)) in list.iter().enumerate() {
+        let Some(id) = id else {
+            eval.failed.push((name, FitFailure::Node(Reason::NodeUnregistered)));
             continue;
         };
         let (kept, memo) = verdicts.slot(id);
         if !*kept {
             if !warm {
-                prefetch_ids(state, entries, k);
+                prefetch_ids(state, list, k);
             }
             let node = state.nodes.by_id(id);
             *memo = verdict(node, &ctx, Some(quick), now).map_err(Box::new);
@@ -203,19 +204,18 @@ pub fn evaluate_candidates<'n>(
         }
         match memo {
             Ok(score) => {
-                eval.fits.push((name.as_str(), *score));
+                eval.fits.push((name, *score));
                 eval.name_order.push(if ranked { ranks[k] } else { index.rank(id) });
                 fit_ids.push(id);
             }
-            Err(reason) => eval.failed.push((name.as_str(), (**reason).clone())),
+            Err(reason) => eval.failed.push((name, (**reason).clone())),
         }
     }
     // Ranked from the second pod of a shape over the same list on: a first one may be the last.
     if by_order && warm {
         let memo = &verdicts.memo;
         let verdict_at = |id: u32| memo.get(id as usize).map(|(kept, verdict)| (verdict, *kept));
-        ranked_fits
-            .rebuild(entries.iter().zip(ranks.iter()).map(|(&(_, id), &rank)| (id, id.and_then(verdict_at), rank)));
+        ranked_fits.rebuild(list.iter().zip(ranks.iter()).map(|((_, id), &rank)| (id, id.and_then(verdict_at), rank)));
     } else {
         ranked_fits.clear();
     }
@@ -230,7 +230,7 @@ pub fn evaluate_candidates<'n>(
 
 /// The cached list's names, their ranks and their fits in order, as [`evaluate_ranked`] reads them.
 struct Ranked<'n, 'c> {
-    entries: &'n [(String, Option<u32>)],
+    list: &'n CandidateList,
     ranks: &'c [u32],
     fits: &'c mut RankedFits,
 }
@@ -251,8 +251,8 @@ fn evaluate_ranked<'n>(
     verdicts: &mut Verdicts,
     changed: &[u32],
 ) -> Option<Evaluation<'n>> {
-    let Ranked { entries, ranks, fits } = ranked;
-    let volatile: Vec<u32> = fits.volatile.iter().filter_map(|&pos| entries[pos as usize].1).collect();
+    let Ranked { list, ranks, fits } = ranked;
+    let volatile: Vec<u32> = fits.volatile.iter().filter_map(|&pos| list.id(pos as usize)).collect();
     for &id in changed.iter().chain(&volatile) {
         let positions = fits.positions_of(id);
         if positions.is_empty() {
@@ -273,15 +273,15 @@ fn evaluate_ranked<'n>(
     }
     let policy = placement.node_policy;
     let best = fits.choice(policy)?;
-    let (name, id) = &entries[best.2 as usize];
-    let fit = fit_pod(state.nodes.by_id((*id)?)?, ctx).ok()?;
+    let (name, id) = list.get(best.2 as usize);
+    let fit = fit_pod(state.nodes.by_id(id?)?, ctx).ok()?;
     let shown = fits.shown(policy, EVENT_NODE_LIST);
     let summary = Summary {
         fit_count: fits.fit_count(),
-        shown: shown.iter().map(|k| (entries[k.2 as usize].0.as_str(), key_score(k.0))).collect(),
+        shown: shown.iter().map(|k| (list.get(k.2 as usize).0, key_score(k.0))).collect(),
         failed_reasons: fits.reasons().clone(),
     };
-    Some(Evaluation { chosen: Some((name.as_str(), fit)), summary: Some(summary), ..Evaluation::default() })
+    Some(Evaluation { chosen: Some((name, fit)), summary: Some(summary), ..Evaluation::default() })
 }
 
 /// The choice among the fits: the held GPUs first, else the policy's order, the chosen node's
@@ -381,8 +381,7 @@ mod tests {
     #[test]
     fn name_ranks_order_as_the_names_and_choose_agrees_with_them() {
         let names = ["n10", "n2", "n1", "n2", "a", "n10-x", ""];
-        let entries: Vec<(String, Option<u32>)> = names.iter().map(|n| ((*n).to_owned(), None)).collect();
-        let ranks = name_ranks(&entries);
+        let ranks = name_ranks(&CandidateList::of(&names));
         assert_eq!(ranks, vec![3, 5, 2, 5, 1, 4, 0]);
         for i in 0..names.len() {
             for j in 0..names.len() {

@@ -123,6 +123,7 @@ pub(super) fn failed_events(eval: &Evaluation, total: usize) -> Vec<Event> {
 #[cfg(test)]
 mod tests {
     use super::super::cache::name_ranks;
+    use super::super::list::CandidateList;
     use super::*;
 
     /// The event's list as first written: sort every fit, format every shown score.
@@ -149,7 +150,7 @@ mod tests {
             for policy in [NodePolicy::Binpack, NodePolicy::Spread] {
                 let expected = full_sort_list(&fits, policy);
                 assert_eq!(fit_list(&fits, &[], policy), expected, "{len} fits, {policy:?}");
-                let ranks = name_ranks(&fits.iter().map(|(n, _)| ((*n).to_owned(), None)).collect::<Vec<_>>());
+                let ranks = name_ranks(&CandidateList::of(&fits.iter().map(|(n, _)| *n).collect::<Vec<_>>()));
                 assert_eq!(fit_list(&fits, &ranks, policy), expected, "{len} fits by rank, {policy:?}");
             }
         }

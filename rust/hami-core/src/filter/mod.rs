@@ -2,8 +2,9 @@
 //! merge patch and the events of the decision.
 //!
 //! - `placement`: the pod-level inputs of one decision and the cluster-wide policies;
-//! - `cache`: the candidate list kept between calls with the verdicts of unchanged nodes,
-//!   `ranked`, their fits kept in order, and `names`, the compact name index lists are resolved in;
+//! - `cache`: the candidate list kept between calls (`list`, its names as spans of its text) with
+//!   the verdicts of unchanged nodes, `ranked`, their fits kept in order, and `names`, the compact
+//!   name index lists are resolved in;
 //! - `evaluate`: every candidate's verdict and the choice among the fits (`scored` for the
 //!   simulator-derived policies, `prefetch` against memory latency);
 //! - `decide`: the annotations, merge patch and response of a decision, and `events`, its events;
@@ -13,6 +14,7 @@ mod cache;
 mod decide;
 mod evaluate;
 mod events;
+mod list;
 pub mod locks;
 mod names;
 mod placement;

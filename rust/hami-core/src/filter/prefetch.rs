@@ -1,5 +1,6 @@
 //! Prefetch hints for evaluation, which is bound by memory latency on large clusters.
 
+use super::list::CandidateList;
 use crate::model::GpuNode;
 use crate::state::ClusterState;
 
@@ -37,8 +38,8 @@ fn prefetch_devices(node: &GpuNode) {
 }
 
 #[inline]
-pub(super) fn prefetch_ids(state: &ClusterState, entries: &[(String, Option<u32>)], k: usize) {
-    if let Some(node) = entries.get(k + 4).and_then(|(_, id)| id.and_then(|i| state.nodes.by_id(i))) {
+pub(super) fn prefetch_ids(state: &ClusterState, list: &CandidateList, k: usize) {
+    if let Some(node) = list.id(k + 4).and_then(|i| state.nodes.by_id(i)) {
         prefetch_devices(node);
     }
 }
