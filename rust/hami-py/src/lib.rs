@@ -12,11 +12,6 @@ use cluster::{Cluster, FilterDecision, RequeuedPod};
 use errors::EngineError;
 use pyo3::prelude::*;
 
-/// The engine's own allocations (Python's are its own): a Filter call allocates and frees a few
-/// list-sized buffers, which glibc's allocator coalesces and splits again on every call.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
