@@ -760,6 +760,53 @@ def test_bind_retries_a_busy_or_failing_api_server(cluster) -> None:
     assert f'hami_fast_api_write_retries_total{{status="429"}} {float(RETRIES[429])}' in scraped
 
 
+def bound_by_an_earlier_attempt(cluster, pod: dict, node: str) -> dict[str, str]:
+    """What a binding whose answer was lost leaves: the pod on `node` with that attempt's allocation
+    (kube-scheduler has not seen it yet and filters the pod again). Its annotations, as stored."""
+    earlier = {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": f"GPU-{node}-7,NVIDIA,2000,10:;"}
+    cluster.patch("pods", pod["metadata"]["name"], {"metadata": {"annotations": earlier}}, "default")
+    binding = {"metadata": {"name": pod["metadata"]["name"]}, "target": {"name": node}}
+    cluster.core_v1.create_namespaced_binding("default", binding, _preload_content=False)
+    return cluster.get("pods", pod["metadata"]["name"], "default")["metadata"]["annotations"]
+
+
+def test_a_pod_bound_by_an_answer_lost_binding_keeps_its_allocation_at_the_next_bind(cluster) -> None:
+    """--allocation-write=bind: the annotation patch carries the pod's resourceVersion as Filter saw
+    it. A pod bound since (with another allocation) is not patched: Bind answers an error, the pod
+    keeps the allocation it is bound with, nothing is counted twice."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    with serve(cluster, allocation_write="bind") as svc:
+        settled(svc)
+        filtered(svc, pod, "node-0")
+        earlier = bound_by_an_earlier_attempt(cluster, pod, "node-1")
+        answer = svc.post("/bind", bind_args(pod, "node-0"))
+        assert "bound to node node-1 already" in answer["Error"]
+        [patch] = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p")
+        assert patch.status == 409 and patch.json["metadata"]["resourceVersion"] == pod["metadata"]["resourceVersion"]
+        assert cluster.requests("POST", "/api/v1/namespaces/default/pods/p/binding") == []
+        stored = cluster.get("pods", "p", "default")
+        assert stored["spec"]["nodeName"] == "node-1" and stored["metadata"]["annotations"] == earlier
+        assert LOCK not in (cluster.get("nodes", "node-0")["metadata"].get("annotations") or {}), "lock released"
+
+
+def test_hamis_order_patches_only_a_pod_still_unbound_at_filter(cluster) -> None:
+    """--allocation-write=filter: Filter's patch carries the pod's resourceVersion too; a pod
+    changed since is read again and patched only while it is unbound."""
+    pod = cluster.create(gpu_pod("p", gpu=1, mem=2000, cores=10))
+    with serve(cluster, allocation_write="filter") as svc:
+        settled(svc)
+        cluster.patch("pods", "p", {"metadata": {"labels": {"changed": "since"}}}, "default")
+        assert svc.post("/filter", filter_args(pod, ["node-0"]))["NodeNames"] == ["node-0"]
+        first, second = cluster.requests("PATCH", "/api/v1/namespaces/default/pods/p")
+        assert (first.status, second.status) == (409, 200), "a stale version: read again, patched"
+        assert cluster.get("pods", "p", "default")["metadata"]["annotations"]["hami.io/vgpu-node"] == "node-0"
+        other = cluster.create(gpu_pod("q", gpu=1, mem=2000, cores=10))
+        earlier = bound_by_an_earlier_attempt(cluster, other, "node-1")
+        answer = svc.post("/filter", filter_args(other, ["node-0"]))
+        assert "bound to node node-1 already" in answer["Error"] and not answer["NodeNames"]
+        assert cluster.get("pods", "q", "default")["metadata"]["annotations"] == earlier
+
+
 def test_a_binding_that_carries_the_allocation_is_retried_and_made_once(cluster) -> None:
     """The default (--allocation-write=binding): a 500 given after the binding was made (the answer
     lost): the retry's 409 means done, and the pod has its allocation from the first try."""

@@ -292,6 +292,35 @@ class KubeWriter:
         retried(post, f"bind pod {namespace}/{name} to {node}")
 
 
+class AlreadyBound(Exception):
+    """The pod is bound already (a binding whose answer was lost): its allocation stays as written."""
+
+
+def patch_unbound_pod(
+    writer: Writer, namespace: str, name: str, metadata: dict[str, Any], resource_version: str
+) -> None:
+    """The allocation's annotations on a pod that is still unbound. A binding whose answer was lost
+    may have bound the pod, with the annotations written before it; a later attempt (kube-scheduler
+    filtered the pod again before it saw the binding) must not replace them with another node's
+    devices. The patch carries `resource_version` as a precondition; on a conflict the pod is read
+    again and patched with its new version while it is unbound, else AlreadyBound."""
+    version = resource_version
+    for _ in range(3):
+        body = {**metadata, "resourceVersion": version} if version else metadata
+        try:
+            writer.patch_pod(namespace, name, orjson.dumps({"metadata": body}))
+            return
+        except Conflict:
+            pod = writer.get_pod(namespace, name)
+            bound_to = (pod.get("spec") or {}).get("nodeName")
+            if bound_to:
+                raise AlreadyBound(
+                    f"pod {namespace}/{name} is bound to node {bound_to} already: its allocation is left as written"
+                ) from None
+            version = (pod.get("metadata") or {}).get("resourceVersion") or ""
+    raise Conflict(f"pod {namespace}/{name} kept changing: its allocation was not written", reason="Conflict")
+
+
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """RFC 7386 JSON merge patch; `patch` must be freshly decoded (its values are taken, not copied)."""
     for key, value in patch.items():

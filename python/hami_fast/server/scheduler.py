@@ -22,7 +22,7 @@ from hami_fast.kube.errors import NotFound
 from hami_fast.kube.lease import Leadership, NotLeading
 from hami_fast.kube.nodelock import LockContention, NodeLocker
 from hami_fast.kube.stamplock import StampLocker
-from hami_fast.kube.writer import Writer
+from hami_fast.kube.writer import Writer, patch_unbound_pod
 from hami_fast.server.bindlocks import BindLocks
 from hami_fast.server.bindqueue import BindJob, BindQueue
 from hami_fast.server.metrics import Metrics
@@ -263,7 +263,8 @@ class Scheduler:
         try:
             if self.before_patch:
                 self.before_patch(pod["namespace"], pod["name"], pod["uid"])
-            self.writer.patch_pod(pod["namespace"], pod["name"], patch)
+            metadata = orjson.loads(patch)["metadata"]
+            patch_unbound_pod(self.writer, pod["namespace"], pod["name"], metadata, pod["resourceVersion"])
             return ""
         except Exception as exc:
             with self._patch_guard:
@@ -375,9 +376,11 @@ class Scheduler:
         if self.mode == "binding":  # the API server copies the Binding's annotations and labels onto the pod
             self.writer.bind(namespace, name, pending.uid, pending.node, metadata)
             return
-        self.writer.patch_pod(namespace, name, orjson.dumps({"metadata": metadata}))
         if unwritten is not None:
+            patch_unbound_pod(self.writer, namespace, name, metadata, pending.resource_version)
             unwritten.written = True
+        else:
+            self.writer.patch_pod(namespace, name, orjson.dumps({"metadata": metadata}))
         self._require_leading()
         self.writer.bind(namespace, name, pending.uid, pending.node)
 
