@@ -25,8 +25,6 @@ pub struct CandidateCache {
     pub(super) verdicts: Verdicts,
     pub(super) ranked_fits: RankedFits,
     pub(super) index: NameIndex,
-    /// Scratch space for resolving a new list (the names' hashes).
-    hashes: Vec<u64>,
 }
 
 impl CandidateCache {
@@ -79,7 +77,7 @@ impl CandidateCache {
 
     fn fill(&mut self, text: &str, names: &[&str], nodes: &NodeTable) {
         self.index.sync(nodes);
-        self.list.fill(text, names, &self.index, &mut self.hashes);
+        self.list.fill(text, names, &self.index);
         self.ranks.clear(); // ranked at the first reuse (see `rank_names`)
         self.ranked_fits.clear();
         self.generation = nodes.generation();

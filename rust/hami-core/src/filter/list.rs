@@ -22,19 +22,20 @@ pub struct CandidateList {
     /// How much of `text` is the list as sent.
     sent: usize,
     entries: Vec<Entry>,
+    /// Scratch space for resolving a new list (its names' hashes).
+    hashes: Vec<u64>,
 }
 
 impl CandidateList {
     /// Replaces the list: `sent` is its JSON text, `names` its names in order (each a slice of
-    /// `sent` where it is spelled plainly there, else an unescaped copy), resolved in `index`
-    /// (`hashes`: scratch space).
-    pub(super) fn fill(&mut self, sent: &str, names: &[&str], index: &NameIndex, hashes: &mut Vec<u64>) {
+    /// `sent` where it is spelled plainly there, else an unescaped copy), resolved in `index`.
+    pub(super) fn fill(&mut self, sent: &str, names: &[&str], index: &NameIndex) {
         self.text.clear();
         self.text.push_str(sent);
         self.sent = sent.len();
         self.entries.clear();
         let (text, entries) = (&mut self.text, &mut self.entries);
-        index.ids(names, hashes, |k, id| {
+        index.ids(names, &mut self.hashes, |k, id| {
             let name = names[k];
             let at = match offset_in(sent, name) {
                 Some(at) => at,
@@ -51,7 +52,7 @@ impl CandidateList {
     #[cfg(test)]
     pub(super) fn of(names: &[&str]) -> Self {
         let mut list = Self::default();
-        list.fill("", names, &NameIndex::default(), &mut Vec::new());
+        list.fill("", names, &NameIndex::default());
         list
     }
 
@@ -115,14 +116,14 @@ mod tests {
         let names = [&sent[2..3], unescaped.as_str(), &sent[13..15], &sent[18..19]];
         let mut list = CandidateList::default();
         for _ in 0..2 {
-            list.fill(sent, &names, &index, &mut Vec::new());
+            list.fill(sent, &names, &index);
             assert_eq!(list.sent(), sent);
             let got: Vec<(&str, Option<u32>)> = list.iter().collect();
             let ids = [table.id("a"), table.id("b\"q"), None, table.id("c")];
             assert_eq!(got, names.iter().copied().zip(ids).collect::<Vec<_>>());
             assert_eq!(list.id(4), None);
         }
-        list.fill("[]", &[], &index, &mut Vec::new());
+        list.fill("[]", &[], &index);
         assert!(list.is_empty() && list.sent() == "[]");
     }
 }
