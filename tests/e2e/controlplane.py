@@ -100,6 +100,22 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, interval:
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
+def wait_drained(what: str, remaining: Callable[[], float], stall: float = 90, interval: float = 1) -> None:
+    """Until `remaining()` is 0, as long as it keeps falling: a queue drained at a fixed rate (events
+    at their own QPS) takes as long as what was queued, which a test may not know, but a stuck one
+    stops falling. TimeoutError after `stall` seconds without a new low."""
+    low, low_at = float("inf"), time.monotonic()
+    while True:
+        left = remaining()
+        if left == 0:
+            return
+        if left < low:
+            low, low_at = left, time.monotonic()
+        elif time.monotonic() - low_at > stall:
+            raise TimeoutError(f"{what}: stuck at {left:g} for {stall:.0f}s (lowest {low:g})")
+        time.sleep(interval)
+
+
 def render_chart(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     helm = find_helm()
     if not helm:

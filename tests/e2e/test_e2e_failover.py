@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from controlplane import SA_USER, ControlPlane, find_helm, missing_binaries, wait_for
+from controlplane import SA_USER, ControlPlane, find_helm, missing_binaries, wait_drained, wait_for
 from faultproxy import Fault, FaultProxy
 from prometheus_client.parser import text_string_to_metric_families
 from replicas import LEASE, Replica, Replicas, audit_writes, uts_namespaces_missing
@@ -278,7 +278,9 @@ def test_a_paused_leader_writes_nothing_once_it_resumes(replicas: Replicas) -> N
     group.start(paused)
     time.sleep(2)
     after = audit_writes(group.cp.audit_log, paused.uid, resumed_at)
-    writes = [w for w in after if not w[1].startswith("create events")]
+    # Events still queued from its term may go out (created, or a repeat's count patched): they
+    # report decisions made while it led, as client-go's broadcaster would after losing the lease.
+    writes = [w for w in after if not w[1].split()[1].startswith("events/")]
     log(
         f"failover: paused {paused.name} for {resumed_at - paused_at:.1f} s, {successor.name} took over; "
         f"after SIGCONT it wrote {len(writes)} times ({len(after) - len(writes)} events), its kube-scheduler exited"
@@ -432,14 +434,12 @@ def test_slow_and_failing_api_calls_lose_nothing(replicas: Replicas) -> None:
         wait_for(f"all {n} pods bound", lambda: len(tracker.bound) >= n, 600, 0.5)
         all_bound = max(tracker.bound.values()) - t0
         tracker.stop()
-        # What is still queued goes out before the counters are read: about two events a pod at the
-        # events' own budget (QPS 5, as HAMi's client), a fifth of the posts failing once.
+        # What is still queued goes out before the counters are read: about two events a pod, this
+        # test's and the earlier tests' still queued, at the events' own budget (QPS 5, as HAMi's
+        # client), a fifth of the posts failing once: minutes at make bench-e2e's sizes.
         for r in group.replicas:
-            wait_for(
-                f"{r.name}'s events posted",
-                lambda r=r: metric_sum(scrape(r.metrics_port), "hami_fast_events_queued") == 0,
-                max(120.0, 0.75 * n),
-                1,
+            wait_drained(
+                f"{r.name}'s events posted", lambda r=r: metric_sum(scrape(r.metrics_port), "hami_fast_events_queued")
             )
         texts = [scrape(r.metrics_port) for r in group.replicas]
         injected = dict(proxy.injected)
