@@ -31,8 +31,15 @@
 //!    leaves is smallest but not negative (best fit: its GPUs' CPU stays covered, and the
 //!    CPU-richest nodes stay whole for the pods only they can host); where every tied node would
 //!    go negative, to the largest surplus.
-//! 4. **CPU-only pods** go to the node with the largest CPU surplus: they never use a GPU, so the
-//!    only harm they can do is to take the CPU that a node's free GPUs need.
+//! 4. **CPU-only pods** never use a GPU, so the only harm they can do is to take the CPU that a
+//!    node's free GPUs need. They go where they make the least GPU capacity unusable: FGD's
+//!    fragment increase Δ of taking their CPU alone, at a quarter of FGD's resolution (steps of
+//!    about 0.16 GPU near Δ = 0). Among equal steps, the node whose CPU surplus they leave smallest
+//!    but not negative, counting twice `c̄` for each free GPU (best fit: what the free GPUs will not
+//!    need is packed, and a margin stays for CPU-heavy GPU pods); where every tied node would go
+//!    negative, the largest surplus. Spreading them instead (the largest surplus) leaves CPU in
+//!    pieces too small for them, and they end up on GPU-dense nodes where CPU is scarce
+//!    (`cpu200`–`cpu300`: up to 0.4 pp worse than FGD; docs/policies.md).
 //! 5. Remaining ties go to the smallest node name, as for every policy.
 //!
 //! Inside the node a sharing pod takes the GPU with the best score, ties to the tightest fit. Only the
@@ -45,6 +52,12 @@ use std::collections::HashMap;
 
 /// Score steps over the sigmoid's range (FGD uses 100).
 pub const SCORE_STEPS: f64 = 50.0;
+
+/// Score steps for a CPU-only pod's fragment increase: only a clear harm separates nodes.
+pub const CPU_ONLY_SCORE_STEPS: f64 = 25.0;
+
+/// The CPU a CPU-only pod leaves to each free GPU, in units of `c̄`.
+pub const CPU_ONLY_GPU_MARGIN: f64 = 2.0;
 
 /// The pods seen so far: task type counts and the CPU that GPU pods request per GPU.
 #[derive(Debug, Default, Clone)]
@@ -192,7 +205,11 @@ fn best_fit(surplus: f64) -> f64 {
 }
 
 fn step_score(delta: f64) -> i64 {
-    (SCORE_STEPS / (1.0 + (delta / 1000.0).exp())) as i64
+    steps(delta, SCORE_STEPS)
+}
+
+fn steps(delta: f64, count: f64) -> i64 {
+    (count / (1.0 + (delta / 1000.0).exp())) as i64
 }
 
 /// Whether a pod may take GPU capacity on a node of `model` without eating into what the pods
@@ -213,11 +230,8 @@ fn cpu_surplus(shape: &NodeShape, pod: &PodShape, cpu_per_gpu: f64) -> f64 {
     (shape.cpu_left - pod.cpu_milli) as f64 - cpu_per_gpu * free_after as f64 / MILLI as f64
 }
 
-/// The tie-break value of placing `pod` on a node with `surplus` after placement.
+/// The tie-break value of placing a GPU `pod` on a node with `surplus` after placement.
 fn balance(pod: &PodShape, surplus: f64, cpu_per_gpu: f64) -> f64 {
-    if !pod.requests_gpu() {
-        return surplus;
-    }
     let heavy = pod.cpu_milli as f64 >= cpu_per_gpu * pod.total_milli() as f64 / MILLI as f64;
     if heavy {
         best_fit(surplus)
@@ -240,11 +254,14 @@ pub fn cost(
     if shape.cpu_left < pod.cpu_milli {
         return None;
     }
-    let balance = balance(pod, cpu_surplus(shape, pod, cpu_per_gpu), cpu_per_gpu);
-    if !pod.requests_gpu() {
-        return Some((Cost { score: 0, keeps_reserve: true, gpu_fit: 0, balance }, None));
-    }
     let cpu_left = shape.cpu_left - pod.cpu_milli;
+    if !pod.requests_gpu() {
+        let after = memo.frag(&NodeShape { cpu_left, gpu_free: shape.gpu_free, model: shape.model }, workload);
+        let score = steps(after - before, CPU_ONLY_SCORE_STEPS);
+        let balance = best_fit(cpu_surplus(shape, pod, CPU_ONLY_GPU_MARGIN * cpu_per_gpu));
+        return Some((Cost { score, keeps_reserve: true, gpu_fit: 0, balance }, None));
+    }
+    let balance = balance(pod, cpu_surplus(shape, pod, cpu_per_gpu), cpu_per_gpu);
     if pod.is_share() {
         let mut free = shape.gpu_free.to_vec();
         // (score, free milli of the GPU, index): the best score, ties to the tightest GPU.
@@ -362,17 +379,42 @@ mod tests {
     }
 
     #[test]
-    fn cpu_only_pod_goes_where_cpu_is_spare() {
-        // The workload needs 12 cores per whole GPU. Node A: 8 free GPUs, 100 cores (4 spare);
-        // node B: 2 free GPUs, 100 cores (76 spare). FGD sees no fragment change on either
-        // (Δ = 0, a tie it breaks by name); this policy takes B.
+    fn cpu_only_pod_packs_the_cpu_its_free_gpus_will_not_need() {
+        // The workload needs 12 cores per whole GPU (c̄ = 12 cores). A 16-core CPU-only pod makes no
+        // GPU unusable on any of these nodes (Δ = 0, a tie), so the surplus decides, at 2·c̄ per
+        // free GPU: A (2 free GPUs, 100 cores) keeps 100 − 16 − 48 = 36 cores spare, B (no free
+        // GPU, 20 cores) 4, C (8 free GPUs, 100 cores) would leave its GPUs 108 cores short.
         let w = Workload { types: vec![(ty(12000, 1000, 1), 1.0)] };
         let p = pod(16000, 0, 0);
-        let a = place(100_000, &[1000; 8], &p, &w, 12000.0).unwrap().0;
-        let b = place(100_000, &[1000, 1000], &p, &w, 12000.0).unwrap().0;
+        let a = place(100_000, &[1000, 1000], &p, &w, 12000.0).unwrap().0;
+        let b = place(20_000, &[0, 0], &p, &w, 12000.0).unwrap().0;
+        let c = place(100_000, &[1000; 8], &p, &w, 12000.0).unwrap().0;
+        assert_eq!((a.score, b.score), (c.score, c.score), "no GPU made unusable anywhere");
+        assert_eq!(b.compare(&a), Ordering::Greater, "the tightest node that keeps its GPUs' CPU");
+        assert_eq!(a.compare(&c), Ordering::Greater, "never short before it must be");
+        assert!((a.balance - (BEST_FIT - 36_000.0)).abs() < 1e-9);
+        assert!((c.balance - (84_000.0 - 192_000.0)).abs() < 1e-9);
+        assert!(b.live_score() > a.live_score() && a.live_score() > c.live_score());
+    }
+
+    #[test]
+    fn cpu_only_pod_avoids_the_node_where_it_strands_gpus() {
+        // The pods seen ask 1 core per GPU on average (c̄), but the common type asks 12. Node A: 2
+        // free GPUs and 25 cores: a 16-core pod leaves 9, too few for that type, so both GPUs
+        // become fragments (Δ = +2000), though its surplus (9 − 2·2·1 = 5 cores) is the tighter
+        // fit. Node B: its GPUs are taken, 40 cores. The fragment step decides for B.
+        let w = Workload { types: vec![(ty(12000, 1000, 1), 1.0)] };
+        let p = pod(16000, 0, 0);
+        let a = place(25_000, &[1000, 1000], &p, &w, 1000.0).unwrap().0;
+        let b = place(40_000, &[0, 0], &p, &w, 1000.0).unwrap().0;
+        assert!(a.balance > b.balance, "the surplus alone would take A");
+        assert!(b.score > a.score);
         assert_eq!(b.compare(&a), Ordering::Greater);
-        assert!((a.balance - (84_000.0 - 96_000.0)).abs() < 1e-9);
         assert!(b.live_score() > a.live_score());
+        // A Δ of 60 milli is no clear harm: the same step as none (FGD's 100 steps tell them apart).
+        assert_eq!(steps(60.0, CPU_ONLY_SCORE_STEPS), steps(0.0, CPU_ONLY_SCORE_STEPS));
+        assert!(steps(60.0, 100.0) < steps(0.0, 100.0));
+        assert!(steps(1000.0, CPU_ONLY_SCORE_STEPS) < steps(0.0, CPU_ONLY_SCORE_STEPS));
     }
 
     #[test]
