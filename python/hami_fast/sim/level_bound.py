@@ -1,0 +1,264 @@
+"""A tighter lower bound: each GPU's fill level only grows, and a pod that fits when it arrives is placed.
+
+``online_bound`` keeps only *counts* of placed pods per node class from one checkpoint to the
+next, so between checkpoints it can re-pack everything in hindsight: drop early 810-milli slices
+and give their GPUs to later whole-GPU pods. Here every GPU of a class has a fill level (GPU milli
+in use, in steps of ``quantum``) that persists from checkpoint to checkpoint, as a time-expanded
+arc flow per class:
+
+- ``y[j][a]``: GPUs of the class at level ``a`` at checkpoint j (Σ_a = the class's GPUs; all at 0
+  before the first pod);
+- in step j (from checkpoint j−1 to j) an *item arc* ``a → a+s`` carries a GPU that takes a slice
+  of s milli; a GPU may take several slices in one step (one arc after the other), and what ends
+  the step at level a is ``y[j][a]``. The arcs of size s in step j add up to the slices of s placed
+  on the class in that step (a pod of n GPUs is n slices). Any run of the protocol gives such a
+  flow: follow each GPU through its slices of the step in arrival order.
+
+On top of the placement counts of ``online_bound`` (monotone, at most the arrivals, CPU, memory,
+pod slots and the per-node dual feasible functions at the last checkpoint), the rejection rule per
+group g of pods (GPU count n, per-GPU milli m, allowed models) with a binary ``z[g,j]`` (one of
+them was rejected by checkpoint j; monotone in j): ``z = 0`` ⇒ all of g arrived by j are placed;
+``z = 1`` ⇒ in every allowed class the GPUs at a level with room for m are at most
+``(n−1)·nodes + (G−n+1)·starved`` — a node that is not short of CPU, memory or pod slots for the
+group has at most n−1 GPUs with room, a short one at most all G, and the short nodes are bounded
+by the class's usage as in ``online_bound``. Nothing departs, so a GPU with room at j had room when
+the pod was rejected. Classes with fewer GPUs than ``min_gpus`` keep ``online_bound``'s pooled
+rows instead of levels (fewer variables, still valid, only looser).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter, defaultdict
+from typing import Any
+
+from hami_fast.sim.online_bound import (
+    PODS_PER_NODE,
+    _capacity_rows,
+    _groups,
+    _no_room_rows,
+    _stream_rows,
+    _usage_vars,
+    fits_empty,
+    pod_type,
+)
+from hami_fast.sim.packing import MILLI, NodeClass, PackingBound, PodType
+
+#: Checkpoints: arrived GPU milli as a share of capacity (coarse early, every 1 % from 90 %).
+LEVEL_SHARES = (0.3, 0.5, 0.7, 0.8, 0.85) + tuple(round(0.9 + 0.01 * i, 2) for i in range(10))
+
+
+class _Batch:
+    """Columns and rows collected in Python, handed to HiGHS at once (the model has ~10⁵ arcs)."""
+
+    def __init__(self) -> None:
+        import highspy
+
+        self.hs = highspy
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+        self.cost: list[float] = []
+        self.ints: list[int] = []
+        self.rows: list[tuple[float, float, list[tuple[int, float]]]] = []
+        self.n = 0
+
+    def var(self, lo: float, hi: float, cost: float = 0.0, integer: bool = False) -> int:
+        self.lo.append(float(lo))
+        self.hi.append(float(hi))
+        self.cost.append(float(cost))
+        if integer:
+            self.ints.append(self.n)
+        self.n += 1
+        return self.n - 1
+
+    def row(self, entries: list[tuple[int, float]], lo: float, hi: float) -> None:
+        entries = [(k, float(v)) for k, v in entries if v != 0.0]
+        if entries:
+            self.rows.append((float(lo), float(hi), entries))
+
+    def at_most(self, entries: list[tuple[int, float]], hi: float) -> None:
+        self.row(entries, -self.hs.kHighsInf, hi)
+
+    def at_least(self, entries: list[tuple[int, float]], lo: float) -> None:
+        self.row(entries, lo, self.hs.kHighsInf)
+
+    def solve(self, time_limit: float) -> PackingBound:
+        import numpy as np
+
+        h = self.hs.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("time_limit", float(time_limit))
+        h.setOptionValue("mip_rel_gap", 1e-4)
+        h.setOptionValue("threads", 1)
+        h.addVars(self.n, np.array(self.lo), np.array(self.hi))
+        h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32), np.array(self.cost))
+        if self.ints:
+            kinds = np.array([self.hs.HighsVarType.kInteger] * len(self.ints))
+            h.changeColsIntegrality(len(self.ints), np.array(self.ints, dtype=np.int32), kinds)
+        h.changeObjectiveSense(self.hs.ObjSense.kMaximize)
+        starts = np.cumsum([0] + [len(e) for _, _, e in self.rows[:-1]]).astype(np.int32)
+        idx = np.array([k for _, _, e in self.rows for k, _ in e], dtype=np.int32)
+        val = np.array([v for _, _, e in self.rows for _, v in e])
+        lo = np.array([r[0] for r in self.rows])
+        hi = np.array([r[1] for r in self.rows])
+        h.addRows(len(self.rows), lo, hi, len(idx), starts, idx, val)
+        start = time.monotonic()
+        h.run()
+        info, status = h.getInfo(), h.getModelStatus()
+        bound = info.mip_dual_bound if self.ints else info.objective_function_value
+        if not math.isfinite(bound) or (not self.ints and status != self.hs.HighsModelStatus.kOptimal):
+            raise RuntimeError(f"HiGHS gave no bound ({h.modelStatusToString(status)})")
+        return {
+            "bound": float(bound),
+            "incumbent": float(info.objective_function_value),
+            "solve_s": time.monotonic() - start,
+            "variables": self.n,
+            "status": h.modelStatusToString(status),
+        }
+
+
+def level_checkpoints(pods: list[list[Any]], capacity_milli: int, shares: tuple[float, ...] = LEVEL_SHARES) -> list[int]:
+    """Prefix lengths where the arrived GPU milli first reaches each share of capacity, then the
+    whole list."""
+    cuts, acc, left = set(), 0, list(shares)
+    for i, p in enumerate(pods):
+        acc += int(p[2]) * int(p[3]) if int(p[2]) > 0 and int(p[3]) > 0 else 0
+        while left and acc >= left[0] * capacity_milli:
+            left.pop(0)
+            cuts.add(i + 1)
+    return sorted(c for c in cuts if 0 < c < len(pods)) + [len(pods)]
+
+
+class _Levels:
+    """One class's time-expanded arc flow: ``y[j][a]`` and the item arcs of each step."""
+
+    def __init__(self, m: _Batch, c: NodeClass, count: int, quantum: int, exact: bool) -> None:
+        self.m, self.c, self.count, self.q = m, c, count, quantum
+        self.top = MILLI // quantum
+        #: A level's real milli may exceed level·quantum by up to this much.
+        self.slack = 0 if exact else quantum - 1
+        self.gpus = count * c.gpus
+        self.y: list[list[int]] = []
+        self.arcs: list[dict[int, list[int]]] = []
+
+    def ends(self, a: int, milli: int) -> list[int]:
+        """Levels a GPU at level a reaches by taking a slice of ``milli`` (two when rounding)."""
+        if a * self.q + milli > MILLI:
+            return []
+        lo = a + milli // self.q
+        out = [lo] + ([lo + 1] if milli % self.q else [])
+        return [b for b in out if b <= self.top]
+
+    def step(self, sizes: list[int]) -> None:
+        """Add step j: its arcs for each slice size and the levels at its end."""
+        m, prev = self.m, self.y[-1] if self.y else None
+        y = [m.var(0, self.gpus) for _ in range(self.top + 1)]
+        flow: list[list[tuple[int, float]]] = [[(y[a], -1.0)] for a in range(self.top + 1)]
+        arcs: dict[int, list[int]] = {}
+        for s in sizes:
+            arcs[s] = []
+            for a in range(self.top + 1):
+                for b in self.ends(a, s):
+                    f = m.var(0, self.gpus)
+                    arcs[s].append(f)
+                    flow[a].append((f, -1.0))
+                    flow[b].append((f, 1.0))
+        for a, entries in enumerate(flow):
+            if prev is not None:
+                entries.append((prev[a], 1.0))
+            given = float(self.gpus) if prev is None and a == 0 else 0.0
+            m.row(entries, -given, -given)
+        self.y.append(y)
+        self.arcs.append(arcs)
+
+    def roomy(self, j: int, milli: int) -> list[tuple[int, float]]:
+        """The GPUs that surely have room for ``milli`` at checkpoint j."""
+        return [(self.y[j][a], 1.0) for a in range(self.top + 1) if a * self.q + self.slack + milli <= MILLI]
+
+
+def max_gpu_milli_levels(
+    pods: list[list[Any]],
+    nodes: list[list[Any]],
+    time_limit: float = 180.0,
+    quantum: int = 10,
+    min_gpus: int = 0,
+    shares: tuple[float, ...] = LEVEL_SHARES,
+) -> PackingBound:
+    """An upper bound on the GPU milli placed after the last of ``pods`` by any run of the
+    protocol, with per-GPU levels for the classes of at least ``min_gpus`` GPUs."""
+    classes = Counter(NodeClass(int(n[1]), int(n[2]), int(n[3]), str(n[4])) for n in nodes if int(n[3]) > 0)
+    stream = [pod_type(p) for p in pods]
+    cuts = level_checkpoints(pods, sum(c.gpus * n for c, n in classes.items()) * MILLI, shares)
+    arrived = [Counter(stream[:j]) for j in cuts]
+    tlist = list(arrived[-1])
+    pairs = [(t, c) for t in tlist for c in classes if fits_empty(t, c)]
+    m = _Batch()
+    last = len(cuts) - 1
+    x: dict[tuple[PodType, NodeClass, int], int] = {}
+    for j in range(len(cuts)):
+        for t, c in pairs:
+            x[t, c, j] = m.var(0, arrived[j][t], t.milli * t.gpus if j == last else 0.0)
+    exact = all(t.milli % quantum == 0 for t in tlist) and MILLI % quantum == 0
+    levels = {c: _Levels(m, c, n, quantum, exact) for c, n in classes.items() if c.gpus * n >= min_gpus}
+    _stream_rows(m, x, pairs, tlist, arrived)  # type: ignore[arg-type]
+    _capacity_rows(m, x, pairs, classes, last)  # type: ignore[arg-type]
+    for lv in levels.values():
+        _level_rows(lv, x, pairs, arrived)
+    _rejection_rows(m, x, pairs, classes, levels, tlist, arrived)
+    return m.solve(time_limit)
+
+
+def _level_rows(lv: _Levels, x: dict[Any, int], pairs: list[tuple[PodType, NodeClass]], arrived: list[Counter]) -> None:
+    """Each step's arcs of size s on the class = the slices of s placed on it in that step."""
+    on_c = [t for t, c in pairs if c == lv.c and t.gpus > 0]
+    for j in range(len(arrived)):
+        placed: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        for t in on_c:
+            placed[t.milli].append((x[t, lv.c, j], float(t.gpus)))
+            if j > 0:
+                placed[t.milli].append((x[t, lv.c, j - 1], -float(t.gpus)))
+        lv.step(sorted(placed))
+        for s, entries in placed.items():
+            lv.m.row([(f, -1.0) for f in lv.arcs[j][s]] + entries, 0.0, 0.0)
+
+
+def _rejection_rows(m: _Batch, x, pairs, classes, levels, tlist, arrived) -> None:
+    """z[g,j] = 0: every pod of g arrived by j is placed; z = 1: no room for g anywhere at j."""
+    by_type = defaultdict(list)
+    for t, c in pairs:
+        by_type[t].append(c)
+    prev: dict[Any, int] = {}
+    for j in range(len(arrived)):
+        usage = _usage_vars(m, x, pairs, list(classes), j)  # type: ignore[arg-type]
+        for g, ts in _groups(tlist).items():
+            n = {t: arrived[j][t] for t in ts if arrived[j][t] > 0}
+            if not n:
+                continue
+            worst = PodType(max(t.cpu for t in n), max(t.mem for t in n), g.milli, g.gpus, g.spec)
+            z = m.var(0, 1, integer=True)
+            if g in prev:
+                m.at_least([(z, 1.0), (prev[g], -1.0)], 0.0)
+            prev[g] = z
+            for t, count in n.items():
+                m.at_least([(x[t, c, j], 1.0) for c in by_type[t]] + [(z, float(count))], count)
+            for c, count in classes.items():
+                if not fits_empty(worst, c):
+                    continue
+                if c in levels and worst.gpus > 0:
+                    _no_room_levels(m, usage[c], levels[c], j, worst, z)
+                else:
+                    _no_room_rows(m, usage[c], c, count, worst, z)  # type: ignore[arg-type]
+
+
+def _no_room_levels(m: _Batch, use: dict[str, int], lv: _Levels, j: int, g: PodType, z: int) -> None:
+    """z = 1 ⇒ GPUs with room for g ≤ (n−1)·nodes + (G−n+1)·starved nodes."""
+    c, count = lv.c, lv.count
+    s_cpu, s_mem, s_pods = (m.var(0, count) for _ in range(3))
+    m.at_most([(s_cpu, c.cpu - g.cpu + 1), (use["cpu"], -1.0)], 0.0)
+    m.at_most([(s_mem, c.mem - g.mem + 1), (use["mem"], -1.0)], 0.0)
+    m.at_most([(s_pods, PODS_PER_NODE), (use["pods"], -1.0)], 0.0)
+    spare = c.gpus - g.gpus + 1
+    idle = lv.gpus - (g.gpus - 1) * count
+    entries = lv.roomy(j, g.milli) + [(s, -float(spare)) for s in (s_cpu, s_mem, s_pods)] + [(z, float(idle))]
+    m.at_most(entries, float(lv.gpus))
