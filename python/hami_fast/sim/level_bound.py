@@ -46,7 +46,9 @@ from hami_fast.sim.online_bound import (
 from hami_fast.sim.packing import MILLI, NodeClass, PackingBound, PodType
 
 #: Checkpoints: arrived GPU milli as a share of capacity (coarse early, every 1 % from 90 %).
-LEVEL_SHARES = (0.3, 0.5, 0.7, 0.8, 0.85) + tuple(round(0.9 + 0.01 * i, 2) for i in range(10))
+LEVEL_SHARES = (0.9, 0.95, 0.97, 0.98, 0.99)
+#: Short lists (tests, small clusters) get a checkpoint after every pod.
+EVERY_POD = 40
 
 
 class _Batch:
@@ -62,6 +64,8 @@ class _Batch:
         self.ints: list[int] = []
         self.rows: list[tuple[float, float, list[tuple[int, float]]]] = []
         self.n = 0
+        #: The solution HiGHS ended with (for inspection).
+        self.values: list[float] = []
 
     def var(self, lo: float, hi: float, cost: float = 0.0, integer: bool = False) -> int:
         self.lo.append(float(lo))
@@ -83,11 +87,13 @@ class _Batch:
     def at_least(self, entries: list[tuple[int, float]], lo: float) -> None:
         self.row(entries, lo, self.hs.kHighsInf)
 
-    def solve(self, time_limit: float) -> PackingBound:
+    def solve(self, time_limit: float, **options: Any) -> PackingBound:
         import numpy as np
 
         h = self.hs.Highs()
         h.setOptionValue("output_flag", False)
+        for k, v in options.items():
+            h.setOptionValue(k, v)
         h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("mip_rel_gap", 1e-4)
         h.setOptionValue("threads", 1)
@@ -106,6 +112,7 @@ class _Batch:
         start = time.monotonic()
         h.run()
         info, status = h.getInfo(), h.getModelStatus()
+        self.values = list(h.getSolution().col_value)
         bound = info.mip_dual_bound if self.ints else info.objective_function_value
         if not math.isfinite(bound) or (not self.ints and status != self.hs.HighsModelStatus.kOptimal):
             raise RuntimeError(f"HiGHS gave no bound ({h.modelStatusToString(status)})")
@@ -120,7 +127,9 @@ class _Batch:
 
 def level_checkpoints(pods: list[list[Any]], capacity_milli: int, shares: tuple[float, ...] = LEVEL_SHARES) -> list[int]:
     """Prefix lengths where the arrived GPU milli first reaches each share of capacity, then the
-    whole list."""
+    whole list; after every pod for lists of at most ``EVERY_POD`` pods."""
+    if len(pods) <= EVERY_POD:
+        return list(range(1, len(pods) + 1))
     cuts, acc, left = set(), 0, list(shares)
     for i, p in enumerate(pods):
         acc += int(p[2]) * int(p[3]) if int(p[2]) > 0 and int(p[3]) > 0 else 0
@@ -184,6 +193,8 @@ def max_gpu_milli_levels(
     quantum: int = 10,
     min_gpus: int = 0,
     shares: tuple[float, ...] = LEVEL_SHARES,
+    min_share: float = 0.01,
+    **options: Any,
 ) -> PackingBound:
     """An upper bound on the GPU milli placed after the last of ``pods`` by any run of the
     protocol, with per-GPU levels for the classes of at least ``min_gpus`` GPUs."""
@@ -205,8 +216,9 @@ def max_gpu_milli_levels(
     _capacity_rows(m, x, pairs, classes, last)  # type: ignore[arg-type]
     for lv in levels.values():
         _level_rows(lv, x, pairs, arrived)
-    _rejection_rows(m, x, pairs, classes, levels, tlist, arrived)
-    return m.solve(time_limit)
+    ruled = _ruled_groups(tlist, arrived[-1], min_share)
+    _rejection_rows(m, x, pairs, classes, levels, ruled, arrived)
+    return m.solve(time_limit, **options)
 
 
 def _level_rows(lv: _Levels, x: dict[Any, int], pairs: list[tuple[PodType, NodeClass]], arrived: list[Counter]) -> None:
@@ -223,7 +235,15 @@ def _level_rows(lv: _Levels, x: dict[Any, int], pairs: list[tuple[PodType, NodeC
             lv.m.row([(f, -1.0) for f in lv.arcs[j][s]] + entries, 0.0, 0.0)
 
 
-def _rejection_rows(m: _Batch, x, pairs, classes, levels, tlist, arrived) -> None:
+def _ruled_groups(tlist: list[PodType], arrived: Counter, min_share: float) -> dict[Any, list[PodType]]:
+    """The GPU groups of at least ``min_share`` of the arrived GPU milli. The others (and CPU-only
+    pods) may be rejected freely: dropping their rule only loosens the bound, and saves binaries."""
+    milli = {g: sum(t.milli * t.gpus * arrived[t] for t in ts) for g, ts in _groups(tlist).items()}
+    total = sum(milli.values()) or 1
+    return {g: ts for g, ts in _groups(tlist).items() if g.gpus > 0 and milli[g] >= min_share * total}
+
+
+def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> None:
     """z[g,j] = 0: every pod of g arrived by j is placed; z = 1: no room for g anywhere at j."""
     by_type = defaultdict(list)
     for t, c in pairs:
@@ -231,7 +251,7 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, tlist, arrived) -> Non
     prev: dict[Any, int] = {}
     for j in range(len(arrived)):
         usage = _usage_vars(m, x, pairs, list(classes), j)  # type: ignore[arg-type]
-        for g, ts in _groups(tlist).items():
+        for g, ts in groups.items():
             n = {t: arrived[j][t] for t in ts if arrived[j][t] > 0}
             if not n:
                 continue
@@ -246,19 +266,43 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, tlist, arrived) -> Non
                 if not fits_empty(worst, c):
                     continue
                 if c in levels and worst.gpus > 0:
-                    _no_room_levels(m, usage[c], levels[c], j, worst, z)
+                    on_c = [(x[t, c2, j], t) for t, c2 in pairs if c2 == c]
+                    _no_room_levels(m, levels[c], j, worst, z, on_c)
                 else:
                     _no_room_rows(m, usage[c], c, count, worst, z)  # type: ignore[arg-type]
 
 
-def _no_room_levels(m: _Batch, use: dict[str, int], lv: _Levels, j: int, g: PodType, z: int) -> None:
-    """z = 1 ⇒ GPUs with room for g ≤ (n−1)·nodes + (G−n+1)·starved nodes."""
-    c, count = lv.c, lv.count
-    s_cpu, s_mem, s_pods = (m.var(0, count) for _ in range(3))
-    m.at_most([(s_cpu, c.cpu - g.cpu + 1), (use["cpu"], -1.0)], 0.0)
-    m.at_most([(s_mem, c.mem - g.mem + 1), (use["mem"], -1.0)], 0.0)
-    m.at_most([(s_pods, PODS_PER_NODE), (use["pods"], -1.0)], 0.0)
-    spare = c.gpus - g.gpus + 1
-    idle = lv.gpus - (g.gpus - 1) * count
-    entries = lv.roomy(j, g.milli) + [(s, -float(spare)) for s in (s_cpu, s_mem, s_pods)] + [(z, float(idle))]
-    m.at_most(entries, float(lv.gpus))
+#: Multiples of a class's CPU (memory) per GPU milli used as λ in the short-node rows.
+RATIOS = (0.0, 0.5, 1.0, 2.0)
+
+
+def _no_room_levels(m: _Batch, lv: _Levels, j: int, g: PodType, z: int, on_c: list[tuple[int, PodType]]) -> None:
+    """z = 1 ⇒ GPUs with room for g ≤ (n−1)·nodes + the roomy GPUs of nodes short of CPU,
+    memory or pod slots for g."""
+    c = lv.c
+    short = [_short_rows(m, lv, g, on_c, dim, cap, cap - need + 1) for dim, cap, need in
+             (("cpu", c.cpu, g.cpu), ("mem", c.mem, g.mem))]  # fmt: skip
+    if PODS_PER_NODE * min((t.cpu for _, t in on_c), default=0) <= c.cpu:
+        s_pods = m.var(0, lv.count)
+        m.at_most([(s_pods, PODS_PER_NODE)] + [(k, -1.0) for k, _ in on_c], 0.0)
+        short.append(m.var(0, lv.gpus))
+        m.at_most([(short[-1], 1.0), (s_pods, -float(c.gpus))], 0.0)
+    idle = lv.gpus - (g.gpus - 1) * lv.count
+    m.at_most(lv.roomy(j, g.milli) + [(r, -1.0) for r in short] + [(z, float(idle))], float(lv.gpus))
+
+
+def _short_rows(
+    m: _Batch, lv: _Levels, g: PodType, on_c: list[tuple[int, PodType]], dim: str, cap: int, used: int
+) -> int:
+    """The roomy GPUs R on the s nodes of the class that have at least ``used`` of ``dim`` in use.
+
+    Those nodes hold at most 1000·G·s − milli_g·R GPU milli (a roomy GPU has milli_g free), and
+    for any λ ≥ 0 a pod's ``dim`` is at most λ·(its GPU milli) + max(0, its ``dim`` − λ·its GPU
+    milli), so s·used ≤ λ·(1000·G·s − milli_g·R) + Σ_types max(0, dim − λ·milli)·placed."""
+    s, r = m.var(0, lv.count), m.var(0, lv.gpus)
+    m.at_most([(r, 1.0), (s, -float(lv.c.gpus))], 0.0)
+    for ratio in RATIOS:
+        lam = ratio * cap / (MILLI * lv.c.gpus)
+        spill = [(k, -max(0.0, getattr(t, dim) - lam * t.milli * t.gpus)) for k, t in on_c]
+        m.at_most([(s, used - lam * MILLI * lv.c.gpus), (r, lam * g.milli)] + spill, 0.0)
+    return r
