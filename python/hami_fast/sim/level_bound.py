@@ -36,7 +36,6 @@ from typing import Any
 from hami_fast.sim.online_bound import (
     PODS_PER_NODE,
     _capacity_rows,
-    _groups,
     _no_room_rows,
     _stream_rows,
     _usage_vars,
@@ -125,7 +124,9 @@ class _Batch:
         }
 
 
-def level_checkpoints(pods: list[list[Any]], capacity_milli: int, shares: tuple[float, ...] = LEVEL_SHARES) -> list[int]:
+def level_checkpoints(
+    pods: list[list[Any]], capacity_milli: int, shares: tuple[float, ...] = LEVEL_SHARES
+) -> list[int]:
     """Prefix lengths where the arrived GPU milli first reaches each share of capacity, then the
     whole list; after every pod for lists of at most ``EVERY_POD`` pods."""
     if len(pods) <= EVERY_POD:
@@ -193,7 +194,7 @@ def max_gpu_milli_levels(
     quantum: int = 10,
     min_gpus: int = 0,
     shares: tuple[float, ...] = LEVEL_SHARES,
-    min_share: float = 0.01,
+    band: int = 60,
     **options: Any,
 ) -> PackingBound:
     """An upper bound on the GPU milli placed after the last of ``pods`` by any run of the
@@ -216,8 +217,7 @@ def max_gpu_milli_levels(
     _capacity_rows(m, x, pairs, classes, last)  # type: ignore[arg-type]
     for lv in levels.values():
         _level_rows(lv, x, pairs, arrived)
-    ruled = _ruled_groups(tlist, arrived[-1], min_share)
-    _rejection_rows(m, x, pairs, classes, levels, ruled, arrived)
+    _rejection_rows(m, x, pairs, classes, levels, _bands(tlist, band), arrived)
     return m.solve(time_limit, **options)
 
 
@@ -235,12 +235,19 @@ def _level_rows(lv: _Levels, x: dict[Any, int], pairs: list[tuple[PodType, NodeC
             lv.m.row([(f, -1.0) for f in lv.arcs[j][s]] + entries, 0.0, 0.0)
 
 
-def _ruled_groups(tlist: list[PodType], arrived: Counter, min_share: float) -> dict[Any, list[PodType]]:
-    """The GPU groups of at least ``min_share`` of the arrived GPU milli. The others (and CPU-only
-    pods) may be rejected freely: dropping their rule only loosens the bound, and saves binaries."""
-    milli = {g: sum(t.milli * t.gpus * arrived[t] for t in ts) for g, ts in _groups(tlist).items()}
-    total = sum(milli.values()) or 1
-    return {g: ts for g, ts in _groups(tlist).items() if g.gpus > 0 and milli[g] >= min_share * total}
+def _bands(tlist: list[PodType], width: int) -> dict[tuple[int, str, int], list[PodType]]:
+    """GPU pods grouped by GPU count, allowed models and a band of per-GPU milli (values at most
+    ``width`` above the band's first). A rejected member means no room for the group's largest
+    milli, CPU and memory either, so one binary per band serves all of it. CPU-only pods get no
+    rule: they may be rejected freely, which only loosens the bound."""
+    out: dict[tuple[int, str, int], list[PodType]] = defaultdict(list)
+    for gpus, spec in {(t.gpus, t.spec) for t in tlist if t.gpus > 0}:
+        start = -MILLI
+        for t in sorted((t for t in tlist if (t.gpus, t.spec) == (gpus, spec)), key=lambda t: t.milli):
+            if t.milli > start + width:
+                start = t.milli
+            out[gpus, spec, start].append(t)
+    return out
 
 
 def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> None:
@@ -255,7 +262,7 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> No
             n = {t: arrived[j][t] for t in ts if arrived[j][t] > 0}
             if not n:
                 continue
-            worst = PodType(max(t.cpu for t in n), max(t.mem for t in n), g.milli, g.gpus, g.spec)
+            worst = PodType(*(max(getattr(t, k) for t in n) for k in ("cpu", "mem", "milli", "gpus")), ts[0].spec)
             z = m.var(0, 1, integer=True)
             if g in prev:
                 m.at_least([(z, 1.0), (prev[g], -1.0)], 0.0)
