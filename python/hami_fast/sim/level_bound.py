@@ -46,6 +46,8 @@ from hami_fast.sim.packing import MILLI, NodeClass, PackingBound, PodType
 
 #: Checkpoints: arrived GPU milli as a share of capacity (coarse early, every 1 % from 90 %).
 LEVEL_SHARES = (0.9, 0.95, 0.97, 0.98, 0.99)
+#: Seconds per level solve (the arc flow needs more than the pooled models).
+LEVEL_TIME_LIMIT = 600.0
 #: Short lists (tests, small clusters) get a checkpoint after every pod.
 EVERY_POD = 40
 
@@ -53,9 +55,11 @@ EVERY_POD = 40
 class _Batch:
     """Columns and rows collected in Python, handed to HiGHS at once (the model has ~10⁵ arcs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, relax: bool = False) -> None:
         import highspy
 
+        #: Binaries become continuous in [0, 1]: the LP's optimum is a (looser) bound too.
+        self.relax = relax
         self.hs = highspy
         self.lo: list[float] = []
         self.hi: list[float] = []
@@ -70,7 +74,7 @@ class _Batch:
         self.lo.append(float(lo))
         self.hi.append(float(hi))
         self.cost.append(float(cost))
-        if integer:
+        if integer and not self.relax:
             self.ints.append(self.n)
         self.n += 1
         return self.n - 1
@@ -195,6 +199,7 @@ def max_gpu_milli_levels(
     min_gpus: int = 0,
     shares: tuple[float, ...] = LEVEL_SHARES,
     band: int = 60,
+    mip_below: int = 2000,
     **options: Any,
 ) -> PackingBound:
     """An upper bound on the GPU milli placed after the last of ``pods`` by any run of the
@@ -205,7 +210,7 @@ def max_gpu_milli_levels(
     arrived = [Counter(stream[:j]) for j in cuts]
     tlist = list(arrived[-1])
     pairs = [(t, c) for t in tlist for c in classes if fits_empty(t, c)]
-    m = _Batch()
+    m = _Batch(relax=len(pods) > mip_below)
     last = len(cuts) - 1
     x: dict[tuple[PodType, NodeClass, int], int] = {}
     for j in range(len(cuts)):
