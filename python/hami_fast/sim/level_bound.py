@@ -95,11 +95,13 @@ class _Batch:
 
         h = self.hs.Highs()
         h.setOptionValue("output_flag", False)
-        for k, v in options.items():
-            h.setOptionValue(k, v)
         h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("mip_rel_gap", 1e-4)
         h.setOptionValue("threads", 1)
+        if not self.ints:  # the interior point method is ~5x faster than simplex on the arc flow
+            h.setOptionValue("solver", "ipm")
+        for k, v in options.items():
+            h.setOptionValue(k, v)
         h.addVars(self.n, np.array(self.lo), np.array(self.hi))
         h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32), np.array(self.cost))
         if self.ints:
