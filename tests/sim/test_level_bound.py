@@ -42,17 +42,25 @@ def protocol_best(pods, nodes) -> int:
     """The most GPU milli any run of the protocol places: every choice of node and GPUs for each
     pod that fits when it arrives (a pod that fits is placed; one that does not is rejected)."""
     start = tuple((n[1], n[2], (1000,) * n[3]) for n in nodes)
+    seen: dict = {}
 
-    def best(state, k: int, placed: int) -> int:
+    def best(state, k: int) -> int:
+        """The most GPU milli pods k.. add to ``state`` (nodes of one model and equal free
+        resources are interchangeable, and so are a node's GPUs)."""
         if k == len(pods):
-            return placed
-        choices = _choices(state, pods[k], nodes)
-        if not choices:
-            return best(state, k + 1, placed)
-        gain = pods[k][2] * pods[k][3]
-        return max(best(_place(state, pods[k], c), k + 1, placed + gain) for c in set(choices))
+            return 0
+        key = (k, tuple(sorted((n[4], (c, m, tuple(sorted(g)))) for n, (c, m, g) in zip(nodes, state))))
+        if key not in seen:
+            choices = _choices(state, pods[k], nodes)
+            gain = pods[k][2] * pods[k][3]
+            seen[key] = (
+                max(gain + best(_place(state, pods[k], c), k + 1) for c in set(choices))
+                if choices
+                else best(state, k + 1)
+            )
+        return seen[key]
 
-    return best(start, 0, 0)
+    return best(start, 0)
 
 
 def _tiny_case(seed: int):
@@ -87,11 +95,12 @@ def test_an_early_slice_keeps_its_gpu():
     assert bound.max_gpu_milli(pods, nodes)["bound"] == pytest.approx(2000)
 
 
-def test_levels_beat_the_pooled_bounds_when_slices_and_whole_gpus_alternate():
-    """One 4-GPU node; 810 slices and whole-GPU pods alternate, 24 pods. Every run puts each of
-    the first two slices on a GPU of its own; a pooled count per checkpoint can re-pack them."""
-    nodes = [["n", 64000, 262144, 4, "G2"]]
-    pods = [[1000, 1024, m, 1, ""] for _ in range(12) for m in (810, 1000)]
+def test_levels_beat_the_pooled_bounds_when_slices_and_whole_gpus_mix():
+    """Two 2-GPU nodes and 11 pods of 470, 810 and 1000 milli. The pooled bounds keep counts per
+    checkpoint and re-pack them in hindsight; per-GPU levels keep each slice where it landed."""
+    nodes = [["n0", 96000, 393216, 2, "G2"], ["n1", 96000, 393216, 2, "G2"]]
+    sizes = [470, 470, 810, 470, 470, 810, 810, 810, 1000, 470, 810]
+    pods = [[1000, 1024, m, 1, ""] for m in sizes]
     exact = protocol_best(pods, nodes)
     levels = level_bound.max_gpu_milli_levels(pods, nodes)["bound"]
     pooled = min(bound.max_gpu_milli(pods, nodes)["bound"], online_bound.max_gpu_milli_online(pods, nodes)["bound"])
@@ -113,7 +122,7 @@ def test_level_bound_is_below_every_policy(tmp_path, cluster_seed):
 
 
 def test_cli_reports_the_level_bound(tmp_path, capsys):
-    nodes, pods = write_cluster(tmp_path, nodes=24, pods=60, seed=3)
+    nodes, pods = write_cluster(tmp_path, nodes=24, pods=90, seed=3)
     out = tmp_path / "b.json"
     rc = bound.main(["--nodes", str(nodes), "--pods", str(pods), "--seeds", "1", "--levels", "--out", str(out)])
     assert rc == 0
