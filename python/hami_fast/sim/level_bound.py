@@ -258,11 +258,15 @@ def _bands(tlist: list[PodType], width: int) -> dict[tuple[int, str, int], list[
 
 
 def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> None:
-    """z[g,j] = 0: every pod of g arrived by j is placed; z = 1: no room for g anywhere at j."""
+    """z[g,j] = 1: a pod of g was rejected by checkpoint j, so no room for g anywhere at j.
+
+    Pods of g that arrived before g's first rejection were placed, so those rejected by j arrived
+    in the steps from the first with z = 1: rejected ≤ Σ_{j' ≤ j} z[g,j']·(arrived in step j')."""
     by_type = defaultdict(list)
     for t, c in pairs:
         by_type[t].append(c)
     prev: dict[Any, int] = {}
+    history: dict[Any, list[tuple[int, int]]] = defaultdict(list)
     for j in range(len(arrived)):
         usage = _usage_vars(m, x, pairs, list(classes), j)  # type: ignore[arg-type]
         for g, ts in groups.items():
@@ -274,8 +278,10 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> No
             if g in prev:
                 m.at_least([(z, 1.0), (prev[g], -1.0)], 0.0)
             prev[g] = z
+            history[g].append((j, z))
             for t, count in n.items():
-                m.at_least([(x[t, c, j], 1.0) for c in by_type[t]] + [(z, float(count))], count)
+                steps = [(zk, arrived[k][t] - (arrived[k - 1][t] if k else 0)) for k, zk in history[g]]
+                m.at_least([(x[t, c, j], 1.0) for c in by_type[t]] + [(zk, float(a)) for zk, a in steps], count)
             for c, count in classes.items():
                 if not fits_empty(worst, c):
                     continue
