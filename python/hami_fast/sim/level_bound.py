@@ -16,14 +16,24 @@ arc flow per class:
 
 On top of the placement counts of ``online_bound`` (monotone, at most the arrivals, CPU, memory,
 pod slots and the per-node dual feasible functions at the last checkpoint), the rejection rule per
-group g of pods (GPU count n, per-GPU milli m, allowed models) with a binary ``z[g,j]`` (one of
-them was rejected by checkpoint j; monotone in j): ``z = 0`` ⇒ all of g arrived by j are placed;
-``z = 1`` ⇒ in every allowed class the GPUs at a level with room for m are at most
-``(n−1)·nodes + (G−n+1)·starved`` — a node that is not short of CPU, memory or pod slots for the
-group has at most n−1 GPUs with room, a short one at most all G, and the short nodes are bounded
-by the class's usage as in ``online_bound``. Nothing departs, so a GPU with room at j had room when
-the pod was rejected. Classes with fewer GPUs than ``min_gpus`` keep ``online_bound``'s pooled
-rows instead of levels (fewer variables, still valid, only looser).
+group g of GPU pods (GPU count n, allowed models, a band of per-GPU milli) with a binary
+``z[g,j]`` (one of them was rejected by checkpoint j; monotone in j):
+
+- pods of g rejected by j arrived at or after g's first rejection: rejected ≤ Σ_{j'≤j} z[g,j']·
+  (arrivals of the step j'); so ``z = 0`` ⇒ all of g arrived by j are placed;
+- ``z = 1`` ⇒ in every allowed class the GPUs at a level with room for g (its largest milli) are
+  at most ``(n−1)·nodes`` + the roomy GPUs of nodes short of CPU, memory or pod slots for g
+  (its largest CPU and memory). Nothing departs, so a node without room when the pod was
+  rejected has none at j. Short nodes are bounded by what they hold: s nodes short of CPU use
+  ≥ s·(CPU − cpu_g + 1) of it, and hold ≤ 1000·G·s − milli_g·R GPU milli if R of their GPUs
+  have room; for λ ≥ 0 a pod's CPU ≤ λ·its GPU milli + max(0, CPU − λ·GPU milli), which gives
+  one linear row per λ (likewise memory).
+
+CPU-only pods get no rule (they may be rejected freely: only looser). Above ``mip_below`` pods the
+binaries are relaxed to [0, 1] and the LP is solved by the interior point method: its optimum is
+a bound too, and on the openb traces HiGHS's MIP dual bound did not move past the root LP within
+minutes. Classes with fewer GPUs than ``min_gpus`` keep ``online_bound``'s pooled rows instead of
+levels (fewer variables, still valid, only looser).
 """
 
 from __future__ import annotations
@@ -44,7 +54,8 @@ from hami_fast.sim.online_bound import (
 )
 from hami_fast.sim.packing import MILLI, NodeClass, PackingBound, PodType
 
-#: Checkpoints: arrived GPU milli as a share of capacity (coarse early, every 1 % from 90 %).
+#: Checkpoints: arrived GPU milli as a share of capacity (denser or earlier ones did not move the
+#: LP bound on ``default``; each adds a step of arcs).
 LEVEL_SHARES = (0.9, 0.95, 0.97, 0.98, 0.99)
 #: Seconds per level solve (the arc flow needs more than the pooled models).
 LEVEL_TIME_LIMIT = 600.0
@@ -196,7 +207,7 @@ class _Levels:
 def max_gpu_milli_levels(
     pods: list[list[Any]],
     nodes: list[list[Any]],
-    time_limit: float = 180.0,
+    time_limit: float = LEVEL_TIME_LIMIT,
     quantum: int = 10,
     min_gpus: int = 0,
     shares: tuple[float, ...] = LEVEL_SHARES,
