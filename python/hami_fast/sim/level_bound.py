@@ -284,7 +284,7 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> No
             n = {t: arrived[j][t] for t in ts if arrived[j][t] > 0}
             if not n:
                 continue
-            worst = PodType(*(max(getattr(t, k) for t in n) for k in ("cpu", "mem", "milli", "gpus")), ts[0].spec)
+            worst = _largest(list(n))
             z = m.var(0, 1, integer=True)
             if g in prev:
                 m.at_least([(z, 1.0), (prev[g], -1.0)], 0.0)
@@ -301,6 +301,11 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> No
                     _no_room_levels(m, levels[c], j, worst, z, on_c)
                 else:
                     _no_room_rows(m, usage[c], c, count, worst, z)  # type: ignore[arg-type]
+
+
+def _largest(ts: list[PodType]) -> PodType:
+    """A pod as large as every one of ``ts`` in each dimension (they share GPU count and models)."""
+    return PodType(max(t.cpu for t in ts), max(t.mem for t in ts), max(t.milli for t in ts), ts[0].gpus, ts[0].spec)
 
 
 #: Multiples of a class's CPU (memory) per GPU milli used as λ in the short-node rows.
