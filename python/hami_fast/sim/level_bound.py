@@ -45,12 +45,12 @@ from typing import Any
 
 from hami_fast.sim.online_bound import (
     PODS_PER_NODE,
-    _capacity_rows,
-    _no_room_rows,
-    _stream_rows,
-    _usage_vars,
+    capacity_rows,
     fits_empty,
+    no_room_rows,
     pod_type,
+    stream_rows,
+    usage_vars,
 )
 from hami_fast.sim.packing import MILLI, NodeClass, PackingBound, PodType
 
@@ -231,8 +231,8 @@ def max_gpu_milli_levels(
             x[t, c, j] = m.var(0, arrived[j][t], t.milli * t.gpus if j == last else 0.0)
     exact = all(t.milli % quantum == 0 for t in tlist) and MILLI % quantum == 0
     levels = {c: _Levels(m, c, n, quantum, exact) for c, n in classes.items() if c.gpus * n >= min_gpus}
-    _stream_rows(m, x, pairs, tlist, arrived)  # type: ignore[arg-type]
-    _capacity_rows(m, x, pairs, classes, last)  # type: ignore[arg-type]
+    stream_rows(m, x, pairs, tlist, arrived)
+    capacity_rows(m, x, pairs, classes, last)
     for lv in levels.values():
         _level_rows(lv, x, pairs, arrived)
     _rejection_rows(m, x, pairs, classes, levels, _bands(tlist, band), arrived)
@@ -279,7 +279,7 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> No
     prev: dict[Any, int] = {}
     history: dict[Any, list[tuple[int, int]]] = defaultdict(list)
     for j in range(len(arrived)):
-        usage = _usage_vars(m, x, pairs, list(classes), j)  # type: ignore[arg-type]
+        usage = usage_vars(m, x, pairs, list(classes), j)
         for g, ts in groups.items():
             n = {t: arrived[j][t] for t in ts if arrived[j][t] > 0}
             if not n:
@@ -300,7 +300,7 @@ def _rejection_rows(m: _Batch, x, pairs, classes, levels, groups, arrived) -> No
                     on_c = [(x[t, c2, j], t) for t, c2 in pairs if c2 == c]
                     _no_room_levels(m, levels[c], j, worst, z, on_c)
                 else:
-                    _no_room_rows(m, usage[c], c, count, worst, z)  # type: ignore[arg-type]
+                    no_room_rows(m, usage[c], c, count, worst, z)
 
 
 def _largest(ts: list[PodType]) -> PodType:

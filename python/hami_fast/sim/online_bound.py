@@ -31,7 +31,7 @@ import math
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hami_fast.sim.packing import MILLI, NodeClass, PackingBound, PodType, _dffs, allowed, dff_round
 
@@ -73,6 +73,18 @@ def checkpoints(pods: list[list[Any]], capacity_milli: int) -> list[int]:
             shares.pop(0)
             cuts.add(i + 1)
     return sorted(c for c in cuts if 0 < c < len(pods)) + [len(pods)]
+
+
+class Rows(Protocol):
+    """What the row builders shared with ``level_bound`` need of a model."""
+
+    def var(self, lo: float, hi: float, cost: float = 0.0, integer: bool = False) -> int: ...
+
+    def row(self, entries: list[tuple[int, float]], lo: float, hi: float) -> None: ...
+
+    def at_most(self, entries: list[tuple[int, float]], hi: float) -> None: ...
+
+    def at_least(self, entries: list[tuple[int, float]], lo: float) -> None: ...
 
 
 class _Model:
@@ -134,8 +146,8 @@ def max_gpu_milli_online(pods: list[list[Any]], nodes: list[list[Any]], time_lim
             cost = t.milli * t.gpus if j == last else 0.0
             x[t, c, j] = m.var(0, arrived[j][t], cost, integer=j == last)
     m.h.changeObjectiveSense(m.hs.ObjSense.kMaximize)
-    _stream_rows(m, x, pairs, tlist, arrived)
-    _capacity_rows(m, x, pairs, classes, last)
+    stream_rows(m, x, pairs, tlist, arrived)
+    capacity_rows(m, x, pairs, classes, last)
     _maximality_rows(m, x, pairs, classes, tlist, arrived)
     start = time.monotonic()
     m.h.run()
@@ -153,7 +165,7 @@ def max_gpu_milli_online(pods: list[list[Any]], nodes: list[list[Any]], time_lim
     }
 
 
-def _stream_rows(m: _Model, x, pairs, tlist, arrived) -> None:
+def stream_rows(m: Rows, x, pairs, tlist, arrived) -> None:
     """Pods stay where they are placed; what is placed between checkpoints arrived between them."""
     by_type = defaultdict(list)
     for t, c in pairs:
@@ -170,7 +182,7 @@ def _stream_rows(m: _Model, x, pairs, tlist, arrived) -> None:
         m.at_most([(x[t, c, 0], 1.0) for c in by_type[t]], arrived[0][t])
 
 
-def _capacity_rows(m: _Model, x, pairs, classes, j: int) -> None:
+def capacity_rows(m: Rows, x, pairs, classes, j: int) -> None:
     """``bound``'s relaxation of one packing, at checkpoint j."""
     by_class = defaultdict(list)
     for t, c in pairs:
@@ -200,7 +212,7 @@ def _groups(tlist: list[PodType]) -> dict[Group, list[PodType]]:
     return out
 
 
-def _usage_vars(m: _Model, x, pairs, clist, j: int) -> dict[NodeClass, dict[str, int]]:
+def usage_vars(m: Rows, x, pairs, clist, j: int) -> dict[NodeClass, dict[str, int]]:
     """Per class at checkpoint j: CPU, memory, pods, GPU slices and GPU milli in use."""
     out: dict[NodeClass, dict[str, int]] = {}
     for c in clist:
@@ -214,7 +226,7 @@ def _usage_vars(m: _Model, x, pairs, clist, j: int) -> dict[NodeClass, dict[str,
         }
         out[c] = {}
         for name, entries in use.items():
-            v = m.var(0, m.hs.kHighsInf)
+            v = m.var(0, math.inf)
             m.row([*entries, (v, -1.0)], 0.0, 0.0)
             out[c][name] = v
     return out
@@ -227,7 +239,7 @@ def _maximality_rows(m: _Model, x, pairs, classes, tlist, arrived) -> None:
         by_type[t].append(c)
     groups = _groups(tlist)
     for j in range(len(arrived)):
-        usage = _usage_vars(m, x, pairs, list(classes), j)
+        usage = usage_vars(m, x, pairs, list(classes), j)
         for g, ts in groups.items():
             n = {t: arrived[j][t] for t in ts if arrived[j][t] > 0}
             if not n:
@@ -239,10 +251,10 @@ def _maximality_rows(m: _Model, x, pairs, classes, tlist, arrived) -> None:
                 m.at_least([(x[t, c, j], 1.0) for c in by_type[t]] + [(z, float(count))], count)
             for c, count in classes.items():
                 if fits_empty(worst, c):
-                    _no_room_rows(m, usage[c], c, count, worst, z)
+                    no_room_rows(m, usage[c], c, count, worst, z)
 
 
-def _no_room_rows(m: _Model, use: dict[str, int], c: NodeClass, count: int, g: PodType, z: int) -> None:
+def no_room_rows(m: Rows, use: dict[str, int], c: NodeClass, count: int, g: PodType, z: int) -> None:
     """z = 1 ⇒ every node of class c is starved for g (CPU, memory or pod slots) or has no GPUs
     with room for it."""
     s_cpu, s_mem, s_pods = (m.var(0, count) for _ in range(3))
