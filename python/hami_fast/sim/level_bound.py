@@ -49,6 +49,7 @@ from hami_fast.sim.online_bound import (
     fits_empty,
     no_room_rows,
     pod_type,
+    solved,
     stream_rows,
     usage_vars,
 )
@@ -132,13 +133,7 @@ class _Batch:
         bound = info.mip_dual_bound if self.ints else info.objective_function_value
         if not math.isfinite(bound) or (not self.ints and status != self.hs.HighsModelStatus.kOptimal):
             raise RuntimeError(f"HiGHS gave no bound ({h.modelStatusToString(status)})")
-        return {
-            "bound": float(bound),
-            "incumbent": float(info.objective_function_value),
-            "solve_s": time.monotonic() - start,
-            "variables": self.n,
-            "status": h.modelStatusToString(status),
-        }
+        return solved(bound, info.objective_function_value, start, self.n, h.modelStatusToString(status))
 
 
 def level_checkpoints(

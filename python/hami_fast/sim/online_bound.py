@@ -156,12 +156,17 @@ def max_gpu_milli_online(pods: list[list[Any]], nodes: list[list[Any]], time_lim
     bound = info.mip_dual_bound
     if not math.isfinite(bound):
         raise RuntimeError(f"HiGHS gave no bound ({m.h.modelStatusToString(status)})")
+    return solved(bound, info.objective_function_value, start, m.n, m.h.modelStatusToString(status))
+
+
+def solved(bound: float, incumbent: float, start: float, variables: int, status: str) -> PackingBound:
+    """What a solve reports: its bound, best solution, time since ``start`` and size."""
     return {
         "bound": float(bound),
-        "incumbent": float(info.objective_function_value),
+        "incumbent": float(incumbent),
         "solve_s": time.monotonic() - start,
-        "variables": m.n,
-        "status": m.h.modelStatusToString(status),
+        "variables": variables,
+        "status": status,
     }
 
 
