@@ -39,3 +39,12 @@ def write_cluster(tmp_path: Path, nodes: int = 60, pods: int = 160, seed: int = 
     n.write_text("\n".join(node_lines) + "\n")
     p.write_text("\n".join(pod_lines) + "\n")
     return n, p
+
+
+def write_spec_variant(tmp_path: Path, nodes: Path, pods: Path, seed: int, share: int = 33) -> Path:
+    """``pods`` with ``share`` % of its GPU pods naming the models they accept (`gpu_spec`)."""
+    from hami_fast.sim import gpuspec
+
+    spec = tmp_path / "openb_pod_list_spec.csv"
+    spec.write_text(gpuspec.constrain(pods.read_bytes(), nodes.read_bytes(), share, seed=seed))
+    return spec

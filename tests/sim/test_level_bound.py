@@ -10,9 +10,9 @@ import random
 
 import pytest
 from hami_fast import _native
-from hami_fast.sim import bound, gpuspec, level_bound, online_bound
+from hami_fast.sim import bound, level_bound, online_bound
 from hami_fast.sim.runner import POLICIES, Run, replay
-from openb_trace import write_cluster
+from openb_trace import write_cluster, write_spec_variant
 
 
 def _choices(state, pod, nodes):
@@ -111,8 +111,7 @@ def test_levels_beat_the_pooled_bounds_when_slices_and_whole_gpus_mix():
 @pytest.mark.parametrize("cluster_seed", [2, 6])
 def test_level_bound_is_below_every_policy(tmp_path, cluster_seed):
     nodes, pods = write_cluster(tmp_path, nodes=24, pods=90, seed=cluster_seed)
-    spec = tmp_path / "openb_pod_list_spec.csv"
-    spec.write_text(gpuspec.constrain(pods.read_bytes(), nodes.read_bytes(), 33, seed=cluster_seed))
+    spec = write_spec_variant(tmp_path, nodes, pods, cluster_seed)
     for trace in (pods, spec):
         arrivals = json.loads(_native.replay_arrivals(nodes.read_bytes(), trace.read_bytes(), seed=1))
         offline = bound.seed_bound(arrivals)["unallocated_pct_bound"]

@@ -11,7 +11,7 @@ import pytest
 from hami_fast import _native
 from hami_fast.sim import bound, gpuspec, online_bound
 from hami_fast.sim.runner import POLICIES, Run, replay
-from openb_trace import write_cluster
+from openb_trace import write_cluster, write_spec_variant
 
 
 def _rows(text: str) -> list[dict[str, str]]:
@@ -105,8 +105,7 @@ def test_online_bound_lets_a_cpu_starved_node_refuse():
 @pytest.mark.parametrize("cluster_seed", [2, 6])
 def test_online_bound_is_below_every_policy_and_above_the_offline_one(tmp_path, cluster_seed):
     nodes, pods = write_cluster(tmp_path, nodes=45, pods=160, seed=cluster_seed)
-    spec = tmp_path / "openb_pod_list_spec.csv"
-    spec.write_text(gpuspec.constrain(pods.read_bytes(), nodes.read_bytes(), 33, seed=cluster_seed))
+    spec = write_spec_variant(tmp_path, nodes, pods, cluster_seed)
     for trace in (pods, spec):
         for seed in (1, 2):
             arrivals = json.loads(_native.replay_arrivals(nodes.read_bytes(), trace.read_bytes(), seed=seed))

@@ -45,6 +45,7 @@ from typing import Any
 
 from hami_fast.sim.online_bound import (
     PODS_PER_NODE,
+    capacity_cuts,
     capacity_rows,
     fits_empty,
     no_room_rows,
@@ -143,13 +144,7 @@ def level_checkpoints(
     whole list; after every pod for lists of at most ``EVERY_POD`` pods."""
     if len(pods) <= EVERY_POD:
         return list(range(1, len(pods) + 1))
-    cuts, acc, left = set(), 0, list(shares)
-    for i, p in enumerate(pods):
-        acc += int(p[2]) * int(p[3]) if int(p[2]) > 0 and int(p[3]) > 0 else 0
-        while left and acc >= left[0] * capacity_milli:
-            left.pop(0)
-            cuts.add(i + 1)
-    return sorted(c for c in cuts if 0 < c < len(pods)) + [len(pods)]
+    return capacity_cuts(pods, capacity_milli, shares, set())
 
 
 class _Levels:

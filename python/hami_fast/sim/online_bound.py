@@ -66,11 +66,17 @@ def checkpoints(pods: list[list[Any]], capacity_milli: int) -> list[int]:
     """Prefix lengths where the arrived GPU milli first reaches each share of capacity, or the
     arrived pods each share of the list, then the whole list."""
     cuts = {math.ceil(share * len(pods)) for share in CHECKPOINT_SHARES}
-    acc, shares = 0, list(CHECKPOINT_SHARES)
+    return capacity_cuts(pods, capacity_milli, CHECKPOINT_SHARES, cuts)
+
+
+def capacity_cuts(pods: list[list[Any]], capacity_milli: int, shares: tuple[float, ...], cuts: set[int]) -> list[int]:
+    """``cuts`` plus the prefix lengths where the arrived GPU milli first reaches each share of
+    capacity, inside the list, then the whole list."""
+    acc, left = 0, list(shares)
     for i, p in enumerate(pods):
         acc += int(p[2]) * int(p[3]) if int(p[2]) > 0 and int(p[3]) > 0 else 0
-        while shares and acc >= shares[0] * capacity_milli:
-            shares.pop(0)
+        while left and acc >= left[0] * capacity_milli:
+            left.pop(0)
             cuts.add(i + 1)
     return sorted(c for c in cuts if 0 < c < len(pods)) + [len(pods)]
 
