@@ -25,6 +25,20 @@ fn nodes_csv() -> String {
     out
 }
 
+/// GPU slices drawn as openb's are: mostly 470 and 810 milli, few small enough for the rooms that
+/// 470 + 320 or 650 + 230 leave (so `fgd-balance` has dead rooms to avoid), and the rest of
+/// 100..950 in steps of 50.
+fn slice_milli(draw: u64, uniform: u64) -> i64 {
+    const OPENB: [i64; 40] = [
+        110, 220, 230, 230, 320, 320, 320, 320, 320, 460, 460, 470, 470, 470, 470, 470, 470, 470, 470, 470, 550, 550,
+        590, 650, 650, 650, 650, 810, 810, 810, 810, 810, 810, 810, 810, 810, 810, 810, 810, 810,
+    ];
+    match OPENB.get(draw as usize) {
+        Some(&milli) => milli,
+        None => 100 + 50 * uniform as i64,
+    }
+}
+
 /// Pods of every kind: sharing, 1/2/4/8 whole GPUs, CPU-only, some without a CPU request, and
 /// (when `named`) a tenth naming the models they accept.
 fn pods_csv(named: bool) -> String {
@@ -38,7 +52,7 @@ fn pods_csv(named: bool) -> String {
     let mut out = String::from("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n");
     for i in 0..400 {
         let (num_gpu, milli) = match next(20) {
-            0..=9 => (1, 100 + 50 * next(18)),
+            0..=9 => (1, slice_milli(next(50), next(18))),
             10..=14 => (1, 1000),
             15..=16 => (2, 1000),
             17 => (4, 1000),

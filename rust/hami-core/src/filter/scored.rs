@@ -128,13 +128,13 @@ pub(super) fn rescore(state: &ClusterState, views: &mut LiveViews, placement: &P
     }
 }
 
-/// `fgd-balance` as the replay chooses: each fit's [`bal::Cost`] (the model reserve, the step
-/// score, the CPU balance), compared exactly; the scores handed on are the costs' dense ranks,
-/// 1 for the worst (equal costs, equal scores: ties go to the smallest name), so the order is
-/// the replay's. Nodes where it does not fit by the policy's view score `f64::MIN`.
+/// `fgd-balance` as the replay chooses: each fit's [`bal::Cost`] (the model reserve, the room
+/// left, the step score, the GPU fit, the CPU balance), compared exactly; the scores handed on
+/// are the costs' dense ranks, 1 for the worst (equal costs, equal scores: ties go to the
+/// smallest name), so the order is the replay's. Nodes where it does not fit by the policy's view score `f64::MIN`.
 fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&str, f64)]) {
     let history = views.history.take().unwrap_or_default();
-    let cpu_per_gpu = history.cpu_per_gpu();
+    let learned = history.learned();
     let reserve = model_reserve(state, &history, &views.spec, views.gpus.first().copied());
     let mut memo = FragMemo::default();
     let mut costs: Vec<Option<bal::Cost>> = Vec::with_capacity(fits.len());
@@ -142,8 +142,9 @@ fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&st
     for (i, (name, _)) in fits.iter().enumerate() {
         let c = views.candidate(name, i, 0.0);
         let before = memo.frag(&c.view.shape, &views.workload);
-        let cpu_per_gpu = if views.cpu[i].is_some() { cpu_per_gpu } else { 0.0 };
-        let cost = bal::cost(&c.view, &c.pod, &views.workload, &mut memo, before, cpu_per_gpu);
+        let cpu_per_gpu = if views.cpu[i].is_some() { learned.cpu_per_gpu } else { 0.0 };
+        let cost =
+            bal::cost(&c.view, &c.pod, &views.workload, &mut memo, before, bal::Learned { cpu_per_gpu, ..learned });
         gpus.push(cost.and_then(|c| c.1));
         costs.push(cost.map(|(mut cost, _)| {
             let model = &views.model_names[views.models[i]];
@@ -152,7 +153,15 @@ fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&st
         }));
     }
     let mut order: Vec<usize> = (0..fits.len()).filter(|&i| costs[i].is_some()).collect();
-    let cost = |i: usize| costs[i].unwrap_or(bal::Cost { score: 0, keeps_reserve: false, gpu_fit: 0, balance: 0.0 });
+    let cost = |i: usize| {
+        costs[i].unwrap_or(bal::Cost {
+            score: 0,
+            keeps_reserve: false,
+            keeps_room_usable: false,
+            gpu_fit: 0,
+            balance: 0.0,
+        })
+    };
     order.sort_by(|&a, &b| cost(a).compare(&cost(b)));
     let mut rank = 1.0;
     for (k, &i) in order.iter().enumerate() {

@@ -13,25 +13,34 @@
 //!    GPU demand seen so far ([`History::named_share`]) times the cluster's free GPU capacity.
 //!    Placements that keep the reserve come first, whatever their score. Without such pods
 //!    every placement keeps it and the policy is unchanged.
-//! 1. **Scores FGD's fragment increase Δ** against a target workload **learned online** from the
+//! 1. **Leaves no dead room on a GPU in use.** Once the cluster is full, what idles is the room
+//!    GPU slices leave beside each other. A room of 100 milli or more that less than 5 % of the
+//!    sharing pods seen fit (on openb: the 210 milli that 470 + 320 leave, or 130 from 650 + 220)
+//!    is dead: only the rare small slices could use it, and they also fit the 190 milli beside
+//!    every 810. A sharing pod that would leave such a room on a GPU already in use takes
+//!    another GPU (a free one, whose room the common slices will close) unless there is none;
+//!    FGD's score prefers the used GPU, since a free GPU's large room is a fragment for the
+//!    810s and whole-GPU pods, though a 650 or 470 closes it later. Smaller rooms count as
+//!    closed. The sizes are learned from the pods seen ([`History::dead_rooms`]).
+//! 2. **Scores FGD's fragment increase Δ** against a target workload **learned online** from the
 //!    pods seen so far ([`History`]: every GPU task type that names no model, with its count
 //!    share), at half FGD's resolution: `int(50·sigmoid(−Δ/1000))`. Placements whose Δ differ by
-//!    less than about 0.08 GPU count as equally good, which leaves room for step 2. Types that
-//!    name models are left out: FGD counts every idle GPU of a model a type cannot use as that
+//!    less than about 0.08 GPU count as equally good, which leaves room for steps 3 and 4. Types
+//!    that name models are left out: FGD counts every idle GPU of a model a type cannot use as that
 //!    type's fragment, in proportion to the type's popularity and whatever the model's size, so
 //!    they would push the other pods onto the model named least (e.g. the few 128-core G3 nodes,
 //!    the only home of the 120-core 8-GPU pods). The capacity those pods need is step 0's job.
-//! 2. **Sharing pods: the tightest GPU among equal scores.** What idles once the cluster is full
+//! 3. **Sharing pods: the tightest GPU among equal scores.** What idles once the cluster is full
 //!    is the room that GPU slices leave beside each other, so among placements of equal score a
 //!    sharing pod takes the one whose GPU keeps the least free (best fit), before the CPU balance.
-//! 3. **Breaks ties by CPU balance.** A node's CPU surplus is its CPU left minus what its free
+//! 4. **Breaks ties by CPU balance.** A node's CPU surplus is its CPU left minus what its free
 //!    GPUs will need, at the CPU per GPU the GPU pods seen so far asked for (`c̄`). A GPU pod that
 //!    asks for less CPU per GPU than `c̄` (CPU-light) goes where the surplus after placement is
 //!    smallest, using up the GPUs of CPU-poor nodes. A CPU-heavy one goes where the surplus it
 //!    leaves is smallest but not negative (best fit: its GPUs' CPU stays covered, and the
 //!    CPU-richest nodes stay whole for the pods only they can host); where every tied node would
 //!    go negative, to the largest surplus.
-//! 4. **CPU-only pods** never use a GPU, so the only harm they can do is to take the CPU that a
+//! 5. **CPU-only pods** never use a GPU, so the only harm they can do is to take the CPU that a
 //!    node's free GPUs need. They go where they make the least GPU capacity unusable: FGD's
 //!    fragment increase Δ of taking their CPU alone, at a quarter of FGD's resolution (steps of
 //!    about 0.16 GPU near Δ = 0). Among equal steps, the node whose CPU surplus they leave smallest
@@ -40,15 +49,16 @@
 //!    negative, the largest surplus. Spreading them instead (the largest surplus) leaves CPU in
 //!    pieces too small for them, and they end up on GPU-dense nodes where CPU is scarce
 //!    (`cpu200`–`cpu300`: up to 0.4 pp worse than FGD; docs/policies.md).
-//! 5. Remaining ties go to the smallest node name, as for every policy.
+//! 6. Remaining ties go to the smallest node name, as for every policy.
 //!
-//! Inside the node a sharing pod takes the GPU with the best score, ties to the tightest fit. Only the
-//! cluster state and the pods seen so far are used, never future arrivals.
+//! Inside the node a sharing pod takes a GPU whose room stays usable, then the best score, ties to
+//! the tightest fit. Only the cluster state and the pods seen so far are used, never future
+//! arrivals.
 
 use super::node::{subtract, NodeView, PodShape};
 use crate::frag::{FragMemo, NodeShape, TaskType, Workload, MILLI};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Score steps over the sigmoid's range (FGD uses 100).
 pub const SCORE_STEPS: f64 = 50.0;
@@ -59,11 +69,20 @@ pub const CPU_ONLY_SCORE_STEPS: f64 = 25.0;
 /// The CPU a CPU-only pod leaves to each free GPU, in units of `c̄`.
 pub const CPU_ONLY_GPU_MARGIN: f64 = 2.0;
 
+/// A GPU slice's room below this is closed: too little to wait for a slice that fits it.
+pub const CLOSED_ROOM: i64 = 100;
+
+/// The part of the sharing pods seen that a room must be able to host not to count as dead.
+pub const USABLE_ROOM_SHARE: f64 = 0.05;
+
 /// The pods seen so far: task type counts and the CPU that GPU pods request per GPU.
 #[derive(Debug, Default, Clone)]
 pub struct History {
     counts: HashMap<TaskType, u64>,
     seen: u64,
+    /// Sharing pods seen per GPU milli they ask for.
+    slices: BTreeMap<i64, u64>,
+    slices_seen: u64,
     gpu_pod_cpu: f64,
     gpu_pod_milli: f64,
     /// GPU milli of the pods seen that name their models, split evenly over the models named.
@@ -82,7 +101,26 @@ impl History {
                 *self.named_milli.entry((*m).to_owned()).or_default() += milli / models.len() as f64;
             }
         }
+        if t.num_gpu == 1 && t.gpu_milli > 0 && t.gpu_milli < MILLI {
+            *self.slices.entry(t.gpu_milli).or_default() += 1;
+            self.slices_seen += 1;
+        }
         *self.counts.entry(t).or_default() += 1;
+    }
+
+    /// The GPU rooms that are dead: too large to count as closed, yet too small for all but a
+    /// few of the sharing pods seen (those asking for at most the room make up less than
+    /// [`USABLE_ROOM_SHARE`] of them).
+    pub fn dead_rooms(&self) -> DeadRooms {
+        let needed = USABLE_ROOM_SHARE * self.slices_seen as f64;
+        let mut hosted = 0;
+        for (&milli, &n) in &self.slices {
+            hosted += n;
+            if hosted as f64 >= needed {
+                return DeadRooms { below: milli };
+            }
+        }
+        DeadRooms::default()
     }
 
     /// The share of the GPU demand seen that can only run on `model` or a few models including
@@ -141,6 +179,22 @@ impl History {
     }
 }
 
+/// GPU rooms of at least [`CLOSED_ROOM`] and below `below` milli (none while `below` is at most
+/// [`CLOSED_ROOM`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DeadRooms {
+    pub below: i64,
+}
+
+impl DeadRooms {
+    /// Whether a slice of `milli` on a GPU with `free` milli leaves a dead room. A free GPU never
+    /// does: a slice that opens one leaves what it must.
+    pub fn left_by(&self, free: i64, milli: i64) -> bool {
+        let left = free - milli;
+        free < MILLI && (CLOSED_ROOM..self.below).contains(&left)
+    }
+}
+
 /// The last rebuild of the workload at `seen` pods seen ([`History::refresh_due`]); 0 before any.
 pub fn last_refresh(seen: u64) -> u64 {
     match seen {
@@ -158,6 +212,9 @@ pub struct Cost {
     /// False when the pod names no model yet would take GPU capacity of a model that the pods
     /// naming it are expected to need ([`keeps_reserve`]); true otherwise. Compared first.
     pub keeps_reserve: bool,
+    /// False when a sharing pod would leave a dead room on a GPU already in use
+    /// ([`DeadRooms`]); true otherwise. Compared second.
+    pub keeps_room_usable: bool,
     /// For a sharing pod, minus the free milli its GPU keeps after placement (the tightest GPU is
     /// the highest); 0 for other pods. Compared after the score.
     pub gpu_fit: i64,
@@ -171,13 +228,15 @@ impl Cost {
     pub fn compare(&self, other: &Self) -> Ordering {
         self.keeps_reserve
             .cmp(&other.keeps_reserve)
+            .then_with(|| self.keeps_room_usable.cmp(&other.keeps_room_usable))
             .then_with(|| self.score.cmp(&other.score))
             .then_with(|| self.gpu_fit.cmp(&other.gpu_fit))
             .then_with(|| self.balance.total_cmp(&other.balance))
     }
 
-    /// One number for the extender's scores: the step score plus the GPU fit and the balance
-    /// squashed into [0, 1), so the order is the same as [`Cost::compare`].
+    /// One number for the extender's scores: the step score (raised above every score when the
+    /// room stays usable) plus the GPU fit and the balance squashed into [0, 1), so the order is
+    /// the same as [`Cost::compare`].
     pub fn live_score(&self) -> f64 {
         let squashed = if self.balance >= BEST_FIT / 2.0 {
             // A best fit: above every other balance, the smaller surplus the higher.
@@ -186,7 +245,8 @@ impl Cost {
             0.5 / (1.0 + (-self.balance / 10_000.0).exp())
         };
         let fit = (self.gpu_fit + MILLI).max(0) as f64;
-        self.score as f64 + (fit + squashed) / (MILLI + 1) as f64
+        let usable = if self.keeps_room_usable { SCORE_STEPS + 1.0 } else { 0.0 };
+        usable + self.score as f64 + (fit + squashed) / (MILLI + 1) as f64
     }
 }
 
@@ -240,6 +300,20 @@ fn balance(pod: &PodShape, surplus: f64, cpu_per_gpu: f64) -> f64 {
     }
 }
 
+/// What [`cost`] uses of the pods seen besides the workload.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Learned {
+    /// `c̄` ([`History::cpu_per_gpu`]); 0 where the node's CPU is not known.
+    pub cpu_per_gpu: f64,
+    pub dead_rooms: DeadRooms,
+}
+
+impl History {
+    pub fn learned(&self) -> Learned {
+        Learned { cpu_per_gpu: self.cpu_per_gpu(), dead_rooms: self.dead_rooms() }
+    }
+}
+
 /// The cost of placing `pod` on `node` and, for a sharing pod, the GPU to use; `None` if it does
 /// not fit. `before` is the node's fragment under `workload`.
 pub fn cost(
@@ -248,24 +322,26 @@ pub fn cost(
     workload: &Workload,
     memo: &mut FragMemo,
     before: f64,
-    cpu_per_gpu: f64,
+    learned: Learned,
 ) -> Option<(Cost, Option<usize>)> {
     let shape = &node.shape;
     if shape.cpu_left < pod.cpu_milli {
         return None;
     }
+    let cpu_per_gpu = learned.cpu_per_gpu;
     let cpu_left = shape.cpu_left - pod.cpu_milli;
     if !pod.requests_gpu() {
         let after = memo.frag(&NodeShape { cpu_left, gpu_free: shape.gpu_free, model: shape.model }, workload);
         let score = steps(after - before, CPU_ONLY_SCORE_STEPS);
         let balance = best_fit(cpu_surplus(shape, pod, CPU_ONLY_GPU_MARGIN * cpu_per_gpu));
-        return Some((Cost { score, keeps_reserve: true, gpu_fit: 0, balance }, None));
+        return Some((Cost { score, keeps_reserve: true, keeps_room_usable: true, gpu_fit: 0, balance }, None));
     }
     let balance = balance(pod, cpu_surplus(shape, pod, cpu_per_gpu), cpu_per_gpu);
     if pod.is_share() {
         let mut free = shape.gpu_free.to_vec();
-        // (score, free milli of the GPU, index): the best score, ties to the tightest GPU.
-        let mut best: Option<(i64, i64, usize)> = None;
+        // (room stays usable, score, free milli of the GPU, index): a usable room first, then the
+        // best score, ties to the tightest GPU.
+        let mut best: Option<(bool, i64, i64, usize)> = None;
         for i in 0..free.len() {
             // GPUs with equal free milli leave the same node: the first one stands for all.
             let own = free[i];
@@ -275,19 +351,21 @@ pub fn cost(
             free[i] -= pod.gpu_milli;
             let after = memo.frag(&NodeShape { cpu_left, gpu_free: &free, model: shape.model }, workload);
             free[i] = own;
+            let usable = !learned.dead_rooms.left_by(own, pod.gpu_milli);
             let s = step_score(after - before);
-            if best.is_none_or(|(b, b_own, _)| s > b || (s == b && own < b_own)) {
-                best = Some((s, own, i));
+            if best.is_none_or(|(b_usable, b, b_own, _)| (usable, s, -own) > (b_usable, b, -b_own)) {
+                best = Some((usable, s, own, i));
             }
         }
-        return best.map(|(score, own, i)| {
+        return best.map(|(keeps_room_usable, score, own, i)| {
             let gpu_fit = pod.gpu_milli - own;
-            (Cost { score, keeps_reserve: true, gpu_fit, balance }, Some(i))
+            (Cost { score, keeps_reserve: true, keeps_room_usable, gpu_fit, balance }, Some(i))
         });
     }
     let (cpu_left, free) = subtract(shape, pod)?;
     let after = memo.frag(&NodeShape { cpu_left, gpu_free: &free, model: shape.model }, workload);
-    Some((Cost { score: step_score(after - before), keeps_reserve: true, gpu_fit: 0, balance }, None))
+    let score = step_score(after - before);
+    Some((Cost { score, keeps_reserve: true, keeps_room_usable: true, gpu_fit: 0, balance }, None))
 }
 
 /// The workload to score against: the learned one, or the pod alone before any GPU pod is seen.
@@ -338,7 +416,8 @@ mod tests {
     ) -> Option<(Cost, Option<usize>)> {
         let shape = NodeShape { cpu_left, gpu_free: free, model };
         let before = node_frag(&shape, w);
-        cost(&NodeView { shape, tags: &[] }, p, w, &mut FragMemo::default(), before, cpu_per_gpu)
+        let learned = Learned { cpu_per_gpu, dead_rooms: DeadRooms::default() };
+        cost(&NodeView { shape, tags: &[] }, p, w, &mut FragMemo::default(), before, learned)
     }
 
     #[test]
@@ -570,10 +649,63 @@ mod tests {
 
     #[test]
     fn keeping_the_reserve_outranks_the_score() {
-        let eats = Cost { score: 40, keeps_reserve: false, gpu_fit: 0, balance: 1e6 };
-        let keeps = Cost { score: 10, keeps_reserve: true, gpu_fit: 0, balance: -1e6 };
+        let eats = Cost { score: 40, keeps_reserve: false, keeps_room_usable: true, gpu_fit: 0, balance: 1e6 };
+        let keeps = Cost { score: 10, keeps_reserve: true, keeps_room_usable: true, gpu_fit: 0, balance: -1e6 };
         assert_eq!(keeps.compare(&eats), Ordering::Greater);
         let better = Cost { score: 11, ..keeps };
         assert_eq!(better.compare(&keeps), Ordering::Greater);
+    }
+
+    #[test]
+    fn dead_rooms_are_those_too_few_sharing_pods_fit() {
+        let mut h = History::default();
+        assert_eq!(h.dead_rooms(), DeadRooms::default(), "no sharing pod seen, no dead room");
+        for _ in 0..4 {
+            h.observe(ty(2000, 110, 1));
+        }
+        h.observe(ty(2000, 220, 1));
+        for _ in 0..95 {
+            h.observe(ty(8000, 470, 1));
+        }
+        h.observe(ty(12000, 1000, 1));
+        h.observe(ty(96000, 1000, 8));
+        // 4 % of the sharing pods fit a room of 110..219, 5 % one of 220: rooms of 100..219 are dead.
+        let dead = h.dead_rooms();
+        assert_eq!(dead, DeadRooms { below: 220 });
+        assert!(dead.left_by(530, 320), "470 + 320 leaves 210 that only 110s could use");
+        assert!(!dead.left_by(530, 310), "220 is left for a 220");
+        assert!(!dead.left_by(530, 470), "60 is closed");
+        assert!(!dead.left_by(1000, 810), "a slice that opens a GPU leaves what it must");
+        assert_eq!(h.learned(), Learned { cpu_per_gpu: h.cpu_per_gpu(), dead_rooms: dead });
+    }
+
+    #[test]
+    fn sharing_pod_opens_a_gpu_rather_than_leave_a_dead_room() {
+        // A 320 beside a 470 leaves 210 milli that hardly any slice fits; on a free GPU it leaves
+        // 680 that a 650 will close. FGD's score prefers the partly used GPU.
+        let w = Workload { types: vec![(ty(4000, 470, 1), 0.4), (ty(8000, 810, 1), 0.4), (ty(4000, 320, 1), 0.2)] };
+        let p = pod(4000, 320, 1);
+        let dead = DeadRooms { below: 220 };
+        let shape = NodeShape { cpu_left: 64_000, gpu_free: &[530, 1000], model: "G2" };
+        let before = node_frag(&shape, &w);
+        let view = NodeView { shape, tags: &[] };
+        let at = |dead_rooms| {
+            let learned = Learned { cpu_per_gpu: 8000.0, dead_rooms };
+            cost(&view, &p, &w, &mut FragMemo::default(), before, learned).unwrap()
+        };
+        let (fgd_order, fgd_gpu) = at(DeadRooms::default());
+        assert_eq!(fgd_gpu, Some(0), "without dead rooms the score takes the partly used GPU");
+        assert!(fgd_order.keeps_room_usable);
+        let (c, gpu) = at(dead);
+        assert_eq!(gpu, Some(1));
+        assert!(c.keeps_room_usable);
+        // Across nodes: a node whose only room would be dead ranks below one that keeps it usable,
+        // whatever the score.
+        let only_dead = Cost { score: 50, keeps_reserve: true, keeps_room_usable: false, gpu_fit: -10, balance: 0.0 };
+        let usable = Cost { score: 0, keeps_reserve: true, keeps_room_usable: true, gpu_fit: -680, balance: 0.0 };
+        assert_eq!(usable.compare(&only_dead), Ordering::Greater);
+        assert!(usable.live_score() > only_dead.live_score());
+        let eats = Cost { keeps_reserve: false, ..usable };
+        assert_eq!(only_dead.compare(&eats), Ordering::Greater, "the model reserve still comes first");
     }
 }

@@ -101,7 +101,7 @@ pub fn score_nodes<'a>(
         // The live scheduler (no CPU view): the replay keeps its own history (`replay::choose_balance`).
         Scorer::FgdBalance => out.extend(nodes.map(|c| {
             let before = c.frag.unwrap_or_else(|| ctx.memo.frag(&c.view.shape, ctx.workload));
-            super::balance::cost(&c.view, &c.pod, ctx.workload, ctx.memo, before, 0.0)
+            super::balance::cost(&c.view, &c.pod, ctx.workload, ctx.memo, before, Default::default())
                 .map_or(f64::MIN, |(cost, _)| cost.live_score())
         })),
     }

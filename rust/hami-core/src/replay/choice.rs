@@ -57,7 +57,7 @@ impl Replay {
             st.memo = FragMemo::default();
         }
         let workload = bal::workload_or_pod(&st.workload, &shape);
-        let cpu_per_gpu = st.history.cpu_per_gpu();
+        let learned = st.history.learned();
         let reserve = model_reserve(&self.nodes, &st.history, &shape);
         st.costs.clear();
         let mut best: Option<(usize, bal::Cost)> = None;
@@ -67,7 +67,7 @@ impl Replay {
                 Some(c) => *c,
                 None => {
                     let before = st.memo.frag(&n.shape(), &workload);
-                    let c = bal::cost(&n.view(), &shape, &workload, &mut st.memo, before, cpu_per_gpu).map(|c| c.0);
+                    let c = bal::cost(&n.view(), &shape, &workload, &mut st.memo, before, learned).map(|c| c.0);
                     st.costs.insert(n.key.clone(), c);
                     c
                 }
@@ -92,7 +92,7 @@ impl Replay {
         };
         let n = &self.nodes[i];
         let before = st.memo.frag(&n.shape(), &workload);
-        let gpu = bal::cost(&n.view(), &shape, &workload, &mut st.memo, before, cpu_per_gpu).and_then(|c| c.1);
+        let gpu = bal::cost(&n.view(), &shape, &workload, &mut st.memo, before, learned).and_then(|c| c.1);
         Some((i, gpu))
     }
 }
