@@ -13,34 +13,32 @@
 //!    GPU demand seen so far ([`History::named_share`]) times the cluster's free GPU capacity.
 //!    Placements that keep the reserve come first, whatever their score. Without such pods
 //!    every placement keeps it and the policy is unchanged.
-//! 1. **Leaves no dead room on a GPU in use.** Once the cluster is full, what idles is the room
-//!    GPU slices leave beside each other. A room of 100 milli or more that less than 5 % of the
-//!    sharing pods seen fit (on openb: the 210 milli that 470 + 320 leave, or 130 from 650 + 220)
-//!    is dead: only the rare small slices could use it, and they also fit the 190 milli beside
-//!    every 810. A sharing pod that would leave such a room on a GPU already in use takes
-//!    another GPU (a free one, whose room the common slices will close) unless there is none;
-//!    FGD's score prefers the used GPU, since a free GPU's large room is a fragment for the
-//!    810s and whole-GPU pods, though a 650 or 470 closes it later. Smaller rooms count as
-//!    closed. The sizes are learned from the pods seen ([`History::dead_rooms`]).
-//! 2. **Scores FGD's fragment increase Δ** against a target workload **learned online** from the
+//! 1. **Scores FGD's fragment increase Δ** against a target workload **learned online** from the
 //!    pods seen so far ([`History`]: every GPU task type that names no model, with its count
 //!    share), at half FGD's resolution: `int(50·sigmoid(−Δ/1000))`. Placements whose Δ differ by
-//!    less than about 0.08 GPU count as equally good, which leaves room for steps 3 and 4. Types
+//!    less than about 0.08 GPU count as equally good, which leaves room for steps 2 and 3. Types
 //!    that name models are left out: FGD counts every idle GPU of a model a type cannot use as that
 //!    type's fragment, in proportion to the type's popularity and whatever the model's size, so
 //!    they would push the other pods onto the model named least (e.g. the few 128-core G3 nodes,
 //!    the only home of the 120-core 8-GPU pods). The capacity those pods need is step 0's job.
-//! 3. **Sharing pods: the tightest GPU among equal scores.** What idles once the cluster is full
-//!    is the room that GPU slices leave beside each other, so among placements of equal score a
-//!    sharing pod takes the one whose GPU keeps the least free (best fit), before the CPU balance.
-//! 4. **Breaks ties by CPU balance.** A node's CPU surplus is its CPU left minus what its free
+//! 2. **Sharing pods: no dead room, then the tightest GPU, among equal scores.** What idles
+//!    once the cluster is full is the room GPU slices leave beside each other. Among placements
+//!    of equal score a sharing pod first avoids leaving a dead room on a GPU already in use: one
+//!    of 100 milli or more that less than 5 % of the sharing pods seen fit (on openb the 210
+//!    milli of 470 + 320, or 130 from 650 + 220: only the rare small slices fit those, and they
+//!    also fit the 190 beside every 810; [`History::dead_rooms`]). Then it takes the GPU that
+//!    keeps the least free (best fit), before the CPU balance. Only among equal scores: put
+//!    above the score, the rule sends slices to free GPUs whenever a pairing would leave a dead
+//!    room, and where such pairings are the common ones (most slices 450 milli: two leave 100)
+//!    that takes the free GPUs whole-GPU pods need (twice FGD's unallocated share).
+//! 3. **Breaks ties by CPU balance.** A node's CPU surplus is its CPU left minus what its free
 //!    GPUs will need, at the CPU per GPU the GPU pods seen so far asked for (`c̄`). A GPU pod that
 //!    asks for less CPU per GPU than `c̄` (CPU-light) goes where the surplus after placement is
 //!    smallest, using up the GPUs of CPU-poor nodes. A CPU-heavy one goes where the surplus it
 //!    leaves is smallest but not negative (best fit: its GPUs' CPU stays covered, and the
 //!    CPU-richest nodes stay whole for the pods only they can host); where every tied node would
 //!    go negative, to the largest surplus.
-//! 5. **CPU-only pods** never use a GPU, so the only harm they can do is to take the CPU that a
+//! 4. **CPU-only pods** never use a GPU, so the only harm they can do is to take the CPU that a
 //!    node's free GPUs need. They go where they make the least GPU capacity unusable: FGD's
 //!    fragment increase Δ of taking their CPU alone, at a quarter of FGD's resolution (steps of
 //!    about 0.16 GPU near Δ = 0). Among equal steps, the node whose CPU surplus they leave smallest
@@ -49,10 +47,11 @@
 //!    negative, the largest surplus. Spreading them instead (the largest surplus) leaves CPU in
 //!    pieces too small for them, and they end up on GPU-dense nodes where CPU is scarce
 //!    (`cpu200`–`cpu300`: up to 0.4 pp worse than FGD; docs/policies.md).
-//! 6. Remaining ties go to the smallest node name, as for every policy.
+//! 5. Remaining ties go to the smallest node name, as for every policy.
 //!
-//! Inside the node a sharing pod takes a GPU whose room stays usable, then the best score, ties to
-//! the tightest fit. Only the cluster state and the pods seen so far are used, never future
+//! Inside the node a sharing pod takes a GPU whose room stays usable if it has one (whatever
+//! the score: the node then scores as that GPU does), then the best score, ties to the tightest
+//! fit. Only the cluster state and the pods seen so far are used, never future
 //! arrivals.
 
 use super::node::{subtract, NodeView, PodShape};
@@ -213,7 +212,7 @@ pub struct Cost {
     /// naming it are expected to need ([`keeps_reserve`]); true otherwise. Compared first.
     pub keeps_reserve: bool,
     /// False when a sharing pod would leave a dead room on a GPU already in use
-    /// ([`DeadRooms`]); true otherwise. Compared second.
+    /// ([`DeadRooms`]); true otherwise. Compared after the score.
     pub keeps_room_usable: bool,
     /// For a sharing pod, minus the free milli its GPU keeps after placement (the tightest GPU is
     /// the highest); 0 for other pods. Compared after the score.
@@ -228,15 +227,14 @@ impl Cost {
     pub fn compare(&self, other: &Self) -> Ordering {
         self.keeps_reserve
             .cmp(&other.keeps_reserve)
-            .then_with(|| self.keeps_room_usable.cmp(&other.keeps_room_usable))
             .then_with(|| self.score.cmp(&other.score))
+            .then_with(|| self.keeps_room_usable.cmp(&other.keeps_room_usable))
             .then_with(|| self.gpu_fit.cmp(&other.gpu_fit))
             .then_with(|| self.balance.total_cmp(&other.balance))
     }
 
-    /// One number for the extender's scores: the step score (raised above every score when the
-    /// room stays usable) plus the GPU fit and the balance squashed into [0, 1), so the order is
-    /// the same as [`Cost::compare`].
+    /// One number for the extender's scores: the step score plus the room, the GPU fit and the
+    /// balance squashed into [0, 1), so the order is the same as [`Cost::compare`].
     pub fn live_score(&self) -> f64 {
         let squashed = if self.balance >= BEST_FIT / 2.0 {
             // A best fit: above every other balance, the smaller surplus the higher.
@@ -245,8 +243,8 @@ impl Cost {
             0.5 / (1.0 + (-self.balance / 10_000.0).exp())
         };
         let fit = (self.gpu_fit + MILLI).max(0) as f64;
-        let usable = if self.keeps_room_usable { SCORE_STEPS + 1.0 } else { 0.0 };
-        usable + self.score as f64 + (fit + squashed) / (MILLI + 1) as f64
+        let usable = if self.keeps_room_usable { 1.0 } else { 0.0 };
+        self.score as f64 + 0.5 * (usable + (fit + squashed) / (MILLI + 1) as f64)
     }
 }
 
@@ -339,8 +337,8 @@ pub fn cost(
     let balance = balance(pod, cpu_surplus(shape, pod, cpu_per_gpu), cpu_per_gpu);
     if pod.is_share() {
         let mut free = shape.gpu_free.to_vec();
-        // (room stays usable, score, free milli of the GPU, index): a usable room first, then the
-        // best score, ties to the tightest GPU.
+        // (room stays usable, score, free milli of the GPU, index): inside the node a usable room
+        // first (its score is then the node's), then the best score, ties to the tightest GPU.
         let mut best: Option<(bool, i64, i64, usize)> = None;
         for i in 0..free.len() {
             // GPUs with equal free milli leave the same node: the first one stands for all.
@@ -680,32 +678,31 @@ mod tests {
     }
 
     #[test]
-    fn sharing_pod_opens_a_gpu_rather_than_leave_a_dead_room() {
-        // A 320 beside a 470 leaves 210 milli that hardly any slice fits; on a free GPU it leaves
-        // 680 that a 650 will close. FGD's score prefers the partly used GPU.
-        let w = Workload { types: vec![(ty(4000, 470, 1), 0.4), (ty(8000, 810, 1), 0.4), (ty(4000, 320, 1), 0.2)] };
+    fn among_equal_scores_a_sharing_pod_leaves_no_dead_room() {
+        // Whole-GPU pods only in the workload: a 320 on either GPU frees 320 of fragment (Δ alike).
+        // On the 530 it leaves 210, which hardly any slice fits; on the 680 it leaves 360.
+        let w = Workload { types: vec![(ty(4000, 1000, 1), 1.0)] };
         let p = pod(4000, 320, 1);
-        let dead = DeadRooms { below: 220 };
-        let shape = NodeShape { cpu_left: 64_000, gpu_free: &[530, 1000], model: "G2" };
+        let shape = NodeShape { cpu_left: 64_000, gpu_free: &[530, 680], model: "G2" };
         let before = node_frag(&shape, &w);
         let view = NodeView { shape, tags: &[] };
         let at = |dead_rooms| {
             let learned = Learned { cpu_per_gpu: 8000.0, dead_rooms };
             cost(&view, &p, &w, &mut FragMemo::default(), before, learned).unwrap()
         };
-        let (fgd_order, fgd_gpu) = at(DeadRooms::default());
-        assert_eq!(fgd_gpu, Some(0), "without dead rooms the score takes the partly used GPU");
-        assert!(fgd_order.keeps_room_usable);
-        let (c, gpu) = at(dead);
+        let (tight, tight_gpu) = at(DeadRooms::default());
+        assert_eq!(tight_gpu, Some(0), "without dead rooms: the tightest GPU");
+        let (c, gpu) = at(DeadRooms { below: 220 });
         assert_eq!(gpu, Some(1));
+        assert_eq!(c.score, tight.score, "the two GPUs score alike");
         assert!(c.keeps_room_usable);
-        // Across nodes: a node whose only room would be dead ranks below one that keeps it usable,
-        // whatever the score.
-        let only_dead = Cost { score: 50, keeps_reserve: true, keeps_room_usable: false, gpu_fit: -10, balance: 0.0 };
-        let usable = Cost { score: 0, keeps_reserve: true, keeps_room_usable: true, gpu_fit: -680, balance: 0.0 };
-        assert_eq!(usable.compare(&only_dead), Ordering::Greater);
-        assert!(usable.live_score() > only_dead.live_score());
-        let eats = Cost { keeps_reserve: false, ..usable };
-        assert_eq!(only_dead.compare(&eats), Ordering::Greater, "the model reserve still comes first");
+        // Across nodes: a usable room beats a dead one at the same score, never a better score.
+        let dead = Cost { score: 30, keeps_reserve: true, keeps_room_usable: false, gpu_fit: -10, balance: 0.0 };
+        let usable = Cost { keeps_room_usable: true, gpu_fit: -680, ..dead };
+        assert_eq!(usable.compare(&dead), Ordering::Greater);
+        assert!(usable.live_score() > dead.live_score());
+        let better_score = Cost { score: 31, ..dead };
+        assert_eq!(better_score.compare(&usable), Ordering::Greater);
+        assert!(better_score.live_score() > usable.live_score());
     }
 }
