@@ -131,7 +131,8 @@ pub(super) fn rescore(state: &ClusterState, views: &mut LiveViews, placement: &P
 /// `fgd-balance` as the replay chooses: each fit's [`bal::Cost`] (the model reserve, the room
 /// left, the step score, the GPU fit, the CPU balance), compared exactly; the scores handed on
 /// are the costs' dense ranks, 1 for the worst (equal costs, equal scores: ties go to the
-/// smallest name), so the order is the replay's. Nodes where it does not fit by the policy's view score `f64::MIN`.
+/// smallest name), so the order is the replay's. Nodes where it does not fit by the policy's
+/// view score `f64::MIN`.
 fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&str, f64)]) {
     let history = views.history.take().unwrap_or_default();
     let learned = history.learned();

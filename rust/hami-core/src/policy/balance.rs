@@ -51,8 +51,7 @@
 //!
 //! Inside the node a sharing pod takes a GPU whose room stays usable if it has one (whatever
 //! the score: the node then scores as that GPU does), then the best score, ties to the tightest
-//! fit. Only the cluster state and the pods seen so far are used, never future
-//! arrivals.
+//! fit. Only the cluster state and the pods seen so far are used, never future arrivals.
 
 use super::node::{subtract, NodeView, PodShape};
 use crate::frag::{FragMemo, NodeShape, TaskType, Workload, MILLI};
@@ -81,7 +80,6 @@ pub struct History {
     seen: u64,
     /// Sharing pods seen per GPU milli they ask for.
     slices: BTreeMap<i64, u64>,
-    slices_seen: u64,
     gpu_pod_cpu: f64,
     gpu_pod_milli: f64,
     /// GPU milli of the pods seen that name their models, split evenly over the models named.
@@ -102,7 +100,6 @@ impl History {
         }
         if t.num_gpu == 1 && t.gpu_milli > 0 && t.gpu_milli < MILLI {
             *self.slices.entry(t.gpu_milli).or_default() += 1;
-            self.slices_seen += 1;
         }
         *self.counts.entry(t).or_default() += 1;
     }
@@ -111,7 +108,7 @@ impl History {
     /// few of the sharing pods seen (those asking for at most the room make up less than
     /// [`USABLE_ROOM_SHARE`] of them).
     pub fn dead_rooms(&self) -> DeadRooms {
-        let needed = USABLE_ROOM_SHARE * self.slices_seen as f64;
+        let needed = USABLE_ROOM_SHARE * self.slices.values().sum::<u64>() as f64;
         let mut hosted = 0;
         for (&milli, &n) in &self.slices {
             hosted += n;
@@ -120,6 +117,11 @@ impl History {
             }
         }
         DeadRooms::default()
+    }
+
+    /// What [`cost`] uses of the pods seen besides the workload.
+    pub fn learned(&self) -> Learned {
+        Learned { cpu_per_gpu: self.cpu_per_gpu(), dead_rooms: self.dead_rooms() }
     }
 
     /// The share of the GPU demand seen that can only run on `model` or a few models including
@@ -304,12 +306,6 @@ pub struct Learned {
     /// `c̄` ([`History::cpu_per_gpu`]); 0 where the node's CPU is not known.
     pub cpu_per_gpu: f64,
     pub dead_rooms: DeadRooms,
-}
-
-impl History {
-    pub fn learned(&self) -> Learned {
-        Learned { cpu_per_gpu: self.cpu_per_gpu(), dead_rooms: self.dead_rooms() }
-    }
 }
 
 /// The cost of placing `pod` on `node` and, for a sharing pod, the GPU to use; `None` if it does
