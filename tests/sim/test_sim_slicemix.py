@@ -50,6 +50,12 @@ def test_cli_writes_every_mix_and_refuses_bad_input_in_one_line(tmp_path, capsys
     assert len(err) == 2 and "nine" in err[0] and "none.csv" in err[1]
     with pytest.raises(ValueError, match="1..999"):
         slicemix.redraw(pods.read_bytes(), (1000,), seed=1)
+    broken = tmp_path / "broken.csv"
+    broken.write_text(pods.read_text().replace(",1,810,", ",1,eight,", 1))
+    assert ",1,eight," in broken.read_text()
+    assert slicemix.main(["--pods", str(broken), "--out", str(tmp_path / "x")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "line " in line and "`gpu_milli`" in line and "'eight'" in line
 
 
 @pytest.mark.skipif(

@@ -32,8 +32,17 @@ MIXES: dict[str, tuple[int, ...]] = {
 }
 
 
+def _number(row: dict[str, str], column: str) -> int:
+    text = row.get(column)
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        raise ValueError(f"column `{column}`: {text!r} is not a number") from None
+
+
 def is_slice(row: dict[str, str]) -> bool:
-    return row["num_gpu"].strip() == "1" and 0 < int(row["gpu_milli"]) < 1000
+    """A sharing pod: one GPU, less than a whole one."""
+    return _number(row, "num_gpu") == 1 and 0 < _number(row, "gpu_milli") < 1000
 
 
 def redraw(pods_csv: bytes, sizes: Sequence[int], seed: int) -> str:
@@ -47,8 +56,12 @@ def redraw(pods_csv: bytes, sizes: Sequence[int], seed: int) -> str:
         raise ValueError("pod CSV: want the columns num_gpu and gpu_milli")
     rng = random.Random(seed)
     rows = []
-    for r in reader:
-        if is_slice(r):
+    for line, r in enumerate(reader, start=2):
+        try:
+            share = is_slice(r)
+        except ValueError as e:
+            raise ValueError(f"pod CSV line {line}: {e}") from None
+        if share:
             r["gpu_milli"] = str(rng.choice(sizes))
         rows.append(r)
     out = io.StringIO()

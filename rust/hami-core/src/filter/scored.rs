@@ -153,23 +153,14 @@ fn rescore_balance(state: &ClusterState, views: &mut LiveViews, fits: &mut [(&st
             cost
         }));
     }
-    let mut order: Vec<usize> = (0..fits.len()).filter(|&i| costs[i].is_some()).collect();
-    let cost = |i: usize| {
-        costs[i].unwrap_or(bal::Cost {
-            score: 0,
-            keeps_reserve: false,
-            keeps_room_usable: false,
-            gpu_fit: 0,
-            balance: 0.0,
-        })
-    };
-    order.sort_by(|&a, &b| cost(a).compare(&cost(b)));
+    let mut order: Vec<(usize, bal::Cost)> = costs.iter().enumerate().filter_map(|(i, c)| c.map(|c| (i, c))).collect();
+    order.sort_by(|a, b| a.1.compare(&b.1));
     let mut rank = 1.0;
-    for (k, &i) in order.iter().enumerate() {
-        if k > 0 && cost(order[k - 1]).compare(&cost(i)) != Ordering::Equal {
+    for k in 0..order.len() {
+        if k > 0 && order[k - 1].1.compare(&order[k].1) != Ordering::Equal {
             rank += 1.0;
         }
-        fits[i].1 = rank;
+        fits[order[k].0].1 = rank;
     }
     for (i, c) in costs.iter().enumerate() {
         if c.is_none() {
